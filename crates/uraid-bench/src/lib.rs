@@ -1,0 +1,1 @@
+//! uraid benchmarks (placeholder).

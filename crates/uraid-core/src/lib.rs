@@ -1,0 +1,1 @@
+//! uraid's engine core (placeholder).

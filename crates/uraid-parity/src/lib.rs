@@ -1,0 +1,1 @@
+//! RAID parity kernels (placeholder; see the parity issue).
