@@ -1,1 +1,16 @@
-//! uraid's engine core (placeholder).
+//! uraid's engine core: md's geometry (levels, layouts, the map between array and member
+//! addresses) and, later, the stripe cache. This crate performs no I/O: no file descriptor,
+//! clock, thread or global random state, so that unit tests and a deterministic simulator can
+//! drive it exactly as the io_uring runtime does.
+#![forbid(unsafe_code)]
+
+pub mod constants;
+pub mod error;
+pub mod geometry;
+pub mod layout;
+pub mod units;
+
+pub use error::GeometryError;
+pub use geometry::{ChunkAddress, DiskRole, Geometry, StripeMap};
+pub use layout::{Layout, Level};
+pub use units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
