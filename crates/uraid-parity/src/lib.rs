@@ -1,1 +1,120 @@
-//! RAID parity kernels (placeholder; see the parity issue).
+//! RAID parity kernels: XOR parity, the RAID6 P+Q syndrome over GF(2^8) with md's polynomial
+//! 0x11d and generator 2, the partial P+Q update that RAID6 read-modify-write needs, and recovery
+//! of every one- and two-block erasure pattern.
+//!
+//! Every kernel has a scalar reference ([`Backend::Scalar`]) and SIMD versions chosen at run time
+//! from what the CPU has ([`backend`]). The free functions use the chosen backend; the methods of
+//! [`Backend`] run a given one (tests and benchmarks compare them).
+//!
+//! Blocks are plain byte slices of equal length; no alignment is required (aligned buffers are
+//! faster). Nothing here allocates a data buffer or does I/O.
+
+mod backend;
+pub mod gf;
+mod recover;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use backend::{BACKEND_ENV, Backend, backend};
+
+/// The most data blocks a stripe can have: RAID6 of 256 members. The Q coefficients `2^i` are
+/// distinct only for `i < 255`, which is why md stops there too.
+pub const MAX_DATA_BLOCKS: usize = 254;
+
+/// One block of a RAID6 stripe handed to [`raid6_recover`].
+#[derive(Debug)]
+pub enum Block<'a> {
+    /// A surviving block.
+    Present(&'a [u8]),
+    /// A slot that holds zeros by definition (DDF layouts' unused syndrome slots).
+    Zero,
+    /// A lost block: its buffer receives the rebuilt contents (its previous contents are ignored).
+    Lost(&'a mut [u8]),
+}
+
+impl Block<'_> {
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Block::Lost(_))
+    }
+
+    /// The contents of a surviving block.
+    #[must_use]
+    pub fn present(&self) -> Option<&[u8]> {
+        match self {
+            Block::Present(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The contents of a surviving or (already) rebuilt block; `None` for a zero block.
+    #[must_use]
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Block::Present(b) => Some(b),
+            Block::Lost(b) => Some(b),
+            Block::Zero => None,
+        }
+    }
+
+    /// The buffer of a lost block.
+    pub fn lost_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Block::Lost(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// Length in bytes; 0 for a zero block, which takes the stripe's length.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.bytes().map_or(0, <[u8]>::len)
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// `dst = srcs[0] ^ srcs[1] ^ ...` with the [`backend`].
+pub fn xor_gen(dst: &mut [u8], srcs: &[&[u8]]) {
+    backend().xor_gen(dst, srcs);
+}
+
+/// `dst ^= srcs[0] ^ srcs[1] ^ ...` with the [`backend`].
+pub fn xor_acc(dst: &mut [u8], srcs: &[&[u8]]) {
+    backend().xor_acc(dst, srcs);
+}
+
+/// RAID6 P and Q of `data` in syndrome order (`None` = zero block). See [`Backend::gen_syndrome`].
+pub fn gen_syndrome(p: &mut [u8], q: &mut [u8], data: &[Option<&[u8]>]) {
+    backend().gen_syndrome(p, q, data);
+}
+
+/// RAID6 read-modify-write of the block in syndrome `slot`. See [`Backend::pq_update`].
+pub fn pq_update(p: &mut [u8], q: &mut [u8], slot: usize, old: &[u8], new: &[u8]) {
+    backend().pq_update(p, q, slot, old, new);
+}
+
+/// RAID6 read-modify-write of several blocks `(slot, old, new)` in one pass.
+pub fn pq_update_multi(p: &mut [u8], q: &mut [u8], updates: &[(usize, &[u8], &[u8])]) {
+    backend().pq_update_multi(p, q, updates);
+}
+
+/// `dst = c * src` in GF(2^8).
+pub fn mul_const(dst: &mut [u8], src: &[u8], c: u8) {
+    backend().mul_const(dst, src, c);
+}
+
+/// `dst ^= c * src` in GF(2^8).
+pub fn mul_const_acc(dst: &mut [u8], src: &[u8], c: u8) {
+    backend().mul_const_acc(dst, src, c);
+}
+
+/// Rebuilds the lost blocks of a RAID6 stripe (one or two, any of data, P, Q).
+/// See [`Backend::raid6_recover`].
+pub fn raid6_recover(data: &mut [Block<'_>], p: &mut Block<'_>, q: &mut Block<'_>) {
+    backend().raid6_recover(data, p, q);
+}

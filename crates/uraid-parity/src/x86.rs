@@ -1,0 +1,73 @@
+//! x86-64 SIMD kernels. One generic implementation of each kernel over a [`Vector`] trait, and
+//! one module per backend that instantiates them inside `#[target_feature]` functions: the trait
+//! methods are `#[inline(always)]`, so the intrinsics land in code compiled for those features
+//! (the pattern the `memchr` crate uses).
+//!
+//! GF(2^8) multiplication by a constant `c` uses either two 16-entry nibble tables and `vpshufb`
+//! (`c*x = c*lo(x) ^ c*hi(x)`) or, with GFNI, one `vgf2p8affineqb` with the 8x8 bit matrix of
+//! "multiply by c" modulo 0x11d. (`vgf2p8mulb` is no use: its polynomial is AES's 0x11b.)
+
+mod generic;
+mod vectors;
+
+use crate::scalar::Delta;
+use vectors::{Avx2, Avx512, Gfni};
+
+macro_rules! backend_module {
+    ($name:ident, $vector:ty, $features:literal) => {
+        pub(crate) mod $name {
+            use super::*;
+
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn xor_gen(dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
+                // SAFETY: the caller checked the CPU features this module is compiled for.
+                unsafe { generic::xor_gen::<$vector>(dst, srcs, acc) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn syndrome(
+                p: Option<&mut [u8]>,
+                q: &mut [u8],
+                data: &[Option<&[u8]>],
+            ) {
+                // SAFETY: as above.
+                unsafe { generic::syndrome::<$vector>(p, q, data) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn pq_update(p: &mut [u8], q: &mut [u8], deltas: &[Delta<'_>]) {
+                // SAFETY: as above.
+                unsafe { generic::pq_update::<$vector>(p, q, deltas) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn mul_const(dst: &mut [u8], src: &[u8], c: u8, acc: bool) {
+                // SAFETY: as above.
+                unsafe { generic::mul_const::<$vector>(dst, src, c, acc) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn recov_2data(
+                dx: &mut [u8],
+                dy: &mut [u8],
+                p: &[u8],
+                q: &[u8],
+                a: u8,
+                b: u8,
+            ) {
+                // SAFETY: as above.
+                unsafe { generic::recov_2data::<$vector>(dx, dy, p, q, a, b) }
+            }
+
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn recov_data_q(dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {
+                // SAFETY: as above.
+                unsafe { generic::recov_data_q::<$vector>(dx, p, q, c) }
+            }
+        }
+    };
+}
+
+backend_module!(avx2, Avx2, "avx2");
+backend_module!(avx512, Avx512, "avx512f,avx512bw");
+backend_module!(gfni, Gfni, "avx512f,avx512bw,gfni");

@@ -1,0 +1,260 @@
+//! The kernels, written once over [`Vector`]. Each walks the blocks in groups of `UNROLL`
+//! vectors (independent dependency chains keep the SIMD ports busy), then single vectors, and
+//! hands the last bytes that fill no vector to the scalar reference.
+//!
+//! SAFETY (for every function here): the caller guarantees the CPU features of `V`, and that all
+//! slices have the length of the first (checked by `Backend`); loads and stores stay inside them.
+
+// Each kernel keeps its per-group body next to the loop that runs it.
+#![allow(clippy::items_after_statements)]
+
+use super::vectors::Vector;
+use crate::scalar::{self, Delta};
+use arrayvec::ArrayVec;
+
+const UNROLL: usize = 4;
+
+#[inline(always)]
+unsafe fn load_n<V: Vector, const N: usize>(src: *const u8) -> [V; N] {
+    let mut v = [unsafe { V::zero() }; N];
+    for (k, v) in v.iter_mut().enumerate() {
+        *v = unsafe { V::load(src.add(k * V::BYTES)) };
+    }
+    v
+}
+
+#[inline(always)]
+unsafe fn store_n<V: Vector, const N: usize>(v: [V; N], dst: *mut u8) {
+    for (k, v) in v.into_iter().enumerate() {
+        unsafe { v.store(dst.add(k * V::BYTES)) };
+    }
+}
+
+/// Runs `body` at every offset where a whole group of `n` vectors fits, from `from`; returns where the
+/// groups end.
+macro_rules! groups {
+    ($V:ty, $len:expr, $from:expr, $n:expr, |$off:ident| $body:block) => {{
+        let step = $n * <$V>::BYTES;
+        let mut $off = $from;
+        while $off + step <= $len {
+            $body
+            $off += step;
+        }
+        $off
+    }};
+}
+
+#[inline(always)]
+pub(crate) unsafe fn xor_gen<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
+    let len = dst.len();
+    let d = dst.as_mut_ptr();
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(d: *mut u8, srcs: &[&[u8]], acc: bool, off: usize) {
+        unsafe {
+            let mut a: [V; N] = if acc { load_n(d.add(off)) } else { [V::zero(); N] };
+            for s in srcs {
+                let x: [V; N] = load_n(s.as_ptr().add(off));
+                for k in 0..N {
+                    a[k] = a[k].xor(x[k]);
+                }
+            }
+            store_n(a, d.add(off));
+        }
+    }
+    let off =
+        groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(d, srcs, acc, off) } });
+    let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(d, srcs, acc, off) } });
+    scalar::xor_gen(dst, srcs, acc, off);
+}
+
+#[inline(always)]
+pub(crate) unsafe fn syndrome<V: Vector>(
+    mut p: Option<&mut [u8]>,
+    q: &mut [u8],
+    data: &[Option<&[u8]>],
+) {
+    let len = q.len();
+    // Horner's rule starts at the highest slot that holds data; zero slots above it add nothing.
+    let Some(top) = data.iter().rposition(Option::is_some) else {
+        q.fill(0);
+        if let Some(p) = p {
+            p.fill(0);
+        }
+        return;
+    };
+    let pp = p.as_deref_mut().map(<[u8]>::as_mut_ptr);
+    let qp = q.as_mut_ptr();
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(
+        pp: Option<*mut u8>,
+        qp: *mut u8,
+        data: &[Option<&[u8]>],
+        top: usize,
+        off: usize,
+    ) {
+        unsafe {
+            let first = data[top].expect("top slot holds data");
+            let mut p: [V; N] = load_n(first.as_ptr().add(off));
+            let mut q = p;
+            for d in data[..top].iter().rev() {
+                if let Some(d) = d {
+                    let x: [V; N] = load_n(d.as_ptr().add(off));
+                    for k in 0..N {
+                        p[k] = p[k].xor(x[k]);
+                        q[k] = q[k].mul2().xor(x[k]);
+                    }
+                } else {
+                    for v in &mut q {
+                        *v = v.mul2();
+                    }
+                }
+            }
+            if let Some(pp) = pp {
+                store_n(p, pp.add(off));
+            }
+            store_n(q, qp.add(off));
+        }
+    }
+    let off =
+        groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(pp, qp, data, top, off) } });
+    let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(pp, qp, data, top, off) } });
+    scalar::syndrome(p, q, data, off);
+}
+
+#[inline(always)]
+pub(crate) unsafe fn pq_update<V: Vector>(p: &mut [u8], q: &mut [u8], deltas: &[Delta<'_>]) {
+    let len = p.len();
+    let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
+    let tables: ArrayVec<V::Table, { crate::MAX_DATA_BLOCKS }> =
+        deltas.iter().map(|d| unsafe { V::table(d.coef) }).collect();
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(
+        pp: *mut u8,
+        qp: *mut u8,
+        deltas: &[Delta<'_>],
+        tables: &[V::Table],
+        off: usize,
+    ) {
+        unsafe {
+            let mut p: [V; N] = load_n(pp.add(off));
+            let mut q: [V; N] = load_n(qp.add(off));
+            for (d, t) in deltas.iter().zip(tables) {
+                let old: [V; N] = load_n(d.old.as_ptr().add(off));
+                let new: [V; N] = load_n(d.new.as_ptr().add(off));
+                for k in 0..N {
+                    let x = old[k].xor(new[k]);
+                    p[k] = p[k].xor(x);
+                    q[k] = q[k].xor(x.mul(*t));
+                }
+            }
+            store_n(p, pp.add(off));
+            store_n(q, qp.add(off));
+        }
+    }
+    let off = groups!(V, len, 0, UNROLL, |off| {
+        unsafe { group::<V, UNROLL>(pp, qp, deltas, &tables, off) }
+    });
+    let off =
+        groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(pp, qp, deltas, &tables, off) } });
+    scalar::pq_update(p, q, deltas, off);
+}
+
+#[inline(always)]
+pub(crate) unsafe fn mul_const<V: Vector>(dst: &mut [u8], src: &[u8], c: u8, acc: bool) {
+    let len = dst.len();
+    let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+    let t = unsafe { V::table(c) };
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(
+        d: *mut u8,
+        s: *const u8,
+        t: V::Table,
+        acc: bool,
+        off: usize,
+    ) {
+        unsafe {
+            let x: [V; N] = load_n(s.add(off));
+            let mut r = [V::zero(); N];
+            for k in 0..N {
+                r[k] = x[k].mul(t);
+            }
+            if acc {
+                let a: [V; N] = load_n(d.add(off));
+                for k in 0..N {
+                    r[k] = r[k].xor(a[k]);
+                }
+            }
+            store_n(r, d.add(off));
+        }
+    }
+    let off =
+        groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(d, s, t, acc, off) } });
+    let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(d, s, t, acc, off) } });
+    scalar::mul_const(dst, src, c, acc, off);
+}
+
+#[inline(always)]
+pub(crate) unsafe fn recov_2data<V: Vector>(
+    dx: &mut [u8],
+    dy: &mut [u8],
+    p: &[u8],
+    q: &[u8],
+    a: u8,
+    b: u8,
+) {
+    let len = dx.len();
+    let ptrs = (dx.as_mut_ptr(), dy.as_mut_ptr(), p.as_ptr(), q.as_ptr());
+    let tables = unsafe { (V::table(a), V::table(b)) };
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(
+        (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
+        (ta, tb): (V::Table, V::Table),
+        off: usize,
+    ) {
+        unsafe {
+            let (dx, dy): ([V; N], [V; N]) = (load_n(xp.add(off)), load_n(yp.add(off)));
+            let (p, q): ([V; N], [V; N]) = (load_n(pp.add(off)), load_n(qp.add(off)));
+            let (mut x, mut y) = ([V::zero(); N], [V::zero(); N]);
+            for k in 0..N {
+                let pxy = p[k].xor(dx[k]);
+                let qxy = q[k].xor(dy[k]);
+                x[k] = pxy.mul(ta).xor(qxy.mul(tb));
+                y[k] = pxy.xor(x[k]);
+            }
+            store_n(x, xp.add(off));
+            store_n(y, yp.add(off));
+        }
+    }
+    let off =
+        groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(ptrs, tables, off) } });
+    let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(ptrs, tables, off) } });
+    scalar::recov_2data(dx, dy, p, q, a, b, off);
+}
+
+#[inline(always)]
+pub(crate) unsafe fn recov_data_q<V: Vector>(dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {
+    let len = dx.len();
+    let ptrs = (dx.as_mut_ptr(), p.as_mut_ptr(), q.as_ptr());
+    let t = unsafe { V::table(c) };
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(
+        (xp, pp, qp): (*mut u8, *mut u8, *const u8),
+        t: V::Table,
+        off: usize,
+    ) {
+        unsafe {
+            let (dx, p, q): ([V; N], [V; N], [V; N]) =
+                (load_n(xp.add(off)), load_n(pp.add(off)), load_n(qp.add(off)));
+            let (mut x, mut np) = ([V::zero(); N], [V::zero(); N]);
+            for k in 0..N {
+                x[k] = q[k].xor(dx[k]).mul(t);
+                np[k] = p[k].xor(x[k]);
+            }
+            store_n(x, xp.add(off));
+            store_n(np, pp.add(off));
+        }
+    }
+    let off = groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(ptrs, t, off) } });
+    let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(ptrs, t, off) } });
+    scalar::recov_data_q(dx, p, q, c, off);
+}

@@ -1,0 +1,148 @@
+//! Every SIMD backend against the scalar reference, and the scalar reference against the
+//! definitions (P = Σ d_i, Q = Σ 2^i d_i over GF(2^8) mod 0x11d), on random data at many widths,
+//! lengths and misalignments.
+
+use proptest::prelude::*;
+use uraid_parity::{Backend, gf};
+
+/// The backends this CPU runs besides the reference.
+fn fast_backends() -> Vec<Backend> {
+    Backend::ALL.into_iter().filter(|b| *b != Backend::Scalar && b.available()).collect()
+}
+
+/// `count` random blocks of `len` bytes, each starting `skew` bytes into its allocation so that
+/// no block is vector-aligned when `skew` is odd.
+fn blocks(seed: u64, count: usize, len: usize, skew: usize) -> Vec<Vec<u8>> {
+    let mut x = seed | 1;
+    (0..count)
+        .map(|_| {
+            (0..len + skew)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn definition_pq(data: &[Option<&[u8]>], len: usize) -> (Vec<u8>, Vec<u8>) {
+    let (mut p, mut q) = (vec![0u8; len], vec![0u8; len]);
+    for (i, d) in data.iter().enumerate() {
+        if let Some(d) = d {
+            for b in 0..len {
+                p[b] ^= d[b];
+                q[b] ^= gf::mul(gf::exp2(i), d[b]);
+            }
+        }
+    }
+    (p, q)
+}
+
+fn geometry() -> impl Strategy<Value = (usize, usize, usize, u64)> {
+    // (data blocks, length, skew, seed): lengths cover empty, sub-vector, odd and multi-group.
+    (1usize..=254, prop_oneof![0usize..300, 300usize..5000], 0usize..64, any::<u64>())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn xor_matches_reference((n, len, skew, seed) in geometry(), acc in any::<bool>()) {
+        let src = blocks(seed, n + 1, len, skew);
+        let srcs: Vec<&[u8]> = src[1..].iter().map(|b| &b[skew..]).collect();
+        let mut want = src[0][skew..].to_vec();
+        if acc { Backend::Scalar.xor_acc(&mut want, &srcs) } else { Backend::Scalar.xor_gen(&mut want, &srcs) }
+        let mut by_definition = if acc { src[0][skew..].to_vec() } else { vec![0; len] };
+        for s in &srcs { for (d, x) in by_definition.iter_mut().zip(*s) { *d ^= x; } }
+        prop_assert_eq!(&want, &by_definition);
+        for be in fast_backends() {
+            let mut got = src[0][skew..].to_vec();
+            if acc { be.xor_acc(&mut got, &srcs) } else { be.xor_gen(&mut got, &srcs) }
+            prop_assert!(got == want, "{} differs", be.name());
+        }
+    }
+
+    #[test]
+    fn syndrome_matches_definition_and_reference(
+        (n, len, skew, seed) in geometry(),
+        zero_mask in any::<u64>(),
+    ) {
+        let src = blocks(seed, n, len, skew);
+        // Some slots are zero blocks (None), as in DDF layouts.
+        let data: Vec<Option<&[u8]>> = src.iter().enumerate()
+            .map(|(i, b)| (zero_mask >> (i % 64) & 1 == 0 || n < 3).then(|| &b[skew..]))
+            .collect();
+        let (want_p, want_q) = definition_pq(&data, len);
+        for be in Backend::ALL.into_iter().filter(|b| b.available()) {
+            let (mut p, mut q) = (vec![0xa5; len], vec![0x5a; len]);
+            be.gen_syndrome(&mut p, &mut q, &data);
+            prop_assert!(p == want_p && q == want_q, "{} differs", be.name());
+        }
+    }
+
+    #[test]
+    fn pq_update_equals_fresh_syndrome(
+        (n, len, skew, seed) in geometry(),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 1..4),
+    ) {
+        let old = blocks(seed, n, len, skew);
+        let mut new = old.clone();
+        let fresh = blocks(seed.rotate_left(7), picks.len(), len, skew);
+        let mut slots: Vec<usize> = picks.iter().map(|i| i.index(n)).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for (k, &s) in slots.iter().enumerate() { new[s] = fresh[k].clone(); }
+        let old_refs: Vec<Option<&[u8]>> = old.iter().map(|b| Some(&b[skew..])).collect();
+        let new_refs: Vec<Option<&[u8]>> = new.iter().map(|b| Some(&b[skew..])).collect();
+        let (want_p, want_q) = definition_pq(&new_refs, len);
+        let (p0, q0) = definition_pq(&old_refs, len);
+        let updates: Vec<(usize, &[u8], &[u8])> =
+            slots.iter().map(|&s| (s, &old[s][skew..], &new[s][skew..])).collect();
+        for be in Backend::ALL.into_iter().filter(|b| b.available()) {
+            let (mut p, mut q) = (p0.clone(), q0.clone());
+            be.pq_update_multi(&mut p, &mut q, &updates);
+            prop_assert!(p == want_p && q == want_q, "{} differs", be.name());
+        }
+    }
+
+    #[test]
+    fn mul_const_matches_reference((_, len, skew, seed) in geometry(), c in any::<u8>(), acc in any::<bool>()) {
+        let src = blocks(seed, 2, len, skew);
+        let want: Vec<u8> = src[0][skew..].iter().zip(&src[1][skew..])
+            .map(|(d, s)| gf::mul(c, *s) ^ if acc { *d } else { 0 })
+            .collect();
+        for be in Backend::ALL.into_iter().filter(|b| b.available()) {
+            let mut got = src[0][skew..].to_vec();
+            if acc { be.mul_const_acc(&mut got, &src[1][skew..], c) } else { be.mul_const(&mut got, &src[1][skew..], c) }
+            prop_assert!(got == want, "{} differs", be.name());
+        }
+    }
+}
+
+#[test]
+fn every_backend_is_refused_or_runs() {
+    for be in Backend::ALL {
+        let result = std::panic::catch_unwind(|| {
+            let mut d = [0u8; 8];
+            be.xor_gen(&mut d, &[&[1u8; 8]]);
+            d
+        });
+        assert_eq!(result.is_ok(), be.available(), "{}", be.name());
+        if let Ok(d) = result {
+            assert_eq!(d, [1; 8]);
+        }
+    }
+    assert!(Backend::detect().available());
+    assert_eq!(Backend::from_name("gfni"), Some(Backend::Gfni));
+    assert_eq!(Backend::from_name("sse9"), None);
+}
+
+#[test]
+#[should_panic(expected = "same length")]
+fn mismatched_lengths_are_refused() {
+    let mut p = [0u8; 16];
+    Backend::Scalar.xor_gen(&mut p, &[&[0u8; 15]]);
+}
