@@ -8,9 +8,11 @@ pub mod constants;
 pub mod error;
 pub mod geometry;
 pub mod layout;
+pub mod reconstruct;
 pub mod units;
 
 pub use error::GeometryError;
 pub use geometry::{ChunkAddress, DiskRole, Geometry, StripeMap};
 pub use layout::{Layout, Level};
+pub use reconstruct::{ReconstructError, reconstruct};
 pub use units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
