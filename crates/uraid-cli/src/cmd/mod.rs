@@ -1,0 +1,4 @@
+//! One module per `uraid` verb.
+
+pub mod bench;
+pub mod build;
