@@ -1,0 +1,60 @@
+//! Best-of-N timing with the contenders interleaved, so that a noisy neighbour slows both alike.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// How long each sample runs and how many samples each contender gets.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub sample: Duration,
+    pub samples: usize,
+}
+
+impl Timing {
+    #[must_use]
+    pub fn new(quick: bool) -> Timing {
+        if quick {
+            Timing { sample: Duration::from_millis(2), samples: 2 }
+        } else {
+            Timing { sample: Duration::from_millis(25), samples: 9 }
+        }
+    }
+
+    /// Best seconds per iteration of `run(contender, iteration)` for contenders 0 and 1,
+    /// alternating samples between them.
+    pub fn compare(&self, mut run: impl FnMut(usize, usize)) -> [f64; 2] {
+        let iters = self.calibrate(&mut run);
+        let mut best = [f64::INFINITY; 2];
+        let mut i = 0;
+        for _ in 0..self.samples {
+            for (who, best) in best.iter_mut().enumerate() {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    run(black_box(who), i);
+                    i += 1;
+                }
+                *best = best.min(start.elapsed().as_secs_f64() / iters as f64);
+            }
+        }
+        best
+    }
+
+    /// Iterations that fill one sample, from timing the first contender.
+    fn calibrate(&self, run: &mut impl FnMut(usize, usize)) -> usize {
+        let mut iters = 1usize;
+        loop {
+            let start = Instant::now();
+            for i in 0..iters {
+                run(0, i);
+            }
+            let took = start.elapsed();
+            if took >= self.sample / 4 || iters >= 1 << 30 {
+                let per = took.as_secs_f64() / iters as f64;
+                let iters = (self.sample.as_secs_f64() / per.max(1e-9)).ceil();
+                #[allow(clippy::cast_sign_loss)] // a positive ratio of durations
+                return (iters as usize).max(1);
+            }
+            iters *= 4;
+        }
+    }
+}
