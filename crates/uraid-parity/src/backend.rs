@@ -2,7 +2,7 @@
 
 use crate::scalar::{self, Delta};
 use crate::{Block, gf, recover};
-use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 use std::sync::OnceLock;
 
 /// Calls the kernel of the chosen backend; SIMD kernels only after `check()` proved the CPU has
@@ -122,7 +122,7 @@ impl Backend {
         let lens = updates.iter().flat_map(|u| [u.1.len(), u.2.len()]);
         check_lens(p.len(), std::iter::once(q.len()).chain(lens));
         assert!(updates.len() <= crate::MAX_DATA_BLOCKS, "at most one update per data block");
-        let deltas: ArrayVec<Delta<'_>, { crate::MAX_DATA_BLOCKS }> = updates
+        let deltas: SmallVec<[Delta<'_>; 8]> = updates
             .iter()
             .map(|&(slot, old, new)| Delta { coef: gf::exp2(slot), old, new })
             .collect();

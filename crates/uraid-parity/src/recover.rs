@@ -3,10 +3,12 @@
 //! recovery allocates nothing.
 
 use crate::{Backend, Block, MAX_DATA_BLOCKS, gf};
-use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 
 /// Syndrome inputs: one entry per data slot, `None` for a zero (or not yet rebuilt) block.
-type View<'a> = ArrayVec<Option<&'a [u8]>, MAX_DATA_BLOCKS>;
+/// Inline up to 32 entries (arrays up to 34 members); wider stripes spill to the heap.
+type View<'a> = SmallVec<[Option<&'a [u8]>; INLINE]>;
+const INLINE: usize = 32;
 
 pub(crate) fn raid6_recover(
     be: Backend,
@@ -27,8 +29,7 @@ pub(crate) fn raid6_recover(
             be.syndrome(p.lost_mut(), q.lost_mut().expect("Q is lost"), &view(data));
         }
         (None, _, true, false) => {
-            let srcs: ArrayVec<&[u8], MAX_DATA_BLOCKS> =
-                data.iter().filter_map(Block::present).collect();
+            let srcs: SmallVec<[&[u8]; INLINE]> = data.iter().filter_map(Block::present).collect();
             be.xor(p.lost_mut().expect("P is lost"), &srcs, false);
         }
         (None, _, false, true) => be.syndrome(None, q.lost_mut().expect("Q is lost"), &view(data)),
@@ -36,7 +37,7 @@ pub(crate) fn raid6_recover(
             // One data block from P, as in RAID5; then Q if it is lost too.
             {
                 let (dx, others) = split_lost(data, x);
-                let mut srcs: ArrayVec<&[u8], { MAX_DATA_BLOCKS + 1 }> =
+                let mut srcs: SmallVec<[&[u8]; INLINE]> =
                     others.iter().flatten().copied().collect();
                 srcs.push(p.present().expect("P survives"));
                 be.xor(dx, &srcs, false);

@@ -10,9 +10,25 @@
 
 use super::vectors::Vector;
 use crate::scalar::{self, Delta};
-use arrayvec::ArrayVec;
+use smallvec::SmallVec;
 
 const UNROLL: usize = 4;
+
+/// How far ahead of the current group each source is prefetched. With many sources the hardware
+/// prefetchers lose track of the streams (a 16+2 stripe is 18 of them); a software prefetch
+/// per source per group keeps the memory bus busy. Prefetches never fault, so running past the
+/// end of a block is harmless (the address is formed with `wrapping_add`).
+const PREFETCH_AHEAD: usize = 4096;
+
+#[inline(always)]
+fn prefetch(src: *const u8, off: usize) {
+    // SAFETY: a prefetch is a hint: it reads no memory architecturally and cannot fault.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
+            src.wrapping_add(off + PREFETCH_AHEAD).cast(),
+        );
+    }
+}
 
 #[inline(always)]
 unsafe fn load_n<V: Vector, const N: usize>(src: *const u8) -> [V; N] {
@@ -53,6 +69,7 @@ pub(crate) unsafe fn xor_gen<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], acc: boo
         unsafe {
             let mut a: [V; N] = if acc { load_n(d.add(off)) } else { [V::zero(); N] };
             for s in srcs {
+                prefetch(s.as_ptr(), off);
                 let x: [V; N] = load_n(s.as_ptr().add(off));
                 for k in 0..N {
                     a[k] = a[k].xor(x[k]);
@@ -94,20 +111,28 @@ pub(crate) unsafe fn syndrome<V: Vector>(
     ) {
         unsafe {
             let first = data[top].expect("top slot holds data");
+            prefetch(first.as_ptr(), off);
             let mut p: [V; N] = load_n(first.as_ptr().add(off));
             let mut q = p;
-            for d in data[..top].iter().rev() {
-                if let Some(d) = d {
-                    let x: [V; N] = load_n(d.as_ptr().add(off));
+            // Slots below the top, highest first, two at a time where both hold data.
+            let mut pairs = data[..top].rchunks_exact(2);
+            for pair in &mut pairs {
+                if let [Some(lo), Some(hi)] = pair {
+                    prefetch(hi.as_ptr(), off);
+                    prefetch(lo.as_ptr(), off);
+                    let (hi, lo): ([V; N], [V; N]) =
+                        (load_n(hi.as_ptr().add(off)), load_n(lo.as_ptr().add(off)));
                     for k in 0..N {
-                        p[k] = p[k].xor(x[k]);
-                        q[k] = q[k].mul2().xor(x[k]);
+                        p[k] = V::xor3(p[k], hi[k], lo[k]);
+                        q[k] = V::horner2(q[k], hi[k], lo[k]);
                     }
                 } else {
-                    for v in &mut q {
-                        *v = v.mul2();
-                    }
+                    horner_step(&mut p, &mut q, pair[1], off);
+                    horner_step(&mut p, &mut q, pair[0], off);
                 }
+            }
+            if let [d] = pairs.remainder() {
+                horner_step(&mut p, &mut q, *d, off);
             }
             if let Some(pp) = pp {
                 store_n(p, pp.add(off));
@@ -121,11 +146,35 @@ pub(crate) unsafe fn syndrome<V: Vector>(
     scalar::syndrome(p, q, data, off);
 }
 
+/// One Horner step: `p ^= d`, `q = q*2 ^ d` (`None`: a zero block, `q = q*2`).
+#[inline(always)]
+unsafe fn horner_step<V: Vector, const N: usize>(
+    p: &mut [V; N],
+    q: &mut [V; N],
+    d: Option<&[u8]>,
+    off: usize,
+) {
+    unsafe {
+        if let Some(d) = d {
+            prefetch(d.as_ptr(), off);
+            let x: [V; N] = load_n(d.as_ptr().add(off));
+            for k in 0..N {
+                p[k] = p[k].xor(x[k]);
+                q[k] = q[k].mul2().xor(x[k]);
+            }
+        } else {
+            for v in q.iter_mut() {
+                *v = v.mul2();
+            }
+        }
+    }
+}
+
 #[inline(always)]
 pub(crate) unsafe fn pq_update<V: Vector>(p: &mut [u8], q: &mut [u8], deltas: &[Delta<'_>]) {
     let len = p.len();
     let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
-    let tables: ArrayVec<V::Table, { crate::MAX_DATA_BLOCKS }> =
+    let tables: SmallVec<[V::Table; 8]> =
         deltas.iter().map(|d| unsafe { V::table(d.coef) }).collect();
     #[inline(always)]
     unsafe fn group<V: Vector, const N: usize>(

@@ -11,7 +11,7 @@ use std::arch::x86_64::{
     _mm256_xor_si256, _mm512_add_epi8, _mm512_and_si512, _mm512_broadcast_i32x4,
     _mm512_gf2p8affine_epi64_epi8, _mm512_loadu_si512, _mm512_maskz_mov_epi8, _mm512_movepi8_mask,
     _mm512_set1_epi8, _mm512_set1_epi64, _mm512_setzero_si512, _mm512_shuffle_epi8,
-    _mm512_srli_epi16, _mm512_storeu_si512, _mm512_xor_si512,
+    _mm512_srli_epi16, _mm512_storeu_si512, _mm512_ternarylogic_epi32, _mm512_xor_si512,
 };
 
 pub(crate) trait Vector: Copy {
@@ -27,6 +27,18 @@ pub(crate) trait Vector: Copy {
     unsafe fn mul2(self) -> Self;
     unsafe fn table(c: u8) -> Self::Table;
     unsafe fn mul(self, table: Self::Table) -> Self;
+
+    /// `a ^ b ^ c` (one instruction with AVX-512's ternary logic).
+    #[inline(always)]
+    unsafe fn xor3(a: Self, b: Self, c: Self) -> Self {
+        unsafe { a.xor(b).xor(c) }
+    }
+
+    /// Two Horner steps of the Q syndrome at once: `(q*2 ^ hi)*2 ^ lo`.
+    #[inline(always)]
+    unsafe fn horner2(q: Self, hi: Self, lo: Self) -> Self {
+        unsafe { q.mul2().xor(hi).mul2().xor(lo) }
+    }
 }
 
 /// `NIBBLES[c] = [c*0, c*1, ..., c*15, c*0x00, c*0x10, ..., c*0xf0]`: the `vpshufb` tables.
@@ -130,6 +142,9 @@ impl Vector for Avx2 {
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512(__m512i);
 
+/// `vpternlogd` immediate for `a ^ b ^ c`.
+const XOR3: i32 = 0x96;
+
 impl Vector for Avx512 {
     const BYTES: usize = 64;
     type Table = (__m512i, __m512i);
@@ -157,6 +172,10 @@ impl Vector for Avx512 {
             let doubled = _mm512_add_epi8(self.0, self.0);
             Avx512(_mm512_xor_si512(doubled, _mm512_maskz_mov_epi8(carry, _mm512_set1_epi8(0x1d))))
         }
+    }
+    #[inline(always)]
+    unsafe fn xor3(a: Self, b: Self, c: Self) -> Self {
+        Avx512(unsafe { _mm512_ternarylogic_epi32::<XOR3>(a.0, b.0, c.0) })
     }
     #[inline(always)]
     unsafe fn table(c: u8) -> Self::Table {
@@ -204,6 +223,16 @@ impl Vector for Gfni {
     #[inline(always)]
     unsafe fn mul2(self) -> Self {
         unsafe { self.mul(Self::table(2)) }
+    }
+    #[inline(always)]
+    unsafe fn xor3(a: Self, b: Self, c: Self) -> Self {
+        Gfni(unsafe { _mm512_ternarylogic_epi32::<XOR3>(a.0, b.0, c.0) })
+    }
+    /// `q*4 ^ hi*2 ^ lo`: the two multiplications are independent, so the chain through `q`
+    /// is one affine and one ternary-logic op per two data blocks.
+    #[inline(always)]
+    unsafe fn horner2(q: Self, hi: Self, lo: Self) -> Self {
+        unsafe { Self::xor3(q.mul(Self::table(4)), hi.mul(Self::table(2)), lo) }
     }
     #[inline(always)]
     unsafe fn table(c: u8) -> Self::Table {
