@@ -17,6 +17,8 @@ pub struct Arena {
 /// One stripe's blocks, borrowed disjointly.
 pub struct StripeBufs<'a> {
     pub data: Vec<&'a [u8]>,
+    /// `data` as syndrome inputs, built once so that no run allocates.
+    pub present: Vec<Option<&'a [u8]>>,
     pub p: &'a mut [u8],
     pub q: &'a mut [u8],
     pub scratch: [&'a mut [u8]; 2],
@@ -52,12 +54,9 @@ impl Arena {
                 let (q, rest) = rest.split_at_mut(len);
                 let (s0, s1) = rest.split_at_mut(len);
                 let data: &[u8] = data;
-                StripeBufs {
-                    data: data.chunks_exact(len).collect(),
-                    p,
-                    q,
-                    scratch: [s0, &mut s1[..len]],
-                }
+                let data: Vec<&[u8]> = data.chunks_exact(len).collect();
+                let present = data.iter().map(|d| Some(*d)).collect();
+                StripeBufs { data, present, p, q, scratch: [s0, &mut s1[..len]] }
             })
             .collect()
     }

@@ -173,6 +173,9 @@ fn check(len: usize, others: impl Iterator<Item = usize>, min_srcs: usize) -> Re
         count += 1;
     }
     ensure!(count >= min_srcs, "ISA-L needs at least {min_srcs} sources");
-    ensure!(len.is_multiple_of(64) && len > 0, "ISA-L needs a length that is a multiple of 64, not {len}");
+    ensure!(
+        len.is_multiple_of(64) && len > 0,
+        "ISA-L needs a length that is a multiple of 64, not {len}"
+    );
     i32::try_from(len).context("length beyond ISA-L's int")
 }

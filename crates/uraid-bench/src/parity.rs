@@ -4,8 +4,9 @@
 //! the scalar reference before anything is timed.
 //!
 //! Figures are GB/s of data (data blocks x block size per second; for `pq_rmw` the one updated
-//! block). Streaming rows also carry a memory-bus model: the time to read and write the op's
-//! bytes at the machine's measured read and write rates (see docs/parity-bench.md).
+//! block). Streaming rows also carry a memory-bus reference: the same stripes with the op's
+//! input blocks read one after another and its outputs written, no arithmetic, timed in the
+//! same interleaved run (see docs/parity-bench.md).
 
 use crate::arena::{Arena, StripeBufs};
 use crate::isal::Isal;
@@ -89,7 +90,7 @@ pub fn run(opts: &ParityBenchOptions, out: &mut dyn Write) -> Result<()> {
     for (op, mode, n, len) in cases(opts.quick) {
         let bytes = if mode == Mode::Stream { stream_bytes } else { 0 };
         let mut arena = Arena::new(n, len, bytes, (n * len) as u64);
-        let row = measure(op, mode, &mut arena, &isal, backend, timing, memory)?;
+        let row = measure(op, mode, &mut arena, &isal, backend, timing)?;
         print_row(out, &row, opts.json)?;
         rows.push(row);
     }
@@ -129,7 +130,6 @@ fn cases(quick: bool) -> Vec<(Op, Mode, usize, usize)> {
     cases
 }
 
-#[allow(clippy::too_many_arguments)]
 fn measure(
     op: Op,
     mode: Mode,
@@ -137,7 +137,6 @@ fn measure(
     isal: &Isal,
     backend: Backend,
     timing: Timing,
-    memory: MemoryRates,
 ) -> Result<Row> {
     let (n, len) = (arena.data_blocks, arena.block_bytes);
     let mut stripes = arena.stripes();
@@ -148,7 +147,7 @@ fn measure(
     kernels.verify(&mut stripes[0])?;
     let count = if mode == Mode::Cache { 1 } else { stripes.len() };
     let mut failure = None;
-    let [uraid, isa] = timing.compare(|who, i| {
+    let [uraid, isa, touch] = timing.compare(|who, i| {
         if let Err(e) = kernels.run(who, &mut stripes[i % count]) {
             failure.get_or_insert(e);
         }
@@ -159,7 +158,7 @@ fn measure(
     let data_bytes = if op == Op::PqRmw { len } else { n * len } as f64;
     let (uraid_gbps, isal_gbps) = (data_bytes / uraid / 1e9, data_bytes / isa / 1e9);
     let ratio = uraid_gbps / isal_gbps;
-    let mem_bound = (mode == Mode::Stream).then(|| mem_bound_gbps(op, n, memory));
+    let mem_bound = (mode == Mode::Stream).then_some(data_bytes / touch / 1e9);
     let mem_fraction = mem_bound.map(|b| uraid_gbps / b);
     let (goal, meets_goal) = goal(op, mode, n, len, ratio, mem_fraction);
     Ok(Row {
@@ -178,30 +177,18 @@ fn measure(
     })
 }
 
-/// Cache-resident P+Q and recovery must beat ISA-L clearly (the probe on this machine saw
-/// 70 vs 33 and 39 vs 12 GB/s); XOR and the rmw update must not lose; streaming must reach 90%
-/// of what the memory bus allows.
+/// Cache-resident P+Q and recovery must beat ISA-L clearly where the probe measured
+/// them (8 x 4 KiB: 70 vs 33 and 39 vs 12 GB/s); everything else in cache must not lose to it;
+/// streaming must reach 90% of the memory-bus reference (the same bytes moved, no arithmetic).
 fn goal(op: Op, mode: Mode, n: usize, len: usize, ratio: f64, mem: Option<f64>) -> (String, bool) {
-    let in_l2 = (n + 2) * len <= 512 << 10;
+    let probe_case = len <= 4096 && n <= 8;
     match (mode, mem) {
         (Mode::Stream, Some(f)) => ("mem_fraction >= 0.9".into(), f >= 0.9),
-        _ if matches!(op, Op::Pq | Op::Recov2Data) && in_l2 => {
+        _ if matches!(op, Op::Pq | Op::Recov2Data) && probe_case => {
             ("ratio >= 2.0".into(), ratio >= 2.0)
         }
         _ => ("ratio >= 1.0".into(), ratio >= 1.0),
     }
-}
-
-/// GB/s of data if the op's only cost were reading its inputs and writing its outputs at the
-/// measured bus rates.
-fn mem_bound_gbps(op: Op, n: usize, m: MemoryRates) -> f64 {
-    let (reads, writes, data): (usize, usize, usize) = match op {
-        Op::Xor => (n, 1, n),
-        Op::Pq | Op::Recov2Data => (n, 2, n),
-        Op::PqRmw => (4, 2, 1),
-    };
-    let secs_per_block = reads as f64 / m.read_gbps + writes as f64 / m.write_gbps;
-    data as f64 / secs_per_block
 }
 
 fn measure_memory(bytes: usize, timing: Timing) -> MemoryRates {
@@ -209,12 +196,16 @@ fn measure_memory(bytes: usize, timing: Timing) -> MemoryRates {
     let buf = arena.as_mut_slice();
     let gb = buf.len() as f64 / 1e9;
     let (mut read, mut write) = (f64::INFINITY, f64::INFINITY);
-    for k in 0..timing.samples.max(3) {
+    for _ in 0..timing.samples.max(3) {
         let start = std::time::Instant::now();
         std::hint::black_box(read_all(buf));
         read = read.min(start.elapsed().as_secs_f64());
+        // Ordinary stores, as the kernels do (so a written line is also read for ownership);
+        // `fill` may use non-temporal stores and would flatter the bus.
         let start = std::time::Instant::now();
-        buf.fill(k as u8);
+        for chunk in buf.chunks_mut(1 << 20) {
+            uraid_parity::xor_gen(chunk, &[]);
+        }
         std::hint::black_box(&buf[..]);
         write = write.min(start.elapsed().as_secs_f64());
     }
@@ -259,12 +250,16 @@ impl<'a> Kernels<'a> {
         Ok(Kernels { op, isal, tables, slot, lost })
     }
 
-    /// `who` 0 is uraid, 1 is ISA-L.
+    /// `who` 0 is uraid, 1 is ISA-L, 2 the memory-bus reference.
     fn run(&self, who: usize, s: &mut StripeBufs<'_>) -> Result<()> {
+        if who == 2 {
+            self.touch(s);
+            return Ok(());
+        }
         match (self.op, who) {
             (Op::Xor, 0) => uraid_parity::xor_gen(s.p, &s.data),
             (Op::Xor, _) => self.isal.xor_gen(s.p, &s.data)?,
-            (Op::Pq, 0) => uraid_parity::gen_syndrome(s.p, s.q, &present(&s.data)),
+            (Op::Pq, 0) => uraid_parity::gen_syndrome(s.p, s.q, &s.present),
             (Op::Pq, _) => self.isal.pq_gen(s.p, s.q, &s.data)?,
             (Op::PqRmw, 0) => {
                 uraid_parity::pq_update(s.p, s.q, self.slot, s.data[self.slot], s.scratch[0]);
@@ -297,6 +292,45 @@ impl<'a> Kernels<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The memory-bus reference: reads the op's input blocks one after another and writes its
+    /// output blocks, with no arithmetic. Whatever a kernel does beyond this costs compute.
+    fn touch(&self, s: &mut StripeBufs<'_>) {
+        let mut sum = 0;
+        let outputs: &mut [&mut [u8]] = match self.op {
+            Op::Xor => {
+                s.data.iter().for_each(|d| sum ^= read_all(d));
+                &mut [&mut *s.p]
+            }
+            Op::Pq => {
+                s.data.iter().for_each(|d| sum ^= read_all(d));
+                &mut [&mut *s.p, &mut *s.q]
+            }
+            Op::PqRmw => {
+                sum = read_all(s.data[self.slot])
+                    ^ read_all(s.scratch[0])
+                    ^ read_all(s.p)
+                    ^ read_all(s.q);
+                &mut [&mut *s.p, &mut *s.q]
+            }
+            Op::Recov2Data => {
+                let skip = [self.lost.0, self.lost.1];
+                s.data
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !skip.contains(i))
+                    .for_each(|(_, d)| sum ^= read_all(d));
+                sum ^= read_all(s.p) ^ read_all(s.q);
+                let [sx, sy] = &mut s.scratch;
+                &mut [&mut **sx, &mut **sy]
+            }
+        };
+        for out in outputs {
+            // Ordinary stores, as the kernels do: `xor_gen` of no sources writes zeros.
+            uraid_parity::xor_gen(out, &[]);
+        }
+        std::hint::black_box(sum);
     }
 
     /// Both contenders produce the right answer on this stripe (checked against the scalar

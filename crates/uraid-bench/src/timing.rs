@@ -20,11 +20,11 @@ impl Timing {
         }
     }
 
-    /// Best seconds per iteration of `run(contender, iteration)` for contenders 0 and 1,
+    /// Best seconds per iteration of `run(contender, iteration)` for contenders `0..K`,
     /// alternating samples between them.
-    pub fn compare(&self, mut run: impl FnMut(usize, usize)) -> [f64; 2] {
+    pub fn compare<const K: usize>(&self, mut run: impl FnMut(usize, usize)) -> [f64; K] {
         let iters = self.calibrate(&mut run);
-        let mut best = [f64::INFINITY; 2];
+        let mut best = [f64::INFINITY; K];
         let mut i = 0;
         for _ in 0..self.samples {
             for (who, best) in best.iter_mut().enumerate() {
