@@ -14,14 +14,14 @@ use crate::scalar::Delta;
 use vectors::{Avx2, Avx512, Gfni};
 
 macro_rules! backend_module {
-    ($name:ident, $vector:ty, $features:literal) => {
+    ($name:ident, $vector:ty, $unroll:literal, $features:literal) => {
         pub(crate) mod $name {
             use super::*;
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn xor_gen(dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
                 // SAFETY: the caller checked the CPU features this module is compiled for.
-                unsafe { generic::xor_gen::<$vector>(dst, srcs, acc) }
+                unsafe { generic::xor_gen::<$vector, $unroll>(dst, srcs, acc) }
             }
 
             #[target_feature(enable = $features)]
@@ -31,19 +31,19 @@ macro_rules! backend_module {
                 data: &[Option<&[u8]>],
             ) {
                 // SAFETY: as above.
-                unsafe { generic::syndrome::<$vector>(p, q, data) }
+                unsafe { generic::syndrome::<$vector, $unroll>(p, q, data) }
             }
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn pq_update(p: &mut [u8], q: &mut [u8], deltas: &[Delta<'_>]) {
                 // SAFETY: as above.
-                unsafe { generic::pq_update::<$vector>(p, q, deltas) }
+                unsafe { generic::pq_update::<$vector, $unroll>(p, q, deltas) }
             }
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn mul_const(dst: &mut [u8], src: &[u8], c: u8, acc: bool) {
                 // SAFETY: as above.
-                unsafe { generic::mul_const::<$vector>(dst, src, c, acc) }
+                unsafe { generic::mul_const::<$vector, $unroll>(dst, src, c, acc) }
             }
 
             #[target_feature(enable = $features)]
@@ -56,18 +56,21 @@ macro_rules! backend_module {
                 b: u8,
             ) {
                 // SAFETY: as above.
-                unsafe { generic::recov_2data::<$vector>(dx, dy, p, q, a, b) }
+                unsafe { generic::recov_2data::<$vector, $unroll>(dx, dy, p, q, a, b) }
             }
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn recov_data_q(dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {
                 // SAFETY: as above.
-                unsafe { generic::recov_data_q::<$vector>(dx, p, q, c) }
+                unsafe { generic::recov_data_q::<$vector, $unroll>(dx, p, q, c) }
             }
         }
     };
 }
 
-backend_module!(avx2, Avx2, "avx2");
-backend_module!(avx512, Avx512, "avx512f,avx512bw");
-backend_module!(gfni, Gfni, "avx512f,avx512bw,gfni");
+// Vectors per group: as many independent chains as the registers hold without spilling
+// (AVX2 has 16 registers, AVX-512 32; GFNI's multiply needs no nibble tables or masks, which
+// leaves room for 8). Measured with `uraid bench parity --only cache`.
+backend_module!(avx2, Avx2, 4, "avx2");
+backend_module!(avx512, Avx512, 4, "avx512f,avx512bw");
+backend_module!(gfni, Gfni, 8, "avx512f,avx512bw,gfni");

@@ -21,13 +21,16 @@ enum BenchWhat {
         /// Fewer repetitions and a smaller streaming set (a smoke run, not a measurement).
         #[arg(long)]
         quick: bool,
+        /// Only rows whose op (xor, pq, pq_rmw, recov_2data) or mode (cache, stream) is named.
+        #[arg(long = "only", value_name = "OP|MODE")]
+        only: Vec<String>,
     },
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match args.what {
-        BenchWhat::Parity { json, quick } => {
-            let opts = uraid_bench::parity::ParityBenchOptions { quick, json };
+        BenchWhat::Parity { json, quick, ref only } => {
+            let opts = uraid_bench::parity::ParityBenchOptions { quick, json, only: only.clone() };
             uraid_bench::parity::run(&opts, &mut std::io::stdout().lock())
         }
     }

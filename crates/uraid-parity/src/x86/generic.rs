@@ -1,6 +1,7 @@
 //! The kernels, written once over [`Vector`]. Each walks the blocks in groups of `UNROLL`
 //! vectors (independent dependency chains keep the SIMD ports busy), then single vectors, and
-//! hands the last bytes that fill no vector to the scalar reference.
+//! hands the last bytes that fill no vector to the scalar reference. `UNROLL` is per backend
+//! (see `x86.rs`).
 //!
 //! SAFETY (for every function here): the caller guarantees the CPU features of `V`, and that all
 //! slices have the length of the first (checked by `Backend`); loads and stores stay inside them.
@@ -11,8 +12,6 @@
 use super::vectors::Vector;
 use crate::scalar::{self, Delta};
 use smallvec::SmallVec;
-
-const UNROLL: usize = 4;
 
 /// How far ahead of the current group each source is prefetched. With many sources the hardware
 /// prefetchers lose track of the streams (a 16+2 stripe is 18 of them); a software prefetch
@@ -61,7 +60,11 @@ macro_rules! groups {
 }
 
 #[inline(always)]
-pub(crate) unsafe fn xor_gen<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
+pub(crate) unsafe fn xor_gen<V: Vector, const UNROLL: usize>(
+    dst: &mut [u8],
+    srcs: &[&[u8]],
+    acc: bool,
+) {
     let len = dst.len();
     let d = dst.as_mut_ptr();
     #[inline(always)]
@@ -85,7 +88,7 @@ pub(crate) unsafe fn xor_gen<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], acc: boo
 }
 
 #[inline(always)]
-pub(crate) unsafe fn syndrome<V: Vector>(
+pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize>(
     mut p: Option<&mut [u8]>,
     q: &mut [u8],
     data: &[Option<&[u8]>],
@@ -171,7 +174,11 @@ unsafe fn horner_step<V: Vector, const N: usize>(
 }
 
 #[inline(always)]
-pub(crate) unsafe fn pq_update<V: Vector>(p: &mut [u8], q: &mut [u8], deltas: &[Delta<'_>]) {
+pub(crate) unsafe fn pq_update<V: Vector, const UNROLL: usize>(
+    p: &mut [u8],
+    q: &mut [u8],
+    deltas: &[Delta<'_>],
+) {
     let len = p.len();
     let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
     let tables: SmallVec<[V::Table; 8]> =
@@ -209,7 +216,12 @@ pub(crate) unsafe fn pq_update<V: Vector>(p: &mut [u8], q: &mut [u8], deltas: &[
 }
 
 #[inline(always)]
-pub(crate) unsafe fn mul_const<V: Vector>(dst: &mut [u8], src: &[u8], c: u8, acc: bool) {
+pub(crate) unsafe fn mul_const<V: Vector, const UNROLL: usize>(
+    dst: &mut [u8],
+    src: &[u8],
+    c: u8,
+    acc: bool,
+) {
     let len = dst.len();
     let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
     let t = unsafe { V::table(c) };
@@ -243,7 +255,7 @@ pub(crate) unsafe fn mul_const<V: Vector>(dst: &mut [u8], src: &[u8], c: u8, acc
 }
 
 #[inline(always)]
-pub(crate) unsafe fn recov_2data<V: Vector>(
+pub(crate) unsafe fn recov_2data<V: Vector, const UNROLL: usize>(
     dx: &mut [u8],
     dy: &mut [u8],
     p: &[u8],
@@ -281,7 +293,12 @@ pub(crate) unsafe fn recov_2data<V: Vector>(
 }
 
 #[inline(always)]
-pub(crate) unsafe fn recov_data_q<V: Vector>(dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {
+pub(crate) unsafe fn recov_data_q<V: Vector, const UNROLL: usize>(
+    dx: &mut [u8],
+    p: &mut [u8],
+    q: &[u8],
+    c: u8,
+) {
     let len = dx.len();
     let ptrs = (dx.as_mut_ptr(), p.as_mut_ptr(), q.as_ptr());
     let t = unsafe { V::table(c) };
