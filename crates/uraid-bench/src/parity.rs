@@ -52,10 +52,12 @@ struct Row {
     backend: &'static str,
     goal: String,
     meets_goal: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mem_bound_gbps: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mem_fraction: Option<f64>,
+    /// The reference kernel (the same bytes read and written, no arithmetic) on the same
+    /// stripes: the memory bus's limit in streaming rows, the caches' in cache rows.
+    bound_gbps: f64,
+    bound_fraction: f64,
+    /// The machine's single-core sequential memory read rate, measured in this run.
+    mem_read_gbps: f64,
 }
 
 /// The machine's memory bus, measured on the streaming arena.
@@ -80,7 +82,7 @@ pub fn run(opts: &ParityBenchOptions, out: &mut dyn Write) -> Result<()> {
     let memory = measure_memory(stream_bytes, timing);
     if opts.json {
         let line = serde_json::json!({"op": "memory", "mode": "stream", "backend": backend.name(),
-            "read_gbps": round(memory.read_gbps), "write_gbps": round(memory.write_gbps)});
+            "mem_read_gbps": round(memory.read_gbps), "mem_write_gbps": round(memory.write_gbps)});
         writeln!(out, "{line}")?;
     } else {
         writeln!(out, "parity kernels: uraid ({}) vs ISA-L, GB/s of data", backend.name())?;
@@ -91,7 +93,7 @@ pub fn run(opts: &ParityBenchOptions, out: &mut dyn Write) -> Result<()> {
         )?;
         writeln!(
             out,
-            "{:<11} {:<6} {:>4} {:>8} {:>8} {:>8} {:>6}  {:<22} mem",
+            "{:<11} {:<6} {:>4} {:>8} {:>8} {:>8} {:>6}  {:<26} of the reference",
             "op", "mode", "n", "block", "uraid", "isa-l", "ratio", "goal"
         )?;
     }
@@ -102,7 +104,8 @@ pub fn run(opts: &ParityBenchOptions, out: &mut dyn Write) -> Result<()> {
         }
         let bytes = if mode == Mode::Stream { stream_bytes } else { 0 };
         let mut arena = Arena::new(n, len, bytes, (n * len) as u64);
-        let row = measure(op, mode, &mut arena, &isal, backend, timing)?;
+        let mut row = measure(op, mode, &mut arena, &isal, backend, timing)?;
+        row.mem_read_gbps = round(memory.read_gbps);
         print_row(out, &row, opts.json)?;
         rows.push(row);
     }
@@ -170,9 +173,9 @@ fn measure(
     let data_bytes = if op == Op::PqRmw { len } else { n * len } as f64;
     let (uraid_gbps, isal_gbps) = (data_bytes / uraid / 1e9, data_bytes / isa / 1e9);
     let ratio = uraid_gbps / isal_gbps;
-    let mem_bound = (mode == Mode::Stream).then_some(data_bytes / touch / 1e9);
-    let mem_fraction = mem_bound.map(|b| uraid_gbps / b);
-    let (goal, meets_goal) = goal(op, mode, n, len, ratio, mem_fraction);
+    let bound_gbps = data_bytes / touch / 1e9;
+    let bound_fraction = uraid_gbps / bound_gbps;
+    let (goal, meets_goal) = goal(op, mode, ratio, bound_fraction);
     Ok(Row {
         op,
         mode,
@@ -184,22 +187,23 @@ fn measure(
         backend: backend.name(),
         goal,
         meets_goal,
-        mem_bound_gbps: mem_bound.map(round),
-        mem_fraction: mem_fraction.map(round),
+        bound_gbps: round(bound_gbps),
+        bound_fraction: round(bound_fraction),
+        mem_read_gbps: 0.0,
     })
 }
 
-/// Cache-resident P+Q and recovery must beat ISA-L clearly where the probe measured
-/// them (8 x 4 KiB: 70 vs 33 and 39 vs 12 GB/s); everything else in cache must not lose to it;
-/// streaming must reach 90% of the memory-bus reference (the same bytes moved, no arithmetic).
-fn goal(op: Op, mode: Mode, n: usize, len: usize, ratio: f64, mem: Option<f64>) -> (String, bool) {
-    let probe_case = len <= 4096 && n <= 8;
-    match (mode, mem) {
-        (Mode::Stream, Some(f)) => ("mem_fraction >= 0.9".into(), f >= 0.9),
-        _ if matches!(op, Op::Pq | Op::Recov2Data) && probe_case => {
+/// The goals: never slower than ISA-L; P+Q and recovery in cache at least twice as
+/// fast; streaming at 90% of what the memory bus allows (the reference kernel).
+fn goal(op: Op, mode: Mode, ratio: f64, bound_fraction: f64) -> (String, bool) {
+    match mode {
+        Mode::Stream => {
+            ("ratio >= 1.0, bound >= 90%".into(), ratio >= 1.0 && bound_fraction >= 0.9)
+        }
+        Mode::Cache if matches!(op, Op::Pq | Op::Recov2Data) => {
             ("ratio >= 2.0".into(), ratio >= 2.0)
         }
-        _ => ("ratio >= 1.0".into(), ratio >= 1.0),
+        Mode::Cache => ("ratio >= 1.0".into(), ratio >= 1.0),
     }
 }
 
@@ -224,15 +228,32 @@ fn measure_memory(bytes: usize, timing: Timing) -> MemoryRates {
     MemoryRates { read_gbps: gb / read, write_gbps: gb / write }
 }
 
-/// Reads every byte (XOR-folds 64-bit words; the compiler vectorises it).
+/// Reads every byte: XOR-folds 64-byte lines into eight 64-bit lanes, which the compiler turns
+/// into vector loads (AVX2 where the CPU has it, so that the reference is not load-bound in cache).
 fn read_all(buf: &[u8]) -> u64 {
-    buf.chunks_exact(64).fold(0u64, |acc, c| {
-        let mut x = acc;
-        for w in c.chunks_exact(8) {
-            x ^= u64::from_le_bytes(w.try_into().expect("8 bytes"));
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { read_all_avx2(buf) };
+    }
+    read_all_lanes(buf)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn read_all_avx2(buf: &[u8]) -> u64 {
+    read_all_lanes(buf)
+}
+
+#[inline(always)]
+fn read_all_lanes(buf: &[u8]) -> u64 {
+    let mut lanes = [0u64; 8];
+    for line in buf.chunks_exact(64) {
+        for (lane, word) in lanes.iter_mut().zip(line.chunks_exact(8)) {
+            *lane ^= u64::from_le_bytes(word.try_into().expect("8 bytes"));
         }
-        x
-    })
+    }
+    lanes.iter().fold(0, |x, l| x ^ l)
 }
 
 fn present<'a>(data: &[&'a [u8]]) -> Vec<Option<&'a [u8]>> {
@@ -406,9 +427,7 @@ fn print_row(out: &mut dyn Write, row: &Row, json: bool) -> Result<()> {
         writeln!(out, "{}", serde_json::to_string(row)?)?;
         return Ok(());
     }
-    let mem = row.mem_fraction.map_or(String::new(), |f| {
-        format!("{:.0}% of {:.1}", f * 100.0, row.mem_bound_gbps.unwrap_or(0.0))
-    });
+    let mem = format!("{:.0}% of {:.1}", row.bound_fraction * 100.0, row.bound_gbps);
     let mark = if row.meets_goal { "ok" } else { "MISS" };
     let size = if row.block_bytes >= 1 << 20 {
         format!("{}M", row.block_bytes >> 20)
@@ -418,7 +437,7 @@ fn print_row(out: &mut dyn Write, row: &Row, json: bool) -> Result<()> {
     let (op, mode) = (name(row.op), name(row.mode));
     writeln!(
         out,
-        "{:<11} {:<6} {:>4} {:>8} {:>8.1} {:>8.1} {:>6.2}  {:<18} {:<4} {mem}",
+        "{:<11} {:<6} {:>4} {:>8} {:>8.1} {:>8.1} {:>6.2}  {:<26} {:<4} {mem}",
         op, mode, row.data_blocks, size, row.uraid_gbps, row.isal_gbps, row.ratio, row.goal, mark
     )?;
     Ok(())

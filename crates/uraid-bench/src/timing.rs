@@ -1,4 +1,4 @@
-//! Best-of-N timing with the contenders interleaved, so that a noisy neighbour slows both alike.
+//! Median-of-N timing with the contenders interleaved, so that a noisy neighbour slows both alike.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -16,29 +16,32 @@ impl Timing {
         if quick {
             Timing { sample: Duration::from_millis(2), samples: 2 }
         } else {
-            // Many short samples: on a shared machine the best of them is the one a neighbour
-            // did not disturb.
+            // Many short samples, alternating contenders: a neighbour on this shared machine
+            // then disturbs all contenders alike, and the median ignores the worst batches.
             Timing { sample: Duration::from_millis(8), samples: 25 }
         }
     }
 
-    /// Best seconds per iteration of `run(contender, iteration)` for contenders `0..K`,
-    /// alternating samples between them.
+    /// Median seconds per iteration of `run(contender, iteration)` for contenders `0..K`, over
+    /// `samples` batches per contender, alternating batches between them.
     pub fn compare<const K: usize>(&self, mut run: impl FnMut(usize, usize)) -> [f64; K] {
         let iters = self.calibrate(&mut run);
-        let mut best = [f64::INFINITY; K];
+        let mut times: [Vec<f64>; K] = std::array::from_fn(|_| Vec::with_capacity(self.samples));
         let mut i = 0;
         for _ in 0..self.samples {
-            for (who, best) in best.iter_mut().enumerate() {
+            for (who, times) in times.iter_mut().enumerate() {
                 let start = Instant::now();
                 for _ in 0..iters {
                     run(black_box(who), i);
                     i += 1;
                 }
-                *best = best.min(start.elapsed().as_secs_f64() / iters as f64);
+                times.push(start.elapsed().as_secs_f64() / iters as f64);
             }
         }
-        best
+        times.map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        })
     }
 
     /// Keeps the core busy for `d` first, so that the first rows do not run at a lower clock.
