@@ -6,11 +6,16 @@
 //! which blocks to read, compute and write. md's rule is "decide first, act at the end": these
 //! functions only decide, and their plans are what the cache executes and the tests count.
 
+mod cache;
 mod dirtying;
 mod fill;
+mod head;
+mod lru;
 
+pub use cache::{CacheStats, HeadId, STRIPE_CACHE_SIZE_DEFAULT, StripeCache};
 pub use dirtying::{WriteMethod, WritePlan, plan_write};
 pub use fill::{ReadPlan, plan_read};
+pub use head::{DevIo, DevState, StripeHead, StripeKey};
 
 use crate::geometry::{DiskRole, StripeMap};
 use crate::layout::Level;
