@@ -9,6 +9,7 @@ pub mod error;
 pub mod geometry;
 pub mod layout;
 pub mod reconstruct;
+pub mod request;
 pub mod stripe;
 pub mod units;
 
