@@ -76,7 +76,7 @@ pub enum BitmapError {
     TooShort { needed_bytes: usize, got_bytes: usize },
     #[error("bitmap magic: found {found:#010x}, expected 0x6d746962 (\"bitm\")")]
     BadMagic { found: u32 },
-    #[error("bitmap version: {found} is not supported (3 and 4 are)")]
+    #[error("bitmap version: {found} is not supported (only 4 is)")]
     UnsupportedVersion { found: u32 },
     #[error("bitmap chunksize: {chunk_bytes} bytes is not a power of two of at least 512")]
     BadChunkSize { chunk_bytes: u32 },

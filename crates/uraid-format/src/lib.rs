@@ -11,6 +11,7 @@
 //! byte by byte in docs/format.md. md is GPL; this crate takes its formats and numbers only.
 #![forbid(unsafe_code)]
 
+mod bitmap;
 mod checksum;
 mod dev_roles;
 mod error;
@@ -19,6 +20,10 @@ mod level;
 mod superblock;
 mod uuid;
 
+pub use bitmap::{
+    BITMAP_MAGIC, BITMAP_SUPER_BYTES, BITMAP_VERSION, BitmapSuper, DEFAULT_DAEMON_SLEEP_SECONDS,
+    WriteIntentBitmap, bitmap_state, default_chunk_bytes,
+};
 pub use checksum::sb_csum;
 pub use dev_roles::{ArrayState, DevRole, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SlotState};
 pub use error::{BitmapError, CreateError, MetadataArea, SuperblockError, UuidParseError};
