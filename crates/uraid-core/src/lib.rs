@@ -4,6 +4,7 @@
 //! drive it exactly as the io_uring runtime does.
 #![forbid(unsafe_code)]
 
+pub mod array;
 pub mod constants;
 pub mod error;
 pub mod geometry;

@@ -111,6 +111,12 @@ impl StripeCache {
         Some(id)
     }
 
+    /// The head caching `key`, if any, without holding it or counting a hit.
+    #[must_use]
+    pub fn lookup(&self, key: StripeKey) -> Option<HeadId> {
+        self.by_key.get(&key).copied()
+    }
+
     /// Releases one hold. The last one puts the head on the LRU, or frees it while the pool is
     /// shrinking.
     pub fn put(&mut self, id: HeadId) {

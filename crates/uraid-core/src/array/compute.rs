@@ -1,0 +1,185 @@
+//! The arithmetic of a stripe head batch: bring new data into the head and the parity up to date
+//! (by the planned method), rebuild blocks of failed members, copy read data out.
+
+use super::handle::Piece;
+use super::{Array, Kind};
+use crate::geometry::DiskRole;
+use crate::layout::Level;
+use crate::reconstruct::reconstruct;
+use crate::stripe::{HeadId, WriteMethod};
+
+impl Array {
+    pub(super) fn compute_and_write(&mut self, id: HeadId) {
+        let method = self.method(id).expect("a planned write");
+        match method {
+            WriteMethod::FullStripe => self.stats.stripe_writes_full += 1,
+            WriteMethod::ReadModifyWrite => self.stats.stripe_writes_rmw += 1,
+            WriteMethod::ReconstructWrite => self.stats.stripe_writes_rcw += 1,
+            WriteMethod::DegradedReconstructWrite | WriteMethod::DataOnly => {
+                self.stats.stripe_writes_degraded += 1;
+            }
+        }
+        if method == WriteMethod::DegradedReconstructWrite {
+            self.rebuild_lost(id);
+        }
+        let pieces: Vec<Piece> =
+            self.batch(id).iter().filter(|p| p.kind == Kind::Write).cloned().collect();
+        if method == WriteMethod::ReadModifyWrite {
+            self.update_parity_rmw(id, &pieces);
+        } else {
+            self.overlay(id, &pieces);
+            if method != WriteMethod::DataOnly {
+                self.compute_parity(id);
+            }
+        }
+        self.start_writing(id);
+    }
+
+    /// Copies the new data into the head's blocks (marking them up to date and dirty).
+    fn overlay(&mut self, id: HeadId, pieces: &[Piece]) {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let head = self.cache.head_mut(id);
+        for p in pieces {
+            let req = self.requests[p.slot].as_ref().expect("a live request");
+            for b in &p.blocks {
+                let (range, at) = Self::range_bytes(b);
+                let d = map.data_disk[usize::from(b.data_slot)].get();
+                head.buffers[d][range.clone()].copy_from_slice(&req.buf[at..at + range.len()]);
+                head.devs[d].dirty = !self.failed[d];
+                self.stats.bytes_copied += range.len() as u64;
+            }
+        }
+        for p in pieces {
+            for b in &p.blocks {
+                let d = map.data_disk[usize::from(b.data_slot)].get();
+                // Wholly written, or partly written over contents the plan read: current now.
+                head.devs[d].uptodate = true;
+            }
+        }
+    }
+
+    /// P (and Q) from all the data blocks of the head.
+    fn compute_parity(&mut self, id: HeadId) {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let head = self.cache.head_mut(id);
+        let p_idx = map.p_disk.expect("RAID4/5/6 have P").get();
+        let mut p = std::mem::take(&mut head.buffers[p_idx]);
+        if let Some(q_idx) = map.q_disk.map(crate::DiskIndex::get) {
+            let mut q = std::mem::take(&mut head.buffers[q_idx]);
+            let data: Vec<Option<&[u8]>> =
+                map.syndrome.iter().map(|d| d.map(|d| &*head.buffers[d.get()])).collect();
+            uraid_parity::gen_syndrome(&mut p, &mut q, &data);
+            head.buffers[q_idx] = q;
+            head.devs[q_idx].uptodate = true;
+            head.devs[q_idx].dirty = !self.failed[q_idx];
+        } else {
+            let data: Vec<&[u8]> = map.data_disk.iter().map(|d| &*head.buffers[d.get()]).collect();
+            uraid_parity::xor_gen(&mut p, &data);
+        }
+        head.buffers[p_idx] = p;
+        head.devs[p_idx].uptodate = true;
+        head.devs[p_idx].dirty = !self.failed[p_idx];
+    }
+
+    /// Read-modify-write: fold each written range's old ^ new into the surviving parity, then
+    /// take the new data into the block. Only the written ranges change.
+    fn update_parity_rmw(&mut self, id: HeadId, pieces: &[Piece]) {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let level = self.geometry.level();
+        let head = self.cache.head_mut(id);
+        let p_idx = map.p_disk.expect("RAID4/5/6 have P").get();
+        let q_idx = map.q_disk.map(crate::DiskIndex::get);
+        let (p_live, q_live) = (!self.failed[p_idx], q_idx.is_some_and(|q| !self.failed[q]));
+        let mut p = std::mem::take(&mut head.buffers[p_idx]);
+        let mut q = q_idx.map(|q| std::mem::take(&mut head.buffers[q]));
+        for piece in pieces {
+            let req = self.requests[piece.slot].as_ref().expect("a live request");
+            for b in &piece.blocks {
+                let (r, at) = Self::range_bytes(b);
+                let new = &req.buf[at..at + r.len()];
+                let d = map.data_disk[usize::from(b.data_slot)];
+                let DiskRole::Data { syndrome_slot, .. } = map.roles[d.get()] else {
+                    unreachable!("data_disk holds data")
+                };
+                let old = &mut head.buffers[d.get()][r.clone()];
+                match (level, q.as_mut()) {
+                    (Level::Raid6, Some(q)) if p_live && q_live => {
+                        uraid_parity::pq_update(
+                            &mut p[r.clone()],
+                            &mut q[r.clone()],
+                            usize::from(syndrome_slot),
+                            old,
+                            new,
+                        );
+                    }
+                    (Level::Raid6, Some(q)) => {
+                        if p_live {
+                            uraid_parity::xor_acc(&mut p[r.clone()], &[old, new]);
+                        } else {
+                            let c = uraid_parity::gf::exp2(usize::from(syndrome_slot));
+                            uraid_parity::mul_const_acc(&mut q[r.clone()], old, c);
+                            uraid_parity::mul_const_acc(&mut q[r.clone()], new, c);
+                        }
+                    }
+                    _ => uraid_parity::xor_acc(&mut p[r.clone()], &[old, new]),
+                }
+                old.copy_from_slice(new);
+                head.devs[d.get()].dirty = true;
+                self.stats.bytes_copied += r.len() as u64;
+            }
+        }
+        head.buffers[p_idx] = p;
+        head.devs[p_idx].dirty = p_live;
+        if let (Some(qi), Some(qb)) = (q_idx, q) {
+            head.buffers[qi] = qb;
+            head.devs[qi].dirty = q_live;
+        }
+    }
+
+    /// Rebuilds the blocks of failed members from the rest of the head.
+    fn rebuild_lost(&mut self, id: HeadId) {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let level = self.geometry.level();
+        let head = self.cache.head_mut(id);
+        let mut blocks: Vec<&mut [u8]> = head.buffers.iter_mut().map(|b| &mut **b).collect();
+        if reconstruct(level, map, &mut blocks, &self.failed).is_ok() {
+            for (m, failed) in self.failed.iter().enumerate() {
+                if *failed {
+                    head.devs[m].uptodate = true;
+                }
+            }
+        }
+    }
+
+    /// After the reads a degraded read planned: rebuild wanted blocks of failed members.
+    pub(super) fn rebuild_failed(&mut self, id: HeadId) {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let head = self.cache.head(id);
+        let needed =
+            self.batch(id).iter().filter(|p| p.kind == Kind::Read).flat_map(|p| &p.blocks).any(
+                |b| {
+                    let d = map.data_disk[usize::from(b.data_slot)].get();
+                    self.failed[d] && !head.devs[d].uptodate
+                },
+            );
+        if needed {
+            self.rebuild_lost(id);
+        }
+    }
+
+    /// Copies the batch's read ranges from the head into the requests' buffers.
+    pub(super) fn copy_out_reads(&mut self, id: HeadId) {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let head = self.cache.head(id);
+        let pieces = &self.heads[&id].batch;
+        for p in pieces.iter().filter(|p| p.kind == Kind::Read) {
+            let req = self.requests[p.slot].as_mut().expect("a live request");
+            for b in &p.blocks {
+                let (r, at) = Self::range_bytes(b);
+                let d = map.data_disk[usize::from(b.data_slot)].get();
+                req.buf[at..at + r.len()].copy_from_slice(&head.buffers[d][r.clone()]);
+                self.stats.bytes_copied += r.len() as u64;
+            }
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Driving one stripe head (md's `handle_stripe`): take the pieces queued on it as a batch,
+//! decide with the planners, issue the member reads, compute, issue the member writes, serve
+//! the batch's reads, release the head. Pieces that arrive meanwhile form the next batch.
+
+use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending};
+use crate::request::BlockRange;
+use crate::stripe::{
+    BlockView, Cover, DevIo, HeadId, StripeKey, StripeView, WriteMethod, plan_read, plan_write,
+};
+use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
+
+/// One request's sectors on one stripe head.
+#[derive(Clone, Debug)]
+pub(super) struct Piece {
+    pub slot: usize,
+    pub kind: Kind,
+    pub blocks: Vec<BlockRange>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    /// Member reads in flight; then compute and write (`for_write`) or serve reads.
+    Reading {
+        for_write: bool,
+        outstanding: usize,
+    },
+    Writing {
+        outstanding: usize,
+    },
+}
+
+pub(super) struct HeadState {
+    /// Pieces waiting for the next batch.
+    queued: Vec<Piece>,
+    pub(super) batch: Vec<Piece>,
+    phase: Phase,
+    writes_done: bool,
+    /// A member failed during the batch's reads: plan again.
+    replan: bool,
+    method: Option<WriteMethod>,
+    writes: Vec<DiskIndex>,
+    error: Option<ArrayError>,
+}
+
+impl Array {
+    /// Queues a piece on its stripe head. Pieces wait in arrival order when no head is free,
+    /// and a piece never overtakes an earlier waiting one (overlapping writes keep their order).
+    pub(super) fn add_piece(&mut self, key: StripeKey, piece: Piece) {
+        if let Some(id) = self.cache.lookup(key).filter(|id| self.heads.contains_key(id)) {
+            self.heads.get_mut(&id).expect("checked").queued.push(piece);
+            self.handle(id);
+            return;
+        }
+        if !self.waiting.is_empty() {
+            self.waiting.push_back((key, piece));
+            return;
+        }
+        self.start_piece(key, piece);
+    }
+
+    /// Takes a head for the piece, or queues it as waiting.
+    fn start_piece(&mut self, key: StripeKey, piece: Piece) {
+        let Some(id) = self.cache.get(key) else {
+            self.waiting.push_back((key, piece));
+            return;
+        };
+        let state = HeadState {
+            queued: vec![piece],
+            batch: Vec::new(),
+            phase: Phase::Idle,
+            writes_done: false,
+            replan: false,
+            method: None,
+            writes: Vec::new(),
+            error: None,
+        };
+        self.heads.insert(id, state);
+        self.handle(id);
+    }
+
+    fn state(&mut self, id: HeadId) -> &mut HeadState {
+        self.heads.get_mut(&id).expect("an engine-held head")
+    }
+
+    /// Moves the head's batch along as far as it can go without member I/O.
+    pub(super) fn handle(&mut self, id: HeadId) {
+        loop {
+            let st = self.state(id);
+            if st.phase != Phase::Idle {
+                return;
+            }
+            if st.batch.is_empty() {
+                if st.queued.is_empty() {
+                    return self.release(id);
+                }
+                st.batch = std::mem::take(&mut st.queued);
+                st.writes_done = false;
+                st.error = None;
+            }
+            let has_writes = st.batch.iter().any(|p| p.kind == Kind::Write);
+            if st.error.is_none() && has_writes && !st.writes_done {
+                self.start_write(id);
+            } else if st.error.is_none()
+                && st.batch.iter().any(|p| p.kind == Kind::Read)
+                && !self.reads_served(id)
+            {
+                self.start_read(id);
+            } else {
+                self.finish_batch(id);
+            }
+        }
+    }
+
+    fn view_blocks(&self, id: HeadId, writes: bool) -> Vec<BlockView> {
+        let head = self.cache.head(id);
+        let map = self.geometry.stripe_map(head.key.stripe);
+        let st = &self.heads[&id];
+        let mut blocks: Vec<BlockView> = (0..self.failed.len())
+            .map(|m| BlockView {
+                failed: self.failed[m],
+                uptodate: head.devs[m].uptodate,
+                towrite: Cover::None,
+            })
+            .collect();
+        if writes {
+            for b in st.batch.iter().filter(|p| p.kind == Kind::Write).flat_map(|p| &p.blocks) {
+                let block = &mut blocks[map.data_disk[usize::from(b.data_slot)].get()];
+                let cover =
+                    if b.sectors == self.unit_sectors { Cover::Full } else { Cover::Partial };
+                block.towrite = block.towrite.max_cover(cover);
+            }
+        }
+        blocks
+    }
+
+    fn start_write(&mut self, id: HeadId) {
+        let blocks = self.view_blocks(id, true);
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
+        let Ok(plan) = plan_write(&view) else {
+            self.state(id).error = Some(ArrayError::BeyondRedundancy);
+            return;
+        };
+        let st = self.state(id);
+        st.method = Some(plan.method);
+        st.writes = plan.writes;
+        let reads = plan.reads;
+        if reads.is_empty() {
+            self.compute_and_write(id);
+        } else {
+            self.issue(id, &reads, MemberOp::Read);
+            self.state(id).phase = Phase::Reading { for_write: true, outstanding: reads.len() };
+        }
+    }
+
+    /// Members holding data blocks the batch reads that are not yet in the head.
+    fn wanted(&self, id: HeadId) -> Vec<DiskIndex> {
+        let head = self.cache.head(id);
+        let map = self.geometry.stripe_map(head.key.stripe);
+        let mut wanted: Vec<DiskIndex> = self.heads[&id]
+            .batch
+            .iter()
+            .filter(|p| p.kind == Kind::Read)
+            .flat_map(|p| &p.blocks)
+            .map(|b| map.data_disk[usize::from(b.data_slot)])
+            .filter(|d| !head.devs[d.get()].uptodate)
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        wanted
+    }
+
+    fn reads_served(&self, id: HeadId) -> bool {
+        self.wanted(id).is_empty()
+    }
+
+    fn start_read(&mut self, id: HeadId) {
+        let wanted = self.wanted(id);
+        let blocks = self.view_blocks(id, false);
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
+        match plan_read(&view, &wanted) {
+            Err(_) => self.state(id).error = Some(ArrayError::BeyondRedundancy),
+            Ok(plan) if plan.reads.is_empty() => self.rebuild_failed(id),
+            Ok(plan) => {
+                self.issue(id, &plan.reads, MemberOp::Read);
+                self.state(id).phase =
+                    Phase::Reading { for_write: false, outstanding: plan.reads.len() };
+            }
+        }
+    }
+
+    /// Queues one whole-block member I/O per member in `members`.
+    pub(super) fn issue(&mut self, id: HeadId, members: &[DiskIndex], op: MemberOp) {
+        let key = self.cache.head(id).key;
+        let sector = Sector(
+            key.stripe.0 * self.geometry.chunk_sectors() + u64::from(key.unit) * self.unit_sectors,
+        );
+        for &member in members {
+            let tag = self.new_tag();
+            let buf = IoBuf::Head { head: id, member, offset: 0 };
+            self.queue.push_back(MemberIo {
+                tag,
+                member,
+                op,
+                sector,
+                sectors: self.unit_sectors,
+                buf,
+            });
+            self.inflight.insert(tag, Pending::Head { head: id, member });
+            let dev = &mut self.cache.head_mut(id).devs[member.get()];
+            dev.io = if op == MemberOp::Read { DevIo::Reading } else { DevIo::Writing };
+        }
+    }
+
+    pub(super) fn head_io_done(&mut self, id: HeadId, member: DiskIndex, ok: bool) {
+        let dev = &mut self.cache.head_mut(id).devs[member.get()];
+        let was_read = dev.io == DevIo::Reading;
+        dev.io = DevIo::Idle;
+        if ok {
+            dev.uptodate = true;
+            if !was_read {
+                dev.dirty = false;
+            }
+        } else {
+            dev.dirty = false;
+            dev.uptodate = false;
+            self.failed[member.get()] = true;
+        }
+        let too_many = self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded();
+        let st = self.state(id);
+        match &mut st.phase {
+            Phase::Reading { for_write, outstanding } => {
+                *outstanding -= 1;
+                st.replan |= !ok;
+                if *outstanding > 0 {
+                    return;
+                }
+                let for_write = *for_write;
+                st.phase = Phase::Idle;
+                if std::mem::take(&mut st.replan) {
+                    // Plan again with the member failed (rebuild from parity, or refuse).
+                } else if for_write {
+                    self.compute_and_write(id);
+                } else {
+                    self.rebuild_failed(id);
+                }
+            }
+            Phase::Writing { outstanding } => {
+                *outstanding -= 1;
+                if too_many {
+                    st.error = Some(ArrayError::BeyondRedundancy);
+                }
+                if *outstanding > 0 {
+                    return;
+                }
+                st.phase = Phase::Idle;
+                st.writes_done = true;
+            }
+            Phase::Idle => unreachable!("an I/O completed on an idle head"),
+        }
+        self.handle(id);
+    }
+
+    pub(super) fn start_writing(&mut self, id: HeadId) {
+        let writes = std::mem::take(&mut self.state(id).writes);
+        if writes.is_empty() {
+            self.state(id).writes_done = true;
+            return;
+        }
+        self.issue(id, &writes, MemberOp::Write);
+        self.state(id).phase = Phase::Writing { outstanding: writes.len() };
+    }
+
+    fn finish_batch(&mut self, id: HeadId) {
+        if self.state(id).error.is_none() {
+            self.copy_out_reads(id);
+        }
+        let st = self.state(id);
+        let error = st.error.take();
+        let batch = std::mem::take(&mut st.batch);
+        st.method = None;
+        for piece in batch {
+            let req = self.request_mut(piece.slot);
+            req.outstanding -= 1;
+            if let Some(e) = &error {
+                req.error.get_or_insert(e.clone());
+            }
+            self.finish_if_done(piece.slot);
+        }
+    }
+
+    /// The head has no work left: give it back to the cache and start waiting work.
+    fn release(&mut self, id: HeadId) {
+        self.heads.remove(&id);
+        self.cache.put(id);
+        while let Some((key, piece)) = self.waiting.pop_front() {
+            if let Some(held) = self.cache.lookup(key).filter(|h| self.heads.contains_key(h)) {
+                self.heads.get_mut(&held).expect("checked").queued.push(piece);
+                self.handle(held);
+                continue;
+            }
+            let before = self.waiting.len();
+            self.start_piece(key, piece);
+            if self.waiting.len() > before {
+                // No head free: it went back (to the end); put it first again and wait.
+                let back = self.waiting.pop_back().expect("just queued");
+                self.waiting.push_front(back);
+                break;
+            }
+        }
+    }
+
+    pub(super) fn method(&self, id: HeadId) -> Option<WriteMethod> {
+        self.heads[&id].method
+    }
+
+    pub(super) fn batch(&self, id: HeadId) -> &[Piece] {
+        &self.heads[&id].batch
+    }
+
+    pub(super) fn range_bytes(b: &BlockRange) -> (std::ops::Range<usize>, usize) {
+        let start = usize::try_from(b.first * SECTOR_BYTES).expect("fits");
+        let len = usize::try_from(b.sectors * SECTOR_BYTES).expect("fits");
+        let buf = usize::try_from(b.buf_sector * SECTOR_BYTES).expect("fits");
+        (start..start + len, buf)
+    }
+}
+
+impl Cover {
+    fn max_cover(self, other: Cover) -> Cover {
+        match (self, other) {
+            (Cover::Full, _) | (_, Cover::Full) => Cover::Full,
+            (Cover::Partial, _) | (_, Cover::Partial) => Cover::Partial,
+            _ => Cover::None,
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! What the engine asks of its members and what it hears back. The engine never touches a
+//! device: it hands out `MemberIo`s, the runtime (io_uring, memory, the simulator) performs them
+//! with the buffer the engine lends (`Array::io_buf` / `io_buf_mut`) and reports completions.
+
+use crate::stripe::HeadId;
+use crate::units::{DiskIndex, Sector};
+
+/// Identifies one member I/O until its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IoTag(pub u64);
+
+/// A user request, as the caller named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReqId(pub u64);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberOp {
+    Read,
+    Write,
+}
+
+/// Whose memory a member I/O reads into or writes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoBuf {
+    /// The user request's own buffer (a healthy read lands there with no copy).
+    Request { slot: usize, offset: usize },
+    /// A stripe head's block for `member`.
+    Head { head: HeadId, member: DiskIndex, offset: usize },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberIo {
+    pub tag: IoTag,
+    pub member: DiskIndex,
+    pub op: MemberOp,
+    /// From the start of the member's data area.
+    pub sector: Sector,
+    pub sectors: u64,
+    pub buf: IoBuf,
+}
+
+impl MemberIo {
+    #[must_use]
+    pub fn bytes(&self) -> usize {
+        usize::try_from(self.sectors * crate::SECTOR_BYTES).expect("an I/O fits in memory")
+    }
+}
+
+/// Counters the array keeps about itself (the member counters live with the members).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArrayStats {
+    /// Member reads issued straight into a user buffer (the cache bypassed).
+    pub reads_bypassed: u64,
+    /// User bytes copied between user buffers and stripe head buffers.
+    pub bytes_copied: u64,
+    pub stripe_writes_full: u64,
+    pub stripe_writes_rmw: u64,
+    pub stripe_writes_rcw: u64,
+    pub stripe_writes_degraded: u64,
+}

@@ -1,0 +1,360 @@
+//! The array engine, sans I/O: user requests in, member I/Os out, completions back in.
+//!
+//! A read inside a chunk on a healthy member goes straight to that member into the caller's
+//! buffer (no copy), unless the stripe head for it holds newer data. Everything else goes
+//! through stripe heads (`handle.rs`): writes are planned per head by `stripe::plan_write`
+//! (full stripe, rmw or rcw by the fewest reads), degraded reads by `stripe::plan_read`.
+//!
+//! The runtime loop: `submit_*`, then repeatedly take `next_io`, perform it with the buffer from
+//! `io_buf`/`io_buf_mut`, and report `complete_io`; finished requests come out of
+//! `take_completed`. Nothing here blocks, sleeps or reads a clock.
+
+mod compute;
+mod handle;
+pub mod io;
+
+pub use io::{ArrayStats, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
+
+use crate::geometry::Geometry;
+use crate::request::{BlockRange, split_by_chunk, split_by_head};
+use crate::stripe::{HeadId, StripeCache, StripeKey};
+use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
+use handle::{HeadState, Piece};
+use std::collections::{HashMap, VecDeque};
+use thiserror::Error;
+
+#[derive(Clone, Debug)]
+pub struct ArrayConfig {
+    pub geometry: Geometry,
+    /// The stripe head unit (md's stripe_size): a power of two from 4 KiB up to the chunk.
+    pub stripe_size_bytes: u64,
+    /// Stripe heads in the cache (md's stripe_cache_size).
+    pub stripe_cache_size: usize,
+    /// Sectors of each member's data area.
+    pub member_sectors: u64,
+}
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ArrayError {
+    #[error(
+        "request of {sectors} sectors at sector {sector} ends beyond the array's {size} sectors"
+    )]
+    OutOfRange { sector: u64, sectors: u64, size: u64 },
+    #[error("request buffer of {bytes} bytes is not a whole number of 512-byte sectors")]
+    Unaligned { bytes: usize },
+    #[error("stripe_size {bytes} must be a power of two from 4 KiB up to the chunk size")]
+    BadStripeSize { bytes: u64 },
+    #[error("too many members have failed: data in this stripe cannot be read or written")]
+    BeyondRedundancy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+}
+
+struct Request {
+    id: ReqId,
+    buf: Vec<u8>,
+    sector: Sector,
+    /// Member I/Os and stripe-head pieces still to finish.
+    outstanding: usize,
+    error: Option<ArrayError>,
+}
+
+/// What a member I/O in flight was for.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Direct { slot: usize, piece_sector: u64, sectors: u64, buf_sector: u64 },
+    Head { head: HeadId, member: DiskIndex },
+}
+
+pub struct Array {
+    geometry: Geometry,
+    unit_sectors: u64,
+    size_sectors: u64,
+    cache: StripeCache,
+    heads: HashMap<HeadId, HeadState>,
+    failed: Vec<bool>,
+    requests: Vec<Option<Request>>,
+    free_slots: Vec<usize>,
+    inflight: HashMap<IoTag, Pending>,
+    queue: VecDeque<MemberIo>,
+    /// Stripe-head work waiting for a free head.
+    waiting: VecDeque<(StripeKey, Piece)>,
+    done: Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)>,
+    next_tag: u64,
+    stats: ArrayStats,
+}
+
+impl Array {
+    pub fn new(cfg: ArrayConfig) -> Result<Array, ArrayError> {
+        let g = cfg.geometry;
+        let unit_sectors = cfg.stripe_size_bytes / SECTOR_BYTES;
+        let ok = cfg.stripe_size_bytes.is_power_of_two()
+            && cfg.stripe_size_bytes >= 4096
+            && unit_sectors <= g.chunk_sectors();
+        if !ok {
+            return Err(ArrayError::BadStripeSize { bytes: cfg.stripe_size_bytes });
+        }
+        let unit_bytes = usize::try_from(cfg.stripe_size_bytes).expect("a unit fits in memory");
+        Ok(Array {
+            size_sectors: g.array_sectors(cfg.member_sectors),
+            cache: StripeCache::new(cfg.stripe_cache_size, g.raid_disks(), unit_bytes),
+            failed: vec![false; g.raid_disks()],
+            geometry: g,
+            unit_sectors,
+            heads: HashMap::new(),
+            requests: Vec::new(),
+            free_slots: Vec::new(),
+            inflight: HashMap::new(),
+            queue: VecDeque::new(),
+            waiting: VecDeque::new(),
+            done: Vec::new(),
+            next_tag: 0,
+            stats: ArrayStats::default(),
+        })
+    }
+
+    #[must_use]
+    pub fn size_sectors(&self) -> u64 {
+        self.size_sectors
+    }
+
+    #[must_use]
+    pub fn stats(&self) -> ArrayStats {
+        self.stats
+    }
+
+    #[must_use]
+    pub fn cache(&self) -> &StripeCache {
+        &self.cache
+    }
+
+    /// Marks a member failed: it gets no more I/O and its blocks are rebuilt from parity.
+    pub fn fail_member(&mut self, member: DiskIndex) {
+        self.failed[member.get()] = true;
+    }
+
+    #[must_use]
+    pub fn failed_members(&self) -> Vec<DiskIndex> {
+        (0..self.failed.len()).filter(|&m| self.failed[m]).map(|m| DiskIndex(m as u16)).collect()
+    }
+
+    /// Reads `buf.len()` bytes from array sector `sector` into `buf`.
+    pub fn submit_read(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) {
+        let Some(slot) = self.admit(id, sector, buf) else { return };
+        let sectors = self.request_sectors(slot);
+        let pieces: Vec<_> = split_by_chunk(&self.geometry, sector, sectors).collect();
+        for p in pieces {
+            let routed = self.head_for_newer_data(p.addr.stripe, p.addr.member_sector.0, p.sectors);
+            if routed || self.stripe_missing_data(p.addr.stripe) {
+                self.add_head_pieces(
+                    slot,
+                    Kind::Read,
+                    p.buf_sector,
+                    sector.0 + p.buf_sector,
+                    p.sectors,
+                );
+            } else {
+                self.direct_read(slot, p.addr.disk, p.addr.member_sector, p.sectors, p.buf_sector);
+            }
+        }
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+    }
+
+    /// Writes `buf` at array sector `sector`.
+    pub fn submit_write(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) {
+        let Some(slot) = self.admit(id, sector, buf) else { return };
+        let sectors = self.request_sectors(slot);
+        self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+    }
+
+    /// The next member I/O to perform.
+    pub fn next_io(&mut self) -> Option<MemberIo> {
+        self.queue.pop_front()
+    }
+
+    /// The bytes a member write sends.
+    #[must_use]
+    pub fn io_buf(&self, io: &MemberIo) -> &[u8] {
+        let len = io.bytes();
+        match io.buf {
+            IoBuf::Request { slot, offset } => &self.request(slot).buf[offset..offset + len],
+            IoBuf::Head { head, member, offset } => {
+                &self.cache.head(head).buffers[member.get()][offset..offset + len]
+            }
+        }
+    }
+
+    /// The memory a member read fills.
+    pub fn io_buf_mut(&mut self, io: &MemberIo) -> &mut [u8] {
+        let len = io.bytes();
+        match io.buf {
+            IoBuf::Request { slot, offset } => {
+                &mut self.request_mut(slot).buf[offset..offset + len]
+            }
+            IoBuf::Head { head, member, offset } => {
+                &mut self.cache.head_mut(head).buffers[member.get()][offset..offset + len]
+            }
+        }
+    }
+
+    /// Reports a member I/O done (`ok`) or failed; a failure fails the member.
+    pub fn complete_io(&mut self, tag: IoTag, ok: bool) {
+        let pending = self.inflight.remove(&tag).expect("completion of an I/O in flight");
+        match pending {
+            Pending::Direct { slot, piece_sector, sectors, buf_sector } => {
+                if !ok {
+                    // md's read-error path: rebuild the piece from the other members.
+                    let member = self.geometry.map_sector(Sector(piece_sector)).disk;
+                    self.failed[member.get()] = true;
+                    self.add_head_pieces(slot, Kind::Read, buf_sector, piece_sector, sectors);
+                }
+                self.request_mut(slot).outstanding -= 1;
+                self.finish_if_done(slot);
+            }
+            Pending::Head { head, member } => self.head_io_done(head, member, ok),
+        }
+    }
+
+    /// Requests finished since the last call, with their buffers.
+    pub fn take_completed(&mut self) -> Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)> {
+        std::mem::take(&mut self.done)
+    }
+
+    /// Whether member I/O is queued or in flight.
+    #[must_use]
+    pub fn busy(&self) -> bool {
+        !self.queue.is_empty() || !self.inflight.is_empty()
+    }
+
+    fn admit(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) -> Option<usize> {
+        let sectors = (buf.len() as u64) / SECTOR_BYTES;
+        let error = if !(buf.len() as u64).is_multiple_of(SECTOR_BYTES) {
+            Some(ArrayError::Unaligned { bytes: buf.len() })
+        } else if sector.0.checked_add(sectors).is_none_or(|end| end > self.size_sectors) {
+            Some(ArrayError::OutOfRange { sector: sector.0, sectors, size: self.size_sectors })
+        } else {
+            None
+        };
+        if let Some(e) = error {
+            self.done.push((id, Err(e), buf));
+            return None;
+        }
+        // One count for the submission itself, so that pieces finishing while it is still
+        // being split cannot complete the request early.
+        let req = Request { id, buf, sector, outstanding: 1, error: None };
+        let slot = self.free_slots.pop().unwrap_or(self.requests.len());
+        if slot == self.requests.len() {
+            self.requests.push(None);
+        }
+        self.requests[slot] = Some(req);
+        Some(slot)
+    }
+
+    fn request_sectors(&self, slot: usize) -> u64 {
+        self.request(slot).buf.len() as u64 / SECTOR_BYTES
+    }
+
+    fn request(&self, slot: usize) -> &Request {
+        self.requests[slot].as_ref().expect("a live request")
+    }
+
+    fn request_mut(&mut self, slot: usize) -> &mut Request {
+        self.requests[slot].as_mut().expect("a live request")
+    }
+
+    fn finish_if_done(&mut self, slot: usize) {
+        if self.request(slot).outstanding > 0 {
+            return;
+        }
+        let req = self.requests[slot].take().expect("a live request");
+        self.free_slots.push(slot);
+        let result = req.error.map_or(Ok(()), Err);
+        debug_assert!(req.sector.0 < self.size_sectors || req.buf.is_empty());
+        self.done.push((req.id, result, req.buf));
+    }
+
+    fn direct_read(
+        &mut self,
+        slot: usize,
+        member: DiskIndex,
+        at: Sector,
+        sectors: u64,
+        buf_sector: u64,
+    ) {
+        let tag = self.new_tag();
+        let offset = usize::try_from(buf_sector * SECTOR_BYTES).expect("fits");
+        let io = MemberIo {
+            tag,
+            member,
+            op: MemberOp::Read,
+            sector: at,
+            sectors,
+            buf: IoBuf::Request { slot, offset },
+        };
+        let piece_sector = self.request(slot).sector.0 + buf_sector;
+        self.inflight.insert(tag, Pending::Direct { slot, piece_sector, sectors, buf_sector });
+        self.request_mut(slot).outstanding += 1;
+        self.stats.reads_bypassed += 1;
+        self.queue.push_back(io);
+    }
+
+    fn new_tag(&mut self) -> IoTag {
+        self.next_tag += 1;
+        IoTag(self.next_tag)
+    }
+
+    /// Whether a data block of this stripe is on a failed member. Reads of such a stripe go
+    /// through the cache even where their own member is healthy: rebuilding the missing block
+    /// needs the others, and reading them into the cache once means no block is read twice
+    /// (seed 000). Stripes whose failed member holds P or Q keep the direct path.
+    fn stripe_missing_data(&self, stripe: crate::StripeNumber) -> bool {
+        self.geometry.stripe_map(stripe).data_disk.iter().any(|d| self.failed[d.get()])
+    }
+
+    /// Whether a stripe head covering these member sectors has newer data than the member (or
+    /// pending writes): a read must then go through it.
+    fn head_for_newer_data(
+        &self,
+        stripe: crate::StripeNumber,
+        member_sector: u64,
+        sectors: u64,
+    ) -> bool {
+        let chunk = self.geometry.chunk_sectors();
+        let first = (member_sector % chunk) / self.unit_sectors;
+        let last = ((member_sector + sectors - 1) % chunk) / self.unit_sectors;
+        (first..=last).any(|unit| {
+            let key = StripeKey { stripe, unit: unit as u32 };
+            self.cache.lookup(key).is_some_and(|id| self.heads.contains_key(&id))
+        })
+    }
+
+    /// Queues the request's sectors `[array_sector, +sectors)` (at `buf_sector` in its buffer)
+    /// on their stripe heads.
+    fn add_head_pieces(
+        &mut self,
+        slot: usize,
+        kind: Kind,
+        buf_sector: u64,
+        array_sector: u64,
+        sectors: u64,
+    ) {
+        for work in split_by_head(&self.geometry, self.unit_sectors, Sector(array_sector), sectors)
+        {
+            let blocks: Vec<BlockRange> = work
+                .blocks
+                .iter()
+                .map(|b| BlockRange { buf_sector: b.buf_sector + buf_sector, ..*b })
+                .collect();
+            self.request_mut(slot).outstanding += 1;
+            self.add_piece(work.key, Piece { slot, kind, blocks });
+        }
+    }
+}
