@@ -19,7 +19,7 @@ pub(crate) const SB_CSUM_OFFSET: usize = 216;
 #[must_use]
 pub fn sb_csum(bytes: &[u8]) -> u32 {
     assert!(bytes.len() >= SB_CSUM_OFFSET + 4, "checksum over a truncated superblock");
-    assert!(bytes.len() % 2 == 0, "a superblock is 256 bytes plus 2 per role");
+    assert!(bytes.len().is_multiple_of(2), "a superblock is 256 bytes plus 2 per role");
     let mut sum: u64 = 0;
     let mut words = bytes.chunks_exact(4);
     for (index, word) in words.by_ref().enumerate() {

@@ -13,6 +13,7 @@
 
 mod bitmap;
 mod checksum;
+pub mod create;
 mod dev_roles;
 mod error;
 pub mod feature;

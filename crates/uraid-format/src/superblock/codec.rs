@@ -79,6 +79,11 @@ fn u32_at(bytes: &[u8], offset: usize) -> u32 {
     u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4-byte slice"))
 }
 
+/// md's signed fields (level, offsets relative to the superblock, delta_disks).
+fn i32_at(bytes: &[u8], offset: usize) -> i32 {
+    i32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4-byte slice"))
+}
+
 fn u64_at(bytes: &[u8], offset: usize) -> u64 {
     u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8-byte slice"))
 }
@@ -105,7 +110,7 @@ impl Superblock1 {
         if stored != computed {
             return Err(SuperblockError::BadChecksum { stored, computed });
         }
-        let raw_level = u32_at(bytes, LEVEL_OFFSET) as i32;
+        let raw_level = i32_at(bytes, LEVEL_OFFSET);
         let level =
             Level::from_md(raw_level).ok_or(SuperblockError::UnknownLevel { level: raw_level })?;
         let superblock = decode_fields(bytes, level, max_dev);
@@ -178,13 +183,13 @@ fn decode_fields(bytes: &[u8], level: Level, max_dev: u32) -> Superblock1 {
         size_sectors: u64_at(bytes, SIZE_OFFSET),
         chunk_sectors: u32_at(bytes, CHUNKSIZE_OFFSET),
         raid_disks: u32_at(bytes, RAID_DISKS_OFFSET),
-        bitmap_offset_sectors: u32_at(bytes, BITMAP_OFFSET_OFFSET) as i32,
-        new_level: u32_at(bytes, NEW_LEVEL_OFFSET) as i32,
+        bitmap_offset_sectors: i32_at(bytes, BITMAP_OFFSET_OFFSET),
+        new_level: i32_at(bytes, NEW_LEVEL_OFFSET),
         reshape_position_sectors: u64_at(bytes, RESHAPE_POSITION_OFFSET),
-        delta_disks: u32_at(bytes, DELTA_DISKS_OFFSET) as i32,
+        delta_disks: i32_at(bytes, DELTA_DISKS_OFFSET),
         new_layout: u32_at(bytes, NEW_LAYOUT_OFFSET),
         new_chunk_sectors: u32_at(bytes, NEW_CHUNK_OFFSET),
-        new_offset_sectors: u32_at(bytes, NEW_OFFSET_OFFSET) as i32,
+        new_offset_sectors: i32_at(bytes, NEW_OFFSET_OFFSET),
         data_offset_sectors: u64_at(bytes, DATA_OFFSET_OFFSET),
         data_size_sectors: u64_at(bytes, DATA_SIZE_OFFSET),
         super_offset_sectors: u64_at(bytes, SUPER_OFFSET_OFFSET),
@@ -195,7 +200,7 @@ fn decode_fields(bytes: &[u8], level: Level, max_dev: u32) -> Superblock1 {
         devflags: bytes[DEVFLAGS_OFFSET],
         bblog_shift: bytes[BBLOG_SHIFT_OFFSET],
         bblog_size_sectors: u16_at(bytes, BBLOG_SIZE_OFFSET),
-        bblog_offset_sectors: u32_at(bytes, BBLOG_OFFSET_OFFSET) as i32,
+        bblog_offset_sectors: i32_at(bytes, BBLOG_OFFSET_OFFSET),
         utime: u64_at(bytes, UTIME_OFFSET),
         events: u64_at(bytes, EVENTS_OFFSET),
         resync_offset_sectors: u64_at(bytes, RESYNC_OFFSET_OFFSET),
