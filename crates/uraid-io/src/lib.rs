@@ -1,0 +1,20 @@
+//! uraid's member runtime: the devices an array's members live on, and the loop that drives the
+//! sans-IO engine (`uraid_core::array::Array`) against them.
+//!
+//! - `member`: the interface (many I/Os in flight, completions reaped later) and its one unsafe
+//!   contract: a submitted buffer stays valid until its completion is reaped.
+//! - Backends: `MemoryMember`.
+//! - `Driver`: one thread, batched submission, no thread per I/O.
+//! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
+
+pub mod counters;
+pub mod driver;
+pub mod member;
+pub mod member_memory;
+
+pub use counters::{CountersSnapshot, MemberCounters};
+pub use driver::{Driver, DriverError};
+pub use member::{
+    BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo,
+};
+pub use member_memory::MemoryMember;
