@@ -3,18 +3,25 @@
 //!
 //! - `member`: the interface (many I/Os in flight, completions reaped later) and its one unsafe
 //!   contract: a submitted buffer stays valid until its completion is reaped.
-//! - Backends: `MemoryMember`.
+//! - Backends: `MemoryMember`; `FileMember` (io_uring, O_DIRECT, aligned bounce buffers).
 //! - `Driver`: one thread, batched submission, no thread per I/O.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
 
+pub mod buffer_pool;
 pub mod counters;
 pub mod driver;
+mod file_open;
+mod file_sync;
 pub mod member;
+pub mod member_file;
 pub mod member_memory;
+mod ring;
 
+pub use buffer_pool::{AlignedBuf, BufferPool};
 pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError};
 pub use member::{
     BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo,
 };
+pub use member_file::{FileMember, FileOptions};
 pub use member_memory::MemoryMember;
