@@ -4,10 +4,12 @@
 //! - `member`: the interface (many I/Os in flight, completions reaped later) and its one unsafe
 //!   contract: a submitted buffer stays valid until its completion is reaped.
 //! - Backends: `MemoryMember`; `FileMember` (io_uring, O_DIRECT, aligned bounce buffers).
+//! - Wrappers: `Throttled` (a disk's bandwidth, IOPS, latency and seeks on an injectable clock).
 //! - `Driver`: one thread, batched submission, no thread per I/O.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
 
 pub mod buffer_pool;
+pub mod clock;
 pub mod counters;
 pub mod driver;
 mod file_open;
@@ -16,8 +18,10 @@ pub mod member;
 pub mod member_file;
 pub mod member_memory;
 mod ring;
+pub mod throttled;
 
 pub use buffer_pool::{AlignedBuf, BufferPool};
+pub use clock::{Clock, ManualClock, RealClock};
 pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError};
 pub use member::{
@@ -25,3 +29,4 @@ pub use member::{
 };
 pub use member_file::{FileMember, FileOptions};
 pub use member_memory::MemoryMember;
+pub use throttled::{DiskModel, Throttled};

@@ -1,0 +1,115 @@
+//! The disk model on a manual clock. Goal: completions become visible exactly at their modelled
+//! finish times. Method: submit I/Os at a fixed time, step the clock, and check which have
+//! been reaped; then measure the presets' random IOPS and sequential bandwidth in simulated time.
+
+use uraid_io::{
+    Clock, DiskModel, IoCompletion, IoRequest, ManualClock, Member, MemoryMember, Throttled,
+};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+
+fn throttled(model: DiskModel, clock: &ManualClock) -> Throttled<MemoryMember, ManualClock> {
+    Throttled::new(MemoryMember::new("disk", 64 << 20), model, clock.clone())
+}
+
+fn tags(out: &[IoCompletion]) -> Vec<u64> {
+    out.iter().map(|c| c.tag).collect()
+}
+
+#[test]
+fn bandwidth_limit_spaces_sequential_completions() {
+    // 100 MB/s, nothing else: four sequential 1 MB writes finish at 10, 20, 30 and 40 ms.
+    let model =
+        DiskModel { bandwidth_bytes_per_s: 100_000_000, iops_max: 0, latency_ns: 0, seek_ns: 0 };
+    let clock = ManualClock::new();
+    let mut d = throttled(model, &clock);
+    let buf = vec![7u8; 1_000_000];
+    for i in 0..4u64 {
+        // SAFETY: `buf` outlives every reap below.
+        unsafe { d.submit(IoRequest::write(i, i * 1_000_000, &buf, false)) };
+    }
+    d.flush_submissions().unwrap();
+    let mut out = Vec::new();
+    d.reap(&mut out, false).unwrap();
+    assert!(out.is_empty(), "nothing finishes at time 0");
+    clock.advance_ns(10 * MS - 1);
+    d.reap(&mut out, false).unwrap();
+    assert!(out.is_empty(), "not a nanosecond early");
+    clock.advance_ns(1);
+    d.reap(&mut out, false).unwrap();
+    assert_eq!(tags(&out), [0]);
+    clock.set_ns(35 * MS);
+    d.reap(&mut out, false).unwrap();
+    assert_eq!(tags(&out), [0, 1, 2]);
+    d.reap(&mut out, true).unwrap();
+    assert_eq!((tags(&out), clock.now_ns()), (vec![0, 1, 2, 3], 40 * MS), "waiting jumps time");
+}
+
+#[test]
+fn iops_limit_and_latency() {
+    // 1000 IOPS, 2 ms latency, 4096 MB/s: 4 KiB I/O k starts at k ms, holds the channel for
+    // 1 us and finishes at k ms + 1 us + 2 ms.
+    let model = DiskModel {
+        bandwidth_bytes_per_s: 4_096_000_000,
+        iops_max: 1000,
+        latency_ns: 2 * MS,
+        seek_ns: 0,
+    };
+    let clock = ManualClock::new();
+    let mut d = throttled(model, &clock);
+    let mut bufs = vec![vec![0u8; 4096]; 10];
+    for (i, b) in bufs.iter_mut().enumerate() {
+        // SAFETY: `bufs` outlives every reap below.
+        unsafe { d.submit(IoRequest::read(i as u64, i as u64 * 4096, b)) };
+    }
+    d.flush_submissions().unwrap();
+    let mut out = Vec::new();
+    clock.set_ns(2 * MS + US);
+    d.reap(&mut out, false).unwrap();
+    assert_eq!(tags(&out), [0]);
+    clock.set_ns(6 * MS + US);
+    d.reap(&mut out, false).unwrap();
+    assert_eq!(tags(&out), [0, 1, 2, 3, 4]);
+    while d.in_flight() > 0 {
+        d.reap(&mut out, true).unwrap();
+    }
+    assert_eq!((out.len() as u64, clock.now_ns()), (10, 11 * MS + US));
+    assert_eq!(d.counters().snapshot().read_ios, 10);
+}
+
+/// Random 4 KiB reads and sequential 1 MiB reads on a preset, in simulated time; returns
+/// (random IOPS, sequential MB/s).
+fn measure(model: DiskModel) -> (f64, f64) {
+    let clock = ManualClock::new();
+    let mut d = throttled(model, &clock);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut out = Vec::new();
+    for i in 0..200u64 {
+        let offset = (i * 7_919 % 16_000) * 4096; // scattered, never adjacent
+        // SAFETY: one I/O at a time, reaped before `buf` is reused.
+        unsafe { d.submit(IoRequest::read(i, offset, &mut buf[..4096])) };
+        d.reap(&mut out, true).unwrap();
+    }
+    let iops = 200.0 / (clock.now_ns() as f64 / 1e9);
+    let start = clock.now_ns();
+    for i in 0..64u64 {
+        // SAFETY: as above.
+        unsafe { d.submit(IoRequest::read(1000 + i, (i + 1) << 20, &mut buf)) };
+        d.reap(&mut out, true).unwrap();
+    }
+    let mb_s = (64u64 << 20) as f64 / ((clock.now_ns() - start) as f64 / 1e9) / 1e6;
+    (iops, mb_s)
+}
+
+#[test]
+fn presets_match_their_data_sheets() {
+    let (iops, mb_s) = measure(DiskModel::hdd_7200());
+    println!("hdd_7200: {iops:.0} random 4 KiB IOPS at queue depth 1, {mb_s:.0} MB/s sequential");
+    assert!((150.0..=200.0).contains(&iops), "hdd random IOPS {iops}");
+    assert!((190.0..=200.0).contains(&mb_s), "hdd sequential MB/s {mb_s}");
+    let (iops, mb_s) = measure(DiskModel::nvme());
+    println!("nvme: {iops:.0} random 4 KiB IOPS at queue depth 1, {mb_s:.0} MB/s sequential");
+    assert!(iops > 10_000.0, "nvme IOPS {iops}");
+    assert!(mb_s > 2_000.0, "nvme MB/s {mb_s}");
+}
