@@ -4,7 +4,8 @@
 //! - `member`: the interface (many I/Os in flight, completions reaped later) and its one unsafe
 //!   contract: a submitted buffer stays valid until its completion is reaped.
 //! - Backends: `MemoryMember`; `FileMember` (io_uring, O_DIRECT, aligned bounce buffers).
-//! - Wrappers: `Throttled` (a disk's bandwidth, IOPS, latency and seeks on an injectable clock).
+//! - Wrappers: `Throttled` (a disk's bandwidth, IOPS, latency and seeks on an injectable clock)
+//!   and `Faulty` (failing ranges, fail after N, failed member, power cut).
 //! - `Driver`: one thread, batched submission, no thread per I/O.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
 
@@ -12,11 +13,13 @@ pub mod buffer_pool;
 pub mod clock;
 pub mod counters;
 pub mod driver;
+pub mod faulty;
 mod file_open;
 mod file_sync;
 pub mod member;
 pub mod member_file;
 pub mod member_memory;
+pub mod power;
 mod ring;
 pub mod throttled;
 
@@ -24,9 +27,11 @@ pub use buffer_pool::{AlignedBuf, BufferPool};
 pub use clock::{Clock, ManualClock, RealClock};
 pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError};
+pub use faulty::Faulty;
 pub use member::{
     BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo,
 };
 pub use member_file::{FileMember, FileOptions};
 pub use member_memory::MemoryMember;
+pub use power::PowerCutReport;
 pub use throttled::{DiskModel, Throttled};
