@@ -162,12 +162,20 @@ impl<M: Member + ?Sized> Driver<M> {
             self.reap_member(m, &mut reaped, false, array)?;
         }
         if wait && self.in_flight > 0 && reaped.is_empty() {
-            let m = (0..self.members.len()).find(|&m| self.members[m].in_flight() > 0);
-            let m = m.expect("a member holds the I/O in flight");
+            let m = self.member_to_wait_on();
             self.reap_member(m, &mut reaped, true, array)?;
         }
         self.reaped = reaped;
         Ok(())
+    }
+
+    /// The member with I/O in flight whose next completion is due first: on modelled clocks,
+    /// waiting on any other would move time past completions that come earlier. Members that
+    /// cannot tell (real devices) come first: waiting on them moves no model's time.
+    fn member_to_wait_on(&self) -> usize {
+        let busy = (0..self.members.len()).filter(|&m| self.members[m].in_flight() > 0);
+        let m = busy.min_by_key(|&m| self.members[m].next_due_ns().unwrap_or(0));
+        m.expect("a member holds the I/O in flight")
     }
 
     fn reap_member(

@@ -180,6 +180,10 @@ impl<M: Member + MediaAccess> Member for Faulty<M> {
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.injected.len()
     }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        if self.injected.is_empty() { self.inner.next_due_ns() } else { Some(0) }
+    }
 }
 
 impl<M: Member + MediaAccess> MediaAccess for Faulty<M> {

@@ -191,6 +191,13 @@ pub trait Member: Send {
 
     /// I/Os submitted and not yet reaped.
     fn in_flight(&self) -> usize;
+
+    /// For members on a modelled clock (`Throttled`): when the next completion is due, so that a
+    /// driver waiting on several members waits for the earliest (waiting on another would move
+    /// simulated time past completions that should have been handled first). None: unknown.
+    fn next_due_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Direct access to a member's medium, bypassing queue and counters: what fault injection and

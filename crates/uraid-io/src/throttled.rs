@@ -185,6 +185,10 @@ impl<M: Member, C: Clock> Member for Throttled<M, C> {
     fn in_flight(&self) -> usize {
         self.inner.in_flight() + self.held.len()
     }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        self.held.keys().next().map(|&(finish, _)| finish)
+    }
 }
 
 impl<M: Member + MediaAccess, C: Clock> MediaAccess for Throttled<M, C> {
