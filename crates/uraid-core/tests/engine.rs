@@ -309,3 +309,71 @@ fn many_requests_in_flight_through_a_small_cache() {
         assert_eq!(read(&mut a, &mut mem, 0, expect.len()), expect, "{level:?}");
     }
 }
+
+/// Seed 003: sequential writes smaller than a stripe, submitted together (plugged), are held
+/// back until they fill their stripes and go out as full-stripe writes with no reads.
+#[test]
+fn plugged_partial_writes_fill_stripes_and_read_nothing() {
+    let mut a = array(Level::Raid6, 8, 128 << 10, 4096);
+    let mut mem = Mem::new(8);
+    let stripe_bytes = 6 * (128 << 10);
+    let total = stripe_bytes * 3;
+    let data = pattern(21, total);
+    a.plug();
+    for (i, off) in (0..total).step_by(128 << 10).enumerate() {
+        let chunk = data[off..off + (128 << 10)].to_vec();
+        a.submit_write(ReqId(i as u64), Sector((off / 512) as u64), chunk);
+    }
+    assert!(a.busy(), "held-back writes keep the array busy");
+    a.unplug();
+    for (_, r, _) in run(&mut a, &mut mem) {
+        r.unwrap();
+    }
+    assert_eq!(mem.total().reads, 0, "no pre-reads: every stripe was filled");
+    assert_eq!(read(&mut a, &mut mem, 0, total), data);
+}
+
+/// A lone partial write is held only while the submitter is plugged; unplugging starts it
+/// (read-modify-write), so nothing waits forever.
+#[test]
+fn a_lone_held_write_starts_at_unplug() {
+    let mut a = array(Level::Raid5, 5, 64 << 10, 4096);
+    let mut mem = Mem::new(5);
+    a.plug();
+    a.submit_write(ReqId(1), Sector(8), pattern(3, 4096));
+    assert!(a.next_io().is_none(), "held while plugged");
+    a.unplug();
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 1);
+    assert_eq!(mem.total().reads, 2);
+    assert_eq!(mem.total().writes, 2);
+    assert_eq!(read(&mut a, &mut mem, 8, 4096), pattern(3, 4096));
+}
+
+/// A held write is not starved by a stream of full-stripe writes: after the preread-bypass
+/// threshold it starts even though the submitter stays plugged.
+#[test]
+fn full_stripe_writes_do_not_starve_a_held_write() {
+    use uraid_core::array::PREREAD_BYPASS_THRESHOLD;
+    let mut a = array_with_cache(Level::Raid5, 3, 4096, 4096, 512);
+    let mut mem = Mem::new(3);
+    a.plug();
+    a.submit_write(ReqId(0), Sector(0), pattern(1, 4096)); // half a stripe: held
+    let stripe: u64 = 2 * 4096;
+    let mut started = false;
+    for s in 1..=(PREREAD_BYPASS_THRESHOLD + 2) {
+        a.submit_write(ReqId(s), Sector(s * stripe / 512), pattern(s, stripe as usize));
+        while let Some(io) = a.next_io() {
+            if io.member.get() != 2 && io.sector.0 == 0 && io.op == MemberOp::Read {
+                started = true;
+            }
+            let ok = mem.perform(&mut a, &io);
+            a.complete_io(io.tag, ok);
+        }
+    }
+    assert!(started, "the held write started while still plugged");
+    a.unplug();
+    let done = run(&mut a, &mut mem);
+    assert!(done.iter().all(|(_, r, _)| r.is_ok()));
+    assert_eq!(read(&mut a, &mut mem, 0, 4096), pattern(1, 4096));
+}

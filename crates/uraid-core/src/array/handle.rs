@@ -20,6 +20,13 @@ pub(super) struct Piece {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Idle,
+    /// A partial-stripe write that needs pre-reads, held back while other I/O is in flight
+    /// (or the submitter is plugged) so that more writes can fill the stripe (md's delayed
+    /// list). Started when the array goes idle or after `PREREAD_BYPASS_THRESHOLD` full-stripe
+    /// writes have overtaken it.
+    Delayed {
+        since: u64,
+    },
     /// Member reads in flight; then compute and write (`for_write`) or serve reads.
     Reading {
         for_write: bool,
@@ -38,6 +45,10 @@ pub(super) struct HeadState {
     writes_done: bool,
     /// A member failed during the batch's reads: plan again.
     replan: bool,
+    /// When the batch was first held back (kept across re-plans so it cannot starve).
+    delayed_since: Option<u64>,
+    /// The hold is over (array idle, or overtaken too often): start even if others are busy.
+    hold_released: bool,
     method: Option<WriteMethod>,
     writes: Vec<DiskIndex>,
     error: Option<ArrayError>,
@@ -71,6 +82,8 @@ impl Array {
             phase: Phase::Idle,
             writes_done: false,
             replan: false,
+            delayed_since: None,
+            hold_released: false,
             method: None,
             writes: Vec::new(),
             error: None,
@@ -87,6 +100,13 @@ impl Array {
     pub(super) fn handle(&mut self, id: HeadId) {
         loop {
             let st = self.state(id);
+            if let Phase::Delayed { since } = st.phase {
+                // New pieces join the batch that has not started; plan it again.
+                let queued = std::mem::take(&mut st.queued);
+                st.batch.extend(queued);
+                st.delayed_since = Some(since);
+                st.phase = Phase::Idle;
+            }
             if st.phase != Phase::Idle {
                 return;
             }
@@ -101,6 +121,9 @@ impl Array {
             let has_writes = st.batch.iter().any(|p| p.kind == Kind::Write);
             if st.error.is_none() && has_writes && !st.writes_done {
                 self.start_write(id);
+                if matches!(self.state(id).phase, Phase::Delayed { .. }) {
+                    return;
+                }
             } else if st.error.is_none()
                 && st.batch.iter().any(|p| p.kind == Kind::Read)
                 && !self.reads_served(id)
@@ -142,6 +165,29 @@ impl Array {
             self.state(id).error = Some(ArrayError::BeyondRedundancy);
             return;
         };
+        let others_busy = self.plugged || !self.queue.is_empty() || !self.inflight.is_empty();
+        let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
+        let overtaken = self.full_stripe_writes - since > super::PREREAD_BYPASS_THRESHOLD;
+        if others_busy
+            && !overtaken
+            && !self.heads[&id].hold_released
+            && self.waiting.is_empty()
+            && !plan.reads.is_empty()
+            && plan.method != WriteMethod::DegradedReconstructWrite
+        {
+            self.state(id).phase = Phase::Delayed { since };
+            if !self.delayed.contains(&id) {
+                self.delayed.push(id);
+            }
+            return;
+        }
+        let st = self.state(id);
+        st.delayed_since = None;
+        st.hold_released = false;
+        if plan.method == WriteMethod::FullStripe {
+            self.full_stripe_writes += 1;
+            self.start_overtaken();
+        }
         let st = self.state(id);
         st.method = Some(plan.method);
         st.writes = plan.writes;
@@ -258,7 +304,7 @@ impl Array {
                 st.phase = Phase::Idle;
                 st.writes_done = true;
             }
-            Phase::Idle => unreachable!("an I/O completed on an idle head"),
+            Phase::Idle | Phase::Delayed { .. } => unreachable!("an I/O completed on an idle head"),
         }
         self.handle(id);
     }
@@ -308,6 +354,34 @@ impl Array {
                 let back = self.waiting.pop_back().expect("just queued");
                 self.waiting.push_front(back);
                 break;
+            }
+        }
+    }
+
+    /// Starts every delayed head.
+    pub(super) fn start_delayed(&mut self) {
+        self.start_delayed_if(|_| true);
+    }
+
+    /// Starts delayed heads that full-stripe writes have overtaken too often (no starvation).
+    fn start_overtaken(&mut self) {
+        let now = self.full_stripe_writes;
+        self.start_delayed_if(|since| now - since > super::PREREAD_BYPASS_THRESHOLD);
+    }
+
+    fn start_delayed_if(&mut self, due: impl Fn(u64) -> bool) {
+        let (start, keep): (Vec<HeadId>, Vec<HeadId>) =
+            std::mem::take(&mut self.delayed).into_iter().partition(|id| {
+                match self.heads.get(id).map(|st| st.phase) {
+                    Some(Phase::Delayed { since }) => due(since),
+                    _ => true, // no longer delayed: drop it from the list
+                }
+            });
+        self.delayed = keep;
+        for id in start {
+            if self.heads.get(&id).is_some_and(|st| matches!(st.phase, Phase::Delayed { .. })) {
+                self.state(id).hold_released = true;
+                self.handle(id);
             }
         }
     }

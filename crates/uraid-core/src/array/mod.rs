@@ -23,6 +23,11 @@ use handle::{HeadState, Piece};
 use std::collections::{HashMap, VecDeque};
 use thiserror::Error;
 
+/// Full-stripe writes that may overtake a held-back partial-stripe write before it starts
+/// anyway (md's `preread_bypass_threshold`; md defaults to 1, which lets a sequential stream's
+/// partial stripes start before the next request fills them).
+pub const PREREAD_BYPASS_THRESHOLD: u64 = 64;
+
 #[derive(Clone, Debug)]
 pub struct ArrayConfig {
     pub geometry: Geometry,
@@ -85,6 +90,12 @@ pub struct Array {
     /// Stripe-head work waiting for a free head.
     waiting: VecDeque<(StripeKey, Piece)>,
     done: Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)>,
+    /// The submitter has more requests coming (see `plug`).
+    plugged: bool,
+    /// Heads whose partial-stripe writes are held back (see `handle::Phase::Delayed`).
+    delayed: Vec<HeadId>,
+    /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
+    full_stripe_writes: u64,
     next_tag: u64,
     stats: ArrayStats,
 }
@@ -113,6 +124,9 @@ impl Array {
             queue: VecDeque::new(),
             waiting: VecDeque::new(),
             done: Vec::new(),
+            plugged: false,
+            delayed: Vec::new(),
+            full_stripe_writes: 0,
             next_tag: 0,
             stats: ArrayStats::default(),
         })
@@ -164,6 +178,7 @@ impl Array {
         }
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
+        self.start_delayed_when_idle();
     }
 
     /// Writes `buf` at array sector `sector`.
@@ -173,6 +188,30 @@ impl Array {
         self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
+        self.start_delayed_when_idle();
+    }
+
+    /// Announces a batch of submissions (the block layer's plugging): until `unplug`,
+    /// partial-stripe writes that would need pre-reads are held back even when nothing else is
+    /// in flight, so that consecutive writes in the batch can fill their stripes and go out as
+    /// full-stripe writes with no reads. (While other I/O is in flight they are held anyway.)
+    pub fn plug(&mut self) {
+        self.plugged = true;
+    }
+
+    /// Ends the batch: held-back writes start if nothing else is in flight.
+    pub fn unplug(&mut self) {
+        self.plugged = false;
+        self.start_delayed_when_idle();
+    }
+
+    /// Starts held-back writes once nothing else is in flight, or at once when requests are
+    /// waiting for a free stripe head (held heads must not pin the pool).
+    fn start_delayed_when_idle(&mut self) {
+        let idle = !self.plugged && self.queue.is_empty() && self.inflight.is_empty();
+        if idle || !self.waiting.is_empty() {
+            self.start_delayed();
+        }
     }
 
     /// The next member I/O to perform.
@@ -221,6 +260,7 @@ impl Array {
             }
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
         }
+        self.start_delayed_when_idle();
     }
 
     /// Requests finished since the last call, with their buffers.
@@ -231,7 +271,7 @@ impl Array {
     /// Whether member I/O is queued or in flight.
     #[must_use]
     pub fn busy(&self) -> bool {
-        !self.queue.is_empty() || !self.inflight.is_empty()
+        !self.queue.is_empty() || !self.inflight.is_empty() || !self.delayed.is_empty()
     }
 
     fn admit(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) -> Option<usize> {
