@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod array;
+pub mod buffer;
 pub mod constants;
 pub mod error;
 pub mod geometry;

@@ -45,7 +45,7 @@ pub struct StripeHead {
     pub key: StripeKey,
     pub devs: Vec<DevState>,
     /// One `stripe_size` buffer per member.
-    pub buffers: Vec<Box<[u8]>>,
+    pub buffers: Vec<crate::buffer::BlockBuf>,
     /// Holders of this head (requests and the handler); 0 = inactive, on the LRU.
     pub(super) users: u32,
 }
@@ -55,7 +55,7 @@ impl StripeHead {
         StripeHead {
             key: StripeKey::default(),
             devs: vec![DevState::default(); members],
-            buffers: (0..members).map(|_| vec![0u8; unit_bytes].into_boxed_slice()).collect(),
+            buffers: (0..members).map(|_| crate::buffer::BlockBuf::zeroed(unit_bytes)).collect(),
             users: 0,
         }
     }
