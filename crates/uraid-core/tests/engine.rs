@@ -17,17 +17,26 @@ struct Counts {
 
 struct Mem {
     disks: Vec<Vec<u8>>,
+    /// What each member holds on stable storage (flushes and FUA writes reach it).
+    durable: Vec<Vec<u8>>,
     counts: Vec<Counts>,
-    /// Member reads that fail (member, sector).
+    /// Member reads that fail (member, sector) until the sector is written.
     bad_reads: HashSet<(u16, u64)>,
+    /// Member writes that fail (member, sector).
+    bad_writes: HashSet<(u16, u64)>,
+    /// Every member I/O performed, in order.
+    log: Vec<MemberIo>,
 }
 
 impl Mem {
     fn new(members: usize) -> Mem {
         Mem {
             disks: vec![vec![0u8; (MEMBER_SECTORS * 512) as usize]; members],
+            durable: vec![vec![0u8; (MEMBER_SECTORS * 512) as usize]; members],
             counts: vec![Counts::default(); members],
             bad_reads: HashSet::new(),
+            bad_writes: HashSet::new(),
+            log: Vec::new(),
         }
     }
 
@@ -44,11 +53,15 @@ impl Mem {
         let m = io.member.get();
         let at = (io.sector.0 * 512) as usize;
         let len = io.bytes();
+        self.log.push(*io);
         match io.op {
             MemberOp::Read => {
                 self.counts[m].reads += 1;
                 self.counts[m].read_bytes += len as u64;
-                if self.bad_reads.contains(&(io.member.0, io.sector.0)) {
+                let bad = |&(bm, bs): &(u16, u64)| {
+                    bm == io.member.0 && (io.sector.0..io.sector.0 + io.sectors).contains(&bs)
+                };
+                if self.bad_reads.iter().any(bad) {
                     return false;
                 }
                 array.io_buf_mut(io).copy_from_slice(&self.disks[m][at..at + len]);
@@ -56,8 +69,19 @@ impl Mem {
             MemberOp::Write => {
                 self.counts[m].writes += 1;
                 self.counts[m].write_bytes += len as u64;
+                if self.bad_writes.contains(&(io.member.0, io.sector.0)) {
+                    return false;
+                }
+                self.bad_reads.retain(|&(bm, bs)| {
+                    bm != io.member.0 || bs < io.sector.0 || bs >= io.sector.0 + io.sectors
+                });
                 self.disks[m][at..at + len].copy_from_slice(array.io_buf(io));
+                if io.fua {
+                    self.durable[m][at..at + len].copy_from_slice(array.io_buf(io));
+                }
             }
+            MemberOp::Flush => self.durable[m].clone_from(&self.disks[m]),
+            MemberOp::Discard => self.disks[m][at..at + len].fill(0),
         }
         true
     }
@@ -259,9 +283,47 @@ fn a_read_error_on_a_healthy_member_is_rebuilt_from_parity() {
     let data = pattern(11, bytes);
     write(&mut a, &mut mem, 0, data.clone());
     let mut b = array(Level::Raid6, 6, 64 << 10, 4096);
-    mem.bad_reads.insert((2, 0));
+    mem.bad_reads.insert((2, 3));
+    mem.bad_reads.insert((4, 100));
     assert_eq!(read(&mut b, &mut mem, 0, bytes), data);
-    assert_eq!(b.failed_members(), vec![DiskIndex(2)]);
+    // md's read-error correction: rebuilt from parity and rewritten, the member stays in.
+    assert_eq!(b.failed_members(), vec![]);
+    assert!(mem.bad_reads.is_empty(), "the bad sectors were rewritten");
+    assert_eq!(b.stats().read_errors_corrected, 2);
+    // The rewritten blocks now read directly, and hold the right data.
+    let before = mem.total().reads;
+    assert_eq!(read(&mut b, &mut mem, 0, bytes), data);
+    assert_eq!(b.stats().read_errors_corrected, 2);
+    assert!(mem.total().reads > before);
+    // A repeated failure (the rewrite fails too) fails the member; the data still reads.
+    let mut c = array(Level::Raid6, 6, 64 << 10, 4096);
+    mem.bad_reads.insert((1, 8));
+    mem.bad_writes.insert((1, 8));
+    assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
+    assert_eq!(c.failed_members(), vec![DiskIndex(1)]);
+    assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
+}
+
+/// A read error inside a partial write's pre-reads: the block is rebuilt, the stripe written
+/// with it, and the bad block rewritten.
+#[test]
+fn a_read_error_during_rmw_is_corrected() {
+    let mut a = array(Level::Raid5, 5, 64 << 10, 4096);
+    let mut mem = Mem::new(5);
+    let bytes = (a.size_sectors() * 512) as usize;
+    let mut data = pattern(12, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    // Stripe 0 (left-symmetric, 5 disks): data on 0..=3, P on 4. Update a block on disk 0 while
+    // disk 0's old block cannot be read.
+    mem.bad_reads.insert((0, 0));
+    let new = pattern(13, 4096);
+    write(&mut a, &mut mem, 0, new.clone());
+    data[..4096].copy_from_slice(&new);
+    assert_eq!(a.failed_members(), vec![]);
+    let mut fresh = array(Level::Raid5, 5, 64 << 10, 4096);
+    assert_eq!(read(&mut fresh, &mut mem, 0, bytes), data);
+    fresh.fail_member(DiskIndex(2));
+    assert_eq!(read(&mut fresh, &mut mem, 0, bytes), data, "parity is consistent");
 }
 
 #[test]
@@ -376,4 +438,85 @@ fn full_stripe_writes_do_not_starve_a_held_write() {
     let done = run(&mut a, &mut mem);
     assert!(done.iter().all(|(_, r, _)| r.is_ok()));
     assert_eq!(read(&mut a, &mut mem, 0, 4096), pattern(1, 4096));
+}
+
+/// FLUSH: every write acknowledged before it is durable (data and parity) when it completes,
+/// and it pushes held-back writes out at once.
+#[test]
+fn flush_makes_acknowledged_writes_durable_and_pushes_held_writes() {
+    let mut a = array(Level::Raid6, 6, 64 << 10, 4096);
+    let mut mem = Mem::new(6);
+    write(&mut a, &mut mem, 0, pattern(30, 3 << 20));
+    assert_ne!(mem.durable, mem.disks, "nothing flushed yet");
+    a.submit_flush(ReqId(99));
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 1);
+    assert!(done[0].1.is_ok());
+    assert_eq!(mem.durable, mem.disks, "data and parity durable");
+    let flushes = mem.log.iter().filter(|io| io.op == MemberOp::Flush).count();
+    assert_eq!(flushes, 6, "one flush per member");
+    // A held-back partial write starts at a flush even while plugged (a fresh engine: nothing
+    // cached, so the write needs pre-reads).
+    let mut a = array(Level::Raid6, 6, 64 << 10, 4096);
+    a.plug();
+    a.submit_write(ReqId(1), Sector(16), pattern(31, 4096));
+    assert!(a.next_io().is_none(), "held while plugged");
+    a.submit_flush(ReqId(2));
+    let first = a.next_io().expect("the flush pushed the held write out");
+    assert_eq!(first.op, MemberOp::Read);
+    let ok = mem.perform(&mut a, &first);
+    a.complete_io(first.tag, ok);
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 2);
+    a.unplug();
+}
+
+/// FUA: the write's data and parity member writes are all FUA; no other write is.
+#[test]
+fn fua_writes_send_data_and_parity_fua() {
+    let mut a = array(Level::Raid6, 7, 64 << 10, 4096);
+    let mut mem = Mem::new(7);
+    a.plug();
+    a.submit_write_fua(ReqId(1), Sector(8), pattern(40, 8192));
+    let done = run(&mut a, &mut mem);
+    assert!(done[0].1.is_ok(), "a FUA write is not held back even when plugged");
+    a.unplug();
+    let writes: Vec<_> = mem.log.iter().filter(|io| io.op == MemberOp::Write).collect();
+    assert_eq!(writes.len(), 6, "two stripe heads: a data block, P and Q each");
+    assert!(writes.iter().all(|io| io.fua));
+    assert_eq!(mem.durable, mem.disks, "durable without a flush");
+    write(&mut a, &mut mem, 64, pattern(41, 4096));
+    assert!(mem.log.iter().filter(|io| io.op == MemberOp::Write).skip(6).all(|io| !io.fua));
+}
+
+/// Discard: whole stripes discarded on every member (parity too), partial ones written with
+/// zeros; the range reads back as zeros, the rest is kept, and parity stays consistent.
+#[test]
+fn discard_zeroes_the_range_and_keeps_parity_consistent() {
+    for (level, disks) in [(Level::Raid5, 4), (Level::Raid6, 6)] {
+        let mut a = array(level, disks, 16 << 10, 4096);
+        let mut mem = Mem::new(disks);
+        let bytes = (a.size_sectors() * 512) as usize;
+        let mut data = pattern(50, bytes);
+        write(&mut a, &mut mem, 0, data.clone());
+        let stripe = (disks - usize::from(level.max_degraded())) * (16 << 10);
+        // From the middle of stripe 1 to the middle of stripe 5.
+        let (from, to) = (stripe + 12 * 512, 5 * stripe + 4096);
+        a.submit_discard(ReqId(7), Sector((from / 512) as u64), ((to - from) / 512) as u64);
+        let done = run(&mut a, &mut mem);
+        assert!(done[0].1.is_ok());
+        data[from..to].fill(0);
+        let discards: u64 =
+            mem.log.iter().filter(|io| io.op == MemberOp::Discard).map(|io| io.sectors * 512).sum();
+        assert_eq!(
+            discards,
+            (3 * stripe / (disks - usize::from(level.max_degraded())) * disks) as u64
+        );
+        assert_eq!(read(&mut a, &mut mem, 0, bytes), data);
+        for failed in 0..disks {
+            let mut d = array(level, disks, 16 << 10, 4096);
+            d.fail_member(DiskIndex(failed as u16));
+            assert_eq!(read(&mut d, &mut mem, 0, bytes), data, "member {failed} failed");
+        }
+    }
 }

@@ -126,15 +126,13 @@ impl<M: Member + ?Sized> Driver<M> {
         assert!(member < self.members.len(), "I/O for member {member} of {}", self.members.len());
         let (op, buf) = match io.op {
             MemberOp::Read => (IoOp::Read, BufPtr::from_mut(array.io_buf_mut(io))),
-            MemberOp::Write => (IoOp::Write { fua: false }, BufPtr::from_ref(array.io_buf(io))),
+            MemberOp::Write => (IoOp::Write { fua: io.fua }, BufPtr::from_ref(array.io_buf(io))),
+            MemberOp::Flush => (IoOp::Flush, BufPtr::null()),
+            MemberOp::Discard => (IoOp::Discard, BufPtr::null()),
         };
-        let req = IoRequest {
-            tag: io.tag.0,
-            op,
-            offset_bytes: self.data_offset_bytes + io.sector.bytes(),
-            len_bytes: io.bytes(),
-            buf,
-        };
+        let offset_bytes =
+            if io.op == MemberOp::Flush { 0 } else { self.data_offset_bytes + io.sector.bytes() };
+        let req = IoRequest { tag: io.tag.0, op, offset_bytes, len_bytes: io.bytes(), buf };
         // SAFETY: the buffer is the engine's, lent for this I/O: it stays allocated, unmoved and
         // untouched until `complete_io(io.tag)`, which `reap` calls only after the member has
         // returned this I/O's completion (the contract in this module's docs).

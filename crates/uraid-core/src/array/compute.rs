@@ -44,7 +44,8 @@ impl Array {
             for b in &p.blocks {
                 let (range, at) = Self::range_bytes(b);
                 let d = map.data_disk[usize::from(b.data_slot)].get();
-                head.buffers[d][range.clone()].copy_from_slice(&req.buf[at..at + range.len()]);
+                let new = if req.zeroes { &self.zeros[..range.len()] } else { &req.buf[at..] };
+                head.buffers[d][range.clone()].copy_from_slice(&new[..range.len()]);
                 head.devs[d].dirty = !self.failed[d];
                 self.stats.bytes_copied += range.len() as u64;
             }
@@ -96,7 +97,8 @@ impl Array {
             let req = self.requests[piece.slot].as_ref().expect("a live request");
             for b in &piece.blocks {
                 let (r, at) = Self::range_bytes(b);
-                let new = &req.buf[at..at + r.len()];
+                let new =
+                    if req.zeroes { &self.zeros[..r.len()] } else { &req.buf[at..at + r.len()] };
                 let d = map.data_disk[usize::from(b.data_slot)];
                 let DiskRole::Data { syndrome_slot, .. } = map.roles[d.get()] else {
                     unreachable!("data_disk holds data")
@@ -140,11 +142,12 @@ impl Array {
     fn rebuild_lost(&mut self, id: HeadId) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let level = self.geometry.level();
+        let lost = self.lost(id);
         let head = self.cache.head_mut(id);
         let mut blocks: Vec<&mut [u8]> = head.buffers.iter_mut().map(|b| &mut **b).collect();
-        if reconstruct(level, map, &mut blocks, &self.failed).is_ok() {
-            for (m, failed) in self.failed.iter().enumerate() {
-                if *failed {
+        if reconstruct(level, map, &mut blocks, &lost).is_ok() {
+            for (m, lost) in lost.iter().enumerate() {
+                if *lost {
                     head.devs[m].uptodate = true;
                 }
             }
@@ -155,11 +158,12 @@ impl Array {
     pub(super) fn rebuild_failed(&mut self, id: HeadId) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let head = self.cache.head(id);
+        let lost = self.lost(id);
         let needed =
             self.batch(id).iter().filter(|p| p.kind == Kind::Read).flat_map(|p| &p.blocks).any(
                 |b| {
                     let d = map.data_disk[usize::from(b.data_slot)].get();
-                    self.failed[d] && !head.devs[d].uptodate
+                    lost[d] && !head.devs[d].uptodate
                 },
             );
         if needed {

@@ -35,6 +35,10 @@ enum Phase {
     Writing {
         outstanding: usize,
     },
+    /// Member discards of a whole-stripe discard batch in flight.
+    Discarding {
+        outstanding: usize,
+    },
 }
 
 pub(super) struct HeadState {
@@ -51,7 +55,19 @@ pub(super) struct HeadState {
     hold_released: bool,
     method: Option<WriteMethod>,
     writes: Vec<DiskIndex>,
+    /// Members whose block in this head failed to read: rebuilt from parity like a failed
+    /// member's, then rewritten to them (md's read-error correction).
+    pub(super) suspect: Vec<DiskIndex>,
     error: Option<ArrayError>,
+}
+
+/// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
+/// reads or writes, so that each batch is planned one way and arrival order is kept.
+fn take_batch(queued: &mut Vec<Piece>) -> Vec<Piece> {
+    let Some(first) = queued.first() else { return Vec::new() };
+    let discard = first.kind == Kind::Discard;
+    let n = queued.iter().take_while(|p| (p.kind == Kind::Discard) == discard).count();
+    queued.drain(..n).collect()
 }
 
 impl Array {
@@ -86,6 +102,7 @@ impl Array {
             hold_released: false,
             method: None,
             writes: Vec::new(),
+            suspect: Vec::new(),
             error: None,
         };
         self.heads.insert(id, state);
@@ -102,8 +119,8 @@ impl Array {
             let st = self.state(id);
             if let Phase::Delayed { since } = st.phase {
                 // New pieces join the batch that has not started; plan it again.
-                let queued = std::mem::take(&mut st.queued);
-                st.batch.extend(queued);
+                let n = st.queued.iter().take_while(|p| p.kind != Kind::Discard).count();
+                st.batch.extend(st.queued.drain(..n));
                 st.delayed_since = Some(since);
                 st.phase = Phase::Idle;
             }
@@ -114,12 +131,16 @@ impl Array {
                 if st.queued.is_empty() {
                     return self.release(id);
                 }
-                st.batch = std::mem::take(&mut st.queued);
+                st.batch = take_batch(&mut st.queued);
                 st.writes_done = false;
                 st.error = None;
+                st.suspect.clear();
             }
             let has_writes = st.batch.iter().any(|p| p.kind == Kind::Write);
-            if st.error.is_none() && has_writes && !st.writes_done {
+            let discard = st.batch.first().is_some_and(|p| p.kind == Kind::Discard);
+            if st.error.is_none() && discard && !st.writes_done {
+                self.start_discard(id);
+            } else if st.error.is_none() && has_writes && !st.writes_done {
                 self.start_write(id);
                 if matches!(self.state(id).phase, Phase::Delayed { .. }) {
                     return;
@@ -139,9 +160,10 @@ impl Array {
         let head = self.cache.head(id);
         let map = self.geometry.stripe_map(head.key.stripe);
         let st = &self.heads[&id];
+        let lost = self.lost(id);
         let mut blocks: Vec<BlockView> = (0..self.failed.len())
             .map(|m| BlockView {
-                failed: self.failed[m],
+                failed: lost[m],
                 uptodate: head.devs[m].uptodate,
                 towrite: Cover::None,
             })
@@ -165,12 +187,14 @@ impl Array {
             self.state(id).error = Some(ArrayError::BeyondRedundancy);
             return;
         };
+        let fua = self.batch_fua(id);
         let others_busy = self.plugged || !self.queue.is_empty() || !self.inflight.is_empty();
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
         let overtaken = self.full_stripe_writes - since > super::PREREAD_BYPASS_THRESHOLD;
         if others_busy
             && !overtaken
             && !self.heads[&id].hold_released
+            && !fua
             && self.waiting.is_empty()
             && !plan.reads.is_empty()
             && plan.method != WriteMethod::DegradedReconstructWrite
@@ -191,6 +215,15 @@ impl Array {
         let st = self.state(id);
         st.method = Some(plan.method);
         st.writes = plan.writes;
+        // Rebuilt blocks of members whose reads failed are rewritten with the stripe.
+        let suspect = st.suspect.clone();
+        for m in suspect {
+            let uptodate = self.cache.head(id).devs[m.get()].uptodate;
+            if uptodate && !self.failed[m.get()] && !self.state(id).writes.contains(&m) {
+                self.state(id).writes.push(m);
+                self.stats.read_errors_corrected += 1;
+            }
+        }
         let reads = plan.reads;
         if reads.is_empty() {
             self.compute_and_write(id);
@@ -228,7 +261,10 @@ impl Array {
         let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
         match plan_read(&view, &wanted) {
             Err(_) => self.state(id).error = Some(ArrayError::BeyondRedundancy),
-            Ok(plan) if plan.reads.is_empty() => self.rebuild_failed(id),
+            Ok(plan) if plan.reads.is_empty() => {
+                self.rebuild_failed(id);
+                self.correct_read_errors(id);
+            }
             Ok(plan) => {
                 self.issue(id, &plan.reads, MemberOp::Read);
                 self.state(id).phase =
@@ -243,9 +279,13 @@ impl Array {
         let sector = Sector(
             key.stripe.0 * self.geometry.chunk_sectors() + u64::from(key.unit) * self.unit_sectors,
         );
+        let fua = op == MemberOp::Write && self.batch_fua(id);
         for &member in members {
             let tag = self.new_tag();
-            let buf = IoBuf::Head { head: id, member, offset: 0 };
+            let buf = match op {
+                MemberOp::Read | MemberOp::Write => IoBuf::Head { head: id, member, offset: 0 },
+                MemberOp::Flush | MemberOp::Discard => IoBuf::None,
+            };
             self.queue.push_back(MemberIo {
                 tag,
                 member,
@@ -253,6 +293,7 @@ impl Array {
                 sector,
                 sectors: self.unit_sectors,
                 buf,
+                fua,
             });
             self.inflight.insert(tag, Pending::Head { head: id, member });
             let dev = &mut self.cache.head_mut(id).devs[member.get()];
@@ -261,17 +302,23 @@ impl Array {
     }
 
     pub(super) fn head_io_done(&mut self, id: HeadId, member: DiskIndex, ok: bool) {
+        let discarding = matches!(self.heads[&id].phase, Phase::Discarding { .. });
         let dev = &mut self.cache.head_mut(id).devs[member.get()];
         let was_read = dev.io == DevIo::Reading;
         dev.io = DevIo::Idle;
+        dev.dirty = false;
+        // A discarded block is zeros on the member; the head's copy is stale.
+        dev.uptodate = ok && !discarding;
         if ok {
-            dev.uptodate = true;
-            if !was_read {
-                dev.dirty = false;
+        } else if was_read {
+            // Read again from parity and rewritten (md's read-error correction); the member
+            // fails only when errors repeat (the rewrite fails, or too many of them).
+            self.note_read_error(member);
+            let st = self.state(id);
+            if !st.suspect.contains(&member) {
+                st.suspect.push(member);
             }
         } else {
-            dev.dirty = false;
-            dev.uptodate = false;
             self.failed[member.get()] = true;
         }
         let too_many = self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded();
@@ -291,9 +338,10 @@ impl Array {
                     self.compute_and_write(id);
                 } else {
                     self.rebuild_failed(id);
+                    self.correct_read_errors(id);
                 }
             }
-            Phase::Writing { outstanding } => {
+            Phase::Writing { outstanding } | Phase::Discarding { outstanding } => {
                 *outstanding -= 1;
                 if too_many {
                     st.error = Some(ArrayError::BeyondRedundancy);
@@ -304,9 +352,59 @@ impl Array {
                 st.phase = Phase::Idle;
                 st.writes_done = true;
             }
-            Phase::Idle | Phase::Delayed { .. } => unreachable!("an I/O completed on an idle head"),
+            Phase::Idle | Phase::Delayed { .. } => {
+                unreachable!("an I/O completed on an idle head")
+            }
         }
         self.handle(id);
+    }
+
+    /// After a read batch rebuilt blocks whose member reads failed: write them back.
+    fn correct_read_errors(&mut self, id: HeadId) {
+        let suspect = std::mem::take(&mut self.state(id).suspect);
+        let writes: Vec<DiskIndex> = suspect
+            .into_iter()
+            .filter(|m| !self.failed[m.get()] && self.cache.head(id).devs[m.get()].uptodate)
+            .collect();
+        if writes.is_empty() {
+            return;
+        }
+        self.stats.read_errors_corrected += writes.len() as u64;
+        self.issue(id, &writes, MemberOp::Write);
+        self.state(id).phase = Phase::Writing { outstanding: writes.len() };
+    }
+
+    /// Discards the head's unit on every member, parity included.
+    fn start_discard(&mut self, id: HeadId) {
+        let members: Vec<DiskIndex> = (0..self.failed.len())
+            .filter(|&m| !self.failed[m])
+            .map(|m| DiskIndex(m as u16))
+            .collect();
+        if members.is_empty() {
+            self.state(id).writes_done = true;
+            return;
+        }
+        self.stats.stripe_discards += 1;
+        self.issue(id, &members, MemberOp::Discard);
+        self.state(id).phase = Phase::Discarding { outstanding: members.len() };
+    }
+
+    /// Whether a request in the batch asked for FUA.
+    fn batch_fua(&self, id: HeadId) -> bool {
+        self.heads[&id]
+            .batch
+            .iter()
+            .any(|p| p.kind == Kind::Write && self.requests[p.slot].as_ref().is_some_and(|r| r.fua))
+    }
+
+    /// The members whose blocks this head must rebuild rather than read: failed members and
+    /// those whose read failed here.
+    pub(super) fn lost(&self, id: HeadId) -> Vec<bool> {
+        let mut lost = self.failed.clone();
+        for m in &self.heads[&id].suspect {
+            lost[m.get()] = true;
+        }
+        lost
     }
 
     pub(super) fn start_writing(&mut self, id: HeadId) {

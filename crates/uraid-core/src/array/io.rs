@@ -16,7 +16,14 @@ pub struct ReqId(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemberOp {
     Read,
+    /// With `MemberIo::fua`, durable when it completes.
     Write,
+    /// Make every write the member completed before this was issued durable. No range, no
+    /// buffer.
+    Flush,
+    /// The range reads back as zeros afterwards (parity of a discarded stripe stays
+    /// consistent only so): a member that cannot discard that way must write zeros. No buffer.
+    Discard,
 }
 
 /// Whose memory a member I/O reads into or writes from.
@@ -26,6 +33,8 @@ pub enum IoBuf {
     Request { slot: usize, offset: usize },
     /// A stripe head's block for `member`.
     Head { head: HeadId, member: DiskIndex, offset: usize },
+    /// No data moves (flush, discard).
+    None,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +46,9 @@ pub struct MemberIo {
     pub sector: Sector,
     pub sectors: u64,
     pub buf: IoBuf,
+    /// Forced unit access: the write is durable when it completes (a FUA user write's data
+    /// and parity both go out so).
+    pub fua: bool,
 }
 
 impl MemberIo {
@@ -57,4 +69,8 @@ pub struct ArrayStats {
     pub stripe_writes_rmw: u64,
     pub stripe_writes_rcw: u64,
     pub stripe_writes_degraded: u64,
+    /// Member read errors corrected by rebuilding the block from parity and rewriting it.
+    pub read_errors_corrected: u64,
+    /// Stripe heads discarded whole on the members.
+    pub stripe_discards: u64,
 }

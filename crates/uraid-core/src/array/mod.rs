@@ -10,6 +10,7 @@
 //! `take_completed`. Nothing here blocks, sleeps or reads a clock.
 
 mod compute;
+mod durability;
 mod handle;
 pub mod io;
 
@@ -27,6 +28,10 @@ use thiserror::Error;
 /// anyway (md's `preread_bypass_threshold`; md defaults to 1, which lets a sequential stream's
 /// partial stripes start before the next request fills them).
 pub const PREREAD_BYPASS_THRESHOLD: u64 = 64;
+
+/// Read errors a member may have corrected (rebuilt from parity and rewritten) before it is
+/// failed: md's max_corr_read_errors default.
+pub const MAX_CORRECTED_READ_ERRORS: u32 = 20;
 
 #[derive(Clone, Debug)]
 pub struct ArrayConfig {
@@ -58,6 +63,8 @@ pub enum ArrayError {
 enum Kind {
     Read,
     Write,
+    /// A whole stripe head discarded on every member.
+    Discard,
 }
 
 struct Request {
@@ -67,6 +74,10 @@ struct Request {
     /// Member I/Os and stripe-head pieces still to finish.
     outstanding: usize,
     error: Option<ArrayError>,
+    /// Forced unit access: its member writes (data and parity) go out FUA, never held back.
+    fua: bool,
+    /// Writes zeros without a buffer (the partial stripes of a discard).
+    zeroes: bool,
 }
 
 /// What a member I/O in flight was for.
@@ -74,6 +85,7 @@ struct Request {
 enum Pending {
     Direct { slot: usize, piece_sector: u64, sectors: u64, buf_sector: u64 },
     Head { head: HeadId, member: DiskIndex },
+    Flush { slot: usize, member: DiskIndex },
 }
 
 pub struct Array {
@@ -96,6 +108,10 @@ pub struct Array {
     delayed: Vec<HeadId>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
+    /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
+    read_errors: Vec<u32>,
+    /// A stripe unit of zeros: the source of the zero writes of partial-stripe discards.
+    zeros: Box<[u8]>,
     next_tag: u64,
     stats: ArrayStats,
 }
@@ -115,6 +131,7 @@ impl Array {
             size_sectors: g.array_sectors(cfg.member_sectors),
             cache: StripeCache::new(cfg.stripe_cache_size, g.raid_disks(), unit_bytes),
             failed: vec![false; g.raid_disks()],
+            read_errors: vec![0; g.raid_disks()],
             geometry: g,
             unit_sectors,
             heads: HashMap::new(),
@@ -127,6 +144,7 @@ impl Array {
             plugged: false,
             delayed: Vec::new(),
             full_stripe_writes: 0,
+            zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             next_tag: 0,
             stats: ArrayStats::default(),
         })
@@ -183,7 +201,12 @@ impl Array {
 
     /// Writes `buf` at array sector `sector`.
     pub fn submit_write(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) {
+        self.write_request(id, sector, buf, false);
+    }
+
+    fn write_request(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>, fua: bool) {
         let Some(slot) = self.admit(id, sector, buf) else { return };
+        self.request_mut(slot).fua = fua;
         let sectors = self.request_sectors(slot);
         self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
         self.request_mut(slot).outstanding -= 1;
@@ -228,6 +251,7 @@ impl Array {
             IoBuf::Head { head, member, offset } => {
                 &self.cache.head(head).buffers[member.get()][offset..offset + len]
             }
+            IoBuf::None => &[],
         }
     }
 
@@ -241,6 +265,7 @@ impl Array {
             IoBuf::Head { head, member, offset } => {
                 &mut self.cache.head_mut(head).buffers[member.get()][offset..offset + len]
             }
+            IoBuf::None => &mut [],
         }
     }
 
@@ -250,15 +275,17 @@ impl Array {
         match pending {
             Pending::Direct { slot, piece_sector, sectors, buf_sector } => {
                 if !ok {
-                    // md's read-error path: rebuild the piece from the other members.
+                    // md's read-error path: read the piece again through its stripe heads;
+                    // where it fails again the block is rebuilt from parity and rewritten.
                     let member = self.geometry.map_sector(Sector(piece_sector)).disk;
-                    self.failed[member.get()] = true;
+                    self.note_read_error(member);
                     self.add_head_pieces(slot, Kind::Read, buf_sector, piece_sector, sectors);
                 }
                 self.request_mut(slot).outstanding -= 1;
                 self.finish_if_done(slot);
             }
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
+            Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
         }
         self.start_delayed_when_idle();
     }
@@ -268,6 +295,15 @@ impl Array {
         std::mem::take(&mut self.done)
     }
 
+    /// Counts a read error on `member`; past `MAX_CORRECTED_READ_ERRORS` the member fails.
+    fn note_read_error(&mut self, member: DiskIndex) {
+        let errors = &mut self.read_errors[member.get()];
+        *errors += 1;
+        if *errors > MAX_CORRECTED_READ_ERRORS {
+            self.failed[member.get()] = true;
+        }
+    }
+
     /// Whether member I/O is queued or in flight.
     #[must_use]
     pub fn busy(&self) -> bool {
@@ -275,21 +311,32 @@ impl Array {
     }
 
     fn admit(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) -> Option<usize> {
+        if !(buf.len() as u64).is_multiple_of(SECTOR_BYTES) {
+            self.done.push((id, Err(ArrayError::Unaligned { bytes: buf.len() }), buf));
+            return None;
+        }
         let sectors = (buf.len() as u64) / SECTOR_BYTES;
-        let error = if !(buf.len() as u64).is_multiple_of(SECTOR_BYTES) {
-            Some(ArrayError::Unaligned { bytes: buf.len() })
-        } else if sector.0.checked_add(sectors).is_none_or(|end| end > self.size_sectors) {
-            Some(ArrayError::OutOfRange { sector: sector.0, sectors, size: self.size_sectors })
-        } else {
-            None
-        };
-        if let Some(e) = error {
+        self.admit_range(id, sector, sectors, buf)
+    }
+
+    /// Takes a request slot for `[sector, +sectors)`, or completes the request with an error
+    /// if the range leaves the array.
+    fn admit_range(
+        &mut self,
+        id: ReqId,
+        sector: Sector,
+        sectors: u64,
+        buf: Vec<u8>,
+    ) -> Option<usize> {
+        if sector.0.checked_add(sectors).is_none_or(|end| end > self.size_sectors) {
+            let e = ArrayError::OutOfRange { sector: sector.0, sectors, size: self.size_sectors };
             self.done.push((id, Err(e), buf));
             return None;
         }
         // One count for the submission itself, so that pieces finishing while it is still
         // being split cannot complete the request early.
-        let req = Request { id, buf, sector, outstanding: 1, error: None };
+        let req =
+            Request { id, buf, sector, outstanding: 1, error: None, fua: false, zeroes: false };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());
         if slot == self.requests.len() {
             self.requests.push(None);
@@ -338,6 +385,7 @@ impl Array {
             sector: at,
             sectors,
             buf: IoBuf::Request { slot, offset },
+            fua: false,
         };
         let piece_sector = self.request(slot).sector.0 + buf_sector;
         self.inflight.insert(tag, Pending::Direct { slot, piece_sector, sectors, buf_sector });

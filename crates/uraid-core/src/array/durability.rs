@@ -1,0 +1,84 @@
+//! FLUSH, FUA and discard: what makes acknowledged data durable, and what frees space without
+//! leaving parity inconsistent.
+//!
+//! A user write completes only when its data and parity member writes have completed, so a
+//! flush needs no bookkeeping of its own: it pushes held-back writes out (md's delayed list must
+//! not sit on data the user wants durable) and sends a flush to every member; the members then
+//! make durable everything they completed before it. A FUA write sends its data and parity
+//! writes FUA and is never held back.
+//!
+//! Discard: stripes covered whole are discarded on every member (data, P and Q), through their
+//! stripe heads so that writes and reads of the same stripes stay ordered and no cached copy
+//! outlives it; a member must read a discarded range back as zeros, which keeps P and Q (both
+//! zero for zero data) consistent. The partial stripes at either end are written with zeros
+//! through the normal write path (rmw or rcw), so parity is never left stale.
+
+use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending, ReqId};
+use crate::units::{DiskIndex, Sector};
+
+impl Array {
+    /// Completes when every write completed before it is durable on the members. Writes held
+    /// back for stripe filling start at once.
+    pub fn submit_flush(&mut self, id: ReqId) {
+        let Some(slot) = self.admit_range(id, Sector(0), 0, Vec::new()) else { return };
+        self.start_delayed();
+        for m in 0..self.failed.len() {
+            if self.failed[m] {
+                continue;
+            }
+            let tag = self.new_tag();
+            let member = DiskIndex(m as u16);
+            self.queue.push_back(MemberIo {
+                tag,
+                member,
+                op: MemberOp::Flush,
+                sector: Sector(0),
+                sectors: 0,
+                buf: IoBuf::None,
+                fua: false,
+            });
+            self.inflight.insert(tag, Pending::Flush { slot, member });
+            self.request_mut(slot).outstanding += 1;
+        }
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+    }
+
+    /// A write that is durable, data and parity, when it completes.
+    pub fn submit_write_fua(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) {
+        self.write_request(id, sector, buf, true);
+    }
+
+    /// Discards `[sector, +sectors)`: afterwards it reads back as zeros.
+    pub fn submit_discard(&mut self, id: ReqId, sector: Sector, sectors: u64) {
+        let Some(slot) = self.admit_range(id, sector, sectors, Vec::new()) else { return };
+        self.request_mut(slot).zeroes = true;
+        let stripe = self.geometry.stripe_data_sectors();
+        let end = sector.0 + sectors;
+        let whole_from = sector.0.div_ceil(stripe) * stripe;
+        let whole_to = end / stripe * stripe;
+        if whole_from < whole_to {
+            self.add_head_pieces(slot, Kind::Write, 0, sector.0, whole_from - sector.0);
+            self.add_head_pieces(slot, Kind::Discard, 0, whole_from, whole_to - whole_from);
+            self.add_head_pieces(slot, Kind::Write, 0, whole_to, end - whole_to);
+        } else {
+            self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
+        }
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+        self.start_delayed_when_idle();
+    }
+
+    /// A member flush finished. A member that cannot flush may have lost completed writes:
+    /// it fails, and the flush fails only if that takes the array beyond its redundancy.
+    pub(super) fn flush_done(&mut self, slot: usize, member: DiskIndex, ok: bool) {
+        if !ok {
+            self.failed[member.get()] = true;
+            if self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded() {
+                self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
+            }
+        }
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+    }
+}
