@@ -520,3 +520,36 @@ fn discard_zeroes_the_range_and_keeps_parity_consistent() {
         }
     }
 }
+
+/// The runtime completes member I/O in batches, not one by one: a failed rewrite fails the
+/// member in the middle of a whole-array read, and every byte still reads back right.
+#[test]
+fn a_failed_rewrite_fails_the_member_with_io_completing_in_batches() {
+    let mut a = array_with_cache(Level::Raid5, 4, 64 << 10, 4096, 64);
+    let mut mem = Mem::new(4);
+    let bytes = (a.size_sectors() * 512) as usize;
+    let data = pattern(11, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    let mut c = array_with_cache(Level::Raid5, 4, 64 << 10, 4096, 64);
+    for s in 16..24 {
+        mem.bad_reads.insert((2, s));
+        mem.bad_writes.insert((2, s));
+    }
+    c.submit_read(ReqId(5), Sector(0), vec![0u8; bytes]);
+    loop {
+        let mut batch = Vec::new();
+        while let Some(io) = c.next_io() {
+            batch.push(io);
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let results: Vec<bool> = batch.iter().map(|io| mem.perform(&mut c, io)).collect();
+        for (io, ok) in batch.iter().zip(results) {
+            c.complete_io(io.tag, ok);
+        }
+    }
+    let got = c.take_completed().pop().unwrap().2;
+    assert!(got == data);
+    assert_eq!(c.failed_members(), vec![DiskIndex(2)]);
+}

@@ -127,7 +127,13 @@ fn flush_covers_only_writes_completed_before_it() {
 }
 
 #[test]
-fn raid5_rebuilds_a_read_error_from_parity_and_fails_the_member() {
+fn raid5_rebuilds_a_read_error_from_parity_and_fails_the_member_only_when_it_repeats() {
+    for rewrite_fails in [false, true] {
+        read_error_case(rewrite_fails);
+    }
+}
+
+fn read_error_case(rewrite_fails: bool) {
     let geometry = Geometry::new(Level::Raid5, Level::Raid5.default_layout(), 4, 64 << 10);
     let cfg = ArrayConfig {
         geometry: geometry.unwrap(),
@@ -135,24 +141,22 @@ fn raid5_rebuilds_a_read_error_from_parity_and_fails_the_member() {
         stripe_cache_size: 64,
         member_sectors: (MEMBER_BYTES / 512) as u64,
     };
-    let members: Vec<Box<dyn Member>> = (0..4)
-        .map(|i| {
-            let mem = MemoryMember::new(&format!("d{i}"), MEMBER_BYTES);
-            if i != 2 {
-                return Box::new(mem) as Box<dyn Member>;
-            }
-            let mut f = Faulty::new(mem, 0);
-            f.fail_reads(8192..12288);
-            Box::new(f)
-        })
+    let members: Vec<Box<Faulty<MemoryMember>>> = (0..4)
+        .map(|i| Box::new(Faulty::new(MemoryMember::new(&format!("d{i}"), MEMBER_BYTES), 0)))
         .collect();
     let mut d = Driver::new(members);
     let mut a = Array::new(cfg.clone()).unwrap();
     let bytes = (a.size_sectors() * 512) as usize;
     let data: Vec<u8> = (0..bytes).map(|i| (i * 7 % 251) as u8).collect();
+    // Written with the member whole, then the faults go in.
     a.submit_write(ReqId(0), Sector(0), data.clone());
     d.run_until_idle(&mut a).unwrap();
     assert!(a.take_completed().into_iter().all(|(_, r, _)| r.is_ok()));
+    let errors_before = d.counters()[2].errors;
+    d.member_mut(2).fail_reads(8192..12288);
+    if rewrite_fails {
+        d.member_mut(2).fail_writes(8192..12288);
+    }
     // A fresh engine (nothing cached) reads everything back through the failing member.
     let mut a = Array::new(cfg).unwrap();
     a.submit_read(ReqId(1), Sector(0), vec![0; bytes]);
@@ -160,6 +164,14 @@ fn raid5_rebuilds_a_read_error_from_parity_and_fails_the_member() {
     let (_, result, buf) = a.take_completed().pop().unwrap();
     result.unwrap();
     assert!(buf == data, "the array returns the data, rebuilt from parity where it must");
-    assert_eq!(a.failed_members(), vec![DiskIndex(2)]);
-    assert_eq!(d.counters()[2].errors, 1, "one injected read error, then no more I/O to it");
+    if rewrite_fails {
+        // Direct read, re-read through the stripe head, then the rewrite: all fail.
+        assert_eq!(a.failed_members(), vec![DiskIndex(2)]);
+        assert_eq!(d.counters()[2].errors - errors_before, 3);
+    } else {
+        // md's read-error correction: rebuilt, rewritten, the member stays in the array.
+        assert_eq!(a.failed_members(), vec![]);
+        assert_eq!(a.stats().read_errors_corrected, 1);
+        assert_eq!(d.counters()[2].errors - errors_before, 2, "direct read, then the re-read");
+    }
 }
