@@ -24,6 +24,7 @@ impl Array {
         }
         let pieces: Vec<Piece> =
             self.batch(id).iter().filter(|p| p.kind == Kind::Write).cloned().collect();
+        self.plan_skip_copy(id, &pieces);
         if method == WriteMethod::ReadModifyWrite {
             self.update_parity_rmw(id, &pieces);
         } else {
@@ -35,15 +36,55 @@ impl Array {
         self.start_writing(id);
     }
 
+    /// md's skip_copy: a data block that the batch's last write to it covers whole goes to the
+    /// member straight from that request's buffer, and parity is computed from there: no copy
+    /// into the head. Not for batches that also read (they are served from the head) nor for
+    /// zero writes (no buffer).
+    fn plan_skip_copy(&mut self, id: HeadId, pieces: &[Piece]) {
+        if self.batch(id).iter().any(|p| p.kind == Kind::Read) {
+            return;
+        }
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let mut last = vec![None; self.failed.len()];
+        for p in pieces {
+            for b in &p.blocks {
+                last[map.data_disk[usize::from(b.data_slot)].get()] = Some((p.slot, *b));
+            }
+        }
+        let lost = self.lost(id);
+        let mut skip = Vec::new();
+        for (d, last) in last.into_iter().enumerate() {
+            let Some((slot, b)) = last else { continue };
+            let req = self.requests[slot].as_ref().expect("a live request");
+            if b.sectors == self.unit_sectors && !req.zeroes && !lost[d] {
+                skip.push((crate::DiskIndex(d as u16), slot, Self::range_bytes(&b).1));
+            }
+        }
+        self.heads.get_mut(&id).expect("an engine-held head").skip_copy = skip;
+    }
+
+    /// Where data block `d`'s new contents are: the request buffer (skip_copy) or the head.
+    fn skip_copy_source(&self, id: HeadId, d: usize) -> Option<&[u8]> {
+        let &(_, slot, at) = self.heads[&id].skip_copy.iter().find(|s| s.0.get() == d)?;
+        let req = self.requests[slot].as_ref().expect("a live request");
+        let unit = usize::try_from(self.unit_sectors * crate::SECTOR_BYTES).expect("fits");
+        Some(&req.buf[at..at + unit])
+    }
+
     /// Copies the new data into the head's blocks (marking them up to date and dirty).
     fn overlay(&mut self, id: HeadId, pieces: &[Piece]) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let skipped: Vec<usize> = self.heads[&id].skip_copy.iter().map(|s| s.0.get()).collect();
         let head = self.cache.head_mut(id);
         for p in pieces {
             let req = self.requests[p.slot].as_ref().expect("a live request");
             for b in &p.blocks {
                 let (range, at) = Self::range_bytes(b);
                 let d = map.data_disk[usize::from(b.data_slot)].get();
+                if skipped.contains(&d) {
+                    head.devs[d].dirty = true;
+                    continue;
+                }
                 let new = if req.zeroes { &self.zeros[..range.len()] } else { &req.buf[at..] };
                 head.buffers[d][range.clone()].copy_from_slice(&new[..range.len()]);
                 head.devs[d].dirty = !self.failed[d];
@@ -53,8 +94,9 @@ impl Array {
         for p in pieces {
             for b in &p.blocks {
                 let d = map.data_disk[usize::from(b.data_slot)].get();
-                // Wholly written, or partly written over contents the plan read: current now.
-                head.devs[d].uptodate = true;
+                // Wholly written, or partly written over contents the plan read: current now
+                // (a skip_copy block's current contents are in the request buffer instead).
+                head.devs[d].uptodate = !skipped.contains(&d);
             }
         }
     }
@@ -62,20 +104,27 @@ impl Array {
     /// P (and Q) from all the data blocks of the head.
     fn compute_parity(&mut self, id: HeadId) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        let head = self.cache.head_mut(id);
         let p_idx = map.p_disk.expect("RAID4/5/6 have P").get();
+        let q_idx = map.q_disk.map(crate::DiskIndex::get);
+        let head = self.cache.head_mut(id);
         let mut p = std::mem::take(&mut head.buffers[p_idx]);
-        if let Some(q_idx) = map.q_disk.map(crate::DiskIndex::get) {
-            let mut q = std::mem::take(&mut head.buffers[q_idx]);
-            let data: Vec<Option<&[u8]>> =
-                map.syndrome.iter().map(|d| d.map(|d| &*head.buffers[d.get()])).collect();
-            uraid_parity::gen_syndrome(&mut p, &mut q, &data);
+        let mut q = q_idx.map(|q| std::mem::take(&mut head.buffers[q]));
+        let head = self.cache.head(id);
+        let source = |d: crate::DiskIndex| {
+            self.skip_copy_source(id, d.get()).unwrap_or(&head.buffers[d.get()])
+        };
+        if let Some(q) = q.as_mut() {
+            let data: Vec<Option<&[u8]>> = map.syndrome.iter().map(|d| d.map(source)).collect();
+            uraid_parity::gen_syndrome(&mut p, q, &data);
+        } else {
+            let data: Vec<&[u8]> = map.data_disk.iter().map(|&d| source(d)).collect();
+            uraid_parity::xor_gen(&mut p, &data);
+        }
+        let head = self.cache.head_mut(id);
+        if let (Some(q_idx), Some(q)) = (q_idx, q) {
             head.buffers[q_idx] = q;
             head.devs[q_idx].uptodate = true;
             head.devs[q_idx].dirty = !self.failed[q_idx];
-        } else {
-            let data: Vec<&[u8]> = map.data_disk.iter().map(|d| &*head.buffers[d.get()]).collect();
-            uraid_parity::xor_gen(&mut p, &data);
         }
         head.buffers[p_idx] = p;
         head.devs[p_idx].uptodate = true;
@@ -91,6 +140,7 @@ impl Array {
         let p_idx = map.p_disk.expect("RAID4/5/6 have P").get();
         let q_idx = map.q_disk.map(crate::DiskIndex::get);
         let (p_live, q_live) = (!self.failed[p_idx], q_idx.is_some_and(|q| !self.failed[q]));
+        let skipped: Vec<usize> = self.heads[&id].skip_copy.iter().map(|s| s.0.get()).collect();
         let mut p = std::mem::take(&mut head.buffers[p_idx]);
         let mut q = q_idx.map(|q| std::mem::take(&mut head.buffers[q]));
         for piece in pieces {
@@ -125,9 +175,14 @@ impl Array {
                     }
                     _ => uraid_parity::xor_acc(&mut p[r.clone()], &[old, new]),
                 }
-                old.copy_from_slice(new);
                 head.devs[d.get()].dirty = true;
-                self.stats.bytes_copied += r.len() as u64;
+                if skipped.contains(&d.get()) {
+                    // Written from the request buffer; the head's copy goes stale.
+                    head.devs[d.get()].uptodate = false;
+                } else {
+                    old.copy_from_slice(new);
+                    self.stats.bytes_copied += r.len() as u64;
+                }
             }
         }
         head.buffers[p_idx] = p;

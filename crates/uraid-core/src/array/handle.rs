@@ -58,6 +58,9 @@ pub(super) struct HeadState {
     /// Members whose block in this head failed to read: rebuilt from parity like a failed
     /// member's, then rewritten to them (md's read-error correction).
     pub(super) suspect: Vec<DiskIndex>,
+    /// Data blocks written straight from a request buffer (md's skip_copy): member, request
+    /// slot, byte offset in its buffer. The head's own copy of them is stale afterwards.
+    pub(super) skip_copy: Vec<(DiskIndex, usize, usize)>,
     error: Option<ArrayError>,
 }
 
@@ -103,6 +106,7 @@ impl Array {
             method: None,
             writes: Vec::new(),
             suspect: Vec::new(),
+            skip_copy: Vec::new(),
             error: None,
         };
         self.heads.insert(id, state);
@@ -215,15 +219,6 @@ impl Array {
         let st = self.state(id);
         st.method = Some(plan.method);
         st.writes = plan.writes;
-        // Rebuilt blocks of members whose reads failed are rewritten with the stripe.
-        let suspect = st.suspect.clone();
-        for m in suspect {
-            let uptodate = self.cache.head(id).devs[m.get()].uptodate;
-            if uptodate && !self.failed[m.get()] && !self.state(id).writes.contains(&m) {
-                self.state(id).writes.push(m);
-                self.stats.read_errors_corrected += 1;
-            }
-        }
         let reads = plan.reads;
         if reads.is_empty() {
             self.compute_and_write(id);
@@ -282,9 +277,13 @@ impl Array {
         let fua = op == MemberOp::Write && self.batch_fua(id);
         for &member in members {
             let tag = self.new_tag();
-            let buf = match op {
-                MemberOp::Read | MemberOp::Write => IoBuf::Head { head: id, member, offset: 0 },
-                MemberOp::Flush | MemberOp::Discard => IoBuf::None,
+            let direct = self.heads[&id].skip_copy.iter().find(|s| s.0 == member);
+            let buf = match (op, direct) {
+                (MemberOp::Write, Some(&(_, slot, offset))) => IoBuf::Request { slot, offset },
+                (MemberOp::Read | MemberOp::Write, _) => {
+                    IoBuf::Head { head: id, member, offset: 0 }
+                }
+                (MemberOp::Flush | MemberOp::Discard, _) => IoBuf::None,
             };
             self.queue.push_back(MemberIo {
                 tag,
@@ -302,13 +301,16 @@ impl Array {
     }
 
     pub(super) fn head_io_done(&mut self, id: HeadId, member: DiskIndex, ok: bool) {
-        let discarding = matches!(self.heads[&id].phase, Phase::Discarding { .. });
+        let st = &self.heads[&id];
+        let discarding = matches!(st.phase, Phase::Discarding { .. });
+        let skipped = st.skip_copy.iter().any(|s| s.0 == member);
         let dev = &mut self.cache.head_mut(id).devs[member.get()];
         let was_read = dev.io == DevIo::Reading;
         dev.io = DevIo::Idle;
         dev.dirty = false;
-        // A discarded block is zeros on the member; the head's copy is stale.
-        dev.uptodate = ok && !discarding;
+        // A discarded block is zeros on the member, a skip_copy block went from the request
+        // buffer: either way the head's copy is stale.
+        dev.uptodate = ok && !discarding && (was_read || !skipped);
         if ok {
         } else if was_read {
             // Read again from parity and rewritten (md's read-error correction); the member
@@ -408,6 +410,15 @@ impl Array {
     }
 
     pub(super) fn start_writing(&mut self, id: HeadId) {
+        // Blocks of members whose reads failed here, now rebuilt or overwritten, are rewritten
+        // with the stripe (md's read-error correction).
+        for m in self.heads[&id].suspect.clone() {
+            let uptodate = self.cache.head(id).devs[m.get()].uptodate;
+            if uptodate && !self.failed[m.get()] && !self.state(id).writes.contains(&m) {
+                self.state(id).writes.push(m);
+                self.stats.read_errors_corrected += 1;
+            }
+        }
         let writes = std::mem::take(&mut self.state(id).writes);
         if writes.is_empty() {
             self.state(id).writes_done = true;
@@ -425,6 +436,7 @@ impl Array {
         let error = st.error.take();
         let batch = std::mem::take(&mut st.batch);
         st.method = None;
+        st.skip_copy.clear();
         for piece in batch {
             let req = self.request_mut(piece.slot);
             req.outstanding -= 1;
