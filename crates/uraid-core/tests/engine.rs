@@ -569,3 +569,35 @@ fn a_failed_rewrite_fails_the_member_with_io_completing_in_batches() {
     assert!(got == data);
     assert_eq!(c.failed_members(), vec![DiskIndex(2)]);
 }
+
+/// md's stripe_cache_size changes while requests are in flight: growing starts waiting work,
+/// shrinking frees heads as they go idle; everything reads back.
+#[test]
+fn stripe_cache_size_changes_while_running() {
+    let mut a = array_with_cache(Level::Raid6, 6, 16 << 10, 4096, 2);
+    let mut mem = Mem::new(6);
+    let size = a.size_sectors();
+    let mut model = vec![0u8; (size * 512) as usize];
+    for i in 0..40u64 {
+        let sector = (i * 37) % (size - 16);
+        let data = pattern(i + 100, 8 * 512);
+        model[(sector * 512) as usize..][..data.len()].copy_from_slice(&data);
+        a.submit_write(ReqId(i), Sector(sector), data);
+    }
+    for (step, heads) in [(5, 64), (20, 1), (30, 16)] {
+        for _ in 0..step {
+            if let Some(io) = a.next_io() {
+                let ok = mem.perform(&mut a, &io);
+                a.complete_io(io.tag, ok);
+            }
+        }
+        a.set_stripe_cache_size(heads).unwrap();
+        assert!(a.cache().allocated() >= heads.min(a.cache().active()));
+    }
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 40);
+    assert!(done.iter().all(|(_, r, _)| r.is_ok()));
+    assert_eq!(a.cache().allocated(), 16);
+    assert_eq!(a.set_stripe_cache_size(0), Err(ArrayError::BadCacheSize));
+    assert_eq!(read(&mut a, &mut mem, 0, model.len()), model);
+}

@@ -451,6 +451,11 @@ impl Array {
     fn release(&mut self, id: HeadId) {
         self.heads.remove(&id);
         self.cache.put(id);
+        self.start_waiting();
+    }
+
+    /// Starts pieces waiting for a head, in order, while heads are free.
+    pub(super) fn start_waiting(&mut self) {
         while let Some((key, piece)) = self.waiting.pop_front() {
             if let Some(held) = self.cache.lookup(key).filter(|h| self.heads.contains_key(h)) {
                 self.heads.get_mut(&held).expect("checked").queued.push(piece);

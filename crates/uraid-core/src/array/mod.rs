@@ -55,6 +55,8 @@ pub enum ArrayError {
     Unaligned { bytes: usize },
     #[error("stripe_size {bytes} must be a power of two from 4 KiB up to the chunk size")]
     BadStripeSize { bytes: u64 },
+    #[error("stripe_cache_size must be at least 1 stripe head")]
+    BadCacheSize,
     #[error("too many members have failed: data in this stripe cannot be read or written")]
     BeyondRedundancy,
 }
@@ -126,6 +128,9 @@ impl Array {
         if !ok {
             return Err(ArrayError::BadStripeSize { bytes: cfg.stripe_size_bytes });
         }
+        if cfg.stripe_cache_size == 0 {
+            return Err(ArrayError::BadCacheSize);
+        }
         let unit_bytes = usize::try_from(cfg.stripe_size_bytes).expect("a unit fits in memory");
         Ok(Array {
             size_sectors: g.array_sectors(cfg.member_sectors),
@@ -163,6 +168,18 @@ impl Array {
     #[must_use]
     pub fn cache(&self) -> &StripeCache {
         &self.cache
+    }
+
+    /// Changes md's stripe_cache_size while running: growing takes effect at once (waiting
+    /// requests start), shrinking frees idle heads now and busy ones as they finish. Memory is
+    /// bounded by it: `heads * members * stripe_size` bytes of blocks.
+    pub fn set_stripe_cache_size(&mut self, heads: usize) -> Result<(), ArrayError> {
+        if heads == 0 {
+            return Err(ArrayError::BadCacheSize);
+        }
+        self.cache.resize(heads);
+        self.start_waiting();
+        Ok(())
     }
 
     /// Marks a member failed: it gets no more I/O and its blocks are rebuilt from parity.
