@@ -123,10 +123,15 @@ fn degraded_writes() {
     assert_eq!(plan.method, WriteMethod::DegradedReconstructWrite);
     assert_eq!(plan.reads.len(), 6, "5 surviving data + P, not Q");
     assert!(!plan.reads.contains(&map.q_disk.unwrap()));
-    // RAID5 with P failed: write the data, read nothing.
+    // RAID5 with P failed: write the data; a block written in part is read first (it is
+    // written whole), nothing else.
     let g5 = geometry(Level::Raid5, 5);
     let map5 = g5.stripe_map(StripeNumber(0));
     let mut blocks = one_block_write(&g5, 0, 1, Cover::Partial);
+    blocks[map5.p_disk.unwrap().get()].failed = true;
+    let plan = plan_write(&StripeView { level: Level::Raid5, map: map5, blocks: &blocks }).unwrap();
+    assert_eq!((plan.method, plan.reads.len(), plan.writes.len()), (WriteMethod::DataOnly, 1, 1));
+    let mut blocks = one_block_write(&g5, 0, 1, Cover::Full);
     blocks[map5.p_disk.unwrap().get()].failed = true;
     let plan = plan_write(&StripeView { level: Level::Raid5, map: map5, blocks: &blocks }).unwrap();
     assert_eq!((plan.method, plan.reads.len(), plan.writes.len()), (WriteMethod::DataOnly, 0, 1));
@@ -214,7 +219,13 @@ proptest! {
         let parity: Vec<usize> = [map.p_disk, map.q_disk].into_iter().flatten().map(DiskIndex::get).collect();
         let live_parity: Vec<usize> = parity.iter().copied().filter(|&p| !blocks[p].failed).collect();
         match plan.method {
-            WriteMethod::FullStripe | WriteMethod::DataOnly => prop_assert!(plan.reads.is_empty()),
+            WriteMethod::FullStripe => prop_assert!(plan.reads.is_empty()),
+            WriteMethod::DataOnly => {
+                for &d in data.iter().filter(|&&d| blocks[d].towrite == Cover::Partial && !blocks[d].failed) {
+                    prop_assert!(known[d], "a block written in part is read first");
+                }
+                prop_assert!(plan.reads.iter().all(|d| blocks[d.get()].towrite == Cover::Partial));
+            }
             WriteMethod::ReadModifyWrite => {
                 for &d in data.iter().filter(|&&d| blocks[d].towrite != Cover::None) {
                     prop_assert!(known[d]);

@@ -26,7 +26,8 @@ pub enum WriteMethod {
     /// A data block that reconstruct-write needs is on a failed member and rmw is impossible:
     /// rebuild it from the survivors first (md's compute-before-write), then reconstruct-write.
     DegradedReconstructWrite,
-    /// No parity member survives: write the data, compute nothing, read nothing.
+    /// No parity member survives: write the data and compute nothing; read only the rest of
+    /// blocks written in part.
     DataOnly,
 }
 
@@ -66,7 +67,13 @@ pub fn plan_write(view: &StripeView<'_>) -> Result<WritePlan, PlanError> {
         });
     }
     if live_parity.is_empty() {
-        return plan(WriteMethod::DataOnly, Vec::new());
+        // A block written in part is written whole: the rest of it must be read first.
+        let reads = view
+            .data()
+            .filter(|(_, b)| b.towrite == Cover::Partial && !b.failed && !b.uptodate)
+            .map(|(d, _)| d)
+            .collect();
+        return plan(WriteMethod::DataOnly, reads);
     }
     if view.data().all(|(_, b)| b.towrite == Cover::Full) {
         return plan(WriteMethod::FullStripe, Vec::new());
