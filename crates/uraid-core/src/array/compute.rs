@@ -20,7 +20,7 @@ impl Array {
             }
         }
         if method == WriteMethod::DegradedReconstructWrite {
-            self.rebuild_lost(id);
+            self.rebuild_lost_blocks(id);
         }
         let pieces: Vec<Piece> =
             self.batch(id).iter().filter(|p| p.kind == Kind::Write).cloned().collect();
@@ -75,6 +75,7 @@ impl Array {
     fn overlay(&mut self, id: HeadId, pieces: &[Piece]) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let skipped: Vec<usize> = self.heads[&id].skip_copy.iter().map(|s| s.0.get()).collect();
+        let lost = self.lost(id);
         let head = self.cache.head_mut(id);
         for p in pieces {
             let req = self.requests[p.slot].as_ref().expect("a live request");
@@ -87,7 +88,7 @@ impl Array {
                 }
                 let new = if req.zeroes { &self.zeros[..range.len()] } else { &req.buf[at..] };
                 head.buffers[d][range.clone()].copy_from_slice(&new[..range.len()]);
-                head.devs[d].dirty = !self.failed[d];
+                head.devs[d].dirty = !lost[d];
                 self.stats.bytes_copied += range.len() as u64;
             }
         }
@@ -120,15 +121,16 @@ impl Array {
             let data: Vec<&[u8]> = map.data_disk.iter().map(|&d| source(d)).collect();
             uraid_parity::xor_gen(&mut p, &data);
         }
+        let lost = self.lost(id);
         let head = self.cache.head_mut(id);
         if let (Some(q_idx), Some(q)) = (q_idx, q) {
             head.buffers[q_idx] = q;
             head.devs[q_idx].uptodate = true;
-            head.devs[q_idx].dirty = !self.failed[q_idx];
+            head.devs[q_idx].dirty = !lost[q_idx];
         }
         head.buffers[p_idx] = p;
         head.devs[p_idx].uptodate = true;
-        head.devs[p_idx].dirty = !self.failed[p_idx];
+        head.devs[p_idx].dirty = !lost[p_idx];
     }
 
     /// Read-modify-write: fold each written range's old ^ new into the surviving parity, then
@@ -136,11 +138,12 @@ impl Array {
     fn update_parity_rmw(&mut self, id: HeadId, pieces: &[Piece]) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let level = self.geometry.level();
+        let lost = self.lost(id);
+        let skipped: Vec<usize> = self.heads[&id].skip_copy.iter().map(|s| s.0.get()).collect();
         let head = self.cache.head_mut(id);
         let p_idx = map.p_disk.expect("RAID4/5/6 have P").get();
         let q_idx = map.q_disk.map(crate::DiskIndex::get);
-        let (p_live, q_live) = (!self.failed[p_idx], q_idx.is_some_and(|q| !self.failed[q]));
-        let skipped: Vec<usize> = self.heads[&id].skip_copy.iter().map(|s| s.0.get()).collect();
+        let (p_live, q_live) = (!lost[p_idx], q_idx.is_some_and(|q| !lost[q]));
         let mut p = std::mem::take(&mut head.buffers[p_idx]);
         let mut q = q_idx.map(|q| std::mem::take(&mut head.buffers[q]));
         for piece in pieces {
@@ -194,7 +197,7 @@ impl Array {
     }
 
     /// Rebuilds the blocks of failed members from the rest of the head.
-    fn rebuild_lost(&mut self, id: HeadId) {
+    pub(super) fn rebuild_lost_blocks(&mut self, id: HeadId) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let level = self.geometry.level();
         let lost = self.lost(id);
@@ -222,7 +225,7 @@ impl Array {
                 },
             );
         if needed {
-            self.rebuild_lost(id);
+            self.rebuild_lost_blocks(id);
         }
     }
 

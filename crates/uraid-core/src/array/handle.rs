@@ -18,7 +18,7 @@ pub(super) struct Piece {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Idle,
     /// A partial-stripe write that needs pre-reads, held back while other I/O is in flight
     /// (or the submitter is plugged) so that more writes can fill the stripe (md's delayed
@@ -35,6 +35,10 @@ enum Phase {
     Writing {
         outstanding: usize,
     },
+    /// A sync batch's member reads in flight.
+    SyncReading {
+        outstanding: usize,
+    },
     /// Member discards of a whole-stripe discard batch in flight.
     Discarding {
         outstanding: usize,
@@ -45,8 +49,8 @@ pub(super) struct HeadState {
     /// Pieces waiting for the next batch.
     queued: Vec<Piece>,
     pub(super) batch: Vec<Piece>,
-    phase: Phase,
-    writes_done: bool,
+    pub(super) phase: Phase,
+    pub(super) writes_done: bool,
     /// A member failed during the batch's reads: plan again.
     replan: bool,
     /// When the batch was first held back (kept across re-plans so it cannot starve).
@@ -54,23 +58,34 @@ pub(super) struct HeadState {
     /// The hold is over (array idle, or overtaken too often): start even if others are busy.
     hold_released: bool,
     method: Option<WriteMethod>,
-    writes: Vec<DiskIndex>,
+    pub(super) writes: Vec<DiskIndex>,
     /// Members whose block in this head failed to read: rebuilt from parity like a failed
     /// member's, then rewritten to them (md's read-error correction).
     pub(super) suspect: Vec<DiskIndex>,
     /// Data blocks written straight from a request buffer (md's skip_copy): member, request
     /// slot, byte offset in its buffer. The head's own copy of them is stale afterwards.
     pub(super) skip_copy: Vec<(DiskIndex, usize, usize)>,
-    error: Option<ArrayError>,
+    pub(super) error: Option<ArrayError>,
 }
 
 /// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
 /// reads or writes, so that each batch is planned one way and arrival order is kept.
 fn take_batch(queued: &mut Vec<Piece>) -> Vec<Piece> {
     let Some(first) = queued.first() else { return Vec::new() };
-    let discard = first.kind == Kind::Discard;
-    let n = queued.iter().take_while(|p| (p.kind == Kind::Discard) == discard).count();
+    let class = first.kind.batch_class();
+    let n = queued.iter().take_while(|p| p.kind.batch_class() == class).count();
     queued.drain(..n).collect()
+}
+
+impl Kind {
+    /// Pieces of one class may share a batch: reads and writes; whole-stripe discards; syncs
+    /// of one kind.
+    fn batch_class(self) -> Kind {
+        match self {
+            Kind::Read | Kind::Write => Kind::Write,
+            other => other,
+        }
+    }
 }
 
 impl Array {
@@ -113,7 +128,7 @@ impl Array {
         self.handle(id);
     }
 
-    fn state(&mut self, id: HeadId) -> &mut HeadState {
+    pub(super) fn state(&mut self, id: HeadId) -> &mut HeadState {
         self.heads.get_mut(&id).expect("an engine-held head")
     }
 
@@ -123,7 +138,8 @@ impl Array {
             let st = self.state(id);
             if let Phase::Delayed { since } = st.phase {
                 // New pieces join the batch that has not started; plan it again.
-                let n = st.queued.iter().take_while(|p| p.kind != Kind::Discard).count();
+                let n =
+                    st.queued.iter().take_while(|p| p.kind.batch_class() == Kind::Write).count();
                 st.batch.extend(st.queued.drain(..n));
                 st.delayed_since = Some(since);
                 st.phase = Phase::Idle;
@@ -141,8 +157,10 @@ impl Array {
                 st.suspect.clear();
             }
             let has_writes = st.batch.iter().any(|p| p.kind == Kind::Write);
-            let discard = st.batch.first().is_some_and(|p| p.kind == Kind::Discard);
-            if st.error.is_none() && discard && !st.writes_done {
+            let first = st.batch.first().map(|p| p.kind);
+            if let (None, Some(Kind::Sync(kind)), false) = (&st.error, first, st.writes_done) {
+                self.start_sync(id, kind);
+            } else if st.error.is_none() && first == Some(Kind::Discard) && !st.writes_done {
                 self.start_discard(id);
             } else if st.error.is_none() && has_writes && !st.writes_done {
                 self.start_write(id);
@@ -343,6 +361,14 @@ impl Array {
                     self.correct_read_errors(id);
                 }
             }
+            Phase::SyncReading { outstanding } => {
+                *outstanding -= 1;
+                if *outstanding > 0 {
+                    return;
+                }
+                st.phase = Phase::Idle;
+                self.finish_sync_reads(id);
+            }
             Phase::Writing { outstanding } | Phase::Discarding { outstanding } => {
                 *outstanding -= 1;
                 if too_many {
@@ -402,7 +428,8 @@ impl Array {
     /// The members whose blocks this head must rebuild rather than read: failed members and
     /// those whose read failed here.
     pub(super) fn lost(&self, id: HeadId) -> Vec<bool> {
-        let mut lost = self.failed.clone();
+        let end = self.head_member_end(id);
+        let mut lost: Vec<bool> = (0..self.failed.len()).map(|m| !self.in_sync(m, end)).collect();
         for m in &self.heads[&id].suspect {
             lost[m.get()] = true;
         }

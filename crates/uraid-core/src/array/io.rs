@@ -73,4 +73,7 @@ pub struct ArrayStats {
     pub read_errors_corrected: u64,
     /// Stripe heads discarded whole on the members.
     pub stripe_discards: u64,
+    /// Sectors (per member) whose parity did not match their data at a check, repair or
+    /// resync: md's mismatch_cnt.
+    pub mismatch_sectors: u64,
 }

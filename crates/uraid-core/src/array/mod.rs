@@ -13,8 +13,10 @@ mod compute;
 mod durability;
 mod handle;
 pub mod io;
+mod sync;
 
 pub use io::{ArrayStats, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
+pub use sync::{MISMATCHES_KEPT, Mismatch, SyncKind};
 
 use crate::geometry::Geometry;
 use crate::request::{BlockRange, split_by_chunk, split_by_head};
@@ -67,6 +69,8 @@ enum Kind {
     Write,
     /// A whole stripe head discarded on every member.
     Discard,
+    /// A sync request's work on one stripe head.
+    Sync(SyncKind),
 }
 
 struct Request {
@@ -112,6 +116,11 @@ pub struct Array {
     full_stripe_writes: u64,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
     read_errors: Vec<u32>,
+    /// Per member: `Some(offset)` while it is being recovered (in sync below `offset` member
+    /// sectors only).
+    recovery_offset: Vec<Option<u64>>,
+    /// Where check/repair/resync found parity mismatches (the first `MISMATCHES_KEPT`).
+    mismatches: Vec<Mismatch>,
     /// A stripe unit of zeros: the source of the zero writes of partial-stripe discards.
     zeros: Box<[u8]>,
     next_tag: u64,
@@ -137,6 +146,8 @@ impl Array {
             cache: StripeCache::new(cfg.stripe_cache_size, g.raid_disks(), unit_bytes),
             failed: vec![false; g.raid_disks()],
             read_errors: vec![0; g.raid_disks()],
+            recovery_offset: vec![None; g.raid_disks()],
+            mismatches: Vec::new(),
             geometry: g,
             unit_sectors,
             heads: HashMap::new(),
@@ -421,7 +432,8 @@ impl Array {
     /// needs the others, and reading them into the cache once means no block is read twice
     /// (seed 000). Stripes whose failed member holds P or Q keep the direct path.
     fn stripe_missing_data(&self, stripe: crate::StripeNumber) -> bool {
-        self.geometry.stripe_map(stripe).data_disk.iter().any(|d| self.failed[d.get()])
+        let end = (stripe.0 + 1) * self.geometry.chunk_sectors();
+        self.geometry.stripe_map(stripe).data_disk.iter().any(|d| !self.in_sync(d.get(), end))
     }
 
     /// Whether a stripe head covering these member sectors has newer data than the member (or

@@ -1,0 +1,147 @@
+//! Memory members and helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use uraid_core::array::{Array, ArrayConfig, ArrayError, MemberIo, MemberOp, ReqId};
+use uraid_core::{Geometry, Level, Sector};
+
+pub const MEMBER_SECTORS: u64 = 2048; // 1 MiB members
+
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+pub struct Mem {
+    pub disks: Vec<Vec<u8>>,
+    /// What each member holds on stable storage (flushes and FUA writes reach it).
+    pub durable: Vec<Vec<u8>>,
+    pub counts: Vec<Counts>,
+    /// Member reads that fail (member, sector) until the sector is written.
+    pub bad_reads: HashSet<(u16, u64)>,
+    /// Member writes that fail (member, sector).
+    pub bad_writes: HashSet<(u16, u64)>,
+    /// Every member I/O performed, in order.
+    pub log: Vec<MemberIo>,
+}
+
+impl Mem {
+    pub fn new(members: usize) -> Mem {
+        Mem {
+            disks: vec![vec![0u8; (MEMBER_SECTORS * 512) as usize]; members],
+            durable: vec![vec![0u8; (MEMBER_SECTORS * 512) as usize]; members],
+            counts: vec![Counts::default(); members],
+            bad_reads: HashSet::new(),
+            bad_writes: HashSet::new(),
+            log: Vec::new(),
+        }
+    }
+
+    pub fn total(&self) -> Counts {
+        self.counts.iter().fold(Counts::default(), |a, c| Counts {
+            reads: a.reads + c.reads,
+            writes: a.writes + c.writes,
+            read_bytes: a.read_bytes + c.read_bytes,
+            write_bytes: a.write_bytes + c.write_bytes,
+        })
+    }
+
+    pub fn perform(&mut self, array: &mut Array, io: &MemberIo) -> bool {
+        let m = io.member.get();
+        let at = (io.sector.0 * 512) as usize;
+        let len = io.bytes();
+        self.log.push(*io);
+        match io.op {
+            MemberOp::Read => {
+                self.counts[m].reads += 1;
+                self.counts[m].read_bytes += len as u64;
+                let bad = |&(bm, bs): &(u16, u64)| {
+                    bm == io.member.0 && (io.sector.0..io.sector.0 + io.sectors).contains(&bs)
+                };
+                if self.bad_reads.iter().any(bad) {
+                    return false;
+                }
+                array.io_buf_mut(io).copy_from_slice(&self.disks[m][at..at + len]);
+            }
+            MemberOp::Write => {
+                self.counts[m].writes += 1;
+                self.counts[m].write_bytes += len as u64;
+                if self.bad_writes.contains(&(io.member.0, io.sector.0)) {
+                    return false;
+                }
+                self.bad_reads.retain(|&(bm, bs)| {
+                    bm != io.member.0 || bs < io.sector.0 || bs >= io.sector.0 + io.sectors
+                });
+                self.disks[m][at..at + len].copy_from_slice(array.io_buf(io));
+                if io.fua {
+                    self.durable[m][at..at + len].copy_from_slice(array.io_buf(io));
+                }
+            }
+            MemberOp::Flush => self.durable[m].clone_from(&self.disks[m]),
+            MemberOp::Discard => self.disks[m][at..at + len].fill(0),
+        }
+        true
+    }
+}
+
+pub fn array(level: Level, disks: usize, chunk: u64, stripe_size: u64) -> Array {
+    array_with_cache(level, disks, chunk, stripe_size, 256)
+}
+
+pub fn array_with_cache(
+    level: Level,
+    disks: usize,
+    chunk: u64,
+    stripe_size: u64,
+    cache: usize,
+) -> Array {
+    let geometry = Geometry::new(level, level.default_layout(), disks, chunk).unwrap();
+    let cfg = ArrayConfig {
+        geometry,
+        stripe_size_bytes: stripe_size,
+        stripe_cache_size: cache,
+        member_sectors: MEMBER_SECTORS,
+    };
+    Array::new(cfg).unwrap()
+}
+
+/// Runs member I/O until the engine is idle; returns the finished requests.
+pub fn run(a: &mut Array, mem: &mut Mem) -> Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)> {
+    while let Some(io) = a.next_io() {
+        let ok = mem.perform(a, &io);
+        a.complete_io(io.tag, ok);
+    }
+    assert!(!a.busy());
+    a.take_completed()
+}
+
+pub fn write(a: &mut Array, mem: &mut Mem, sector: u64, data: Vec<u8>) {
+    a.submit_write(ReqId(sector), Sector(sector), data);
+    for (_, r, _) in run(a, mem) {
+        r.unwrap();
+    }
+}
+
+pub fn read(a: &mut Array, mem: &mut Mem, sector: u64, bytes: usize) -> Vec<u8> {
+    a.submit_read(ReqId(sector), Sector(sector), vec![0u8; bytes]);
+    let mut done = run(a, mem);
+    assert_eq!(done.len(), 1);
+    let (_, r, buf) = done.pop().unwrap();
+    r.unwrap();
+    buf
+}
+
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
