@@ -3,6 +3,7 @@
 //! machines we run on are shared and noisy.
 
 pub mod arena;
+pub mod io;
 pub mod isal;
 pub mod parity;
 pub mod timing;

@@ -25,6 +25,23 @@ enum BenchWhat {
         #[arg(long = "only", value_name = "OP|MODE")]
         only: Vec<String>,
     },
+    /// Member I/O per request class, degraded reads on modelled HDDs, CPU per byte.
+    ///
+    /// Counts are exact (memory members); HDD throughput is in simulated time (deterministic);
+    /// each figure is printed beside its goal or minimum and md's figure.
+    ///
+    /// Example: uraid bench io --json --only random_write
+    Io {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Only these families: random_write, seq_write, read, throughput, cpu.
+        #[arg(long = "only", value_name = "FAMILY")]
+        only: Vec<String>,
+        /// Smaller working sets (what the tests run; a smoke run, not the published figures).
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -32,6 +49,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Parity { json, quick, ref only } => {
             let opts = uraid_bench::parity::ParityBenchOptions { quick, json, only: only.clone() };
             uraid_bench::parity::run(&opts, &mut std::io::stdout().lock())
+        }
+        BenchWhat::Io { json, ref only, quick } => {
+            let opts = uraid_bench::io::IoBenchOptions { json, only: only.clone(), small: quick };
+            uraid_bench::io::run(&opts, &mut std::io::stdout().lock())
         }
     }
 }

@@ -1,0 +1,309 @@
+//! The test rig every workload runs on: an engine (`Array`) and the real driver loop
+//! (`uraid_io::Driver`) over members wrapped in `Recording`, plus a model of what the array
+//! should hold, against which every read is checked when it completes.
+//!
+//! Queue depth. `run(requests, iodepth)` keeps up to `iodepth` requests outstanding the way a
+//! block layer does: it plugs the engine around each batch of submissions and stays plugged
+//! while it has more requests to send, so partial-stripe writes are held (md's delayed list)
+//! until later requests fill their stripes. The driver runs each wave until the engine is idle;
+//! when the only work left is writes held for the plugged submitter, it reports
+//! `DriverError::Stalled`, which is the moment a block layer with room in its queue submits its
+//! next request. With the queue full (or nothing left to send) the rig unplugs, and the held
+//! writes go. On memory members a wave is performed in one go, so the figures count member
+//! I/Os exactly and do not depend on timing.
+
+use super::Case;
+use super::recording::{Logged, Recording};
+use crate::arena::fill_random;
+use anyhow::{Context, Result, bail, ensure};
+use std::collections::BTreeMap;
+use uraid_core::array::{Array, ArrayConfig, ReqId};
+use uraid_core::stripe::STRIPE_CACHE_SIZE_DEFAULT;
+use uraid_core::{DiskIndex, DiskRole, Geometry, Level, SECTOR_BYTES, Sector, StripeNumber};
+use uraid_io::{CountersSnapshot, Driver, DriverError, Member, MemoryMember};
+
+/// An array's shape and its members' size.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub level: Level,
+    pub members: usize,
+    pub chunk_bytes: u64,
+    pub stripe_size_bytes: u64,
+    pub member_bytes: u64,
+}
+
+impl Spec {
+    #[must_use]
+    pub fn geometry(&self) -> Geometry {
+        let layout = self.level.default_layout();
+        Geometry::new(self.level, layout, self.members, self.chunk_bytes).expect("a valid shape")
+    }
+
+    #[must_use]
+    pub fn data_disks(&self) -> usize {
+        self.members - usize::from(self.level.max_degraded())
+    }
+
+    /// Data bytes in one stripe.
+    #[must_use]
+    pub fn stripe_bytes(&self) -> u64 {
+        self.data_disks() as u64 * self.chunk_bytes
+    }
+
+    /// The row description for a workload on this array.
+    #[must_use]
+    pub fn case(&self, bs_bytes: u64, iodepth: usize, pattern: &'static str) -> Case {
+        Case {
+            level: self.level.number(),
+            members: self.members,
+            chunk_bytes: self.chunk_bytes,
+            stripe_size_bytes: self.stripe_size_bytes,
+            bs_bytes,
+            iodepth,
+            state: "healthy".to_owned(),
+            pattern,
+        }
+    }
+
+    fn config(&self) -> ArrayConfig {
+        ArrayConfig {
+            geometry: self.geometry(),
+            stripe_size_bytes: self.stripe_size_bytes,
+            stripe_cache_size: STRIPE_CACHE_SIZE_DEFAULT,
+            member_sectors: self.member_bytes / SECTOR_BYTES,
+        }
+    }
+}
+
+/// A user request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Req {
+    Read { sector: u64, bytes: usize },
+    Write { sector: u64, bytes: usize },
+}
+
+pub struct Rig<M: Member> {
+    pub spec: Spec,
+    pub array: Array,
+    pub driver: Driver<Recording<M>>,
+    /// What the array holds: every write lands here when it is submitted.
+    model: Vec<u8>,
+    outstanding: BTreeMap<u64, Req>,
+    next_id: u64,
+    payload_seed: u64,
+    plugged: bool,
+    /// Timing mode (see `set_timing`): each request's buffer, kept for replay.
+    saved: Option<BTreeMap<(bool, u64, usize), Vec<u8>>>,
+    /// Requests replayed from `saved`: neither filled nor checked.
+    replayed: std::collections::BTreeSet<u64>,
+}
+
+impl Rig<MemoryMember> {
+    /// An array on zeroed memory members (all-zero stripes have all-zero parity: consistent).
+    pub fn memory(spec: &Spec) -> Result<Rig<MemoryMember>> {
+        let size = usize::try_from(spec.member_bytes)?;
+        let members =
+            (0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect();
+        Rig::new(spec, members)
+    }
+}
+
+impl<M: Member> Rig<M> {
+    pub fn new(spec: &Spec, members: Vec<M>) -> Result<Rig<M>> {
+        ensure!(members.len() == spec.members, "{} members for {spec:?}", members.len());
+        let array = Array::new(spec.config())?;
+        let size = usize::try_from(array.size_sectors() * SECTOR_BYTES)?;
+        let members = members.into_iter().map(|m| Box::new(Recording::new(m))).collect();
+        Ok(Rig {
+            spec: spec.clone(),
+            array,
+            driver: Driver::new(members),
+            model: vec![0; size],
+            outstanding: BTreeMap::new(),
+            next_id: 0,
+            payload_seed: 1,
+            plugged: false,
+            saved: None,
+            replayed: std::collections::BTreeSet::new(),
+        })
+    }
+
+    #[must_use]
+    pub fn size_bytes(&self) -> u64 {
+        self.model.len() as u64
+    }
+
+    /// A new engine over the same members: nothing cached, no member failed.
+    pub fn fresh_engine(&mut self) -> Result<()> {
+        self.array = Array::new(self.spec.config())?;
+        Ok(())
+    }
+
+    pub fn fail(&mut self, member: usize) {
+        self.array.fail_member(DiskIndex(u16::try_from(member).expect("a member index")));
+    }
+
+    /// Every member's counters added up.
+    #[must_use]
+    pub fn counters(&self) -> CountersSnapshot {
+        self.driver.counters_total()
+    }
+
+    /// Every member's I/O log since the last call, in member order.
+    pub fn take_logs(&mut self) -> Vec<Vec<Logged>> {
+        (0..self.spec.members).map(|m| self.driver.member_mut(m).take_log()).collect()
+    }
+
+    /// What `member` holds at `offset_bytes` of its data area.
+    #[must_use]
+    pub fn role(&self, member: usize, offset_bytes: u64) -> DiskRole {
+        let stripe = StripeNumber(offset_bytes / self.spec.chunk_bytes);
+        self.array_geometry().stripe_map(stripe).roles[member]
+    }
+
+    fn array_geometry(&self) -> Geometry {
+        self.spec.geometry()
+    }
+
+    /// Writes the whole array with full-stripe writes (fresh contents for the model).
+    pub fn fill(&mut self) -> Result<()> {
+        let step = (self.spec.stripe_bytes() * 4).min(self.size_bytes());
+        let size = self.size_bytes();
+        let reqs = (0..size).step_by(step as usize).map(|at| Req::Write {
+            sector: at / SECTOR_BYTES,
+            bytes: usize::try_from(step.min(size - at)).expect("fits"),
+        });
+        self.run(reqs, 4)
+    }
+
+    /// Reads the whole array back and checks it against the model.
+    pub fn verify_all(&mut self) -> Result<()> {
+        let size = self.size_bytes();
+        let step = 1u64 << 20;
+        let reqs = (0..size).step_by(step as usize).map(|at| Req::Read {
+            sector: at / SECTOR_BYTES,
+            bytes: usize::try_from(step.min(size - at)).expect("fits"),
+        });
+        self.run(reqs, 8).context("reading back the whole array")
+    }
+
+    /// Reads the whole array back with a fresh engine: healthy, then with one member failed,
+    /// then (RAID6) two.
+    pub fn verify_with_failures(&mut self) -> Result<()> {
+        self.fresh_engine()?;
+        self.verify_all()?;
+        for failed in 0..usize::from(self.spec.level.max_degraded()) {
+            self.fail(failed * 3 % self.spec.members);
+            self.verify_all().with_context(|| format!("{} members failed", failed + 1))?;
+        }
+        Ok(())
+    }
+
+    /// Performs `reqs` keeping up to `iodepth` outstanding (see the module comment).
+    pub fn run(&mut self, reqs: impl IntoIterator<Item = Req>, iodepth: usize) -> Result<()> {
+        assert!(iodepth > 0, "a queue holds at least one request");
+        let mut reqs = reqs.into_iter().peekable();
+        loop {
+            while self.outstanding.len() < iodepth
+                && let Some(req) = reqs.next()
+            {
+                self.set_plugged(true);
+                self.submit(req);
+            }
+            if reqs.peek().is_none() {
+                self.set_plugged(false);
+            }
+            let result = self.driver.run_until_idle(&mut self.array);
+            self.collect()?;
+            match result {
+                Ok(()) => {}
+                Err(DriverError::Stalled) if self.plugged => {
+                    // Only writes held for us are left. With room in the queue we submit the
+                    // next request; with the queue full, we wait for these and they go.
+                    if self.outstanding.len() >= iodepth {
+                        self.set_plugged(false);
+                    }
+                }
+                Err(e) => return Err(e).context("driving the array"),
+            }
+            if self.outstanding.is_empty() && reqs.peek().is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Timing mode, for CPU measurements: a request of the same kind, place and size as one done
+    /// before in this mode reuses that request's buffer as it came back, with no fill, no model
+    /// update and no check (a write then writes again what the region already holds; a read
+    /// was checked the first time). So timed passes cost only the array's work. Leaving the
+    /// mode drops the buffers.
+    pub fn set_timing(&mut self, on: bool) {
+        self.saved = on.then(BTreeMap::new);
+    }
+
+    fn set_plugged(&mut self, plugged: bool) {
+        if plugged && !self.plugged {
+            self.array.plug();
+        } else if !plugged && self.plugged {
+            self.array.unplug();
+        }
+        self.plugged = plugged;
+    }
+
+    fn submit(&mut self, req: Req) {
+        self.next_id += 1;
+        let id = ReqId(self.next_id);
+        self.outstanding.insert(self.next_id, req);
+        if let Some(buf) = self.saved.as_mut().and_then(|s| s.remove(&key(req))) {
+            self.replayed.insert(self.next_id);
+            match req {
+                Req::Read { sector, .. } => self.array.submit_read(id, Sector(sector), buf),
+                Req::Write { sector, .. } => self.array.submit_write(id, Sector(sector), buf),
+            }
+            return;
+        }
+        match req {
+            Req::Read { sector, bytes } => {
+                self.array.submit_read(id, Sector(sector), vec![0; bytes]);
+            }
+            Req::Write { sector, bytes } => {
+                let mut buf = vec![0; bytes];
+                self.payload_seed += 1;
+                fill_random(&mut buf, self.payload_seed);
+                let at = usize::try_from(sector * SECTOR_BYTES).expect("fits");
+                self.model[at..at + bytes].copy_from_slice(&buf);
+                self.array.submit_write(id, Sector(sector), buf);
+            }
+        }
+    }
+
+    /// Takes finished requests; checks every read against the model.
+    fn collect(&mut self) -> Result<()> {
+        for (ReqId(id), result, buf) in self.array.take_completed() {
+            let req = self.outstanding.remove(&id).expect("a request we submitted");
+            result.with_context(|| format!("{req:?}"))?;
+            let replayed = self.replayed.remove(&id);
+            if let (Req::Read { sector, bytes }, false) = (req, replayed) {
+                let at = usize::try_from(sector * SECTOR_BYTES).expect("fits");
+                if buf != self.model[at..at + bytes] {
+                    bail!(
+                        "{req:?} returned wrong data (failed: {:?})",
+                        self.array.failed_members()
+                    );
+                }
+            }
+            if let Some(saved) = &mut self.saved {
+                saved.insert(key(req), buf);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A request's kind, place and size.
+fn key(req: Req) -> (bool, u64, usize) {
+    match req {
+        Req::Read { sector, bytes } => (false, sector, bytes),
+        Req::Write { sector, bytes } => (true, sector, bytes),
+    }
+}
