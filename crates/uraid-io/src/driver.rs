@@ -111,6 +111,33 @@ impl<M: Member + ?Sized> Driver<M> {
         }
     }
 
+    /// One turn, for a runtime that accepts new requests between turns: submits what the engine
+    /// has ready, hands it to the devices and reports what has finished. With `wait`, blocks
+    /// until something finishes if nothing new was submitted and I/O is in flight. On an error
+    /// every I/O in flight is reaped first (the buffer contract), as in `run_until_idle`.
+    pub fn turn(&mut self, array: &mut Array, wait: bool) -> Result<(), DriverError> {
+        let result = self.turn_inner(array, wait);
+        if result.is_err() {
+            self.drain(array);
+        }
+        result
+    }
+
+    fn turn_inner(&mut self, array: &mut Array, wait: bool) -> Result<(), DriverError> {
+        let submitted = self.submit_ready(array);
+        self.flush_submissions()?;
+        if self.in_flight > 0 {
+            self.reap(array, wait && submitted == 0)?;
+        }
+        Ok(())
+    }
+
+    /// Member I/Os submitted and not yet reported to the engine.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
     /// Submits every I/O the engine has ready; returns how many.
     pub fn submit_ready(&mut self, array: &mut Array) -> usize {
         let mut count = 0;
