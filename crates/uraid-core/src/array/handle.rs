@@ -217,7 +217,6 @@ impl Array {
             && !overtaken
             && !self.heads[&id].hold_released
             && !fua
-            && self.waiting.is_empty()
             && !plan.reads.is_empty()
             && plan.method != WriteMethod::DegradedReconstructWrite
         {
@@ -482,27 +481,47 @@ impl Array {
     }
 
     /// Starts pieces waiting for a head, in order, while heads are free.
+    /// Once no head is free, waiting pieces whose stripe head is already held still join it
+    /// (a delayed partial stripe is filled by the next request rather than started with
+    /// reads); a piece never overtakes an earlier one for the same head, since a key has a
+    /// head for all its waiting pieces or for none.
     pub(super) fn start_waiting(&mut self) {
+        let mut still_waiting = std::collections::VecDeque::new();
         while let Some((key, piece)) = self.waiting.pop_front() {
             if let Some(held) = self.cache.lookup(key).filter(|h| self.heads.contains_key(h)) {
                 self.heads.get_mut(&held).expect("checked").queued.push(piece);
                 self.handle(held);
                 continue;
             }
+            if !still_waiting.is_empty() {
+                still_waiting.push_back((key, piece));
+                continue;
+            }
             let before = self.waiting.len();
             self.start_piece(key, piece);
             if self.waiting.len() > before {
-                // No head free: it went back (to the end); put it first again and wait.
-                let back = self.waiting.pop_back().expect("just queued");
-                self.waiting.push_front(back);
-                break;
+                // No head free: it went back (to the end); it stays first.
+                still_waiting.push_back(self.waiting.pop_back().expect("just queued"));
             }
         }
+        self.waiting = still_waiting;
     }
 
     /// Starts every delayed head.
     pub(super) fn start_delayed(&mut self) {
         self.start_delayed_if(|_| true);
+    }
+
+    /// Starts the delayed head held longest (the list is in the order heads were delayed).
+    pub(super) fn start_oldest_delayed(&mut self) {
+        while !self.delayed.is_empty() {
+            let id = self.delayed.remove(0);
+            if self.heads.get(&id).is_some_and(|st| matches!(st.phase, Phase::Delayed { .. })) {
+                self.state(id).hold_released = true;
+                self.handle(id);
+                return;
+            }
+        }
     }
 
     /// Starts delayed heads that full-stripe writes have overtaken too often (no starvation).

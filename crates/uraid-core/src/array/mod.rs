@@ -256,12 +256,16 @@ impl Array {
         self.start_delayed_when_idle();
     }
 
-    /// Starts held-back writes once nothing else is in flight, or at once when requests are
-    /// waiting for a free stripe head (held heads must not pin the pool).
+    /// Starts held-back writes once nothing else is in flight. When requests wait for a free
+    /// stripe head and nothing is in flight to free one, held heads must not pin the pool: the
+    /// oldest starts (the newest is the likeliest to be filled by the requests waiting). While
+    /// I/O is in flight, its completions free heads and the held ones stay held.
     fn start_delayed_when_idle(&mut self) {
-        let idle = !self.plugged && self.queue.is_empty() && self.inflight.is_empty();
-        if idle || !self.waiting.is_empty() {
+        let nothing_in_flight = self.queue.is_empty() && self.inflight.is_empty();
+        if nothing_in_flight && !self.plugged {
             self.start_delayed();
+        } else if nothing_in_flight && !self.waiting.is_empty() {
+            self.start_oldest_delayed();
         }
     }
 
