@@ -95,9 +95,6 @@ fn queued_128k_sequential_writes_read_nothing() {
 
 /// The same for 1 MiB writes: 8 MiB in flight.
 #[test]
-#[ignore = "when a piece waits for a stripe head, uraid-core starts every held partial stripe \
-            at once, including the one the next queued request is about to fill: 0.08 read \
-            bytes per user byte at 12 MiB, 0.11 at 48 MiB"]
 fn queued_1m_sequential_writes_read_nothing() {
     let spec = seq_write::spec(12 << 20);
     let per = seq_write::measure(&spec, 1 << 20, 8).unwrap();
@@ -117,8 +114,6 @@ fn iodepth_1_floor_without_a_journal() {
 /// At iodepth 1 every write is made durable alone; the engine should read no more than the
 /// floor (each stripe's earlier blocks kept in memory).
 #[test]
-#[ignore = "uraid-core's skip_copy leaves a written data block stale in the stripe head, so the \
-            next write to the stripe reads it again: 0.33 (1 MiB) and 1.33 (128 KiB) today"]
 fn iodepth_1_sequential_writes_read_no_more_than_the_floor() {
     let spec = seq_write::spec(6 << 20);
     for bs in [1 << 20, 128 * KIB] {
