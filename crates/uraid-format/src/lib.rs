@@ -2,6 +2,7 @@
 //!
 //! - [`Superblock1`]: the v1.x superblock (v1.2 puts it 4 KiB into each member).
 //! - [`BitmapSuper`] and [`WriteIntentBitmap`]: md's internal write-intent bitmap.
+//! - [`assemble`]: which devices form an array and in which slots, or why not (md's rules).
 //! - [`create`]: a fresh superblock for a new array, set the way mdadm 4.x sets it.
 //!
 //! No I/O happens here: callers read the bytes (at the offsets this crate documents) and hand
@@ -11,6 +12,7 @@
 //! byte by byte in docs/format.md. md is GPL; this crate takes its formats and numbers only.
 #![forbid(unsafe_code)]
 
+pub mod assemble;
 mod bitmap;
 mod checksum;
 pub mod create;

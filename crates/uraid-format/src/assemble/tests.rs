@@ -1,0 +1,266 @@
+//! Goal: every rule of `plan` fires on its own and names the member it is about.
+//!
+//! Method: build the superblocks of a fresh array with `create::build_superblock` (8 MiB
+//! members, data offset 2048, 64 KiB chunks), change one thing (events, a role, a field, the
+//! bytes, the device size), reseal where only the field should be under test, and check the
+//! exact plan or error.
+
+use super::*;
+use crate::create::{NewArray, NewMember, build_superblock};
+use crate::error::SuperblockError;
+
+const DEVICE_BYTES: u64 = 8 << 20;
+const DATA_OFFSET_SECTORS: u64 = 2048;
+const CHUNK_SECTORS: u32 = 128;
+
+fn new_array(level: Level, raid_disks: u32, clean: bool) -> NewArray<'static> {
+    let device_sectors = DEVICE_BYTES / 512;
+    NewArray {
+        set_uuid: Uuid([0xa5; 16]),
+        name: "test",
+        level,
+        layout: if level == Level::Raid4 { 0 } else { 2 },
+        chunk_sectors: CHUNK_SECTORS,
+        raid_disks,
+        size_sectors: device_sectors - DATA_OFFSET_SECTORS,
+        data_offset_sectors: DATA_OFFSET_SECTORS,
+        ctime_seconds: 1_700_000_000,
+        utime_seconds: 1_700_000_000,
+        events: 10,
+        clean,
+        internal_bitmap: false,
+    }
+}
+
+/// The superblocks of `roles.len()` members: member i has dev_number i and role roles[i].
+fn superblocks(array: &NewArray<'_>, roles: &[DevRole]) -> Vec<Superblock1> {
+    (0..roles.len() as u32)
+        .map(|dev_number| {
+            let member = NewMember {
+                dev_number,
+                device_uuid: Uuid([dev_number as u8; 16]),
+                device_sectors: DEVICE_BYTES / 512,
+                dev_roles: roles,
+            };
+            build_superblock(array, &member).unwrap()
+        })
+        .collect()
+}
+
+fn healthy(level: Level, raid_disks: u16) -> Vec<Superblock1> {
+    let roles: Vec<DevRole> = (0..raid_disks).map(DevRole::Active).collect();
+    superblocks(&new_array(level, raid_disks.into(), true), &roles)
+}
+
+fn candidates(superblocks: &[Superblock1]) -> Vec<Candidate> {
+    superblocks
+        .iter()
+        .enumerate()
+        .map(|(index, superblock)| {
+            let mut area = vec![0u8; 4096];
+            superblock.encode_into(&mut area);
+            Candidate {
+                name: format!("m{index}"),
+                size_bytes: DEVICE_BYTES,
+                superblock_area: Ok(area),
+            }
+        })
+        .collect()
+}
+
+fn plan_of(superblocks: &[Superblock1]) -> Result<AssemblyPlan, AssembleError> {
+    plan(&candidates(superblocks), &AssembleOptions::default())
+}
+
+fn slot_names(plan: &AssemblyPlan) -> Vec<Option<&str>> {
+    plan.slots.iter().map(|slot| slot.as_ref().map(|m| m.name.as_str())).collect()
+}
+
+#[test]
+fn healthy_members_are_placed_by_role_not_by_order() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs.swap(0, 3);
+    let plan = plan_of(&sbs).unwrap();
+    assert_eq!(slot_names(&plan), [Some("m3"), Some("m1"), Some("m2"), Some("m0")]);
+    assert!(plan.missing_slots().is_empty());
+    assert!(plan.is_clean());
+    assert!(!plan.forced);
+    assert_eq!(plan.array_sectors(), 3 * (DEVICE_BYTES / 512 - DATA_OFFSET_SECTORS));
+    assert_eq!(plan.slots[0].as_ref().unwrap().data_offset_sectors, DATA_OFFSET_SECTORS);
+}
+
+#[test]
+fn stale_member_is_left_out_and_its_slot_missing() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[2].events = 9;
+    sbs[2].seal();
+    let plan = plan_of(&sbs).unwrap();
+    assert_eq!(slot_names(&plan), [Some("m0"), Some("m1"), None, Some("m3")]);
+    assert_eq!(plan.stale.len(), 1);
+    assert_eq!((plan.stale[0].name.as_str(), plan.stale[0].events), ("m2", 9));
+    assert_eq!(plan.missing_slots(), [2]);
+    assert_eq!(plan.events, 10);
+}
+
+#[test]
+fn spare_and_faulty_members_are_listed_apart() {
+    let roles = [0, 1, 2, 3, 0xffff, 0xfffe].map(DevRole::from_raw);
+    let sbs = superblocks(&new_array(Level::Raid6, 4, true), &roles);
+    let plan = plan_of(&sbs).unwrap();
+    assert_eq!(slot_names(&plan), [Some("m0"), Some("m1"), Some("m2"), Some("m3")]);
+    assert_eq!(plan.spares.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["m4"]);
+    assert_eq!(plan.faulty.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["m5"]);
+}
+
+#[test]
+fn raid6_runs_two_short_and_refuses_three() {
+    let sbs = healthy(Level::Raid6, 6);
+    let plan = plan_of(&sbs[2..]).unwrap();
+    assert_eq!(plan.missing_slots(), [0, 1]);
+    let mut sbs = healthy(Level::Raid6, 6);
+    for sb in &mut sbs[..3] {
+        sb.events = 7;
+        sb.seal();
+    }
+    let err = plan_of(&sbs).unwrap_err();
+    assert!(matches!(&err, AssembleError::TooManyMissing { missing_slots, .. }
+        if missing_slots == &[0, 1, 2]));
+    let text = err.to_string();
+    assert!(text.contains("m0 (stale: events 7)") && text.contains("m2"), "{text}");
+}
+
+#[test]
+fn too_many_missing_is_refused() {
+    let sbs = healthy(Level::Raid5, 4);
+    let err = plan_of(&sbs[..2]).unwrap_err();
+    assert!(matches!(&err, AssembleError::TooManyMissing { missing_slots, max_degraded: 1, .. }
+        if missing_slots == &[2, 3]));
+}
+
+#[test]
+fn member_of_another_array_is_refused() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[1].set_uuid = Uuid([0x5a; 16]);
+    sbs[1].seal();
+    let err = plan_of(&sbs).unwrap_err();
+    assert!(matches!(&err, AssembleError::ForeignMember { member, .. } if member == "m1"));
+    // A given UUID that the first member does not have names the first member.
+    let options = AssembleOptions { uuid: Some(Uuid([0x5a; 16])), force: false };
+    let err = plan(&candidates(&healthy(Level::Raid5, 4)), &options).unwrap_err();
+    assert!(matches!(&err, AssembleError::ForeignMember { member, .. } if member == "m0"));
+}
+
+#[test]
+fn member_too_small_is_refused() {
+    let mut cands = candidates(&healthy(Level::Raid5, 4));
+    cands[3].size_bytes = DEVICE_BYTES - 4096;
+    let err = plan(&cands, &AssembleOptions::default()).unwrap_err();
+    let expected = AssembleError::TooSmall {
+        member: "m3".into(),
+        size_bytes: DEVICE_BYTES - 4096,
+        needed_bytes: DEVICE_BYTES,
+    };
+    assert_eq!(err, expected);
+}
+
+#[test]
+fn corrupt_and_unreadable_superblocks_are_refused() {
+    let mut cands = candidates(&healthy(Level::Raid5, 4));
+    cands[1].superblock_area.as_mut().unwrap()[100] ^= 1;
+    let err = plan(&cands, &AssembleOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, AssembleError::Corrupt { member, source: SuperblockError::BadChecksum { .. } }
+        if member == "m1")
+    );
+    // Impossible field with a correct checksum: a chunk that is not a power of two.
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[2].chunk_sectors = 96;
+    sbs[2].seal();
+    let err = plan_of(&sbs).unwrap_err();
+    assert!(
+        matches!(&err, AssembleError::Corrupt { member, source: SuperblockError::BadChunkSize { .. } }
+        if member == "m2")
+    );
+    let mut cands = candidates(&healthy(Level::Raid5, 4));
+    cands[0].superblock_area = Err("Input/output error".into());
+    let err = plan(&cands, &AssembleOptions::default()).unwrap_err();
+    assert!(matches!(&err, AssembleError::Unreadable { member, .. } if member == "m0"));
+}
+
+#[test]
+fn superblock_not_at_v1_2_place_is_refused() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[3].super_offset_sectors = 0;
+    sbs[3].seal();
+    let err = plan_of(&sbs).unwrap_err();
+    assert!(matches!(&err, AssembleError::WrongSuperOffset { member, super_offset_sectors: 0 }
+        if member == "m3"));
+}
+
+#[test]
+fn two_members_claiming_one_slot_are_refused() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[3].dev_number = 1;
+    sbs[3].seal();
+    let err = plan_of(&sbs).unwrap_err();
+    let expected =
+        AssembleError::DuplicateRole { slot: 1, first: "m1".into(), second: "m3".into() };
+    assert_eq!(err, expected);
+}
+
+#[test]
+fn fresh_members_disagreeing_on_geometry_are_refused() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[2].layout = 0;
+    sbs[2].seal();
+    let err = plan_of(&sbs).unwrap_err();
+    assert!(matches!(&err, AssembleError::Inconsistent { member, field: "layout", .. }
+        if member == "m2"));
+}
+
+#[test]
+fn dirty_degraded_needs_force_and_dirty_whole_does_not() {
+    let roles: Vec<DevRole> = (0..4).map(DevRole::Active).collect();
+    let sbs = superblocks(&new_array(Level::Raid5, 4, false), &roles);
+    let whole = plan_of(&sbs).unwrap();
+    assert!(!whole.is_clean());
+    assert!(!whole.forced);
+    let err = plan_of(&sbs[1..]).unwrap_err();
+    assert!(
+        matches!(&err, AssembleError::DirtyDegraded { missing_slots, resync_offset_sectors: 0, .. }
+        if missing_slots == &[0])
+    );
+    assert!(err.to_string().contains("cannot start dirty degraded array"));
+    let options = AssembleOptions { uuid: None, force: true };
+    let forced = plan(&candidates(&sbs[1..]), &options).unwrap();
+    assert!(forced.forced);
+    assert_eq!(forced.missing_slots(), [0]);
+}
+
+#[test]
+fn recovering_member_holds_its_slot_but_counts_as_missing() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[1].feature_map |= feature::RECOVERY_OFFSET;
+    sbs[1].recovery_offset_sectors = 4096;
+    sbs[1].seal();
+    let plan = plan_of(&sbs).unwrap();
+    assert_eq!(plan.slots[1].as_ref().unwrap().recovery_offset_sectors, Some(4096));
+    assert_eq!(plan.missing_slots(), [1]);
+    let err = plan_of(&[sbs[0].clone(), sbs[1].clone(), sbs[2].clone()]).unwrap_err();
+    assert!(matches!(err, AssembleError::TooManyMissing { .. }));
+}
+
+#[test]
+fn unsupported_levels_and_features_are_refused() {
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[0].feature_map |= feature::JOURNAL;
+    sbs[0].seal();
+    let err = plan_of(&sbs).unwrap_err();
+    assert!(matches!(&err, AssembleError::Unsupported { member, .. } if member == "m0"));
+    let roles: Vec<DevRole> = (0..2).map(DevRole::Active).collect();
+    let mut raid1 = new_array(Level::Raid1, 2, true);
+    raid1.chunk_sectors = 0;
+    let err = plan_of(&superblocks(&raid1, &roles)).unwrap_err();
+    assert!(err.to_string().contains("level raid1"), "{err}");
+    assert_eq!(plan_of(&[]).unwrap_err(), AssembleError::NoMembers);
+}
