@@ -17,6 +17,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    Create(cmd::create::CreateArgs),
+    Assemble(cmd::assemble::AssembleArgs),
+    Examine(cmd::examine::ExamineArgs),
     Build(cmd::build::BuildArgs),
     Bench(cmd::bench::BenchArgs),
 }
@@ -24,6 +27,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Create(a) => cmd::create::run(&a),
+        Command::Assemble(a) => cmd::assemble::run(&a),
+        Command::Examine(a) => cmd::examine::run(&a),
         Command::Build(a) => cmd::build::run(&a),
         Command::Bench(a) => cmd::bench::run(&a),
     };

@@ -1,0 +1,227 @@
+//! `uraid create`: write md v1.2 superblocks (and an internal bitmap if asked) onto existing
+//! member files or devices, set the way `mdadm --create --metadata=1.2` sets them
+//! (`uraid_format::create`), so that mdadm and the Linux md driver accept the array.
+//!
+//! Everything is decided and every superblock built before the first byte is written: a
+//! refusal (wrong member count, a member too small, a member that already holds md metadata
+//! without --force) leaves every member untouched. Only the metadata area in front of the data
+//! is written; the data area is not touched, so the parity of a new array is not initialised:
+//! the array is marked as needing a full resync (resync_offset 0), as md does after create,
+//! unless --assume-clean says the members already agree (all zeros, for example).
+
+use crate::args::parse_size;
+use crate::cmd::md_meta::{SUPERBLOCK_AREA_BYTES, SUPERBLOCK_OFFSET_BYTES, device_size_bytes};
+use anyhow::{Context, bail, ensure};
+use clap::Args;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::time::{SystemTime, UNIX_EPOCH};
+use uraid_core::{Geometry, Layout, Level as CoreLevel};
+use uraid_format::create::{
+    NewArray, NewMember, build_bitmap, build_superblock, default_data_offset_sectors,
+};
+use uraid_format::{DevRole, Level, Superblock1, Uuid, WriteIntentBitmap};
+
+#[derive(Args)]
+#[command(
+    about = "Create an md v1.2 array: write superblocks onto existing members",
+    long_about = "Create an md v1.2 array (readable by mdadm and Linux md) by writing \
+superblocks, and an internal write-intent bitmap with --bitmap internal, onto existing member \
+files or devices given in role order. Members must exist: make image files first, e.g. with \
+truncate. The data area is not written, so the array is marked as needing a full resync \
+(md does one when it starts the array) unless --assume-clean says the members already agree \
+(for example all zeros). A member that already holds an md superblock is refused unless \
+--force. Sizes take mdadm's units: a bare number is KiB; K, M, G, T, s (sectors), b (bytes).",
+    after_help = "Example:\n  truncate -s 64M m0.img m1.img m2.img m3.img\n  uraid create \
+--level 5 --raid-devices 4 --chunk 64K --name demo --bitmap internal m0.img m1.img m2.img m3.img"
+)]
+pub struct CreateArgs {
+    /// RAID level: 4, 5 or 6.
+    #[arg(short, long)]
+    level: String,
+    /// Number of members; must match the members given.
+    #[arg(short = 'n', long)]
+    raid_devices: usize,
+    /// md layout name (default: left-symmetric for 5 and 6; RAID4 keeps parity last).
+    #[arg(short = 'p', long)]
+    layout: Option<String>,
+    /// Chunk size.
+    #[arg(short, long, default_value = "512K")]
+    chunk: String,
+    /// Array name stored in the superblock (at most 31 bytes).
+    #[arg(short = 'N', long, default_value = "uraid")]
+    name: String,
+    /// Write-intent bitmap: internal or none.
+    #[arg(short, long, default_value = "none", value_parser = ["internal", "none"])]
+    bitmap: String,
+    /// The members already agree (parity matches data): mark the array clean, skip the resync.
+    #[arg(long)]
+    assume_clean: bool,
+    /// Array UUID in mdadm's form (default: random).
+    #[arg(long)]
+    uuid: Option<String>,
+    /// Where data starts on each member (default: mdadm's, 1 MiB-aligned).
+    #[arg(long)]
+    data_offset: Option<String>,
+    /// Data bytes used on each member (default: the smallest member's data area).
+    #[arg(short = 'z', long)]
+    size: Option<String>,
+    /// Overwrite members that already hold an md superblock.
+    #[arg(short, long)]
+    force: bool,
+    /// Member files or devices in role order.
+    #[arg(required = true)]
+    members: Vec<String>,
+}
+
+pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
+    let level = CoreLevel::parse(&args.level)?;
+    ensure!(level != CoreLevel::Raid0, "uraid create makes RAID 4, 5 or 6 arrays");
+    let layout = args.layout.as_deref().map_or(Ok(level.default_layout()), Layout::parse)?;
+    ensure!(
+        args.members.len() == args.raid_devices,
+        "--raid-devices {} but {} members given",
+        args.raid_devices,
+        args.members.len()
+    );
+    let chunk_bytes = parse_size(&args.chunk)?;
+    Geometry::new(level, layout, args.raid_devices, chunk_bytes)?;
+    let files = open_members(&args.members, args.force)?;
+    let sizes: Vec<u64> = files.iter().map(|(_, size)| size / 512).collect();
+    let array = new_array(args, level, layout, chunk_bytes, &sizes)?;
+    let roles: Vec<DevRole> = (0..args.raid_devices as u16).map(DevRole::Active).collect();
+    let mut superblocks = Vec::new();
+    for (index, device_sectors) in sizes.iter().enumerate() {
+        let member = NewMember {
+            dev_number: index as u32,
+            device_uuid: random_uuid()?,
+            device_sectors: *device_sectors,
+            dev_roles: &roles,
+        };
+        let superblock = build_superblock(&array, &member)
+            .with_context(|| format!("member {} ({})", index, args.members[index]))?;
+        superblocks.push(superblock);
+    }
+    for (index, ((file, _), superblock)) in files.iter().zip(&superblocks).enumerate() {
+        write_metadata(file, superblock, &array)
+            .with_context(|| format!("writing metadata to {}", args.members[index]))?;
+    }
+    let state = if array.clean { "clean (--assume-clean)" } else { "needs a full resync" };
+    eprintln!(
+        "uraid create: {} {} {}, {} members, chunk {}K, component {} sectors, data offset {} \
+         sectors, uuid {}, bitmap {}, {state}",
+        array.level,
+        layout.name(),
+        array.name,
+        array.raid_disks,
+        chunk_bytes / 1024,
+        array.size_sectors,
+        array.data_offset_sectors,
+        array.set_uuid,
+        args.bitmap,
+    );
+    Ok(())
+}
+
+/// Opens every member for writing and measures it; refuses members holding md metadata.
+fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)>> {
+    let mut files = Vec::new();
+    for path in paths {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot open member {path} (members must exist)"))?;
+        let size = device_size_bytes(&file).with_context(|| format!("size of {path}"))?;
+        let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
+        let has_md = file.read_exact_at(&mut area, SUPERBLOCK_OFFSET_BYTES).is_ok()
+            && Superblock1::decode(&area).is_ok();
+        if has_md && !force {
+            bail!("{path} already holds an md superblock; use --force to overwrite it");
+        }
+        files.push((file, size));
+    }
+    Ok(files)
+}
+
+fn new_array<'a>(
+    args: &'a CreateArgs,
+    level: CoreLevel,
+    layout: Layout,
+    chunk_bytes: u64,
+    sizes: &[u64],
+) -> anyhow::Result<NewArray<'a>> {
+    let chunk_sectors = chunk_bytes / 512;
+    let smallest = sizes.iter().copied().min().expect("members were given");
+    let data_offset_sectors = match &args.data_offset {
+        Some(text) => parse_size(text)?.div_ceil(512),
+        None => default_data_offset_sectors(smallest, chunk_sectors as u32),
+    };
+    let available = smallest.saturating_sub(data_offset_sectors);
+    let wanted = args.size.as_deref().map(parse_size).transpose()?.map(|b| b / 512);
+    if let Some(wanted) = wanted {
+        ensure!(wanted <= available, "--size {wanted} sectors exceeds the {available} available");
+    }
+    let size_sectors = wanted.unwrap_or(available) / chunk_sectors * chunk_sectors;
+    ensure!(
+        size_sectors > 0,
+        "the smallest member has {smallest} sectors: no whole chunk fits after data offset \
+         {data_offset_sectors}"
+    );
+    let set_uuid = match &args.uuid {
+        Some(text) => text.parse::<Uuid>()?,
+        None => random_uuid()?,
+    };
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Ok(NewArray {
+        set_uuid,
+        name: &args.name,
+        level: Level::from_md(i32::from(level.number())).expect("4, 5 and 6 are md levels"),
+        // md ignores the field for RAID4 and mdadm stores 0 there (the r4 fixture).
+        layout: if level == CoreLevel::Raid4 { 0 } else { layout.md_number() },
+        chunk_sectors: chunk_sectors as u32,
+        raid_disks: args.raid_devices as u32,
+        size_sectors,
+        data_offset_sectors,
+        ctime_seconds: now,
+        utime_seconds: now,
+        events: 1,
+        clean: args.assume_clean,
+        internal_bitmap: args.bitmap == "internal",
+    })
+}
+
+/// Writes the 4 KiB superblock area (zero-padded, as md keeps it) and the bitmap, then syncs.
+fn write_metadata(
+    file: &File,
+    superblock: &Superblock1,
+    array: &NewArray<'_>,
+) -> anyhow::Result<()> {
+    let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
+    superblock.encode_into(&mut area);
+    file.write_all_at(&area, SUPERBLOCK_OFFSET_BYTES)?;
+    if array.internal_bitmap {
+        let bitmap = build_bitmap(array);
+        let bits = if array.clean {
+            WriteIntentBitmap::new_clean(&bitmap)
+        } else {
+            WriteIntentBitmap::new_all_dirty(&bitmap)
+        };
+        let offset_sectors = u64::try_from(superblock.bitmap_offset_sectors)?;
+        let at = SUPERBLOCK_OFFSET_BYTES + offset_sectors * 512;
+        let mut bytes = bitmap.encode().to_vec();
+        bytes.extend_from_slice(bits.encode());
+        file.write_all_at(&bytes, at)?;
+    }
+    file.sync_all()?;
+    Ok(())
+}
+
+fn random_uuid() -> anyhow::Result<Uuid> {
+    let mut bytes = [0u8; 16];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for a UUID")?;
+    Ok(Uuid(bytes))
+}
