@@ -53,7 +53,6 @@ fn raid6_64k_update_moves_old_data_p_and_q_only() {
 /// (md 6.12: ~21 read I/Os at iodepth 16). Stripe heads are 4 KiB, so this needs the driver to
 /// merge contiguous member I/Os.
 #[test]
-#[ignore = "needs uraid-io's Driver to merge contiguous member I/Os (in progress): 48 + 48 4 KiB I/Os today"]
 fn raid6_64k_update_is_three_whole_reads_and_writes_at_iodepth_1_and_16() {
     for members in 6..=10 {
         for iodepth in [1, 16] {

@@ -1,8 +1,20 @@
 //! The driver loop: runs a sans-IO `Array` against its members on one thread.
 //!
-//! Each turn pulls every member I/O the engine has ready, submits them all, hands each member's
-//! batch to the device at once (`flush_submissions`), then reaps what has finished and reports it
-//! with `complete_io`. It blocks only when nothing has finished and nothing new can be submitted.
+//! Each turn pulls every member I/O the engine has ready, merges them, submits them all, hands
+//! each member's batch to the device at once (`flush_submissions`), then reaps what has finished
+//! and reports it with `complete_io`. It blocks only when nothing has finished and nothing new can
+//! be submitted.
+//!
+//! Merging: stripe heads are 4 KiB, so a 64 KiB read-modify-write asks for 16 contiguous 4 KiB
+//! reads of old data, P and Q each. The driver sorts a turn's I/Os by member, then by kind and
+//! offset, and submits each run that is exactly contiguous on its member, of the same kind (Read,
+//! or Write with the same fua) and within `MergeLimits`, as ONE vectored member I/O: 3 + 3 member
+//! I/Os of 64 KiB instead of 48 + 48. Flush and Discard are never merged, and a Flush stays after
+//! every I/O the engine issued to its member before it in the turn (sorting happens only between
+//! flushes). Each member I/O carries the engine I/Os it merged; each is reported on completion.
+//! A merged I/O that fails is resubmitted as its parts, one member I/O each, and each part is
+//! reported with its own result: the engine's read-error correction then sees exactly which
+//! block failed and rewrites only that one.
 //!
 //! Buffer contract (what makes `Member::submit` sound here): a member I/O's buffer is memory the
 //! engine owns, lent through `Array::io_buf` / `io_buf_mut`: a user request's `Vec<u8>` or a stripe
@@ -12,10 +24,17 @@
 //! or resized away while it has I/O in flight). Moving or growing the containers (`Vec<Request>`,
 //! the head pool) moves the `Vec`/`Box` headers, never their heap buffers. So the driver takes the
 //! pointer right after `next_io` and must report every I/O exactly once, which it does by reaping
-//! until nothing is in flight before returning, on an error path too (`drain`).
+//! until nothing is in flight before returning, on an error path too (`drain`). Merging keeps
+//! this true: a merged I/O's segments are exactly the lent ranges of the engine I/Os it carries
+//! (one segment each, never widened), each is reported only after the member I/O that carries it
+//! (or, after a failure, its own resubmission) has been reaped, and a Read's ranges never
+//! overlap (the engine lends each range to one I/O at a time).
 
 use crate::counters::CountersSnapshot;
-use crate::member::{BufPtr, IoCompletion, IoOp, IoRequest, Member};
+use crate::member::{
+    BufPtr, INLINE_SEGMENTS, IoCompletion, IoOp, IoRequest, MAX_SEGMENTS, Member, Segment, Segments,
+};
+use smallvec::SmallVec;
 use std::io;
 use thiserror::Error;
 use uraid_core::SECTOR_BYTES;
@@ -35,13 +54,87 @@ pub enum DriverError {
     Stalled,
 }
 
+/// How large a merged member I/O may grow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeLimits {
+    /// A run stops before it would exceed this many bytes (a single larger engine I/O is
+    /// submitted alone, as it is).
+    pub max_bytes: usize,
+    /// At most this many engine I/Os (segments) in one member I/O; 1 turns merging off.
+    pub max_segments: usize,
+}
+
+impl MergeLimits {
+    /// Every engine I/O is a member I/O of its own.
+    pub const OFF: MergeLimits = MergeLimits { max_bytes: usize::MAX, max_segments: 1 };
+}
+
+impl Default for MergeLimits {
+    /// 1 MiB: a device's typical max_sectors_kb, and as many 4 KiB stripe head blocks as
+    /// `MAX_SEGMENTS`.
+    fn default() -> MergeLimits {
+        MergeLimits { max_bytes: 1 << 20, max_segments: MAX_SEGMENTS }
+    }
+}
+
+/// One engine I/O as the driver holds it from `next_io` until it is reported.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    tag: IoTag,
+    member: usize,
+    op: IoOp,
+    offset_bytes: u64,
+    len_bytes: usize,
+    /// Null for Flush and Discard.
+    buf: BufPtr,
+    /// Flushes to this member earlier in the turn: no I/O is sorted across a Flush.
+    epoch: u32,
+}
+
+impl Part {
+    fn end_bytes(&self) -> u64 {
+        self.offset_bytes + self.len_bytes as u64
+    }
+
+    /// Sort order within a member and epoch: mergeable kinds together, each by offset; a Flush
+    /// last, after every I/O issued before it.
+    fn rank(&self) -> u8 {
+        match self.op {
+            IoOp::Read => 0,
+            IoOp::Write { fua: false } => 1,
+            IoOp::Write { fua: true } => 2,
+            IoOp::Discard => 3,
+            IoOp::Flush => 4,
+        }
+    }
+
+    /// Whether `next` (sorted after this run's last part `self`) extends the run.
+    fn continued_by(&self, next: &Part) -> bool {
+        matches!(self.op, IoOp::Read | IoOp::Write { .. })
+            && (next.member, next.epoch, next.op) == (self.member, self.epoch, self.op)
+            && next.offset_bytes == self.end_bytes()
+    }
+}
+
+/// The engine I/Os one member I/O carries (one unless merged), in device order.
+type Parts = SmallVec<[Part; INLINE_SEGMENTS]>;
+
 pub struct Driver<M: Member + ?Sized = dyn Member> {
     members: Vec<Box<M>>,
     /// Where each member's data area starts (md's data_offset), the same on every member.
     data_offset_bytes: u64,
+    limits: MergeLimits,
     /// Members with submissions not yet handed to the device.
     unflushed: Vec<bool>,
+    /// Engine I/Os submitted and not yet reported.
     in_flight: usize,
+    /// Member I/Os in flight, indexed by their member tag.
+    flights: Vec<Option<Parts>>,
+    free_flights: Vec<usize>,
+    /// This turn's engine I/Os, kept to reuse the allocation.
+    ready: Vec<Part>,
+    /// Per member: flushes seen this turn.
+    epochs: Vec<u32>,
     reaped: Vec<IoCompletion>,
 }
 
@@ -49,8 +142,38 @@ impl<M: Member + ?Sized> Driver<M> {
     #[must_use]
     pub fn new(members: Vec<Box<M>>) -> Driver<M> {
         assert!(!members.is_empty(), "an array has members");
-        let unflushed = vec![false; members.len()];
-        Driver { members, data_offset_bytes: 0, unflushed, in_flight: 0, reaped: Vec::new() }
+        let count = members.len();
+        Driver {
+            members,
+            data_offset_bytes: 0,
+            limits: MergeLimits::default(),
+            unflushed: vec![false; count],
+            in_flight: 0,
+            flights: Vec::new(),
+            free_flights: Vec::new(),
+            ready: Vec::new(),
+            epochs: vec![0; count],
+            reaped: Vec::new(),
+        }
+    }
+
+    /// Sets how far contiguous member I/Os merge (see the module docs).
+    #[must_use]
+    pub fn with_merge_limits(mut self, limits: MergeLimits) -> Driver<M> {
+        self.set_merge_limits(limits);
+        self
+    }
+
+    /// As `with_merge_limits`, between runs.
+    pub fn set_merge_limits(&mut self, limits: MergeLimits) {
+        let segments = limits.max_segments;
+        assert!((1..=MAX_SEGMENTS).contains(&segments), "{segments} segments per I/O");
+        self.limits = limits;
+    }
+
+    #[must_use]
+    pub fn merge_limits(&self) -> MergeLimits {
+        self.limits
     }
 
     /// Sets md's data_offset: engine sector 0 is this byte offset on every member.
@@ -132,23 +255,39 @@ impl<M: Member + ?Sized> Driver<M> {
         Ok(())
     }
 
-    /// Member I/Os submitted and not yet reported to the engine.
+    /// Engine I/Os submitted and not yet reported to the engine (a merged member I/O counts
+    /// once for each engine I/O it carries).
     #[must_use]
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
 
-    /// Submits every I/O the engine has ready; returns how many.
+    /// Submits every I/O the engine has ready, merged where contiguous (see the module docs);
+    /// returns how many engine I/Os.
     pub fn submit_ready(&mut self, array: &mut Array) -> usize {
-        let mut count = 0;
+        let mut ready = std::mem::take(&mut self.ready);
+        self.epochs.fill(0);
         while let Some(io) = array.next_io() {
-            self.submit(array, &io);
-            count += 1;
+            let part = self.part(array, &io);
+            ready.push(part);
         }
+        // Stable: equal keys (two flushes) keep the engine's order.
+        ready.sort_by_key(|p| (p.member, p.epoch, p.rank(), p.offset_bytes));
+        let mut rest = &ready[..];
+        while !rest.is_empty() {
+            let n = self.run_len(rest);
+            self.submit_parts(rest[..n].iter().copied().collect());
+            rest = &rest[n..];
+        }
+        let count = ready.len();
+        self.in_flight += count;
+        ready.clear();
+        self.ready = ready;
         count
     }
 
-    fn submit(&mut self, array: &mut Array, io: &MemberIo) {
+    /// Takes `io`'s buffer pointer, right after `next_io` (the buffer contract).
+    fn part(&mut self, array: &mut Array, io: &MemberIo) -> Part {
         let member = io.member.get();
         assert!(member < self.members.len(), "I/O for member {member} of {}", self.members.len());
         let (op, buf) = match io.op {
@@ -159,13 +298,59 @@ impl<M: Member + ?Sized> Driver<M> {
         };
         let offset_bytes =
             if io.op == MemberOp::Flush { 0 } else { self.data_offset_bytes + io.sector.bytes() };
-        let req = IoRequest { tag: io.tag.0, op, offset_bytes, len_bytes: io.bytes(), buf };
-        // SAFETY: the buffer is the engine's, lent for this I/O: it stays allocated, unmoved and
-        // untouched until `complete_io(io.tag)`, which `reap` calls only after the member has
-        // returned this I/O's completion (the contract in this module's docs).
+        let epoch = self.epochs[member];
+        if op == IoOp::Flush {
+            self.epochs[member] += 1;
+        }
+        Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch }
+    }
+
+    /// How many of `sorted`'s first parts make one member I/O: a run exactly contiguous on
+    /// one member, of one mergeable kind, within the limits.
+    fn run_len(&self, sorted: &[Part]) -> usize {
+        let mut bytes = sorted[0].len_bytes;
+        let mut n = 1;
+        while let Some(next) = sorted.get(n) {
+            let fits =
+                n < self.limits.max_segments && bytes + next.len_bytes <= self.limits.max_bytes;
+            if !fits || !sorted[n - 1].continued_by(next) {
+                break;
+            }
+            bytes += next.len_bytes;
+            n += 1;
+        }
+        n
+    }
+
+    /// Submits one member I/O carrying `parts` (contiguous, one kind); it has no engine I/O of
+    /// its own to count.
+    fn submit_parts(&mut self, parts: Parts) {
+        let first = parts[0];
+        let tag = self.free_flights.pop().unwrap_or(self.flights.len());
+        let req = match first.op {
+            IoOp::Read | IoOp::Write { .. } => {
+                let segs: Segments =
+                    parts.iter().map(|p| Segment { buf: p.buf, len_bytes: p.len_bytes }).collect();
+                IoRequest::vectored(tag as u64, first.op, first.offset_bytes, segs)
+            }
+            IoOp::Flush => IoRequest::flush(tag as u64),
+            IoOp::Discard => IoRequest::discard(tag as u64, first.offset_bytes, first.len_bytes),
+        };
+        assert!(parts.len() == 1 || req.has_data(), "only reads and writes merge");
+        assert_eq!(req.end_bytes(), parts[parts.len() - 1].end_bytes(), "the parts are contiguous");
+        if tag == self.flights.len() {
+            self.flights.push(None);
+        }
+        assert!(self.flights[tag].is_none(), "member tag {tag} is free");
+        let member = first.member;
+        self.flights[tag] = Some(parts);
+        // SAFETY: every segment is an engine buffer lent for its part's I/O: it stays allocated,
+        // unmoved and untouched until `complete_io(part.tag)`, which `reap_member` calls only
+        // after the member has returned this I/O's completion (or that of the part's own
+        // resubmission); the parts' ranges are distinct lent ranges, so a Read's segments do not
+        // overlap (the contract in this module's docs).
         unsafe { self.members[member].submit(req) };
         self.unflushed[member] = true;
-        self.in_flight += 1;
     }
 
     fn flush_submissions(&mut self) -> Result<(), DriverError> {
@@ -184,14 +369,15 @@ impl<M: Member + ?Sized> Driver<M> {
         let mut reaped = std::mem::take(&mut self.reaped);
         reaped.clear();
         for m in 0..self.members.len() {
-            self.reap_member(m, &mut reaped, false, array)?;
+            self.reap_member(m, &mut reaped, false, true, array)?;
         }
         if wait && self.in_flight > 0 && reaped.is_empty() {
             let m = self.member_to_wait_on();
-            self.reap_member(m, &mut reaped, true, array)?;
+            self.reap_member(m, &mut reaped, true, true, array)?;
         }
         self.reaped = reaped;
-        Ok(())
+        // The parts of failed merged I/Os, resubmitted one by one.
+        self.flush_submissions()
     }
 
     /// The member with I/O in flight whose next completion is due first: on modelled clocks,
@@ -203,11 +389,14 @@ impl<M: Member + ?Sized> Driver<M> {
         m.expect("a member holds the I/O in flight")
     }
 
+    /// Reaps member `m` and reports its engine I/Os; with `split`, a failed merged I/O is
+    /// resubmitted as its parts instead (left for the caller to flush).
     fn reap_member(
         &mut self,
         m: usize,
         reaped: &mut Vec<IoCompletion>,
         wait: bool,
+        split: bool,
         array: &mut Array,
     ) -> Result<(), DriverError> {
         if self.members[m].in_flight() == 0 {
@@ -217,21 +406,35 @@ impl<M: Member + ?Sized> Driver<M> {
         let r = self.members[m].reap(reaped, wait);
         r.map_err(|source| self.member_error(m, source))?;
         for c in &reaped[start..] {
-            assert!(self.in_flight > 0, "a completion of member {m} with nothing in flight");
-            self.in_flight -= 1;
-            array.complete_io(IoTag(c.tag), c.result.is_ok());
+            let tag = usize::try_from(c.tag).expect("a member tag is a flight index");
+            let parts = self.flights.get_mut(tag).and_then(Option::take);
+            let parts = parts.expect("a completion of a member I/O in flight");
+            self.free_flights.push(tag);
+            assert!(parts.iter().all(|p| p.member == m), "member {m} completes its own I/O");
+            if c.result.is_err() && parts.len() > 1 && split {
+                for &part in &parts {
+                    self.submit_parts(std::iter::once(part).collect());
+                }
+                continue;
+            }
+            for part in parts {
+                assert!(self.in_flight > 0, "a completion of member {m} with nothing in flight");
+                self.in_flight -= 1;
+                array.complete_io(part.tag, c.result.is_ok());
+            }
         }
         Ok(())
     }
 
     /// After an error: waits for every I/O still in flight and reports it, so that no device
     /// writes into engine memory after this returns. A member whose reap keeps failing is given
-    /// up on (its I/O is then reported failed to the engine only if it completes later).
+    /// up on (its I/O is then reported failed to the engine only if it completes later). A failed
+    /// merged I/O is not split here: each of its parts is reported failed.
     fn drain(&mut self, array: &mut Array) {
         let mut reaped = Vec::new();
         for m in 0..self.members.len() {
             while self.members[m].in_flight() > 0 {
-                if self.reap_member(m, &mut reaped, true, array).is_err() {
+                if self.reap_member(m, &mut reaped, true, false, array).is_err() {
                     break;
                 }
             }

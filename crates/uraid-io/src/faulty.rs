@@ -103,7 +103,8 @@ impl<M: Member + MediaAccess> Faulty<M> {
         Ok(report)
     }
 
-    /// Why `req` fails, if it does.
+    /// Why `req` fails, if it does: a range fault fails every I/O that overlaps it, a vectored
+    /// one as a whole.
     fn fault(&self, req: &IoRequest) -> Option<&'static str> {
         let overlaps = |faults: &[Range<u64>]| {
             faults.iter().any(|f| f.start < req.end_bytes() && req.offset_bytes < f.end)
@@ -151,8 +152,10 @@ impl<M: Member + MediaAccess> Member for Faulty<M> {
                     inner.read_media(offset, &mut old).expect("the medium reads");
                     old
                 };
-                // SAFETY: `req` is being submitted under the `Member::submit` contract.
-                let data = unsafe { req.data() };
+                // SAFETY: `req` is being submitted under the `Member::submit` contract. The
+                // cache keeps the segments as one run, so a power cut tears a vectored write
+                // at a sector boundary of the whole I/O, across segments.
+                let data = unsafe { req.gather() };
                 self.cache.write_submitted(req.tag, req.offset_bytes, data, fua, current);
             }
             IoOp::Flush => self.cache.flush_submitted(req.tag),

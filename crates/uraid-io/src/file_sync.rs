@@ -1,6 +1,6 @@
 //! The thread-free synchronous fallback for file members where io_uring is unavailable: queued
-//! I/Os are performed with pread/pwrite/fdatasync/fallocate when the batch is flushed, and their
-//! completions wait to be reaped. Results use io_uring's convention (bytes, or -errno) so that
+//! I/Os are performed with pread/pwrite (one per segment), fdatasync or fallocate when the batch
+//! is flushed, and their completions wait to be reaped. Results use io_uring's convention (bytes, or -errno) so that
 //! both paths finish I/Os through the same code.
 
 use std::fs::File;
@@ -8,11 +8,12 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
-/// One I/O as the file paths see it, after bounce-buffer routing.
+/// One I/O as the file paths see it, after bounce-buffer routing: a Read or Write names its
+/// memory as an iovec array (one entry for a bounce buffer or a plain I/O).
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum FileOp {
-    Read { ptr: *mut u8, len: usize, offset: u64 },
-    Write { ptr: *const u8, len: usize, offset: u64, fua: bool },
+pub(crate) enum FileOp<'a> {
+    Read { iov: &'a [libc::iovec], offset: u64 },
+    Write { iov: &'a [libc::iovec], offset: u64, fua: bool },
     Flush,
     Discard { len: usize, offset: u64 },
 }
@@ -20,30 +21,46 @@ pub(crate) enum FileOp {
 /// Mode for discard: punch a hole and keep the size (on a block device: discard or zero out).
 pub(crate) const DISCARD_MODE: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
 
-/// Performs `op` on `file` now.
+/// The bytes an iovec array covers.
+pub(crate) fn iov_len(iov: &[libc::iovec]) -> usize {
+    iov.iter().map(|v| v.iov_len).sum()
+}
+
+/// Performs `op` on `file` now; a vectored I/O as one positioned transfer per segment (the
+/// segments are contiguous on the file, so this is the same as preadv/pwritev, without their
+/// short-transfer bookkeeping).
 ///
 /// # Safety
-/// `ptr` must be valid for `len` bytes (for reads, writable and not otherwise accessed) for the
-/// duration of the call.
-pub(crate) unsafe fn perform(file: &File, op: FileOp) -> i32 {
+/// Every iovec must point at `iov_len` valid bytes (for reads, writable and not otherwise
+/// accessed) for the duration of the call.
+pub(crate) unsafe fn perform(file: &File, op: FileOp<'_>) -> i32 {
     let result = match op {
-        FileOp::Read { ptr, len, offset } => {
-            // SAFETY: the caller guarantees ptr is valid, exclusive and writable for len bytes.
-            let buf = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
-            read_full(file, buf, offset)
+        FileOp::Read { iov, offset } => {
+            let mut at = offset;
+            iov.iter().try_for_each(|v| {
+                // SAFETY: the caller guarantees each segment is valid, exclusive and writable.
+                let buf = unsafe { std::slice::from_raw_parts_mut(v.iov_base.cast(), v.iov_len) };
+                at += v.iov_len as u64;
+                read_full(file, buf, at - v.iov_len as u64)
+            })
         }
-        FileOp::Write { ptr, len, offset, fua } => {
-            // SAFETY: the caller guarantees ptr is valid for len bytes.
-            let buf = unsafe { std::slice::from_raw_parts(ptr, len) };
-            file.write_all_at(buf, offset)
+        FileOp::Write { iov, offset, fua } => {
+            let mut at = offset;
+            iov.iter()
+                .try_for_each(|v| {
+                    // SAFETY: the caller guarantees each segment is valid for iov_len bytes.
+                    let buf = unsafe { std::slice::from_raw_parts(v.iov_base.cast(), v.iov_len) };
+                    at += v.iov_len as u64;
+                    file.write_all_at(buf, at - v.iov_len as u64)
+                })
                 .and_then(|()| if fua { file.sync_data() } else { Ok(()) })
         }
         FileOp::Flush => file.sync_data(),
         FileOp::Discard { len, offset } => discard(file, offset, len),
     };
     match (result, op) {
-        (Ok(()), FileOp::Read { len, .. } | FileOp::Write { len, .. }) => {
-            i32::try_from(len).expect("an I/O is under 2 GiB, as io_uring's result is")
+        (Ok(()), FileOp::Read { iov, .. } | FileOp::Write { iov, .. }) => {
+            i32::try_from(iov_len(iov)).expect("an I/O is under 2 GiB, as io_uring's result is")
         }
         (Ok(()), _) => 0,
         (Err(e), _) => -e.raw_os_error().unwrap_or(libc::EIO),

@@ -2,11 +2,13 @@
 //! sans-IO engine (`uraid_core::array::Array`) against them.
 //!
 //! - `member`: the interface (many I/Os in flight, completions reaped later) and its one unsafe
-//!   contract: a submitted buffer stays valid until its completion is reaped.
+//!   contract: a submitted buffer (each segment of an I/O vector) stays valid until its
+//!   completion is reaped.
 //! - Backends: `MemoryMember`; `FileMember` (io_uring, O_DIRECT, aligned bounce buffers).
 //! - Wrappers: `Throttled` (a disk's bandwidth, IOPS, latency and seeks on an injectable clock)
 //!   and `Faulty` (failing ranges, fail after N, failed member, power cut).
-//! - `Driver`: one thread, batched submission, no thread per I/O.
+//! - `Driver`: one thread, batched submission, no thread per I/O; contiguous member I/Os merged
+//!   into one vectored I/O.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
 
 pub mod buffer_pool;
@@ -26,10 +28,10 @@ pub mod throttled;
 pub use buffer_pool::{AlignedBuf, BufferPool};
 pub use clock::{Clock, ManualClock, RealClock};
 pub use counters::{CountersSnapshot, MemberCounters};
-pub use driver::{Driver, DriverError};
+pub use driver::{Driver, DriverError, MergeLimits};
 pub use faulty::Faulty;
 pub use member::{
-    BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo,
+    BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo, Segment,
 };
 pub use member_file::{FileMember, FileOptions};
 pub use member_memory::MemoryMember;

@@ -1,12 +1,13 @@
 //! The member-device interface: many I/Os in flight, completions reaped later (io_uring's
 //! shape), so that one driver thread keeps every member busy without a thread per I/O.
 //!
-//! The one unsafe contract of this crate lives here: `Member::submit` takes a raw buffer
-//! pointer that must stay valid, unmoved and untouched by anyone else until the I/O's
-//! completion has been reaped. Backends rely on it and nothing else; the driver upholds it for
-//! buffers lent by the engine (see `driver.rs`).
+//! The one unsafe contract of this crate lives here: `Member::submit` takes raw buffer
+//! pointers (an I/O vector of one or more segments) that must stay valid, unmoved and untouched
+//! by anyone else until the I/O's completion has been reaped. Backends rely on it and nothing
+//! else; the driver upholds it for buffers lent by the engine (see `driver.rs`).
 
 use crate::counters::MemberCounters;
+use smallvec::SmallVec;
 use std::io;
 use std::sync::Arc;
 use thiserror::Error;
@@ -60,39 +61,71 @@ impl BufPtr {
     }
 }
 
-/// One I/O as a member receives it: byte offsets on the member device itself.
+/// One piece of an I/O's memory: `len_bytes` bytes at `buf`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub buf: BufPtr,
+    pub len_bytes: usize,
+}
+
+/// Segments held inline by an `IoRequest`: 16 covers a 64 KiB I/O merged from 4 KiB stripe head
+/// blocks (the common merge) without a heap allocation; longer vectors spill to the heap.
+pub const INLINE_SEGMENTS: usize = 16;
+
+/// The most segments an I/O may carry: well under Linux's IOV_MAX (1024), and the driver's
+/// merge cap.
+pub const MAX_SEGMENTS: usize = 256;
+
+pub type Segments = SmallVec<[Segment; INLINE_SEGMENTS]>;
+
+/// One I/O as a member receives it: byte offsets on the member device itself.
+///
+/// A Read or Write carries an I/O vector: `segs` in order fill (or send) the contiguous device
+/// range `offset_bytes..end_bytes()`, and `len_bytes` is the sum of their lengths. Flush and
+/// Discard carry no segments.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IoRequest {
     /// Returned with the completion; the submitter's to choose.
     pub tag: u64,
     pub op: IoOp,
     pub offset_bytes: u64,
+    /// The device range's length: the sum of the segments' for Read and Write.
     pub len_bytes: usize,
-    /// Memory read into or written from; null for Flush and Discard.
-    pub buf: BufPtr,
+    /// Memory read into or written from, in device order; empty for Flush and Discard.
+    pub segs: Segments,
 }
 
 impl IoRequest {
     #[must_use]
     pub fn read(tag: u64, offset_bytes: u64, buf: &mut [u8]) -> IoRequest {
-        let (len_bytes, buf) = (buf.len(), BufPtr::from_mut(buf));
-        IoRequest { tag, op: IoOp::Read, offset_bytes, len_bytes, buf }
+        let seg = Segment { buf: BufPtr::from_mut(buf), len_bytes: buf.len() };
+        IoRequest::vectored(tag, IoOp::Read, offset_bytes, std::iter::once(seg).collect())
     }
 
     #[must_use]
     pub fn write(tag: u64, offset_bytes: u64, buf: &[u8], fua: bool) -> IoRequest {
-        let (len_bytes, buf) = (buf.len(), BufPtr::from_ref(buf));
-        IoRequest { tag, op: IoOp::Write { fua }, offset_bytes, len_bytes, buf }
+        let seg = Segment { buf: BufPtr::from_ref(buf), len_bytes: buf.len() };
+        let op = IoOp::Write { fua };
+        IoRequest::vectored(tag, op, offset_bytes, std::iter::once(seg).collect())
+    }
+
+    /// A Read or Write of several segments (for a Write, built with `BufPtr::from_ref`).
+    #[must_use]
+    pub fn vectored(tag: u64, op: IoOp, offset_bytes: u64, segs: Segments) -> IoRequest {
+        assert!(matches!(op, IoOp::Read | IoOp::Write { .. }), "{op:?} carries no data");
+        assert!(!segs.is_empty() && segs.len() <= MAX_SEGMENTS, "{} segments", segs.len());
+        let len_bytes = segs.iter().map(|s| s.len_bytes).sum();
+        IoRequest { tag, op, offset_bytes, len_bytes, segs }
     }
 
     #[must_use]
     pub fn flush(tag: u64) -> IoRequest {
-        IoRequest { tag, op: IoOp::Flush, offset_bytes: 0, len_bytes: 0, buf: BufPtr::null() }
+        IoRequest { tag, op: IoOp::Flush, offset_bytes: 0, len_bytes: 0, segs: Segments::new() }
     }
 
     #[must_use]
     pub fn discard(tag: u64, offset_bytes: u64, len_bytes: usize) -> IoRequest {
-        IoRequest { tag, op: IoOp::Discard, offset_bytes, len_bytes, buf: BufPtr::null() }
+        IoRequest { tag, op: IoOp::Discard, offset_bytes, len_bytes, segs: Segments::new() }
     }
 
     #[must_use]
@@ -100,28 +133,72 @@ impl IoRequest {
         self.offset_bytes + self.len_bytes as u64
     }
 
-    /// The buffer as a slice.
+    /// Whether the request moves data (Read or Write), and so has segments.
+    #[must_use]
+    pub fn has_data(&self) -> bool {
+        matches!(self.op, IoOp::Read | IoOp::Write { .. })
+    }
+
+    /// Each segment's memory as a slice, in device order.
     ///
     /// # Safety
     /// The request must have been passed to `Member::submit` and not yet reaped, so that its
-    /// contract holds: `buf` points at `len_bytes` valid bytes nobody else accesses.
-    #[must_use]
-    pub unsafe fn data<'a>(&self) -> &'a [u8] {
-        assert!(!self.buf.0.is_null(), "a data buffer for {:?}", self.op);
-        // SAFETY: the caller guarantees the submit contract for this request.
-        unsafe { std::slice::from_raw_parts(self.buf.0, self.len_bytes) }
+    /// contract holds: every segment points at its `len_bytes` valid bytes nobody else accesses.
+    pub unsafe fn data<'a>(&self) -> impl Iterator<Item = &'a [u8]> + use<'a, '_> {
+        self.assert_data();
+        self.segs.iter().map(|s| {
+            // SAFETY: the caller guarantees the submit contract for this request.
+            unsafe { std::slice::from_raw_parts(s.buf.0, s.len_bytes) }
+        })
     }
 
-    /// The buffer as a mutable slice; only for reads.
+    /// Each segment's memory as a mutable slice, in device order; only for reads.
     ///
     /// # Safety
-    /// As for `data`; in addition no other slice of this buffer may be alive.
+    /// As for `data`; in addition no other slice of these buffers may be alive.
+    pub unsafe fn data_mut<'a>(&self) -> impl Iterator<Item = &'a mut [u8]> + use<'a, '_> {
+        assert_eq!(self.op, IoOp::Read, "only a read writes into its buffers");
+        self.assert_data();
+        self.segs.iter().map(|s| {
+            // SAFETY: the caller guarantees the submit contract and that this is the only
+            // slice; segments of one request never overlap (each is a distinct lent range).
+            unsafe { std::slice::from_raw_parts_mut(s.buf.0, s.len_bytes) }
+        })
+    }
+
+    /// Copies the data a Write sends into one contiguous `Vec`.
+    ///
+    /// # Safety
+    /// As for `data`.
     #[must_use]
-    pub unsafe fn data_mut<'a>(&self) -> &'a mut [u8] {
-        assert_eq!(self.op, IoOp::Read, "only a read writes into its buffer");
-        assert!(!self.buf.0.is_null(), "a read has a buffer");
-        // SAFETY: the caller guarantees the submit contract and that this is the only slice.
-        unsafe { std::slice::from_raw_parts_mut(self.buf.0, self.len_bytes) }
+    pub unsafe fn gather(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len_bytes);
+        // SAFETY: forwarded from the caller.
+        for seg in unsafe { self.data() } {
+            out.extend_from_slice(seg);
+        }
+        out
+    }
+
+    /// Copies `src` (`len_bytes` long) into a Read's segments, in order.
+    ///
+    /// # Safety
+    /// As for `data_mut`.
+    pub unsafe fn scatter(&self, src: &[u8]) {
+        assert_eq!(src.len(), self.len_bytes, "a whole read's data");
+        let mut at = 0;
+        // SAFETY: forwarded from the caller.
+        for seg in unsafe { self.data_mut() } {
+            seg.copy_from_slice(&src[at..at + seg.len()]);
+            at += seg.len();
+        }
+    }
+
+    fn assert_data(&self) {
+        assert!(self.has_data(), "a data buffer for {:?}", self.op);
+        assert!(self.segs.iter().all(|s| !s.buf.0.is_null()), "every segment has memory");
+        let sum: usize = self.segs.iter().map(|s| s.len_bytes).sum();
+        assert_eq!(sum, self.len_bytes, "the segments cover the I/O exactly");
     }
 }
 
@@ -177,9 +254,10 @@ pub trait Member: Send {
     /// Queues an I/O. Failures are reported in its completion, never here.
     ///
     /// # Safety
-    /// For Read and Write, `req.buf` must point at `req.len_bytes` bytes that stay valid, do not
-    /// move, and are neither read nor written by anyone else (a Write's may be read) until this
-    /// I/O's completion has been returned by `reap`.
+    /// For Read and Write, every segment of `req.segs` must point at its `len_bytes` bytes that
+    /// stay valid, do not move, and are neither read nor written by anyone else (a Write's may be
+    /// read) until this I/O's completion has been returned by `reap`; a Read's segments must not
+    /// overlap one another.
     unsafe fn submit(&mut self, req: IoRequest);
 
     /// Hands queued I/Os to the device (one system call for the whole batch where possible).

@@ -5,10 +5,15 @@
 //! O_DIRECT gets buffered I/O; a kernel or sandbox without io_uring gets the synchronous
 //! pread/pwrite path in `file_sync.rs` (still no threads: the batch runs at `flush_submissions`).
 //!
+//! A vectored I/O (several segments, merged by the driver) goes to the ring as one Readv/Writev
+//! whose iovec array lives in the I/O's slot until its completion is reaped; a one-segment I/O
+//! as a plain Read/Write.
+//!
 //! Routing under O_DIRECT (offsets and lengths are the engine's, multiples of 512 bytes):
-//! - aligned offset, length and buffer: straight to the device from the caller's buffer;
-//! - aligned offset and length, misaligned buffer (the engine's `Vec<u8>`s): through a pooled
-//!   `AlignedBuf` bounce buffer;
+//! - aligned offset and length, and every segment's address and length aligned: straight to the
+//!   device from the caller's buffers;
+//! - aligned offset and length, some segment misaligned (the engine's `Vec<u8>`s): the whole
+//!   I/O through one pooled `AlignedBuf` bounce buffer;
 //! - offset or length not a multiple of the logical block size (512-byte I/O on a 4Kn device):
 //!   through a second, buffered descriptor of the same file, which the kernel keeps coherent
 //!   with direct I/O (a direct I/O writes back and invalidates the page-cache range first).
@@ -16,7 +21,7 @@
 use crate::buffer_pool::{AlignedBuf, BUF_ALIGN_BYTES, BufferPool};
 use crate::counters::MemberCounters;
 use crate::file_open::{Opened, open_member};
-use crate::file_sync::{DISCARD_MODE, FileOp, perform};
+use crate::file_sync::{DISCARD_MODE, FileOp, iov_len, perform};
 use crate::member::{IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo};
 use crate::ring::Ring;
 use io_uring::{opcode, squeue, types};
@@ -50,6 +55,18 @@ struct Slot {
     buffered: bool,
 }
 
+/// The iovec array of one slot's I/O, which the kernel reads while the I/O is in flight: the
+/// `Vec`'s heap buffer stays put when the outer `Vec` of slots grows, and is reused by the next
+/// I/O of the slot (no allocation per I/O once warm).
+#[derive(Default)]
+struct IoVecs(Vec<libc::iovec>);
+
+// SAFETY: the iovecs point at a slot's bounce buffer (owned by the member) or at the caller's
+// memory under the `Member::submit` contract, which keeps it untouched by others until reaped on
+// whatever thread the member runs: moving them with the member creates no data race, as for
+// `BufPtr`.
+unsafe impl Send for IoVecs {}
+
 enum Queue {
     // Boxed: the ring is ten times the size of the other variant.
     Uring(Box<Ring>),
@@ -68,6 +85,8 @@ pub struct FileMember {
     direct: bool,
     queue: Queue,
     slots: Vec<Option<Slot>>,
+    /// Indexed as `slots`.
+    iovecs: Vec<IoVecs>,
     free_slots: Vec<usize>,
     pool: BufferPool,
     counters: Arc<MemberCounters>,
@@ -103,6 +122,7 @@ impl FileMember {
             direct,
             queue,
             slots: Vec::new(),
+            iovecs: Vec::new(),
             free_slots: Vec::new(),
             pool: BufferPool::new(64),
             counters: Arc::default(),
@@ -141,36 +161,71 @@ impl FileMember {
         if !extent_aligned {
             return Slot { req, bounce: None, buffered: true };
         }
-        if (req.buf.get() as usize).is_multiple_of(BUF_ALIGN_BYTES) {
+        let segs_aligned = req.segs.iter().all(|s| {
+            (s.buf.get() as usize).is_multiple_of(BUF_ALIGN_BYTES)
+                && (s.len_bytes as u64).is_multiple_of(block)
+        });
+        if segs_aligned {
             return Slot { req, bounce: None, buffered: false };
         }
         let mut bounce = self.pool.get(req.len_bytes);
         if let IoOp::Write { .. } = req.op {
+            let mut at = 0;
             // SAFETY: `req` is being submitted under the `Member::submit` contract.
-            bounce[..req.len_bytes].copy_from_slice(unsafe { req.data() });
+            for seg in unsafe { req.data() } {
+                bounce[at..at + seg.len()].copy_from_slice(seg);
+                at += seg.len();
+            }
         }
         Slot { req, bounce: Some(bounce), buffered: false }
     }
 
-    fn file_op(slot: &mut Slot) -> FileOp {
-        let (req, offset, len) = (slot.req, slot.req.offset_bytes, slot.req.len_bytes);
-        let ptr = slot.bounce.as_mut().map_or(req.buf.get(), |b| b.as_mut_ptr());
+    /// Fills `iov` with where `slot`'s data goes: its bounce buffer, or the caller's segments.
+    fn fill_iovecs(slot: &mut Slot, iov: &mut Vec<libc::iovec>) {
+        iov.clear();
+        if let Some(bounce) = slot.bounce.as_mut() {
+            let len = slot.req.len_bytes;
+            iov.push(libc::iovec { iov_base: bounce.as_mut_ptr().cast(), iov_len: len });
+        } else {
+            let segs = slot.req.segs.iter();
+            iov.extend(
+                segs.map(|s| libc::iovec { iov_base: s.buf.get().cast(), iov_len: s.len_bytes }),
+            );
+        }
+    }
+
+    fn file_op<'a>(req: &IoRequest, iov: &'a [libc::iovec]) -> FileOp<'a> {
+        let (offset, len) = (req.offset_bytes, req.len_bytes);
+        if req.has_data() {
+            assert_eq!(iov_len(iov), len, "the iovecs cover the I/O");
+        }
         match req.op {
-            IoOp::Read => FileOp::Read { ptr, len, offset },
-            IoOp::Write { fua } => FileOp::Write { ptr, len, offset, fua },
+            IoOp::Read => FileOp::Read { iov, offset },
+            IoOp::Write { fua } => FileOp::Write { iov, offset, fua },
             IoOp::Flush => FileOp::Flush,
             IoOp::Discard => FileOp::Discard { len, offset },
         }
     }
 
-    fn entry(fd: types::Fd, op: FileOp) -> squeue::Entry {
+    fn entry(fd: types::Fd, op: FileOp<'_>) -> squeue::Entry {
         match op {
-            FileOp::Read { ptr, len, offset } => {
-                opcode::Read::new(fd, ptr, len as u32).offset(offset).build()
+            FileOp::Read { iov: [one], offset } => {
+                opcode::Read::new(fd, one.iov_base.cast(), one.iov_len as u32)
+                    .offset(offset)
+                    .build()
             }
-            FileOp::Write { ptr, len, offset, fua } => {
+            FileOp::Read { iov, offset } => {
+                opcode::Readv::new(fd, iov.as_ptr(), iov.len() as u32).offset(offset).build()
+            }
+            FileOp::Write { iov, offset, fua } => {
                 let flags = if fua { libc::RWF_DSYNC } else { 0 };
-                opcode::Write::new(fd, ptr, len as u32).offset(offset).rw_flags(flags).build()
+                if let [one] = iov {
+                    let (ptr, len) = (one.iov_base.cast_const().cast(), one.iov_len as u32);
+                    opcode::Write::new(fd, ptr, len).offset(offset).rw_flags(flags).build()
+                } else {
+                    let (ptr, count) = (iov.as_ptr(), iov.len() as u32);
+                    opcode::Writev::new(fd, ptr, count).offset(offset).rw_flags(flags).build()
+                }
             }
             FileOp::Flush => opcode::Fsync::new(fd).flags(types::FsyncFlags::DATASYNC).build(),
             FileOp::Discard { len, offset } => {
@@ -179,12 +234,15 @@ impl FileMember {
         }
     }
 
-    fn alloc_slot(&mut self, slot: Slot) -> usize {
+    /// Puts `slot` in a free slot and fills that slot's iovecs.
+    fn alloc_slot(&mut self, mut slot: Slot) -> usize {
         let index = self.free_slots.pop().unwrap_or(self.slots.len());
         if index == self.slots.len() {
             self.slots.push(None);
+            self.iovecs.push(IoVecs::default());
         }
         assert!(self.slots[index].is_none(), "slot {index} is free");
+        Self::fill_iovecs(&mut slot, &mut self.iovecs[index].0);
         self.slots[index] = Some(slot);
         index
     }
@@ -205,7 +263,7 @@ impl FileMember {
         if let Some(bounce) = slot.bounce {
             if result.is_ok() && slot.req.op == IoOp::Read {
                 // SAFETY: the I/O is being reaped now; the submit contract still holds.
-                unsafe { slot.req.data_mut() }.copy_from_slice(&bounce[..slot.req.len_bytes]);
+                unsafe { slot.req.scatter(&bounce[..slot.req.len_bytes]) };
             }
             self.pool.put(bounce);
         }
@@ -236,13 +294,15 @@ impl Member for FileMember {
         let file = if slot.buffered { &self.buffered } else { &self.file };
         let fd = types::Fd(file.as_raw_fd());
         let index = self.alloc_slot(slot);
-        let op = Self::file_op(self.slots[index].as_mut().expect("just filled"));
+        let req = &self.slots[index].as_ref().expect("just filled").req;
+        let op = Self::file_op(req, &self.iovecs[index].0);
         match &mut self.queue {
             Queue::Uring(ring) => {
                 let entry = Self::entry(fd, op).user_data(index as u64);
-                // SAFETY: the buffer is the caller's (valid until reaped, by the submit
-                // contract) or the slot's bounce buffer, which lives until `finish`; the fds
-                // live as long as self, and Drop waits for every I/O in the ring.
+                // SAFETY: the buffers are the caller's (valid until reaped, by the submit
+                // contract) or the slot's bounce buffer, which lives until `finish`; the iovec
+                // array is the slot's, untouched until the slot is reused after `finish`; the
+                // fds live as long as self, and Drop waits for every I/O in the ring.
                 if let Err(e) = unsafe { ring.push(entry) } {
                     self.results.push((index as u64, -e.raw_os_error().unwrap_or(libc::EIO)));
                 }
@@ -256,11 +316,12 @@ impl Member for FileMember {
             Queue::Uring(ring) => ring.submit(),
             Queue::Sync { queued, done } => {
                 for index in std::mem::take(queued) {
-                    let slot = self.slots[index].as_mut().expect("a queued slot");
+                    let slot = self.slots[index].as_ref().expect("a queued slot");
                     let file = if slot.buffered { &self.buffered } else { &self.file };
-                    // SAFETY: the buffer is the caller's under the submit contract, or the
+                    let op = Self::file_op(&slot.req, &self.iovecs[index].0);
+                    // SAFETY: the buffers are the caller's under the submit contract, or the
                     // slot's bounce buffer.
-                    let res = unsafe { perform(file, Self::file_op(slot)) };
+                    let res = unsafe { perform(file, op) };
                     done.push((index as u64, res));
                 }
                 Ok(())

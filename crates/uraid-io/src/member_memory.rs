@@ -1,5 +1,5 @@
 //! A member backed by a `Vec<u8>`: I/Os are queued at submit and performed, in submission
-//! order, when reaped. Exact, deterministic, and the inner device of most tests.
+//! order, when reaped; a vectored I/O is copied segment by segment. Exact, deterministic, and the inner device of most tests.
 //!
 //! Discard zeroes the range (what a device that guarantees zeroes after TRIM returns). Flush has
 //! nothing to do: memory is as durable as this model gets; `Faulty` adds volatility on top.
@@ -43,9 +43,15 @@ impl MemoryMember {
         let range = at..at + req.len_bytes;
         match req.op {
             // SAFETY: `req` was submitted and is being reaped now, so the submit contract holds.
-            IoOp::Read => unsafe { req.data_mut() }.copy_from_slice(&self.data[range]),
-            // SAFETY: as above.
-            IoOp::Write { .. } => self.data[range].copy_from_slice(unsafe { req.data() }),
+            IoOp::Read => unsafe { req.scatter(&self.data[range]) },
+            IoOp::Write { .. } => {
+                let mut at = range.start;
+                // SAFETY: as above.
+                for seg in unsafe { req.data() } {
+                    self.data[at..at + seg.len()].copy_from_slice(seg);
+                    at += seg.len();
+                }
+            }
             IoOp::Discard => self.data[range].fill(0),
             IoOp::Flush => {}
         }

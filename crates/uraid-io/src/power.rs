@@ -51,7 +51,7 @@ impl VolatileCache {
         &mut self,
         tag: u64,
         offset_bytes: u64,
-        data: &[u8],
+        data: Vec<u8>,
         fua: bool,
         mut current: impl FnMut(u64) -> Vec<u8>,
     ) {
@@ -67,7 +67,7 @@ impl VolatileCache {
             });
             state.last_seq = seq;
         }
-        let write = Write { offset_bytes, data: data.to_vec(), fua, completed: false };
+        let write = Write { offset_bytes, data, fua, completed: false };
         self.writes.insert(seq, write);
         self.tag_seq.insert(tag, seq);
     }
