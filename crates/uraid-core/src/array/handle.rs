@@ -94,7 +94,7 @@ impl Array {
     pub(super) fn add_piece(&mut self, key: StripeKey, piece: Piece) {
         if let Some(id) = self.cache.lookup(key).filter(|id| self.heads.contains_key(id)) {
             self.heads.get_mut(&id).expect("checked").queued.push(piece);
-            self.handle(id);
+            self.handle_or_defer(id);
             return;
         }
         if !self.waiting.is_empty() {
@@ -125,7 +125,29 @@ impl Array {
             error: None,
         };
         self.heads.insert(id, state);
-        self.handle(id);
+        self.handle_or_defer(id);
+    }
+
+    /// New pieces are handled when the runtime next asks for member I/O (`next_io`), not as
+    /// each arrives: nothing could go out earlier anyway, and by then every request submitted
+    /// since the last turn has queued its pieces. A head then plans one batch for all of them:
+    /// a degraded stripe's surviving blocks are read together, whatever the request sizes,
+    /// instead of a first batch for the first piece and another as it completes.
+    fn handle_or_defer(&mut self, id: HeadId) {
+        if self.deferred_ids.insert(id) {
+            self.deferred.push(id);
+        }
+    }
+
+    /// Handles the heads that received pieces since the last call.
+    pub(super) fn handle_deferred(&mut self) {
+        while !self.deferred.is_empty() {
+            for id in std::mem::take(&mut self.deferred) {
+                if self.deferred_ids.remove(&id) && self.heads.contains_key(&id) {
+                    self.handle(id);
+                }
+            }
+        }
     }
 
     pub(super) fn state(&mut self, id: HeadId) -> &mut HeadState {

@@ -112,6 +112,9 @@ pub struct Array {
     plugged: bool,
     /// Heads whose partial-stripe writes are held back (see `handle::Phase::Delayed`).
     delayed: Vec<HeadId>,
+    /// Heads with pieces not yet handled (see `handle::handle_or_defer`).
+    deferred: Vec<HeadId>,
+    deferred_ids: std::collections::HashSet<HeadId>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
@@ -159,6 +162,8 @@ impl Array {
             done: Vec::new(),
             plugged: false,
             delayed: Vec::new(),
+            deferred: Vec::new(),
+            deferred_ids: std::collections::HashSet::new(),
             full_stripe_writes: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             next_tag: 0,
@@ -261,7 +266,8 @@ impl Array {
     /// oldest starts (the newest is the likeliest to be filled by the requests waiting). While
     /// I/O is in flight, its completions free heads and the held ones stay held.
     fn start_delayed_when_idle(&mut self) {
-        let nothing_in_flight = self.queue.is_empty() && self.inflight.is_empty();
+        let nothing_in_flight =
+            self.queue.is_empty() && self.inflight.is_empty() && self.deferred.is_empty();
         if nothing_in_flight && !self.plugged {
             self.start_delayed();
         } else if nothing_in_flight && !self.waiting.is_empty() {
@@ -271,6 +277,7 @@ impl Array {
 
     /// The next member I/O to perform.
     pub fn next_io(&mut self) -> Option<MemberIo> {
+        self.settle();
         self.queue.pop_front()
     }
 
@@ -322,8 +329,21 @@ impl Array {
         self.start_delayed_when_idle();
     }
 
+    /// Handles the pieces queued since the last turn, then held-back writes if that left
+    /// nothing in flight.
+    fn settle(&mut self) {
+        loop {
+            self.handle_deferred();
+            self.start_delayed_when_idle();
+            if self.deferred.is_empty() {
+                return;
+            }
+        }
+    }
+
     /// Requests finished since the last call, with their buffers.
     pub fn take_completed(&mut self) -> Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)> {
+        self.settle();
         std::mem::take(&mut self.done)
     }
 
@@ -339,7 +359,10 @@ impl Array {
     /// Whether member I/O is queued or in flight.
     #[must_use]
     pub fn busy(&self) -> bool {
-        !self.queue.is_empty() || !self.inflight.is_empty() || !self.delayed.is_empty()
+        !self.queue.is_empty()
+            || !self.inflight.is_empty()
+            || !self.delayed.is_empty()
+            || !self.deferred.is_empty()
     }
 
     fn admit(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) -> Option<usize> {
