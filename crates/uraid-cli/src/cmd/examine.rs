@@ -108,7 +108,7 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
         fields.push(("Internal Bitmap", format!("{offset} sectors from superblock")));
     }
     // decode verified the checksum: a superblock that is reported at all has a correct one.
-    fields.push(("Checksum", format!("{:08x} - correct", sb.sb_csum)));
+    fields.push(("Checksum", format!("{:x} - correct", sb.sb_csum)));
     fields.push(("Events", sb.events.to_string()));
     if matches!(sb.level, Level::Raid5 | Level::Raid6) {
         fields.push(("Layout", layout_name(sb.level, sb.layout)));
