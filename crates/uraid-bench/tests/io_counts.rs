@@ -156,9 +156,6 @@ fn degraded_random_reads_cost_the_minimum() {
 /// Seed 000 on modelled HDDs in simulated time (deterministic): degraded sequential reads at
 /// 90% or more of healthy ones.
 #[test]
-#[ignore = "needs uraid-io's Driver to merge contiguous member I/Os (in progress): the engine \
-            batches a degraded stripe's reads now, but each is a 4 KiB member I/O paying the \
-            model's 0.1 ms per-I/O cost: 0.44 of healthy at every block size"]
 fn degraded_sequential_reads_on_hdds_keep_90_percent() {
     let (mut rig, clock) = throughput::rig(2).unwrap();
     rig.fill().unwrap();

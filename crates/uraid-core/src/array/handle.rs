@@ -139,8 +139,17 @@ impl Array {
         }
     }
 
-    /// Handles the heads that received pieces since the last call.
+    /// Whether other I/O is queued or in flight (or announced by a plug): a partial-stripe
+    /// write that needs reads may then wait for more writes to fill its stripe.
+    fn others_busy(&self) -> bool {
+        self.plugged || !self.queue.is_empty() || !self.inflight.is_empty()
+    }
+
+    /// Handles the heads that received pieces since the last call. Whether other I/O is busy
+    /// is judged as before the first of them: the heads of one request (a 64 KiB write spans
+    /// 16 heads of 4 KiB) must not delay each other, or their reads go out in two rounds.
     pub(super) fn handle_deferred(&mut self) {
+        self.busy_before_settle = Some(self.others_busy());
         while !self.deferred.is_empty() {
             for id in std::mem::take(&mut self.deferred) {
                 if self.deferred_ids.remove(&id) && self.heads.contains_key(&id) {
@@ -148,6 +157,7 @@ impl Array {
                 }
             }
         }
+        self.busy_before_settle = None;
     }
 
     pub(super) fn state(&mut self, id: HeadId) -> &mut HeadState {
@@ -232,7 +242,7 @@ impl Array {
             return;
         };
         let fua = self.batch_fua(id);
-        let others_busy = self.plugged || !self.queue.is_empty() || !self.inflight.is_empty();
+        let others_busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
         let overtaken = self.full_stripe_writes - since > super::PREREAD_BYPASS_THRESHOLD;
         if others_busy

@@ -115,6 +115,8 @@ pub struct Array {
     /// Heads with pieces not yet handled (see `handle::handle_or_defer`).
     deferred: Vec<HeadId>,
     deferred_ids: std::collections::HashSet<HeadId>,
+    /// While `handle_deferred` runs: whether other I/O was busy when it began.
+    busy_before_settle: Option<bool>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
@@ -164,6 +166,7 @@ impl Array {
             delayed: Vec::new(),
             deferred: Vec::new(),
             deferred_ids: std::collections::HashSet::new(),
+            busy_before_settle: None,
             full_stripe_writes: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             next_tag: 0,
