@@ -119,6 +119,37 @@ impl Part {
 /// The engine I/Os one member I/O carries (one unless merged), in device order.
 type Parts = SmallVec<[Part; INLINE_SEGMENTS]>;
 
+/// Orders a turn's engine I/Os (given in the engine's order) so that every mergeable run is
+/// adjacent: by member, then epoch (a Flush and the I/Os before it on its member stay before
+/// the I/Os after it), then kind and offset. `epochs` is per-member scratch.
+fn order_for_merging(ready: &mut [Part], epochs: &mut [u32]) {
+    epochs.fill(0);
+    for part in ready.iter_mut() {
+        part.epoch = epochs[part.member];
+        if part.op == IoOp::Flush {
+            epochs[part.member] += 1;
+        }
+    }
+    // Stable: equal keys (two Discards at one offset) keep the engine's order.
+    ready.sort_by_key(|p| (p.member, p.epoch, p.rank(), p.offset_bytes));
+}
+
+/// How many of `sorted`'s first parts make one member I/O: a run exactly contiguous on one
+/// member, of one mergeable kind, within `limits`.
+fn run_len(sorted: &[Part], limits: MergeLimits) -> usize {
+    let mut bytes = sorted[0].len_bytes;
+    let mut n = 1;
+    while let Some(next) = sorted.get(n) {
+        let fits = n < limits.max_segments && bytes + next.len_bytes <= limits.max_bytes;
+        if !fits || !sorted[n - 1].continued_by(next) {
+            break;
+        }
+        bytes += next.len_bytes;
+        n += 1;
+    }
+    n
+}
+
 pub struct Driver<M: Member + ?Sized = dyn Member> {
     members: Vec<Box<M>>,
     /// Where each member's data area starts (md's data_offset), the same on every member.
@@ -133,7 +164,7 @@ pub struct Driver<M: Member + ?Sized = dyn Member> {
     free_flights: Vec<usize>,
     /// This turn's engine I/Os, kept to reuse the allocation.
     ready: Vec<Part>,
-    /// Per member: flushes seen this turn.
+    /// Per member: flushes seen so far in this turn.
     epochs: Vec<u32>,
     reaped: Vec<IoCompletion>,
 }
@@ -266,16 +297,14 @@ impl<M: Member + ?Sized> Driver<M> {
     /// returns how many engine I/Os.
     pub fn submit_ready(&mut self, array: &mut Array) -> usize {
         let mut ready = std::mem::take(&mut self.ready);
-        self.epochs.fill(0);
         while let Some(io) = array.next_io() {
             let part = self.part(array, &io);
             ready.push(part);
         }
-        // Stable: equal keys (two flushes) keep the engine's order.
-        ready.sort_by_key(|p| (p.member, p.epoch, p.rank(), p.offset_bytes));
+        order_for_merging(&mut ready, &mut self.epochs);
         let mut rest = &ready[..];
         while !rest.is_empty() {
-            let n = self.run_len(rest);
+            let n = run_len(rest, self.limits);
             self.submit_parts(rest[..n].iter().copied().collect());
             rest = &rest[n..];
         }
@@ -298,28 +327,7 @@ impl<M: Member + ?Sized> Driver<M> {
         };
         let offset_bytes =
             if io.op == MemberOp::Flush { 0 } else { self.data_offset_bytes + io.sector.bytes() };
-        let epoch = self.epochs[member];
-        if op == IoOp::Flush {
-            self.epochs[member] += 1;
-        }
-        Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch }
-    }
-
-    /// How many of `sorted`'s first parts make one member I/O: a run exactly contiguous on
-    /// one member, of one mergeable kind, within the limits.
-    fn run_len(&self, sorted: &[Part]) -> usize {
-        let mut bytes = sorted[0].len_bytes;
-        let mut n = 1;
-        while let Some(next) = sorted.get(n) {
-            let fits =
-                n < self.limits.max_segments && bytes + next.len_bytes <= self.limits.max_bytes;
-            if !fits || !sorted[n - 1].continued_by(next) {
-                break;
-            }
-            bytes += next.len_bytes;
-            n += 1;
-        }
-        n
+        Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch: 0 }
     }
 
     /// Submits one member I/O carrying `parts` (contiguous, one kind); it has no engine I/O of
@@ -443,5 +451,114 @@ impl<M: Member + ?Sized> Driver<M> {
 
     fn member_error(&self, member: usize, source: io::Error) -> DriverError {
         DriverError::Member { member, name: self.members[member].info().name.clone(), source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The merge plan on synthetic engine I/Os. Goal: exactly contiguous runs of one kind merge,
+    //! anything else does not, the limits hold, and a Flush keeps its place. Method: order a
+    //! turn's parts as `submit_ready` does and list the runs as engine tags.
+
+    use super::{IoOp, IoTag, MergeLimits, Part, order_for_merging, run_len};
+    use crate::member::BufPtr;
+
+    const KIB: usize = 1024;
+    const READ: IoOp = IoOp::Read;
+    const WRITE: IoOp = IoOp::Write { fua: false };
+    const WRITE_FUA: IoOp = IoOp::Write { fua: true };
+
+    /// (member, op, offset KiB, length KiB)
+    type Io = (usize, IoOp, usize, usize);
+
+    /// Tagged 0, 1, ... in the engine's order.
+    fn parts(ios: &[Io]) -> Vec<Part> {
+        let part = |(i, &(member, op, at, len)): (usize, &Io)| Part {
+            tag: IoTag(i as u64),
+            member,
+            op,
+            offset_bytes: (at * KIB) as u64,
+            len_bytes: len * KIB,
+            buf: BufPtr::null(),
+            epoch: 0,
+        };
+        ios.iter().enumerate().map(part).collect()
+    }
+
+    fn runs_with(ios: &[Io], limits: MergeLimits) -> Vec<Vec<u64>> {
+        let mut ready = parts(ios);
+        order_for_merging(&mut ready, &mut [0; 4]);
+        let mut rest = &ready[..];
+        let mut runs = Vec::new();
+        while !rest.is_empty() {
+            let n = run_len(rest, limits);
+            runs.push(rest[..n].iter().map(|p| p.tag.0).collect());
+            rest = &rest[n..];
+        }
+        runs
+    }
+
+    fn runs(ios: &[Io]) -> Vec<Vec<u64>> {
+        runs_with(ios, MergeLimits::default())
+    }
+
+    fn run_lens(ios: &[Io], limits: MergeLimits) -> Vec<usize> {
+        runs_with(ios, limits).iter().map(Vec::len).collect()
+    }
+
+    #[test]
+    fn contiguous_reads_merge_in_offset_order_whatever_the_engine_order() {
+        let ios = [(0, READ, 8, 4), (0, READ, 0, 4), (0, READ, 4, 4), (0, READ, 12, 4)];
+        assert_eq!(runs(&ios), vec![vec![1, 2, 0, 3]]);
+    }
+
+    #[test]
+    fn a_gap_an_overlap_or_another_member_splits_the_run() {
+        let ios = [(0, READ, 0, 4), (0, READ, 8, 4), (0, READ, 12, 4), (1, READ, 4, 4)];
+        assert_eq!(runs(&ios), vec![vec![0], vec![1, 2], vec![3]]);
+        let overlap = [(0, READ, 0, 8), (0, READ, 4, 4)];
+        assert_eq!(runs(&overlap), vec![vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn reads_and_writes_do_not_merge_nor_writes_of_different_fua() {
+        let ios = [(0, READ, 0, 4), (0, WRITE, 4, 4), (0, WRITE_FUA, 8, 4), (0, WRITE, 8, 4)];
+        // By kind, then offset: the read, the two plain writes (contiguous), the FUA one.
+        assert_eq!(runs(&ios), vec![vec![0], vec![1, 3], vec![2]]);
+        let fua = [(0, WRITE_FUA, 0, 4), (0, WRITE_FUA, 4, 4)];
+        assert_eq!(runs(&fua), vec![vec![0, 1]]);
+    }
+
+    #[test]
+    fn discards_never_merge() {
+        let ios = [(0, IoOp::Discard, 0, 4), (0, IoOp::Discard, 4, 4)];
+        assert_eq!(runs(&ios), vec![vec![0], vec![1]]);
+    }
+
+    #[test]
+    fn a_flush_stays_after_the_ios_before_it_and_before_those_after_it() {
+        let ios = [
+            (0, WRITE, 4, 4),
+            (0, READ, 100, 4),
+            (0, IoOp::Flush, 0, 0),
+            (0, WRITE, 0, 4),
+            (1, WRITE, 0, 4),
+            (0, IoOp::Flush, 0, 0),
+        ];
+        // Write 3 is contiguous with write 0 but on the other side of the flush.
+        assert_eq!(runs(&ios), vec![vec![1], vec![0], vec![2], vec![3], vec![5], vec![4]]);
+    }
+
+    #[test]
+    fn the_byte_and_segment_caps_hold() {
+        let ios: Vec<Io> = (0..300).map(|i| (0, READ, 4 * i, 4)).collect();
+        assert_eq!(run_lens(&ios, MergeLimits::default()), vec![256, 44], "1 MiB of 4 KiB");
+        let limits = MergeLimits { max_bytes: 64 * KIB, max_segments: 256 };
+        assert_eq!(run_lens(&ios[..40], limits), vec![16, 16, 8]);
+        let limits = MergeLimits { max_bytes: 1 << 20, max_segments: 3 };
+        assert_eq!(run_lens(&ios[..7], limits), vec![3, 3, 1]);
+        let big = [(0, READ, 0, 2048), (0, READ, 2048, 4)];
+        assert_eq!(runs(&big), vec![vec![0], vec![1]], "a larger I/O goes alone");
+        assert_eq!(run_lens(&ios[..5], MergeLimits::OFF), vec![1; 5]);
     }
 }
