@@ -38,7 +38,7 @@ use smallvec::SmallVec;
 use std::io;
 use thiserror::Error;
 use uraid_core::SECTOR_BYTES;
-use uraid_core::array::{Array, IoTag, MemberIo, MemberOp};
+use uraid_core::array::{Array, IoArea, IoTag, MemberIo, MemberOp};
 
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -154,6 +154,9 @@ pub struct Driver<M: Member + ?Sized = dyn Member> {
     members: Vec<Box<M>>,
     /// Where each member's data area starts (md's data_offset), the same on every member.
     data_offset_bytes: u64,
+    /// Where the internal write-intent bitmap starts on each member (md's superblock offset +
+    /// bitmap_offset), for the engine's `IoArea::Bitmap` I/O.
+    bitmap_offset_bytes: Option<u64>,
     limits: MergeLimits,
     /// Members with submissions not yet handed to the device.
     unflushed: Vec<bool>,
@@ -177,6 +180,7 @@ impl<M: Member + ?Sized> Driver<M> {
         Driver {
             members,
             data_offset_bytes: 0,
+            bitmap_offset_bytes: None,
             limits: MergeLimits::default(),
             unflushed: vec![false; count],
             in_flight: 0,
@@ -205,6 +209,15 @@ impl<M: Member + ?Sized> Driver<M> {
     #[must_use]
     pub fn merge_limits(&self) -> MergeLimits {
         self.limits
+    }
+
+    /// Sets where the write-intent bitmap starts on every member (needed once the engine has
+    /// `enable_write_intent`).
+    #[must_use]
+    pub fn with_bitmap_offset_bytes(mut self, bytes: u64) -> Driver<M> {
+        assert!(bytes.is_multiple_of(SECTOR_BYTES), "bitmap offset {bytes} is whole sectors");
+        self.bitmap_offset_bytes = Some(bytes);
+        self
     }
 
     /// Sets md's data_offset: engine sector 0 is this byte offset on every member.
@@ -325,8 +338,14 @@ impl<M: Member + ?Sized> Driver<M> {
             MemberOp::Flush => (IoOp::Flush, BufPtr::null()),
             MemberOp::Discard => (IoOp::Discard, BufPtr::null()),
         };
-        let offset_bytes =
-            if io.op == MemberOp::Flush { 0 } else { self.data_offset_bytes + io.sector.bytes() };
+        let offset_bytes = match (io.op, io.area) {
+            (MemberOp::Flush, _) => 0,
+            (_, IoArea::Data) => self.data_offset_bytes + io.sector.bytes(),
+            (_, IoArea::Bitmap) => {
+                let at = self.bitmap_offset_bytes.expect("a bitmap offset for bitmap I/O");
+                at + io.sector.bytes()
+            }
+        };
         Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch: 0 }
     }
 

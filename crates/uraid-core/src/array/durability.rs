@@ -36,6 +36,7 @@ impl Array {
                 sectors: 0,
                 buf: IoBuf::None,
                 fua: false,
+                area: super::IoArea::Data,
             });
             self.inflight.insert(tag, Pending::Flush { slot, member });
             self.request_mut(slot).outstanding += 1;

@@ -32,8 +32,11 @@ pub(super) enum Phase {
         for_write: bool,
         outstanding: usize,
     },
+    /// `intent`: counted in the write-intent bitmap (a read-error rewrite changes nothing and
+    /// is not).
     Writing {
         outstanding: usize,
+        intent: bool,
     },
     /// A sync batch's member reads in flight.
     SyncReading {
@@ -43,6 +46,8 @@ pub(super) enum Phase {
     Discarding {
         outstanding: usize,
     },
+    /// Writes planned and computed, waiting for their write-intent bits to be durable.
+    BitmapWait,
 }
 
 pub(super) struct HeadState {
@@ -269,6 +274,8 @@ impl Array {
         st.method = Some(plan.method);
         st.writes = plan.writes;
         let reads = plan.reads;
+        let (sector, sectors) = self.head_member_range(id);
+        self.write_intent_prepare(sector, sectors);
         if reads.is_empty() {
             self.compute_and_write(id);
         } else {
@@ -317,12 +324,17 @@ impl Array {
         }
     }
 
+    /// The member sectors a head's blocks occupy (the same on every member).
+    fn head_member_range(&self, id: HeadId) -> (u64, u64) {
+        let key = self.cache.head(id).key;
+        let sector =
+            key.stripe.0 * self.geometry.chunk_sectors() + u64::from(key.unit) * self.unit_sectors;
+        (sector, self.unit_sectors)
+    }
+
     /// Queues one whole-block member I/O per member in `members`.
     pub(super) fn issue(&mut self, id: HeadId, members: &[DiskIndex], op: MemberOp) {
-        let key = self.cache.head(id).key;
-        let sector = Sector(
-            key.stripe.0 * self.geometry.chunk_sectors() + u64::from(key.unit) * self.unit_sectors,
-        );
+        let sector = Sector(self.head_member_range(id).0);
         let fua = op == MemberOp::Write && self.batch_fua(id);
         for &member in members {
             let tag = self.new_tag();
@@ -342,6 +354,7 @@ impl Array {
                 sectors: self.unit_sectors,
                 buf,
                 fua,
+                area: super::IoArea::Data,
             });
             self.inflight.insert(tag, Pending::Head { head: id, member });
             let dev = &mut self.cache.head_mut(id).devs[member.get()];
@@ -400,7 +413,7 @@ impl Array {
                 st.phase = Phase::Idle;
                 self.finish_sync_reads(id);
             }
-            Phase::Writing { outstanding } | Phase::Discarding { outstanding } => {
+            Phase::Writing { outstanding, .. } | Phase::Discarding { outstanding } => {
                 *outstanding -= 1;
                 if too_many {
                     st.error = Some(ArrayError::BeyondRedundancy);
@@ -408,10 +421,15 @@ impl Array {
                 if *outstanding > 0 {
                     return;
                 }
+                let wrote = matches!(st.phase, Phase::Writing { intent: true, .. });
                 st.phase = Phase::Idle;
                 st.writes_done = true;
+                if wrote {
+                    let (sector, sectors) = self.head_member_range(id);
+                    self.write_intent_done(sector, sectors);
+                }
             }
-            Phase::Idle | Phase::Delayed { .. } => {
+            Phase::Idle | Phase::Delayed { .. } | Phase::BitmapWait => {
                 unreachable!("an I/O completed on an idle head")
             }
         }
@@ -430,7 +448,7 @@ impl Array {
         }
         self.stats.read_errors_corrected += writes.len() as u64;
         self.issue(id, &writes, MemberOp::Write);
-        self.state(id).phase = Phase::Writing { outstanding: writes.len() };
+        self.state(id).phase = Phase::Writing { outstanding: writes.len(), intent: false };
     }
 
     /// Discards the head's unit on every member, parity included.
@@ -482,8 +500,13 @@ impl Array {
             self.state(id).writes_done = true;
             return;
         }
+        let (sector, sectors) = self.head_member_range(id);
+        if !self.write_intent_admit(id, sector, sectors) {
+            self.state(id).writes = writes;
+            return;
+        }
         self.issue(id, &writes, MemberOp::Write);
-        self.state(id).phase = Phase::Writing { outstanding: writes.len() };
+        self.state(id).phase = Phase::Writing { outstanding: writes.len(), intent: true };
     }
 
     fn finish_batch(&mut self, id: HeadId) {

@@ -35,6 +35,19 @@ pub enum IoBuf {
     Head { head: HeadId, member: DiskIndex, offset: usize },
     /// No data moves (flush, discard).
     None,
+    /// The write-intent bitmap's image (`write_intent`), at this byte offset.
+    Bitmap { offset: usize },
+}
+
+/// Which part of the member an I/O addresses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoArea {
+    /// The data area: `sector` counts from md's data_offset.
+    #[default]
+    Data,
+    /// The internal write-intent bitmap: `sector` counts from the bitmap's start (md's
+    /// superblock offset + bitmap_offset).
+    Bitmap,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +62,7 @@ pub struct MemberIo {
     /// Forced unit access: the write is durable when it completes (a FUA user write's data
     /// and parity both go out so).
     pub fua: bool,
+    pub area: IoArea,
 }
 
 impl MemberIo {

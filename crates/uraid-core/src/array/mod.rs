@@ -14,9 +14,11 @@ mod durability;
 mod handle;
 pub mod io;
 mod sync;
+mod write_intent;
 
-pub use io::{ArrayStats, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
+pub use io::{ArrayStats, IoArea, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
 pub use sync::{MISMATCHES_KEPT, Mismatch, SyncKind};
+pub use write_intent::{BITMAP_PAGE_BYTES, WriteIntentConfig};
 
 use crate::geometry::Geometry;
 use crate::request::{BlockRange, split_by_chunk, split_by_head};
@@ -89,9 +91,24 @@ struct Request {
 /// What a member I/O in flight was for.
 #[derive(Clone, Copy, Debug)]
 enum Pending {
-    Direct { slot: usize, piece_sector: u64, sectors: u64, buf_sector: u64 },
-    Head { head: HeadId, member: DiskIndex },
-    Flush { slot: usize, member: DiskIndex },
+    Direct {
+        slot: usize,
+        piece_sector: u64,
+        sectors: u64,
+        buf_sector: u64,
+    },
+    Head {
+        head: HeadId,
+        member: DiskIndex,
+    },
+    Flush {
+        slot: usize,
+        member: DiskIndex,
+    },
+    /// A write-intent bitmap page write.
+    Bitmap {
+        member: DiskIndex,
+    },
 }
 
 pub struct Array {
@@ -130,6 +147,7 @@ pub struct Array {
     zeros: Box<[u8]>,
     next_tag: u64,
     stats: ArrayStats,
+    write_intent: Option<write_intent::WriteIntent>,
 }
 
 impl Array {
@@ -171,6 +189,7 @@ impl Array {
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             next_tag: 0,
             stats: ArrayStats::default(),
+            write_intent: None,
         })
     }
 
@@ -294,6 +313,7 @@ impl Array {
                 &self.cache.head(head).buffers[member.get()][offset..offset + len]
             }
             IoBuf::None => &[],
+            IoBuf::Bitmap { offset } => self.bitmap_buf(offset, len),
         }
     }
 
@@ -307,7 +327,10 @@ impl Array {
             IoBuf::Head { head, member, offset } => {
                 &mut self.cache.head_mut(head).buffers[member.get()][offset..offset + len]
             }
-            IoBuf::None => &mut [],
+            IoBuf::None | IoBuf::Bitmap { .. } => {
+                assert_ne!(io.op, MemberOp::Read, "the bitmap is written, never read, here");
+                &mut []
+            }
         }
     }
 
@@ -328,6 +351,7 @@ impl Array {
             }
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
+            Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
         }
         self.start_delayed_when_idle();
     }
@@ -337,6 +361,7 @@ impl Array {
     fn settle(&mut self) {
         loop {
             self.handle_deferred();
+            self.start_bitmap_generation();
             self.start_delayed_when_idle();
             if self.deferred.is_empty() {
                 return;
@@ -366,6 +391,7 @@ impl Array {
             || !self.inflight.is_empty()
             || !self.delayed.is_empty()
             || !self.deferred.is_empty()
+            || self.write_intent_busy()
     }
 
     fn admit(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) -> Option<usize> {
@@ -444,6 +470,7 @@ impl Array {
             sectors,
             buf: IoBuf::Request { slot, offset },
             fua: false,
+            area: IoArea::Data,
         };
         let piece_sector = self.request(slot).sector.0 + buf_sector;
         self.inflight.insert(tag, Pending::Direct { slot, piece_sector, sectors, buf_sector });

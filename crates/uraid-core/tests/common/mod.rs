@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashSet;
-use uraid_core::array::{Array, ArrayConfig, ArrayError, MemberIo, MemberOp, ReqId};
+use uraid_core::array::{Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, ReqId};
 use uraid_core::{Geometry, Level, Sector};
 
 pub const MEMBER_SECTORS: u64 = 2048; // 1 MiB members
@@ -26,6 +26,8 @@ pub struct Mem {
     pub bad_writes: HashSet<(u16, u64)>,
     /// Every member I/O performed, in order.
     pub log: Vec<MemberIo>,
+    /// Each member's write-intent bitmap area (written durably: bitmap writes are FUA).
+    pub bitmaps: Vec<Vec<u8>>,
 }
 
 impl Mem {
@@ -37,6 +39,7 @@ impl Mem {
             bad_reads: HashSet::new(),
             bad_writes: HashSet::new(),
             log: Vec::new(),
+            bitmaps: vec![vec![0u8; 8192]; members],
         }
     }
 
@@ -54,6 +57,12 @@ impl Mem {
         let at = (io.sector.0 * 512) as usize;
         let len = io.bytes();
         self.log.push(*io);
+        if io.area == IoArea::Bitmap {
+            assert_eq!(io.op, MemberOp::Write, "the engine only writes the bitmap");
+            assert!(io.fua, "bitmap pages are durable before the writes they cover");
+            self.bitmaps[m][at..at + len].copy_from_slice(array.io_buf(io));
+            return true;
+        }
         match io.op {
             MemberOp::Read => {
                 self.counts[m].reads += 1;

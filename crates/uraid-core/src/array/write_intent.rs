@@ -1,0 +1,300 @@
+//! md's internal write-intent bitmap, in the engine: before a stripe head writes, the bit of
+//! the region it writes is set on every member's bitmap and durable (a FUA page write); bits
+//! are cleared lazily, once their region has had no write for two ticks of the runtime's
+//! clock, and never while the array is degraded (md keeps them so that a member re-added
+//! later is resynced only where it missed writes). After a crash, only regions whose bit is
+//! set can have data and parity out of step: resync covers those alone.
+//!
+//! Updates go out in generations: the bits wanted since the last one are applied to the
+//! in-memory image and its changed pages written to every live member; heads that waited for
+//! a bit start writing when every page write of the generation has completed. The image is
+//! lent to the page writes, so it is changed only between generations.
+
+use super::handle::Phase;
+use super::{Array, IoArea, IoBuf, MemberIo, MemberOp, Pending};
+use crate::buffer::BlockBuf;
+use crate::stripe::HeadId;
+use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
+use std::collections::{BTreeSet, HashMap};
+
+/// md writes its bitmap a page at a time.
+pub const BITMAP_PAGE_BYTES: usize = 4096;
+
+/// The bitmap as the runtime found it on the members.
+#[derive(Clone, Debug)]
+pub struct WriteIntentConfig {
+    /// The whole bitmap region as stored on each member (md's 256-byte bitmap superblock,
+    /// then the bits, bit `c % 8` of byte `c / 8` for chunk `c`), padded to whole pages. The
+    /// engine changes only bits; the superblock is the lifecycle layer's.
+    pub image: Vec<u8>,
+    /// Where bit 0 is in `image` (256 for md's internal bitmap).
+    pub bits_offset: usize,
+    /// Member sectors per bit (md's bitmap chunksize / 512).
+    pub chunk_sectors: u64,
+    /// Bits in use (md's `chunks`).
+    pub chunks: u64,
+}
+
+pub(super) struct WriteIntent {
+    image: BlockBuf,
+    bits_offset: usize,
+    chunk_sectors: u64,
+    chunks: u64,
+    /// Bits as the members hold them (the last generation that completed).
+    on_disk: Vec<bool>,
+    /// Head writes in flight per chunk: a chunk with any is never cleared.
+    writing: HashMap<u64, u32>,
+    /// Set chunks that had no write at the last tick: cleared at the next one.
+    idle_at_last_tick: BTreeSet<u64>,
+    want_set: BTreeSet<u64>,
+    want_clear: BTreeSet<u64>,
+    /// Heads waiting for their bits: retried whenever a generation completes.
+    waiters: Vec<HeadId>,
+    /// The generation in flight: page writes outstanding, and the bits it changes.
+    in_flight: Option<(usize, Vec<(u64, bool)>)>,
+    pub(super) page_writes: u64,
+}
+
+impl WriteIntent {
+    pub(super) fn new(cfg: &WriteIntentConfig) -> WriteIntent {
+        let len = cfg.image.len().next_multiple_of(BITMAP_PAGE_BYTES);
+        assert!(cfg.bits_offset as u64 * 8 + cfg.chunks <= len as u64 * 8, "bits fit the image");
+        assert!(cfg.chunk_sectors > 0, "a bitmap chunk has sectors");
+        let mut image = BlockBuf::zeroed(len);
+        image[..cfg.image.len()].copy_from_slice(&cfg.image);
+        let mut wi = WriteIntent {
+            image,
+            bits_offset: cfg.bits_offset,
+            chunk_sectors: cfg.chunk_sectors,
+            chunks: cfg.chunks,
+            on_disk: Vec::new(),
+            writing: HashMap::new(),
+            idle_at_last_tick: BTreeSet::new(),
+            want_set: BTreeSet::new(),
+            want_clear: BTreeSet::new(),
+            waiters: Vec::new(),
+            in_flight: None,
+            page_writes: 0,
+        };
+        wi.on_disk = (0..cfg.chunks).map(|c| wi.bit(c)).collect();
+        wi
+    }
+
+    fn bit(&self, chunk: u64) -> bool {
+        let at = self.bits_offset + (chunk / 8) as usize;
+        self.image[at] & (1 << (chunk % 8)) != 0
+    }
+
+    fn set_bit(&mut self, chunk: u64, on: bool) {
+        let at = self.bits_offset + (chunk / 8) as usize;
+        if on {
+            self.image[at] |= 1 << (chunk % 8);
+        } else {
+            self.image[at] &= !(1 << (chunk % 8));
+        }
+    }
+
+    fn page_of(&self, chunk: u64) -> usize {
+        (self.bits_offset + (chunk / 8) as usize) / BITMAP_PAGE_BYTES
+    }
+
+    /// Chunks covering member sectors `[sector, +sectors)`.
+    pub(super) fn chunks_of(&self, sector: u64, sectors: u64) -> std::ops::RangeInclusive<u64> {
+        let last = (sector + sectors - 1) / self.chunk_sectors;
+        (sector / self.chunk_sectors)..=last.min(self.chunks - 1)
+    }
+
+    /// Whether writes to `chunk` may go out now: its bit is set on the members and no
+    /// generation in flight or wanted clears it.
+    fn ready(&self, chunk: u64) -> bool {
+        self.on_disk[chunk as usize] && self.bit(chunk) && !self.want_clear.contains(&chunk)
+    }
+
+    /// Asks for `chunk`'s bit: a clear not yet applied is dropped; a set is needed unless the
+    /// image has the bit already (durable, or being written by the generation in flight,
+    /// whose completion retries the waiters).
+    fn want(&mut self, chunk: u64) {
+        self.want_clear.remove(&chunk);
+        if !self.bit(chunk) {
+            self.want_set.insert(chunk);
+        }
+    }
+
+    /// Chunks whose bit is set in the image.
+    pub(super) fn dirty_chunks(&self) -> Vec<u64> {
+        (0..self.chunks).filter(|&c| self.bit(c)).collect()
+    }
+}
+
+impl Array {
+    /// Turns on md's write-intent bitmap (see `write_intent`). Bitmap page writes are member
+    /// I/Os with `IoArea::Bitmap`: `sector` then counts from the bitmap's start.
+    pub fn enable_write_intent(&mut self, cfg: &WriteIntentConfig) {
+        let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
+        assert!(cfg.chunks * cfg.chunk_sectors >= member_sectors, "the bitmap covers the members");
+        self.write_intent = Some(WriteIntent::new(cfg));
+    }
+
+    /// Bitmap chunks whose bit is set now (in memory; on the members once the page writes in
+    /// flight complete): after a crash, the regions a resync must cover.
+    #[must_use]
+    pub fn write_intent_dirty_chunks(&self) -> Vec<u64> {
+        self.write_intent.as_ref().map(WriteIntent::dirty_chunks).unwrap_or_default()
+    }
+
+    /// Bitmap page writes so far (each to every live member).
+    #[must_use]
+    pub fn write_intent_page_writes(&self) -> u64 {
+        self.write_intent.as_ref().map_or(0, |wi| wi.page_writes)
+    }
+
+    /// The runtime's clock for lazy clearing (md's bitmap daemon, every few seconds): chunks
+    /// with no write since the previous tick are cleared, unless the array is degraded.
+    pub fn write_intent_tick(&mut self) {
+        let degraded =
+            self.failed.iter().any(|&f| f) || self.recovery_offset.iter().any(Option::is_some);
+        let Some(wi) = self.write_intent.as_mut() else { return };
+        let idle: BTreeSet<u64> =
+            (0..wi.chunks).filter(|&c| wi.bit(c) && !wi.writing.contains_key(&c)).collect();
+        if !degraded {
+            for &c in idle.intersection(&wi.idle_at_last_tick) {
+                if !wi.want_set.contains(&c) {
+                    wi.want_clear.insert(c);
+                }
+            }
+        }
+        wi.idle_at_last_tick = idle;
+    }
+
+    /// When a head plans writes to `[sector, +sectors)` (before its pre-reads): asks for the
+    /// bits now, so that the bitmap update overlaps the reads (md sets bits as writes arrive).
+    pub(super) fn write_intent_prepare(&mut self, sector: u64, sectors: u64) {
+        let Some(wi) = self.write_intent.as_mut() else { return };
+        for c in wi.chunks_of(sector, sectors) {
+            wi.want(c);
+        }
+    }
+
+    /// Whether bitmap work is waiting to start (the engine is busy until it is done).
+    pub(super) fn write_intent_busy(&self) -> bool {
+        self.write_intent.as_ref().is_some_and(|wi| {
+            !wi.waiters.is_empty() || !wi.want_set.is_empty() || wi.in_flight.is_some()
+        })
+    }
+
+    /// Before head `id` writes member sectors `[sector, +sectors)`: true if it may go now (its
+    /// chunks are counted as written); false if it waits for a bitmap generation (the head is
+    /// parked in `Phase::BitmapWait` and `start_writing` is called again for it).
+    pub(super) fn write_intent_admit(&mut self, id: HeadId, sector: u64, sectors: u64) -> bool {
+        let Some(wi) = self.write_intent.as_mut() else { return true };
+        let chunks = wi.chunks_of(sector, sectors);
+        if chunks.clone().all(|c| wi.ready(c)) {
+            for c in chunks {
+                *wi.writing.entry(c).or_default() += 1;
+            }
+            return true;
+        }
+        for c in chunks {
+            wi.want(c);
+        }
+        wi.waiters.push(id);
+        self.state(id).phase = Phase::BitmapWait;
+        false
+    }
+
+    /// After head writes to `[sector, +sectors)` complete.
+    pub(super) fn write_intent_done(&mut self, sector: u64, sectors: u64) {
+        let Some(wi) = self.write_intent.as_mut() else { return };
+        for c in wi.chunks_of(sector, sectors) {
+            let n = wi.writing.get_mut(&c).expect("a counted write");
+            *n -= 1;
+            if *n == 0 {
+                wi.writing.remove(&c);
+                wi.idle_at_last_tick.remove(&c);
+            }
+        }
+    }
+
+    /// Applies the wanted bits and writes their pages to every live member, unless a
+    /// generation is in flight (the image is lent to it). Called when the runtime asks for
+    /// member I/O, so that every write of a turn shares one generation.
+    pub(super) fn start_bitmap_generation(&mut self) {
+        let live: Vec<DiskIndex> = (0..self.failed.len())
+            .filter(|&m| !self.failed[m])
+            .map(|m| DiskIndex(m as u16))
+            .collect();
+        let Some(wi) = self.write_intent.as_mut() else { return };
+        if wi.in_flight.is_some() || (wi.want_set.is_empty() && wi.want_clear.is_empty()) {
+            return;
+        }
+        let mut changes = Vec::new();
+        for c in std::mem::take(&mut wi.want_set) {
+            changes.push((c, true));
+        }
+        for c in std::mem::take(&mut wi.want_clear) {
+            changes.push((c, false));
+        }
+        let mut pages = BTreeSet::new();
+        for &(c, on) in &changes {
+            wi.set_bit(c, on);
+            pages.insert(wi.page_of(c));
+        }
+        let page_sectors = BITMAP_PAGE_BYTES as u64 / SECTOR_BYTES;
+        wi.page_writes += pages.len() as u64;
+        wi.in_flight = Some((pages.len() * live.len(), changes));
+        for page in pages {
+            for &member in &live {
+                let tag = self.new_tag();
+                self.queue.push_back(MemberIo {
+                    tag,
+                    member,
+                    op: MemberOp::Write,
+                    sector: Sector(page as u64 * page_sectors),
+                    sectors: page_sectors,
+                    buf: IoBuf::Bitmap { offset: page * BITMAP_PAGE_BYTES },
+                    fua: true,
+                    area: IoArea::Bitmap,
+                });
+                self.inflight.insert(tag, Pending::Bitmap { member });
+            }
+        }
+        if live.is_empty() {
+            self.bitmap_generation_done();
+        }
+    }
+
+    /// A bitmap page write completed; a failed one fails its member (md does the same).
+    pub(super) fn bitmap_write_done(&mut self, member: DiskIndex, ok: bool) {
+        if !ok {
+            self.failed[member.get()] = true;
+        }
+        let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
+        let (outstanding, _) = wi.in_flight.as_mut().expect("a generation in flight");
+        *outstanding -= 1;
+        if *outstanding == 0 {
+            self.bitmap_generation_done();
+        }
+    }
+
+    fn bitmap_generation_done(&mut self) {
+        let wi = self.write_intent.as_mut().expect("a bitmap");
+        let (_, changes) = wi.in_flight.take().expect("a generation in flight");
+        for (c, on) in changes {
+            wi.on_disk[c as usize] = on;
+        }
+        // Every waiter tries again: those whose bits are now durable write, the others park
+        // for the next generation.
+        for id in std::mem::take(&mut wi.waiters) {
+            if self.heads.get(&id).is_some_and(|st| st.phase == Phase::BitmapWait) {
+                self.state(id).phase = Phase::Idle;
+                self.start_writing(id);
+                self.handle(id);
+            }
+        }
+    }
+
+    /// The bitmap image a bitmap page write sends.
+    pub(super) fn bitmap_buf(&self, offset: usize, len: usize) -> &[u8] {
+        &self.write_intent.as_ref().expect("a bitmap").image[offset..offset + len]
+    }
+}

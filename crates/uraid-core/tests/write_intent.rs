@@ -1,0 +1,127 @@
+//! md's write-intent bitmap in the engine: bits durable on every member before the writes
+//! they cover, cleared lazily after two idle ticks, kept while degraded.
+
+mod common;
+
+use common::{Mem, array, pattern, read, run, write};
+use uraid_core::array::{Array, IoArea, MemberOp, ReqId, WriteIntentConfig};
+use uraid_core::{DiskIndex, Level, Sector};
+
+const BITS_AT: usize = 256;
+/// 256 KiB of each member per bit: 4 bits over the 1 MiB test members.
+const CHUNK_SECTORS: u64 = 512;
+
+fn with_bitmap(level: Level, disks: usize) -> (Array, Mem) {
+    let mut a = array(level, disks, 64 << 10, 4096);
+    a.enable_write_intent(&WriteIntentConfig {
+        image: vec![0u8; 4096],
+        bits_offset: BITS_AT,
+        chunk_sectors: CHUNK_SECTORS,
+        chunks: 4,
+    });
+    (a, Mem::new(disks))
+}
+
+fn bits(mem: &Mem, member: usize) -> u8 {
+    mem.bitmaps[member][BITS_AT]
+}
+
+/// A write's bit reaches every member (FUA) before any of its data or parity goes out.
+#[test]
+fn the_bit_is_durable_before_the_write() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid6, 6);
+    // Array sector in the second bitmap chunk: member sector 512 is stripe 4 (64 KiB chunks).
+    let sector = 4 * 4 * 128;
+    a.submit_write(ReqId(1), Sector(sector), pattern(1, 4096));
+    let mut first_turn = Vec::new();
+    while let Some(io) = a.next_io() {
+        first_turn.push(io);
+    }
+    // The bitmap update goes out with the rmw's pre-reads (old data, P, Q), in one turn.
+    let bitmap: Vec<_> = first_turn.iter().filter(|io| io.area == IoArea::Bitmap).collect();
+    assert_eq!(bitmap.len(), 6, "one bitmap page write per member");
+    assert!(bitmap.iter().all(|io| io.fua && io.op == MemberOp::Write));
+    assert!(first_turn.iter().all(|io| io.area == IoArea::Bitmap || io.op == MemberOp::Read));
+    for io in &first_turn {
+        assert!(mem.perform(&mut a, io));
+        a.complete_io(io.tag, true);
+    }
+    assert!((0..6).all(|m| bits(&mem, m) == 0b10), "bit 1 set on every member");
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 1);
+    assert!(mem.log.iter().skip(first_turn.len()).all(|io| io.area == IoArea::Data));
+    assert_eq!(a.write_intent_dirty_chunks(), vec![1]);
+    // A second write to the same region needs no bitmap update.
+    let pages = a.write_intent_page_writes();
+    write(&mut a, &mut mem, sector + 8, pattern(2, 4096));
+    assert_eq!(a.write_intent_page_writes(), pages);
+}
+
+/// Writes of one turn to several regions share one bitmap update.
+#[test]
+fn one_generation_for_a_turn_of_writes() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid5, 4);
+    let region_bytes = CHUNK_SECTORS * 512 * 3; // 3 data members per stripe row
+    for r in 0..4u64 {
+        a.submit_write(ReqId(r), Sector(r * region_bytes / 512), pattern(r, 8192));
+    }
+    let done = run(&mut a, &mut mem);
+    assert!(done.iter().all(|d| d.1.is_ok()));
+    assert_eq!(a.write_intent_page_writes(), 1, "one page, written once to each member");
+    assert_eq!(mem.log.iter().filter(|io| io.area == IoArea::Bitmap).count(), 4);
+    assert_eq!(bits(&mem, 0), 0b1111);
+}
+
+/// Bits clear after two ticks without writes; not while the array is degraded; a write after
+/// a clear sets the bit again first.
+#[test]
+fn bits_clear_lazily_and_stay_while_degraded() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid5, 4);
+    write(&mut a, &mut mem, 0, pattern(3, 4096));
+    a.write_intent_tick();
+    run(&mut a, &mut mem);
+    assert_eq!(bits(&mem, 0), 0b1, "one tick: not yet");
+    a.write_intent_tick();
+    run(&mut a, &mut mem);
+    assert!((0..4).all(|m| bits(&mem, m) == 0), "two idle ticks: cleared everywhere");
+    assert!(a.write_intent_dirty_chunks().is_empty());
+
+    write(&mut a, &mut mem, 0, pattern(4, 4096));
+    assert_eq!(bits(&mem, 0), 0b1, "set again before the write");
+    a.fail_member(DiskIndex(3));
+    for _ in 0..3 {
+        a.write_intent_tick();
+        run(&mut a, &mut mem);
+    }
+    assert_eq!(a.write_intent_dirty_chunks(), vec![0], "kept while degraded");
+    assert_eq!(read(&mut a, &mut mem, 0, 4096), pattern(4, 4096));
+}
+
+/// A write in flight keeps its region's bit however many ticks pass.
+#[test]
+fn a_region_being_written_is_not_cleared() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid5, 4);
+    write(&mut a, &mut mem, 0, pattern(5, 4096));
+    a.write_intent_tick();
+    a.submit_write(ReqId(9), Sector(8), pattern(6, 4096));
+    // Perform everything except the data writes, then tick twice.
+    let mut held = Vec::new();
+    while let Some(io) = a.next_io() {
+        if io.op == MemberOp::Write && io.area == IoArea::Data {
+            held.push(io);
+        } else {
+            let ok = mem.perform(&mut a, &io);
+            a.complete_io(io.tag, ok);
+        }
+    }
+    assert!(!held.is_empty());
+    a.write_intent_tick();
+    a.write_intent_tick();
+    assert!(a.next_io().is_none(), "no bitmap update while the region is written");
+    for io in &held {
+        let ok = mem.perform(&mut a, io);
+        a.complete_io(io.tag, ok);
+    }
+    run(&mut a, &mut mem);
+    assert_eq!(bits(&mem, 0), 0b1);
+}
