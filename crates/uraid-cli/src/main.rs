@@ -21,6 +21,7 @@ enum Command {
     Assemble(cmd::assemble::AssembleArgs),
     Examine(cmd::examine::ExamineArgs),
     Build(cmd::build::BuildArgs),
+    Stats(cmd::stats::StatsArgs),
     Bench(cmd::bench::BenchArgs),
 }
 
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         Command::Assemble(a) => cmd::assemble::run(&a),
         Command::Examine(a) => cmd::examine::run(&a),
         Command::Build(a) => cmd::build::run(&a),
+        Command::Stats(a) => cmd::stats::run(&a),
         Command::Bench(a) => cmd::bench::run(&a),
     };
     match result {

@@ -10,6 +10,8 @@
 //! - `Driver`: one thread, batched submission, no thread per I/O; contiguous member I/Os merged
 //!   into one vectored I/O.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
+//! - `StatsReport`: the engine's, the stripe cache's and the members' counters as one JSON
+//!   document, published to a file that `uraid stats` reads.
 
 pub mod buffer_pool;
 pub mod clock;
@@ -23,6 +25,7 @@ pub mod member_file;
 pub mod member_memory;
 pub mod power;
 mod ring;
+pub mod stats;
 pub mod throttled;
 
 pub use buffer_pool::{AlignedBuf, BufferPool};
@@ -36,4 +39,5 @@ pub use member::{
 pub use member_file::{FileMember, FileOptions};
 pub use member_memory::MemoryMember;
 pub use power::PowerCutReport;
+pub use stats::StatsReport;
 pub use throttled::{DiskModel, Throttled};

@@ -7,3 +7,4 @@ pub mod build;
 pub mod create;
 pub mod examine;
 mod md_meta;
+pub mod stats;

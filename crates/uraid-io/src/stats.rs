@@ -1,0 +1,146 @@
+//! What a running array reports about itself: the engine's counters, the stripe cache's and
+//! every member's, as one JSON document. A runtime publishes it to a file (replaced atomically,
+//! like a sysfs attribute that is read whole) and `uraid stats` reads it, so that the figures
+//! can be watched from another process without a control protocol.
+
+use crate::counters::CountersSnapshot;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::Path;
+use uraid_core::array::{Array, ArrayStats};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsReport {
+    pub engine: EngineStats,
+    pub cache: CacheReport,
+    /// In member (role) order.
+    pub members: Vec<MemberReport>,
+}
+
+/// `ArrayStats`, field for field (md's names where md has them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineStats {
+    pub reads_bypassed: u64,
+    pub bytes_copied: u64,
+    pub stripe_writes_full: u64,
+    pub stripe_writes_rmw: u64,
+    pub stripe_writes_rcw: u64,
+    pub stripe_writes_degraded: u64,
+    pub read_errors_corrected: u64,
+    pub stripe_discards: u64,
+    pub mismatch_cnt: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// md's stripe_cache_size.
+    pub stripe_cache_size: usize,
+    /// md's stripe_cache_active: heads in use now.
+    pub stripe_cache_active: usize,
+    pub hits: u64,
+    pub misses: u64,
+    /// Times a request waited because every head was in use.
+    pub exhausted: u64,
+    pub buffer_bytes: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberReport {
+    pub name: String,
+    pub failed: bool,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    pub discard_bytes: u64,
+    pub errors: u64,
+}
+
+impl EngineStats {
+    fn from_array(s: ArrayStats) -> EngineStats {
+        EngineStats {
+            reads_bypassed: s.reads_bypassed,
+            bytes_copied: s.bytes_copied,
+            stripe_writes_full: s.stripe_writes_full,
+            stripe_writes_rmw: s.stripe_writes_rmw,
+            stripe_writes_rcw: s.stripe_writes_rcw,
+            stripe_writes_degraded: s.stripe_writes_degraded,
+            read_errors_corrected: s.read_errors_corrected,
+            stripe_discards: s.stripe_discards,
+            mismatch_cnt: s.mismatch_sectors,
+        }
+    }
+
+    /// Field-wise sum, for a runtime whose workers each run an engine.
+    #[must_use]
+    pub fn sum(self, o: EngineStats) -> EngineStats {
+        EngineStats {
+            reads_bypassed: self.reads_bypassed + o.reads_bypassed,
+            bytes_copied: self.bytes_copied + o.bytes_copied,
+            stripe_writes_full: self.stripe_writes_full + o.stripe_writes_full,
+            stripe_writes_rmw: self.stripe_writes_rmw + o.stripe_writes_rmw,
+            stripe_writes_rcw: self.stripe_writes_rcw + o.stripe_writes_rcw,
+            stripe_writes_degraded: self.stripe_writes_degraded + o.stripe_writes_degraded,
+            read_errors_corrected: self.read_errors_corrected + o.read_errors_corrected,
+            stripe_discards: self.stripe_discards + o.stripe_discards,
+            mismatch_cnt: self.mismatch_cnt + o.mismatch_cnt,
+        }
+    }
+}
+
+impl StatsReport {
+    /// The report of one engine and its members' counters (`names` and `counters` in member
+    /// order).
+    #[must_use]
+    pub fn new(array: &Array, names: &[String], counters: &[CountersSnapshot]) -> StatsReport {
+        let cache = array.cache();
+        let failed = array.failed_members();
+        let members = names
+            .iter()
+            .zip(counters)
+            .enumerate()
+            .map(|(m, (name, c))| MemberReport {
+                name: name.clone(),
+                failed: failed.iter().any(|f| f.get() == m),
+                read_ios: c.read_ios,
+                write_ios: c.write_ios,
+                read_bytes: c.read_bytes,
+                write_bytes: c.write_bytes,
+                flushes: c.flushes,
+                discards: c.discards,
+                discard_bytes: c.discard_bytes,
+                errors: c.errors,
+            })
+            .collect();
+        StatsReport {
+            engine: EngineStats::from_array(array.stats()),
+            cache: CacheReport {
+                stripe_cache_size: cache.capacity(),
+                stripe_cache_active: cache.active(),
+                hits: cache.stats.hits,
+                misses: cache.stats.misses,
+                exhausted: cache.stats.exhausted,
+                buffer_bytes: cache.buffer_bytes(),
+            },
+            members,
+        }
+    }
+
+    /// Writes the report to `path` atomically (a temporary file renamed over it), so that a
+    /// reader never sees half a document.
+    pub fn publish(&self, path: &Path) -> io::Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(self).map_err(io::Error::other)?;
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)
+    }
+
+    pub fn read(path: &Path) -> io::Result<StatsReport> {
+        let text = std::fs::read(path)?;
+        serde_json::from_slice(&text).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display()))
+        })
+    }
+}
