@@ -1,0 +1,56 @@
+//! uraid's multi-threaded runtime: the sans-IO engine (`uraid_core::array::Array`) run by
+//! several worker threads with no global lock. md runs every stripe through one raid5d thread,
+//! which is the bottleneck of seeds 000 and 002; here each worker owns one `Array`, one
+//! `uraid_io::Driver` and its own instance of every member (its own io_uring rings), and serves
+//! the rows (full stripes) `row % workers == index`.
+//!
+//! - `runtime`: `Runtime::start`, `submit` with a completion callback, blocking helpers,
+//!   array-wide state (failed members, FLUSH on every worker), stats, shutdown.
+//! - `request`: cutting requests at row boundaries and putting them back together.
+//! - `worker`: one worker's loop.
+//! - `source`: where each worker's member instances come from (files opened again per worker,
+//!   or `shared_memory`, a memory medium every worker's handle shares).
+//!
+//! Invariants: a row is only ever handled by one worker, so no stripe head exists twice and no
+//! two engines write the same parity; a member failed by any engine is failed in every engine
+//! before that engine plans its next request.
+
+mod request;
+pub mod runtime;
+pub mod shared_memory;
+pub mod source;
+mod worker;
+
+pub use request::{Callback, Completed, Op};
+pub use runtime::{MIN_STRIPE_HEADS_PER_WORKER, Runtime, RuntimeConfig, RuntimeStats};
+pub use shared_memory::{SharedMemory, SharedMemoryMember};
+pub use source::{FileSource, MemberSource, SharedMemorySource};
+
+use std::sync::Arc;
+use thiserror::Error;
+use uraid_core::array::ArrayError;
+
+#[derive(Clone, Debug, Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The engine refused or failed the request (out of range, beyond redundancy, ...).
+    #[error(transparent)]
+    Array(#[from] ArrayError),
+    #[error("offset {offset_bytes} or length {len_bytes} is not a whole number of sectors")]
+    Unaligned { offset_bytes: u64, len_bytes: u64 },
+    #[error("opening member {member} for worker {worker}: {source}")]
+    Open {
+        worker: usize,
+        member: usize,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("the member source has {found} members, the geometry {expected}")]
+    MemberCount { expected: usize, found: usize },
+    #[error("worker {worker} stopped serving: {message}")]
+    Worker { worker: usize, message: String },
+    #[error("the runtime shut down (or a worker died) before the request finished")]
+    Gone,
+    #[error("spawning worker {worker}: {message}")]
+    Spawn { worker: usize, message: String },
+}

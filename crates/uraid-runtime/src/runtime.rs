@@ -1,0 +1,329 @@
+//! The runtime's handle: starts the workers, routes requests to them by row, and holds the
+//! array-wide state (failed members, stats) the workers share.
+//!
+//! `Runtime` is `Sync`: any number of client threads (the NBD server's connections) submit at
+//! once, each request going straight into its workers' channels with no lock of the runtime's.
+
+use crate::RuntimeError;
+use crate::request::{self, Callback, Completed, Op, Parent, Piece, PieceOp, Span};
+use crate::source::MemberSource;
+use crate::worker::{ArrayWide, Msg, Worker, WorkerView};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, PoisonError};
+use std::thread::JoinHandle;
+use uraid_core::array::{Array, ArrayConfig, ArrayError, ArrayStats};
+use uraid_core::{SECTOR_BYTES, Sector};
+use uraid_io::{CountersSnapshot, Driver, MemberCounters};
+
+/// The fewest stripe heads a worker gets, whatever the array total divided by the workers:
+/// enough for a full-stripe write of a wide array per head unit in flight plus a few partial
+/// stripes held back for filling.
+pub const MIN_STRIPE_HEADS_PER_WORKER: usize = 32;
+
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// The whole array; `stripe_cache_size` is the total, shared out among the workers.
+    pub array: ArrayConfig,
+    /// Worker threads; None: one per CPU the process may use (`available_parallelism`).
+    pub workers: Option<usize>,
+    /// md's data_offset: where each member's data area starts.
+    pub data_offset_bytes: u64,
+}
+
+/// Everything the workers counted, summed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    pub workers: usize,
+    /// Every worker's engine counters, summed.
+    pub array: ArrayStats,
+    /// Per member, the counters of its instances in every worker, summed.
+    pub members: Vec<CountersSnapshot>,
+    /// Bytes copied to cut requests at row boundaries and put them back (see `request.rs`).
+    pub split_bytes_copied: u64,
+}
+
+pub struct Runtime {
+    senders: Vec<Sender<Msg>>,
+    threads: Vec<JoinHandle<()>>,
+    views: Vec<Arc<WorkerView>>,
+    wide: Arc<ArrayWide>,
+    /// [worker][member].
+    counters: Vec<Vec<Arc<MemberCounters>>>,
+    row_sectors: u64,
+    size_sectors: u64,
+    raid_disks: usize,
+    copied: Arc<AtomicU64>,
+}
+
+impl Runtime {
+    /// Opens every worker's members, builds every worker's engine, starts the threads. The
+    /// source is only borrowed: the caller keeps it (memory media to inspect, paths to reopen).
+    pub fn start(
+        config: &RuntimeConfig,
+        members: &dyn MemberSource,
+    ) -> Result<Runtime, RuntimeError> {
+        let g = config.array.geometry.clone();
+        let workers = config
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+            .max(1);
+        assert!(g.raid_disks() <= 64, "the failed-member set is a 64-bit mask");
+        if members.member_count() != g.raid_disks() {
+            let found = members.member_count();
+            return Err(RuntimeError::MemberCount { expected: g.raid_disks(), found });
+        }
+        let mut rt = Runtime {
+            senders: Vec::new(),
+            threads: Vec::new(),
+            views: Vec::new(),
+            wide: Arc::default(),
+            counters: Vec::new(),
+            row_sectors: g.stripe_data_sectors(),
+            size_sectors: g.array_sectors(config.array.member_sectors),
+            raid_disks: g.raid_disks(),
+            copied: Arc::default(),
+        };
+        let mut array_config = config.array.clone();
+        array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
+        for w in 0..workers {
+            let array = Array::new(array_config.clone())?;
+            let opened: Result<Vec<_>, _> = (0..g.raid_disks())
+                .map(|m| members.open(m).map_err(|e| open_error(w, m, e)))
+                .collect();
+            let opened = opened?;
+            rt.counters.push(opened.iter().map(|m| m.counters().clone()).collect());
+            let driver = Driver::new(opened).with_data_offset_bytes(config.data_offset_bytes);
+            let (tx, rx) = mpsc::channel();
+            let worker = Worker::new(w, array, driver, rx, rt.wide.clone());
+            rt.views.push(worker.view.clone());
+            let thread = std::thread::Builder::new()
+                .name(format!("uraid-w{w}"))
+                .spawn(move || worker.run())
+                .map_err(|e| RuntimeError::Spawn { worker: w, message: e.to_string() })?;
+            rt.senders.push(tx);
+            rt.threads.push(thread);
+        }
+        Ok(rt)
+    }
+
+    #[must_use]
+    pub fn workers(&self) -> usize {
+        self.views.len()
+    }
+
+    #[must_use]
+    pub fn size_bytes(&self) -> u64 {
+        self.size_sectors * SECTOR_BYTES
+    }
+
+    /// Starts `op`; `done` is called once when it has finished (on a worker thread, or on this
+    /// one for a request refused before it reaches a worker).
+    pub fn submit(&self, op: Op, done: impl FnOnce(Completed) + Send + 'static) {
+        let done: Callback = Box::new(done);
+        match op {
+            Op::Read { offset_bytes, buf } => {
+                self.submit_data(PieceOp::Read, offset_bytes, buf, done);
+            }
+            Op::Write { offset_bytes, buf, fua } => {
+                self.submit_data(PieceOp::Write { fua }, offset_bytes, buf, done);
+            }
+            Op::Flush => {
+                let parent = Parent::new(self.workers(), done, self.copied.clone());
+                for w in 0..self.workers() {
+                    self.send(w, PieceOp::Flush, Sector(0), Vec::new(), w, &parent);
+                }
+            }
+            Op::Discard { offset_bytes, len_bytes } => {
+                let (sector, sectors) = match self.check(offset_bytes, len_bytes) {
+                    Ok(range) => range,
+                    Err(e) => return done(Completed { result: Err(e), buf: Vec::new() }),
+                };
+                let spans = request::split(sector, sectors, self.row_sectors, self.workers());
+                let parent = Parent::new(spans.len(), done, self.copied.clone());
+                for (i, s) in spans.iter().enumerate() {
+                    let op = PieceOp::Discard { sectors: s.sectors };
+                    self.send(s.worker, op, Sector(s.sector), Vec::new(), i, &parent);
+                }
+            }
+        }
+    }
+
+    /// As `submit`, reporting `(tag, Completed)` on `tx`: for a caller that waits on many.
+    pub fn submit_tagged(&self, op: Op, tag: u64, tx: &Sender<(u64, Completed)>) {
+        let tx = tx.clone();
+        self.submit(op, move |c| {
+            // The receiver gone means the caller stopped caring about the answer.
+            let _ = tx.send((tag, c));
+        });
+    }
+
+    fn submit_data(&self, op: PieceOp, offset_bytes: u64, buf: Vec<u8>, done: Callback) {
+        let len_bytes = buf.len() as u64;
+        let (sector, sectors) = match self.check(offset_bytes, len_bytes) {
+            Ok(range) => range,
+            Err(e) => return done(Completed { result: Err(e), buf }),
+        };
+        let spans: Vec<Span> = request::split(sector, sectors, self.row_sectors, self.workers());
+        let copy = matches!(op, PieceOp::Write { .. });
+        let bufs = if spans.len() == 1 {
+            vec![buf]
+        } else {
+            request::split_buf(buf, &spans, copy, &self.copied)
+        };
+        let parent = Parent::new(spans.len(), done, self.copied.clone());
+        for (i, (s, b)) in spans.iter().zip(bufs).enumerate() {
+            self.send(s.worker, op, Sector(s.sector), b, i, &parent);
+        }
+    }
+
+    /// The request's sectors when it is whole sectors inside the array; else why not.
+    fn check(&self, offset_bytes: u64, len_bytes: u64) -> Result<(u64, u64), RuntimeError> {
+        let whole = |b: u64| b.is_multiple_of(SECTOR_BYTES);
+        if !whole(offset_bytes) || !whole(len_bytes) {
+            return Err(RuntimeError::Unaligned { offset_bytes, len_bytes });
+        }
+        let (sector, sectors) = (offset_bytes / SECTOR_BYTES, len_bytes / SECTOR_BYTES);
+        if sector.checked_add(sectors).is_none_or(|end| end > self.size_sectors) {
+            return Err(ArrayError::OutOfRange { sector, sectors, size: self.size_sectors }.into());
+        }
+        Ok((sector, sectors))
+    }
+
+    fn send(
+        &self,
+        w: usize,
+        op: PieceOp,
+        sector: Sector,
+        buf: Vec<u8>,
+        index: usize,
+        parent: &Arc<Parent>,
+    ) {
+        let piece = Piece { op, sector, buf, index, parent: parent.clone() };
+        if let Err(mpsc::SendError(Msg::Piece(p))) = self.senders[w].send(Msg::Piece(piece)) {
+            p.parent.piece_done(p.index, Err(RuntimeError::Gone), p.buf);
+        }
+    }
+
+    /// Reads `len_bytes` at `offset_bytes`, waiting for the answer.
+    pub fn read_at(&self, offset_bytes: u64, len_bytes: usize) -> Result<Vec<u8>, RuntimeError> {
+        let c = self.wait(Op::Read { offset_bytes, buf: vec![0; len_bytes] })?;
+        c.result.map(|()| c.buf)
+    }
+
+    /// Writes `data` at `offset_bytes` (copied into a request buffer), waiting for the answer.
+    pub fn write_at(&self, offset_bytes: u64, data: &[u8]) -> Result<(), RuntimeError> {
+        self.wait(Op::Write { offset_bytes, buf: data.to_vec(), fua: false })?.result
+    }
+
+    pub fn flush(&self) -> Result<(), RuntimeError> {
+        self.wait(Op::Flush)?.result
+    }
+
+    pub fn discard(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), RuntimeError> {
+        self.wait(Op::Discard { offset_bytes, len_bytes })?.result
+    }
+
+    fn wait(&self, op: Op) -> Result<Completed, RuntimeError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.submit(op, move |c| {
+            let _ = tx.send(c);
+        });
+        // The callback dropped unsent: a worker died holding the request.
+        rx.recv().map_err(|_| RuntimeError::Gone)
+    }
+
+    /// Fails `member` in every worker's engine (each before it plans its next request).
+    pub fn fail_member(&self, member: usize) {
+        assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
+        self.wide.failed_mask.fetch_or(1 << member, Ordering::AcqRel);
+    }
+
+    /// The members failed anywhere in the array.
+    #[must_use]
+    pub fn failed_members(&self) -> Vec<usize> {
+        bits(self.wide.failed_mask.load(Ordering::Acquire))
+    }
+
+    /// Per worker, the members its engine treated as failed at its last turn.
+    #[must_use]
+    pub fn worker_failed_members(&self) -> Vec<Vec<usize>> {
+        self.views.iter().map(|v| bits(v.failed_mask.load(Ordering::Acquire))).collect()
+    }
+
+    /// Changes md's stripe_cache_size (the array total) while running.
+    pub fn set_stripe_cache_size(&self, heads: usize) {
+        let each = heads_per_worker(heads, self.workers());
+        for tx in &self.senders {
+            // A worker gone already has no cache to resize.
+            let _ = tx.send(Msg::CacheSize(each));
+        }
+    }
+
+    #[must_use]
+    pub fn stats(&self) -> RuntimeStats {
+        let mut stats = RuntimeStats { workers: self.workers(), ..RuntimeStats::default() };
+        for v in &self.views {
+            stats.array =
+                sum_stats(stats.array, *v.stats.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+        stats.members = (0..self.raid_disks)
+            .map(|m| {
+                let each = self.counters.iter().map(|w| w[m].snapshot());
+                each.fold(CountersSnapshot::default(), CountersSnapshot::sum)
+            })
+            .collect();
+        stats.split_bytes_copied = self.copied.load(Ordering::Relaxed);
+        stats
+    }
+
+    /// Lets every worker finish what it holds, then joins them. A worker that panicked is
+    /// reported (its requests have failed with `Gone`).
+    pub fn shutdown(mut self) -> Result<(), RuntimeError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), RuntimeError> {
+        self.senders.clear();
+        let mut result = Ok(());
+        for (w, t) in self.threads.drain(..).enumerate() {
+            if t.join().is_err() {
+                result = Err(RuntimeError::Worker { worker: w, message: "panicked".into() });
+            }
+        }
+        result
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Errors were already reported to the requests; a panic here would only hide them.
+        let _ = self.stop();
+    }
+}
+
+fn heads_per_worker(total: usize, workers: usize) -> usize {
+    (total / workers).max(MIN_STRIPE_HEADS_PER_WORKER)
+}
+
+fn open_error(worker: usize, member: usize, e: std::io::Error) -> RuntimeError {
+    RuntimeError::Open { worker, member, source: Arc::new(e) }
+}
+
+fn bits(mask: u64) -> Vec<usize> {
+    (0..64).filter(|m| mask & (1 << m) != 0).collect()
+}
+
+fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
+    ArrayStats {
+        reads_bypassed: a.reads_bypassed + b.reads_bypassed,
+        bytes_copied: a.bytes_copied + b.bytes_copied,
+        stripe_writes_full: a.stripe_writes_full + b.stripe_writes_full,
+        stripe_writes_rmw: a.stripe_writes_rmw + b.stripe_writes_rmw,
+        stripe_writes_rcw: a.stripe_writes_rcw + b.stripe_writes_rcw,
+        stripe_writes_degraded: a.stripe_writes_degraded + b.stripe_writes_degraded,
+        read_errors_corrected: a.read_errors_corrected + b.read_errors_corrected,
+        stripe_discards: a.stripe_discards + b.stripe_discards,
+        mismatch_sectors: a.mismatch_sectors + b.mismatch_sectors,
+    }
+}
