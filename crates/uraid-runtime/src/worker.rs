@@ -172,11 +172,13 @@ impl Worker {
         }
         let result = self.driver.turn(&mut self.array, wait);
         self.sync_failures();
+        // Published before the pieces complete, so that stats read after a request's answer
+        // include its work.
+        *self.view.stats.lock().unwrap_or_else(PoisonError::into_inner) = self.array.stats();
         match result {
             Ok(()) => self.complete(),
             Err(e) => self.break_down(&e.to_string()),
         }
-        *self.view.stats.lock().unwrap_or_else(PoisonError::into_inner) = self.array.stats();
     }
 
     /// Shares this engine's failed members and adopts everyone else's.

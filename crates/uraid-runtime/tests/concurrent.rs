@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{KIB, Model, Rng, assert_same, config, pattern, with_workers};
+use common::{KIB, Model, assert_same, client, config, pattern, with_workers};
 use std::sync::mpsc;
 use uraid_core::Level;
 use uraid_runtime::{Op, Runtime, SharedMemorySource};
@@ -15,35 +15,6 @@ use uraid_runtime::{Op, Runtime, SharedMemorySource};
 const MEMBER_BYTES: usize = 1 << 20;
 const CHUNK_BYTES: usize = 16 * KIB;
 const CLIENTS: u64 = 4;
-
-fn client(rt: &Runtime, model: &Model, seed: u64, region: (u64, u64), row_bytes: u64) {
-    let (base, len) = region;
-    let mut rng = Rng::new(seed);
-    for step in 0..150 {
-        let max = (3 * row_bytes).min(len) / 512;
-        let bytes = (1 + rng.below(max)) * 512;
-        let at = base + rng.below((len - bytes) / 512 + 1) * 512;
-        match rng.below(10) {
-            0..=3 => {
-                let data = pattern(seed * 1000 + step, bytes as usize);
-                rt.write_at(at, &data).unwrap();
-                model.write(at, &data);
-            }
-            4 => {
-                rt.discard(at, bytes).unwrap();
-                model.zero(at, bytes);
-            }
-            _ => {
-                let got = rt.read_at(at, bytes as usize).unwrap();
-                assert_same(
-                    &got,
-                    &model.read(at, bytes as usize),
-                    &format!("read {bytes} at {at}"),
-                );
-            }
-        }
-    }
-}
 
 fn random_clients(level: Level, disks: usize, workers: usize) {
     let cfg = with_workers(config(level, disks, CHUNK_BYTES, MEMBER_BYTES), workers);
@@ -57,7 +28,7 @@ fn random_clients(level: Level, disks: usize, workers: usize) {
     std::thread::scope(|s| {
         for c in 0..CLIENTS {
             let (rt, model) = (&rt, &model);
-            s.spawn(move || client(rt, model, c + 1, (c * region, region), row_bytes));
+            s.spawn(move || client(rt, model, c + 1, (c * region, region), row_bytes, true));
         }
     });
     rt.flush().unwrap();

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use uraid_core::array::ArrayConfig;
 use uraid_core::{Geometry, Level};
-use uraid_runtime::RuntimeConfig;
+use uraid_runtime::{Runtime, RuntimeConfig};
 
 pub const KIB: usize = 1024;
 
@@ -87,5 +87,72 @@ pub fn assert_same(got: &[u8], want: &[u8], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
         panic!("{what}: byte {i} is {:#x}, expected {:#x}", got[i], want[i]);
+    }
+}
+
+/// Random writes, discards and reads of 512 B to three rows inside `region` (offset, length),
+/// every read checked against `model`; without `discards`, the discards are writes too.
+pub fn client(
+    rt: &Runtime,
+    model: &Model,
+    seed: u64,
+    region: (u64, u64),
+    row_bytes: u64,
+    discards: bool,
+) {
+    let (base, len) = region;
+    let mut rng = Rng::new(seed);
+    for step in 0..150 {
+        let max = (3 * row_bytes).min(len) / 512;
+        let bytes = (1 + rng.below(max)) * 512;
+        let at = base + rng.below((len - bytes) / 512 + 1) * 512;
+        match rng.below(10) {
+            4 if discards => {
+                rt.discard(at, bytes).unwrap();
+                model.zero(at, bytes);
+            }
+            0..=4 => {
+                let data = pattern(seed * 1000 + step, bytes as usize);
+                rt.write_at(at, &data).unwrap();
+                model.write(at, &data);
+            }
+            _ => {
+                let got = rt.read_at(at, bytes as usize).unwrap();
+                assert_same(
+                    &got,
+                    &model.read(at, bytes as usize),
+                    &format!("read {bytes} at {at}"),
+                );
+            }
+        }
+    }
+}
+
+/// Shared memory members, with member `member` of worker `worker` wrapped in `Faulty` and
+/// failing every I/O after its first `after` ones.
+pub struct FaultySource {
+    pub inner: uraid_runtime::SharedMemorySource,
+    pub worker: usize,
+    pub member: usize,
+    pub after: u64,
+    pub opened: std::sync::atomic::AtomicUsize,
+}
+
+impl uraid_runtime::MemberSource for FaultySource {
+    fn member_count(&self) -> usize {
+        self.inner.media().len()
+    }
+
+    fn open(&self, member: usize) -> std::io::Result<Box<dyn uraid_io::Member>> {
+        // `Runtime::start` opens worker 0's members in order, then worker 1's, ...
+        let n = self.opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let worker = n / self.member_count();
+        let media = &self.inner.media()[member];
+        if (worker, member) != (self.worker, self.member) {
+            return Ok(Box::new(media.member()));
+        }
+        let mut faulty = uraid_io::Faulty::new(media.member(), 7);
+        faulty.fail_after_ios(self.after);
+        Ok(Box::new(faulty))
     }
 }
