@@ -67,12 +67,11 @@ fn a_member_failed_by_one_worker_is_failed_by_all_and_reads_stay_correct() {
     rt.shutdown().unwrap();
 }
 
-/// Regression reproduction for an engine (uraid-core) bug, on one worker so that the runtime's
+/// Regression test for an engine (uraid-core) bug, fixed, on one worker so that the runtime's
 /// sharding plays no part: RAID6 of 6, member 2 failed, a full-row write, a whole-row discard,
 /// then the row read back returns the written data of the chunk on the failed member instead
 /// of zeros (stale stripe head data, or the discard does not reach its head).
 #[test]
-#[ignore = "uraid-core bug: a whole-stripe discard on a degraded array leaves stale data"]
 fn degraded_whole_stripe_discard_reads_back_zeros() {
     let cfg = with_workers(config(Level::Raid6, 6, CHUNK_BYTES, MEMBER_BYTES), 1);
     let source = SharedMemorySource::new(6, MEMBER_BYTES);

@@ -453,6 +453,12 @@ impl Array {
 
     /// Discards the head's unit on every member, parity included.
     fn start_discard(&mut self, id: HeadId) {
+        // Every cached block is stale now, a failed member's too: it is not discarded on a
+        // member, so its completion would never mark it, and a later read must rebuild it
+        // (as zeros) from the discarded survivors rather than serve the old contents.
+        for dev in &mut self.cache.head_mut(id).devs {
+            dev.uptodate = false;
+        }
         let members: Vec<DiskIndex> = (0..self.failed.len())
             .filter(|&m| !self.failed[m])
             .map(|m| DiskIndex(m as u16))
