@@ -9,8 +9,11 @@ use std::sync::OnceLock;
 /// their features, which is what makes the `unsafe` sound.
 macro_rules! dispatch {
     ($be:expr, $f:ident($($arg:expr),*)) => {
+        dispatch!($be, $f($($arg),*), scalar: scalar::$f($($arg,)* 0))
+    };
+    ($be:expr, $f:ident($($arg:expr),*), scalar: $scalar:expr) => {
         match $be {
-            Backend::Scalar => scalar::$f($($arg,)* 0),
+            Backend::Scalar => $scalar,
             #[cfg(target_arch = "x86_64")]
             // SAFETY: check() asserted the backend's CPU features.
             Backend::Avx2 => unsafe { crate::x86::avx2::$f($($arg),*) },
@@ -95,20 +98,20 @@ impl Backend {
     /// `dst = srcs[0] ^ srcs[1] ^ ...`. Every source has `dst`'s length.
     pub fn xor_gen(self, dst: &mut [u8], srcs: &[&[u8]]) {
         check_lens(dst.len(), srcs.iter().map(|s| s.len()));
-        self.xor(dst, srcs, false);
+        self.xor(dst, srcs, false, true);
     }
 
     /// `dst ^= srcs[0] ^ srcs[1] ^ ...` (RAID5 read-modify-write: `P ^= old ^ new`).
     pub fn xor_acc(self, dst: &mut [u8], srcs: &[&[u8]]) {
         check_lens(dst.len(), srcs.iter().map(|s| s.len()));
-        self.xor(dst, srcs, true);
+        self.xor(dst, srcs, true, true);
     }
 
     /// RAID6 P and Q of the data blocks in syndrome order: `P = Σ d_i`, `Q = Σ 2^i d_i`.
     /// `None` stands for an all-zero block (DDF layouts leave such slots).
     pub fn gen_syndrome(self, p: &mut [u8], q: &mut [u8], data: &[Option<&[u8]>]) {
         check_lens(p.len(), std::iter::once(q.len()).chain(data.iter().flatten().map(|d| d.len())));
-        self.syndrome(Some(p), q, data);
+        self.syndrome(Some(p), q, data, true);
     }
 
     /// RAID6 read-modify-write of one data block: updates P and Q from the block's old and new
@@ -150,14 +153,28 @@ impl Backend {
         recover::raid6_recover(self, data, p, q);
     }
 
-    pub(crate) fn xor(self, dst: &mut [u8], srcs: &[&[u8]], acc: bool) {
+    /// `stream`: the output is not read again soon (it goes to a device or another core), so
+    /// large outputs may bypass the caches (non-temporal stores; see `x86/generic.rs`). The
+    /// public entry points say so; recovery's intermediate results, read back at once, do not.
+    pub(crate) fn xor(self, dst: &mut [u8], srcs: &[&[u8]], acc: bool, stream: bool) {
         self.check();
-        dispatch!(self, xor_gen(dst, srcs, acc));
+        dispatch!(
+            self,
+            xor_gen(dst, srcs, acc, stream),
+            scalar: scalar::xor_gen(dst, srcs, acc, 0)
+        );
     }
 
-    pub(crate) fn syndrome(self, p: Option<&mut [u8]>, q: &mut [u8], data: &[Option<&[u8]>]) {
+    /// As [`Backend::xor`] for the P+Q syndrome.
+    pub(crate) fn syndrome(
+        self,
+        p: Option<&mut [u8]>,
+        q: &mut [u8],
+        data: &[Option<&[u8]>],
+        stream: bool,
+    ) {
         self.check();
-        dispatch!(self, syndrome(p, q, data));
+        dispatch!(self, syndrome(p, q, data, stream), scalar: scalar::syndrome(p, q, data, 0));
     }
 
     #[allow(clippy::too_many_arguments)]

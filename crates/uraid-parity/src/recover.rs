@@ -26,13 +26,15 @@ pub(crate) fn raid6_recover(
     match (x, y, p_lost, q_lost) {
         (None, _, false, false) => {}
         (None, _, true, true) => {
-            be.syndrome(p.lost_mut(), q.lost_mut().expect("Q is lost"), &view(data));
+            be.syndrome(p.lost_mut(), q.lost_mut().expect("Q is lost"), &view(data), false);
         }
         (None, _, true, false) => {
             let srcs: SmallVec<[&[u8]; INLINE]> = data.iter().filter_map(Block::present).collect();
-            be.xor(p.lost_mut().expect("P is lost"), &srcs, false);
+            be.xor(p.lost_mut().expect("P is lost"), &srcs, false, false);
         }
-        (None, _, false, true) => be.syndrome(None, q.lost_mut().expect("Q is lost"), &view(data)),
+        (None, _, false, true) => {
+            be.syndrome(None, q.lost_mut().expect("Q is lost"), &view(data), false);
+        }
         (Some(x), None, false, _) => {
             // One data block from P, as in RAID5; then Q if it is lost too.
             {
@@ -40,23 +42,23 @@ pub(crate) fn raid6_recover(
                 let mut srcs: SmallVec<[&[u8]; INLINE]> =
                     others.iter().flatten().copied().collect();
                 srcs.push(p.present().expect("P survives"));
-                be.xor(dx, &srcs, false);
+                be.xor(dx, &srcs, false, false);
             }
             if let Some(q) = q.lost_mut() {
-                be.syndrome(None, q, &view(data));
+                be.syndrome(None, q, &view(data), false);
             }
         }
         (Some(x), None, true, false) => {
             // One data block and P: the data from Q, then P from all the data.
             let (dx, others) = split_lost(data, x);
             let p = p.lost_mut().expect("P is lost");
-            be.syndrome(Some(p), dx, &others);
+            be.syndrome(Some(p), dx, &others, false);
             be.recov_data_q(dx, p, q.present().expect("Q survives"), gf::inv(gf::exp2(x)));
         }
         (Some(x), Some(y), false, false) => {
             let (pv, qv) = (p.present().expect("P survives"), q.present().expect("Q survives"));
             let (dx, dy, others) = split_lost2(data, x, y);
-            be.syndrome(Some(&mut *dx), dy, &others);
+            be.syndrome(Some(&mut *dx), dy, &others, false);
             // dx = (Q' ^ g^y P') / (g^x ^ g^y), dy = P' ^ dx, with P', Q' the missing sums.
             let denom = gf::inv(gf::exp2(x) ^ gf::exp2(y));
             be.recov_2data(dx, dy, pv, qv, gf::mul(gf::exp2(y), denom), denom);

@@ -146,3 +146,58 @@ fn mismatched_lengths_are_refused() {
     let mut p = [0u8; 16];
     Backend::Scalar.xor_gen(&mut p, &[&[0u8; 15]]);
 }
+
+/// A zeroed buffer of `len` bytes starting `skew` bytes past a 64-byte boundary.
+fn placed(len: usize, skew: usize) -> (Vec<u8>, usize) {
+    let buf = vec![0u8; len + skew + 64];
+    let at = buf.as_ptr().align_offset(64) + skew;
+    (buf, at)
+}
+
+/// The paths that short random blocks never reach: wide XOR in column tiles (more than 8
+/// sources, blocks longer than a tile, tile ends and odd tails) and non-temporal stores (calls
+/// of at least 1 MiB with vector-aligned outputs), with aligned and misaligned outputs.
+#[test]
+fn large_and_wide_calls_match_reference() {
+    let cases = [
+        (9, 8192 * 2),
+        (9, 8192 * 2 + 77),
+        (16, 65536),
+        (17, 65536 + 5),
+        (16, (1 << 20) / 16 + 64),
+        (33, 40_000),
+        (8, 1 << 17),
+        (4, (1 << 20) / 4 + 31),
+        (254, 4096 + 3),
+    ];
+    for (i, &(n, len)) in cases.iter().enumerate() {
+        let src = blocks(i as u64 + 1, n, len, 0);
+        let srcs: Vec<&[u8]> = src.iter().map(Vec::as_slice).collect();
+        let data: Vec<Option<&[u8]>> = srcs.iter().map(|s| Some(*s)).collect();
+        let mut want = vec![0u8; len];
+        Backend::Scalar.xor_gen(&mut want, &srcs);
+        let mut want_acc = src[0].clone();
+        Backend::Scalar.xor_acc(&mut want_acc, &srcs[1..]);
+        let (mut want_p, mut want_q) = (vec![0u8; len], vec![0u8; len]);
+        Backend::Scalar.gen_syndrome(&mut want_p, &mut want_q, &data);
+        for be in fast_backends() {
+            for skew in [0, 1, 32] {
+                let (mut d, at) = placed(len, skew);
+                be.xor_gen(&mut d[at..at + len], &srcs);
+                assert!(
+                    d[at..at + len] == want[..],
+                    "{} xor n={n} len={len} skew={skew}",
+                    be.name()
+                );
+                d[at..at + len].copy_from_slice(&src[0]);
+                be.xor_acc(&mut d[at..at + len], &srcs[1..]);
+                assert!(d[at..at + len] == want_acc[..], "{} xor_acc n={n} len={len}", be.name());
+                let (mut p, pa) = placed(len, skew);
+                let (mut q, qa) = placed(len, 0);
+                be.gen_syndrome(&mut p[pa..pa + len], &mut q[qa..qa + len], &data);
+                assert!(p[pa..pa + len] == want_p[..], "{} P n={n} len={len}", be.name());
+                assert!(q[qa..qa + len] == want_q[..], "{} Q n={n} len={len}", be.name());
+            }
+        }
+    }
+}

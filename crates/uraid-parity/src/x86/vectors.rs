@@ -8,10 +8,11 @@ use std::arch::x86_64::{
     __m256i, __m512i, _mm_loadu_si128, _mm256_add_epi8, _mm256_and_si256,
     _mm256_broadcastsi128_si256, _mm256_cmpgt_epi8, _mm256_loadu_si256, _mm256_set1_epi8,
     _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_srli_epi16, _mm256_storeu_si256,
-    _mm256_xor_si256, _mm512_add_epi8, _mm512_and_si512, _mm512_broadcast_i32x4,
-    _mm512_gf2p8affine_epi64_epi8, _mm512_loadu_si512, _mm512_maskz_mov_epi8, _mm512_movepi8_mask,
-    _mm512_set1_epi8, _mm512_set1_epi64, _mm512_setzero_si512, _mm512_shuffle_epi8,
-    _mm512_srli_epi16, _mm512_storeu_si512, _mm512_ternarylogic_epi32, _mm512_xor_si512,
+    _mm256_stream_si256, _mm256_xor_si256, _mm512_add_epi8, _mm512_and_si512,
+    _mm512_broadcast_i32x4, _mm512_gf2p8affine_epi64_epi8, _mm512_loadu_si512,
+    _mm512_maskz_mov_epi8, _mm512_movepi8_mask, _mm512_set1_epi8, _mm512_set1_epi64,
+    _mm512_setzero_si512, _mm512_shuffle_epi8, _mm512_srli_epi16, _mm512_storeu_si512,
+    _mm512_stream_si512, _mm512_ternarylogic_epi32, _mm512_xor_si512,
 };
 
 pub(crate) trait Vector: Copy {
@@ -21,6 +22,8 @@ pub(crate) trait Vector: Copy {
     type Table: Copy;
     unsafe fn load(src: *const u8) -> Self;
     unsafe fn store(self, dst: *mut u8);
+    /// A non-temporal store: `dst` must be aligned to `BYTES`.
+    unsafe fn store_nt(self, dst: *mut u8);
     unsafe fn zero() -> Self;
     unsafe fn xor(self, other: Self) -> Self;
     /// Each byte times 2 in GF(2^8): the Horner step of the Q syndrome.
@@ -103,6 +106,10 @@ impl Vector for Avx2 {
         unsafe { _mm256_storeu_si256(dst.cast(), self.0) }
     }
     #[inline(always)]
+    unsafe fn store_nt(self, dst: *mut u8) {
+        unsafe { _mm256_stream_si256(dst.cast(), self.0) }
+    }
+    #[inline(always)]
     unsafe fn zero() -> Self {
         Avx2(unsafe { _mm256_setzero_si256() })
     }
@@ -158,6 +165,10 @@ impl Vector for Avx512 {
         unsafe { _mm512_storeu_si512(dst.cast(), self.0) }
     }
     #[inline(always)]
+    unsafe fn store_nt(self, dst: *mut u8) {
+        unsafe { _mm512_stream_si512(dst.cast(), self.0) }
+    }
+    #[inline(always)]
     unsafe fn zero() -> Self {
         Avx512(unsafe { _mm512_setzero_si512() })
     }
@@ -211,6 +222,10 @@ impl Vector for Gfni {
     #[inline(always)]
     unsafe fn store(self, dst: *mut u8) {
         unsafe { _mm512_storeu_si512(dst.cast(), self.0) }
+    }
+    #[inline(always)]
+    unsafe fn store_nt(self, dst: *mut u8) {
+        unsafe { _mm512_stream_si512(dst.cast(), self.0) }
     }
     #[inline(always)]
     unsafe fn zero() -> Self {
