@@ -207,6 +207,9 @@ fn goal(op: Op, mode: Mode, ratio: f64, bound_fraction: f64) -> (String, bool) {
     }
 }
 
+/// Pieces in which the reference writes: `xor_gen` uses ordinary stores below 256 KiB per call.
+const REF_STORE_CHUNK: usize = 64 << 10;
+
 fn measure_memory(bytes: usize, timing: Timing) -> MemoryRates {
     let mut arena = Arena::new(1, 1 << 20, bytes, 7);
     let buf = arena.as_mut_slice();
@@ -219,7 +222,7 @@ fn measure_memory(bytes: usize, timing: Timing) -> MemoryRates {
         // Ordinary stores, as the kernels do (so a written line is also read for ownership);
         // `fill` may use non-temporal stores and would flatter the bus.
         let start = std::time::Instant::now();
-        for chunk in buf.chunks_mut(1 << 20) {
+        for chunk in buf.chunks_mut(REF_STORE_CHUNK) {
             uraid_parity::xor_gen(chunk, &[]);
         }
         std::hint::black_box(&buf[..]);
@@ -360,8 +363,11 @@ impl<'a> Kernels<'a> {
             }
         };
         for out in outputs {
-            // Ordinary stores, as the kernels do: `xor_gen` of no sources writes zeros.
-            uraid_parity::xor_gen(out, &[]);
+            // Ordinary stores: `xor_gen` of no sources writes zeros, in pieces too small for its
+            // non-temporal path.
+            for chunk in out.chunks_mut(REF_STORE_CHUNK) {
+                uraid_parity::xor_gen(chunk, &[]);
+            }
         }
         std::hint::black_box(sum);
     }

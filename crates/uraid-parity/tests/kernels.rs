@@ -156,7 +156,7 @@ fn placed(len: usize, skew: usize) -> (Vec<u8>, usize) {
 
 /// The paths that short random blocks never reach: wide XOR in column tiles (more than 8
 /// sources, blocks longer than a tile, tile ends and odd tails) and non-temporal stores (calls
-/// of at least 1 MiB with vector-aligned outputs), with aligned and misaligned outputs.
+/// of at least 256 KiB with vector-aligned outputs), with aligned and misaligned outputs.
 #[test]
 fn large_and_wide_calls_match_reference() {
     let cases = [

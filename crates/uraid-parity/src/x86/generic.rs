@@ -30,12 +30,12 @@ fn prefetch<const AHEAD: usize>(src: *const u8, off: usize) {
     }
 }
 
-/// Outputs of at least this many bytes in all (inputs and outputs of the call) are written with
-/// non-temporal stores when the caller's outputs leave the core (`stream`): a stripe that large
-/// does not stay in L2 anyway, and a non-temporal store spares the read for ownership that an
+/// Calls moving at least this many bytes (inputs and outputs) write their outputs with
+/// non-temporal stores when the caller's outputs leave the core (`stream`): such a stripe fills
+/// L2 or more anyway, and a non-temporal store spares the read for ownership that an
 /// ordinary store of a line not in cache costs (on the measuring machine, writing a 512 MiB
 /// buffer ran at ~12 GB/s with ordinary stores, ~33 GB/s non-temporal).
-pub(crate) const NT_MIN_BYTES: usize = 1 << 20;
+pub(crate) const NT_MIN_BYTES: usize = 256 << 10;
 
 /// Above this many sources, `xor_gen` works in column tiles of [`XOR_TILE`] bytes and takes the
 /// sources [`XOR_CHUNK`] at a time per tile, the partial parity staying in L1/L2 between the
