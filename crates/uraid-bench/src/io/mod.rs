@@ -17,6 +17,7 @@ pub mod recording;
 pub mod rig;
 pub mod seq_write;
 pub mod throughput;
+pub mod workers;
 
 use anyhow::Result;
 use serde::Serialize;
@@ -139,12 +140,13 @@ fn ratio(value: f64, base: Option<f64>) -> Option<f64> {
 /// A family of workloads: its name and the function that measures its rows.
 type Family = (&'static str, fn(&IoBenchOptions) -> Result<Vec<Row>>);
 
-const FAMILIES: [Family; 5] = [
+const FAMILIES: [Family; 6] = [
     ("random_write", random_write::run),
     ("seq_write", seq_write::run),
     ("read", read::run),
     ("throughput", throughput::run),
     ("cpu", cpu::run),
+    ("workers", workers::run),
 ];
 
 /// Runs the selected families and prints their rows as they come.
