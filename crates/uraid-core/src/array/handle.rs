@@ -97,23 +97,48 @@ impl Array {
     /// Queues a piece on its stripe head. Pieces wait in arrival order when no head is free,
     /// and a piece never overtakes an earlier waiting one (overlapping writes keep their order).
     pub(super) fn add_piece(&mut self, key: StripeKey, piece: Piece) {
-        if let Some(id) = self.cache.lookup(key).filter(|id| self.heads.contains_key(id)) {
+        if let Some(id) = self.held_head(key) {
             self.heads.get_mut(&id).expect("checked").queued.push(piece);
             self.handle_or_defer(id);
             return;
         }
         if !self.waiting.is_empty() {
-            self.waiting.push_back((key, piece));
+            self.push_waiting(key, piece);
             return;
         }
-        self.start_piece(key, piece);
+        if let Err(piece) = self.start_piece(key, piece) {
+            self.push_waiting(key, piece);
+        }
     }
 
-    /// Takes a head for the piece, or queues it as waiting.
-    fn start_piece(&mut self, key: StripeKey, piece: Piece) {
+    fn push_waiting(&mut self, key: StripeKey, piece: Piece) {
+        *self.waiting_keys.entry(key).or_default() += 1;
+        self.waiting.push_back((key, piece));
+    }
+
+    fn pop_waiting(&mut self) -> Option<(StripeKey, Piece)> {
+        let (key, piece) = self.waiting.pop_front()?;
+        self.forget_waiting_key(key);
+        Some((key, piece))
+    }
+
+    fn forget_waiting_key(&mut self, key: StripeKey) {
+        let n = self.waiting_keys.get_mut(&key).expect("a waiting piece's key is counted");
+        *n -= 1;
+        if *n == 0 {
+            self.waiting_keys.remove(&key);
+        }
+    }
+
+    /// The head the engine holds for `key`, if any.
+    pub(super) fn held_head(&self, key: StripeKey) -> Option<HeadId> {
+        self.cache.lookup(key).filter(|id| self.heads.contains_key(id))
+    }
+
+    /// Takes a head for the piece; gives the piece back when no head is free.
+    fn start_piece(&mut self, key: StripeKey, piece: Piece) -> Result<(), Piece> {
         let Some(id) = self.cache.get(key) else {
-            self.waiting.push_back((key, piece));
-            return;
+            return Err(piece);
         };
         let state = HeadState {
             queued: vec![piece],
@@ -131,6 +156,7 @@ impl Array {
         };
         self.heads.insert(id, state);
         self.handle_or_defer(id);
+        Ok(())
     }
 
     /// New pieces are handled when the runtime next asks for member I/O (`next_io`), not as
@@ -154,6 +180,9 @@ impl Array {
     /// is judged as before the first of them: the heads of one request (a 64 KiB write spans
     /// 16 heads of 4 KiB) must not delay each other, or their reads go out in two rounds.
     pub(super) fn handle_deferred(&mut self) {
+        if self.deferred.is_empty() {
+            return; // the common case: every `next_io` of a turn after the first
+        }
         self.busy_before_settle = Some(self.others_busy());
         while !self.deferred.is_empty() {
             for id in std::mem::take(&mut self.deferred) {
@@ -541,31 +570,48 @@ impl Array {
         self.start_waiting();
     }
 
-    /// Starts pieces waiting for a head, in order, while heads are free.
-    /// Once no head is free, waiting pieces whose stripe head is already held still join it
-    /// (a delayed partial stripe is filled by the next request rather than started with
-    /// reads); a piece never overtakes an earlier one for the same head, since a key has a
-    /// head for all its waiting pieces or for none.
+    /// Starts pieces waiting for a head, in order, while heads are free. Once no head is free,
+    /// waiting pieces whose stripe head is already held still join it (a delayed partial stripe
+    /// is filled by the next request rather than started with reads). Such a piece exists only
+    /// when an earlier piece of its key got a head here (a key with a held head takes new
+    /// pieces at once), so the queue is searched only then, not at every release. A piece never
+    /// overtakes an earlier one for the same head: a key has a head for all its waiting pieces
+    /// or for none.
     pub(super) fn start_waiting(&mut self) {
-        let mut still_waiting = std::collections::VecDeque::new();
-        while let Some((key, piece)) = self.waiting.pop_front() {
-            if let Some(held) = self.cache.lookup(key).filter(|h| self.heads.contains_key(h)) {
+        let mut key_still_waits = false;
+        while let Some((key, piece)) = self.pop_waiting() {
+            if let Some(held) = self.held_head(key) {
                 self.heads.get_mut(&held).expect("checked").queued.push(piece);
-                self.handle(held);
+                self.handle_or_defer(held);
                 continue;
             }
-            if !still_waiting.is_empty() {
-                still_waiting.push_back((key, piece));
-                continue;
-            }
-            let before = self.waiting.len();
-            self.start_piece(key, piece);
-            if self.waiting.len() > before {
-                // No head free: it went back (to the end); it stays first.
-                still_waiting.push_back(self.waiting.pop_back().expect("just queued"));
+            match self.start_piece(key, piece) {
+                Ok(()) => key_still_waits |= self.waiting_keys.contains_key(&key),
+                Err(piece) => {
+                    // No head free: it stays first.
+                    *self.waiting_keys.entry(key).or_default() += 1;
+                    self.waiting.push_front((key, piece));
+                    break;
+                }
             }
         }
-        self.waiting = still_waiting;
+        if key_still_waits {
+            self.join_held_heads();
+        }
+    }
+
+    /// Moves waiting pieces whose head is held onto it, keeping the others in order.
+    fn join_held_heads(&mut self) {
+        for (key, piece) in std::mem::take(&mut self.waiting) {
+            match self.held_head(key) {
+                Some(held) => {
+                    self.forget_waiting_key(key);
+                    self.heads.get_mut(&held).expect("checked").queued.push(piece);
+                    self.handle_or_defer(held);
+                }
+                None => self.waiting.push_back((key, piece)),
+            }
+        }
     }
 
     /// Starts every delayed head.

@@ -124,6 +124,8 @@ pub struct Array {
     queue: VecDeque<MemberIo>,
     /// Stripe-head work waiting for a free head.
     waiting: VecDeque<(StripeKey, Piece)>,
+    /// How many waiting pieces each key has.
+    waiting_keys: HashMap<StripeKey, u32>,
     done: Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)>,
     /// The submitter has more requests coming (see `plug`).
     plugged: bool,
@@ -179,6 +181,7 @@ impl Array {
             inflight: HashMap::new(),
             queue: VecDeque::new(),
             waiting: VecDeque::new(),
+            waiting_keys: HashMap::new(),
             done: Vec::new(),
             plugged: false,
             delayed: Vec::new(),
@@ -506,7 +509,7 @@ impl Array {
         let last = ((member_sector + sectors - 1) % chunk) / self.unit_sectors;
         (first..=last).any(|unit| {
             let key = StripeKey { stripe, unit: unit as u32 };
-            self.cache.lookup(key).is_some_and(|id| self.heads.contains_key(&id))
+            self.held_head(key).is_some()
         })
     }
 
