@@ -37,7 +37,7 @@ pub use member::{
     BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo, Segment,
 };
 pub use member_file::{FileMember, FileOptions};
-pub use member_memory::MemoryMember;
+pub use member_memory::{Medium, MemoryMember};
 pub use power::PowerCutReport;
 pub use stats::StatsReport;
 pub use throttled::{DiskModel, Throttled};

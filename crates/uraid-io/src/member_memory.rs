@@ -1,5 +1,10 @@
-//! A member backed by a `Vec<u8>`: I/Os are queued at submit and performed, in submission
-//! order, when reaped; a vectored I/O is copied segment by segment. Exact, deterministic, and the inner device of most tests.
+//! A member in memory: I/Os are queued at submit and performed, in submission order, when
+//! reaped; a vectored I/O is copied segment by segment. Exact, deterministic, and the inner
+//! device of most tests.
+//!
+//! The bytes live in a `Medium`: a `Vec<u8>` owned by the member (`MemoryMember::new`), or one
+//! shared by several members, as the runtime's workers each open their own member (own queue
+//! and counters) on one shared medium, the way each opens its own ring on a file.
 //!
 //! Discard zeroes the range (what a device that guarantees zeroes after TRIM returns). Flush has
 //! nothing to do: memory is as durable as this model gets; `Faulty` adds volatility on top.
@@ -9,27 +14,44 @@ use crate::member::{IoCompletion, IoOp, IoRequest, MediaAccess, Member, MemberIn
 use std::io;
 use std::sync::Arc;
 
-pub struct MemoryMember {
+/// The bytes behind a `MemoryMember`. Ranges are checked against `size_bytes` before they get here.
+pub trait Medium: Send {
+    fn size_bytes(&self) -> usize;
+    fn read(&self, at: usize, dst: &mut [u8]);
+    fn write(&mut self, at: usize, src: &[u8]);
+    fn zero(&mut self, at: usize, len: usize);
+}
+
+impl Medium for Vec<u8> {
+    fn size_bytes(&self) -> usize {
+        self.len()
+    }
+
+    fn read(&self, at: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(&self[at..at + dst.len()]);
+    }
+
+    fn write(&mut self, at: usize, src: &[u8]) {
+        self[at..at + src.len()].copy_from_slice(src);
+    }
+
+    fn zero(&mut self, at: usize, len: usize) {
+        self[at..at + len].fill(0);
+    }
+}
+
+pub struct MemoryMember<D: Medium = Vec<u8>> {
     info: MemberInfo,
-    data: Vec<u8>,
+    data: D,
     queued: Vec<IoRequest>,
     counters: Arc<MemberCounters>,
 }
 
 impl MemoryMember {
+    /// A member with its own zeroed medium of `size_bytes`.
     #[must_use]
     pub fn new(name: &str, size_bytes: usize) -> MemoryMember {
-        let info = MemberInfo {
-            name: name.to_owned(),
-            size_bytes: size_bytes as u64,
-            logical_block_bytes: 512,
-        };
-        MemoryMember {
-            info,
-            data: vec![0u8; size_bytes],
-            queued: Vec::new(),
-            counters: Arc::default(),
-        }
+        MemoryMember::on(name, vec![0u8; size_bytes])
     }
 
     /// The whole medium, for inspection.
@@ -37,28 +59,50 @@ impl MemoryMember {
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }
+}
+
+impl<D: Medium> MemoryMember<D> {
+    /// A member on `medium`, with its own queue and counters.
+    #[must_use]
+    pub fn on(name: &str, medium: D) -> MemoryMember<D> {
+        let info = MemberInfo {
+            name: name.to_owned(),
+            size_bytes: medium.size_bytes() as u64,
+            logical_block_bytes: 512,
+        };
+        MemoryMember { info, data: medium, queued: Vec::new(), counters: Arc::default() }
+    }
+
+    #[must_use]
+    pub fn medium(&self) -> &D {
+        &self.data
+    }
 
     fn perform(&mut self, req: &IoRequest) {
-        let at = usize::try_from(req.offset_bytes).expect("a memory offset fits in usize");
-        let range = at..at + req.len_bytes;
+        let mut at = usize::try_from(req.offset_bytes).expect("a memory offset fits in usize");
         match req.op {
-            // SAFETY: `req` was submitted and is being reaped now, so the submit contract holds.
-            IoOp::Read => unsafe { req.scatter(&self.data[range]) },
-            IoOp::Write { .. } => {
-                let mut at = range.start;
-                // SAFETY: as above.
-                for seg in unsafe { req.data() } {
-                    self.data[at..at + seg.len()].copy_from_slice(seg);
+            IoOp::Read => {
+                // SAFETY: `req` was submitted and is being reaped now, so the submit contract
+                // holds, and this is the only slice of its segments alive.
+                for seg in unsafe { req.data_mut() } {
+                    self.data.read(at, seg);
                     at += seg.len();
                 }
             }
-            IoOp::Discard => self.data[range].fill(0),
+            IoOp::Write { .. } => {
+                // SAFETY: as above (a write's segments are only read).
+                for seg in unsafe { req.data() } {
+                    self.data.write(at, seg);
+                    at += seg.len();
+                }
+            }
+            IoOp::Discard => self.data.zero(at, req.len_bytes),
             IoOp::Flush => {}
         }
     }
 }
 
-impl Member for MemoryMember {
+impl<D: Medium> Member for MemoryMember<D> {
     fn info(&self) -> &MemberInfo {
         &self.info
     }
@@ -94,18 +138,27 @@ impl Member for MemoryMember {
     }
 }
 
-impl MediaAccess for MemoryMember {
+impl<D: Medium> MediaAccess for MemoryMember<D> {
     fn read_media(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()> {
-        let at = usize::try_from(offset_bytes).expect("a memory offset fits in usize");
-        let src = self.data.get(at..at + buf.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
-        buf.copy_from_slice(src);
+        let at = self.media_range(offset_bytes, buf.len())?;
+        self.data.read(at, buf);
         Ok(())
     }
 
     fn write_media(&mut self, offset_bytes: u64, data: &[u8]) -> io::Result<()> {
-        let at = usize::try_from(offset_bytes).expect("a memory offset fits in usize");
-        let dst = self.data.get_mut(at..at + data.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
-        dst.copy_from_slice(data);
+        let at = self.media_range(offset_bytes, data.len())?;
+        self.data.write(at, data);
         Ok(())
+    }
+}
+
+impl<D: Medium> MemoryMember<D> {
+    /// Where `[offset, +len)` starts, if it lies inside the medium.
+    fn media_range(&self, offset_bytes: u64, len: usize) -> io::Result<usize> {
+        let at = usize::try_from(offset_bytes).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        if at.checked_add(len).is_none_or(|end| end > self.data.size_bytes()) {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(at)
     }
 }

@@ -12,12 +12,11 @@
 //! so there is no lock order to get wrong. The lock is what makes concurrent access sound; the
 //! sharding is what makes it uncontended.
 //!
-//! Semantics are `MemoryMember`'s: I/Os are queued at submit and performed in submission order
-//! at reap (a vectored I/O segment by segment); Discard zeroes; Flush has nothing to do.
+//! Each worker's member is a `MemoryMember` on this medium: its semantics exactly (I/Os queued
+//! at submit and performed in submission order at reap; Discard zeroes; Flush does nothing).
 
-use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
-use uraid_io::{IoCompletion, IoOp, IoRequest, MediaAccess, Member, MemberCounters, MemberInfo};
+use uraid_io::{Medium, MemoryMember};
 
 /// Bytes per locked section.
 pub const SECTION_BYTES: usize = 64 << 10;
@@ -51,17 +50,7 @@ impl SharedMemory {
     /// A new handle with its own queue and counters: what one worker submits to.
     #[must_use]
     pub fn member(&self) -> SharedMemoryMember {
-        let info = MemberInfo {
-            name: self.name.clone(),
-            size_bytes: self.size_bytes as u64,
-            logical_block_bytes: 512,
-        };
-        SharedMemoryMember {
-            media: self.clone(),
-            info,
-            queued: Vec::new(),
-            counters: Arc::default(),
-        }
+        MemoryMember::on(&self.name, self.clone())
     }
 
     /// Calls `f(section bytes, offset into the I/O)` for each section piece of
@@ -94,102 +83,26 @@ impl SharedMemory {
             dst.copy_from_slice(&src[off..off + dst.len()]);
         });
     }
+}
 
-    fn zero(&self, at: usize, len: usize) {
+/// One worker's handle on a `SharedMemory`: `MemoryMember`'s queue, counters and semantics on
+/// the shared medium.
+pub type SharedMemoryMember = MemoryMember<SharedMemory>;
+
+impl Medium for SharedMemory {
+    fn size_bytes(&self) -> usize {
+        self.size_bytes
+    }
+
+    fn read(&self, at: usize, dst: &mut [u8]) {
+        SharedMemory::read(self, at, dst);
+    }
+
+    fn write(&mut self, at: usize, src: &[u8]) {
+        SharedMemory::write(self, at, src);
+    }
+
+    fn zero(&mut self, at: usize, len: usize) {
         self.for_each_span(at, len, |dst, _| dst.fill(0));
-    }
-}
-
-/// One worker's handle on a `SharedMemory`.
-pub struct SharedMemoryMember {
-    media: SharedMemory,
-    info: MemberInfo,
-    queued: Vec<IoRequest>,
-    counters: Arc<MemberCounters>,
-}
-
-impl SharedMemoryMember {
-    #[must_use]
-    pub fn media(&self) -> &SharedMemory {
-        &self.media
-    }
-
-    fn perform(&self, req: &IoRequest) {
-        let mut at = usize::try_from(req.offset_bytes).expect("a memory offset fits in usize");
-        match req.op {
-            IoOp::Read => {
-                // SAFETY: `req` was submitted and is being reaped now, so the submit contract
-                // holds, and this is the only slice of its segments alive.
-                for seg in unsafe { req.data_mut() } {
-                    self.media.read(at, seg);
-                    at += seg.len();
-                }
-            }
-            IoOp::Write { .. } => {
-                // SAFETY: as above (a write's segments are only read).
-                for seg in unsafe { req.data() } {
-                    self.media.write(at, seg);
-                    at += seg.len();
-                }
-            }
-            IoOp::Discard => self.media.zero(at, req.len_bytes),
-            IoOp::Flush => {}
-        }
-    }
-}
-
-impl Member for SharedMemoryMember {
-    fn info(&self) -> &MemberInfo {
-        &self.info
-    }
-
-    fn counters(&self) -> &Arc<MemberCounters> {
-        &self.counters
-    }
-
-    unsafe fn submit(&mut self, req: IoRequest) {
-        self.counters.record_submit(req.op, req.len_bytes);
-        self.queued.push(req);
-    }
-
-    fn flush_submissions(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn reap(&mut self, out: &mut Vec<IoCompletion>, _wait: bool) -> io::Result<()> {
-        for req in std::mem::take(&mut self.queued) {
-            let result = self.info.check_range(&req);
-            if result.is_ok() {
-                self.perform(&req);
-            } else {
-                self.counters.record_error();
-            }
-            out.push(IoCompletion { tag: req.tag, result });
-        }
-        Ok(())
-    }
-
-    fn in_flight(&self) -> usize {
-        self.queued.len()
-    }
-}
-
-impl MediaAccess for SharedMemoryMember {
-    fn read_media(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()> {
-        let at = usize::try_from(offset_bytes).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        if at + buf.len() > self.media.size_bytes {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.media.read(at, buf);
-        Ok(())
-    }
-
-    fn write_media(&mut self, offset_bytes: u64, data: &[u8]) -> io::Result<()> {
-        let at = usize::try_from(offset_bytes).map_err(|_| io::ErrorKind::UnexpectedEof)?;
-        if at + data.len() > self.media.size_bytes {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.media.write(at, data);
-        Ok(())
     }
 }
