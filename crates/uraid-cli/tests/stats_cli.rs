@@ -51,7 +51,7 @@ fn stats_json_reports_the_published_counters() {
     assert_eq!(printed.engine.stripe_writes_rmw + printed.engine.stripe_writes_rcw, 1);
     assert!(printed.engine.reads_bypassed >= 1);
     assert!(printed.members[0].failed && !printed.members[1].failed);
-    let total_writes: u64 = printed.members.iter().map(|m| m.write_bytes).sum();
+    let total_writes: u64 = printed.members.iter().map(|m| m.io.write_bytes).sum();
     assert_eq!(total_writes, d.counters_total().write_bytes);
     assert_eq!(printed.cache.stripe_cache_size, 32);
 

@@ -5,7 +5,7 @@
 //! are atomics behind an `Arc` so that a stats reader on another thread can snapshot them while
 //! the driver thread runs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::member::IoOp;
@@ -23,7 +23,7 @@ pub struct MemberCounters {
 }
 
 /// A plain copy of the counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountersSnapshot {
     pub read_ios: u64,
     pub write_ios: u64,

@@ -48,14 +48,9 @@ pub struct CacheReport {
 pub struct MemberReport {
     pub name: String,
     pub failed: bool,
-    pub read_ios: u64,
-    pub write_ios: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub flushes: u64,
-    pub discards: u64,
-    pub discard_bytes: u64,
-    pub errors: u64,
+    /// The member's counters, as fields of this object.
+    #[serde(flatten)]
+    pub io: CountersSnapshot,
 }
 
 impl EngineStats {
@@ -72,22 +67,6 @@ impl EngineStats {
             mismatch_cnt: s.mismatch_sectors,
         }
     }
-
-    /// Field-wise sum, for a runtime whose workers each run an engine.
-    #[must_use]
-    pub fn sum(self, o: EngineStats) -> EngineStats {
-        EngineStats {
-            reads_bypassed: self.reads_bypassed + o.reads_bypassed,
-            bytes_copied: self.bytes_copied + o.bytes_copied,
-            stripe_writes_full: self.stripe_writes_full + o.stripe_writes_full,
-            stripe_writes_rmw: self.stripe_writes_rmw + o.stripe_writes_rmw,
-            stripe_writes_rcw: self.stripe_writes_rcw + o.stripe_writes_rcw,
-            stripe_writes_degraded: self.stripe_writes_degraded + o.stripe_writes_degraded,
-            read_errors_corrected: self.read_errors_corrected + o.read_errors_corrected,
-            stripe_discards: self.stripe_discards + o.stripe_discards,
-            mismatch_cnt: self.mismatch_cnt + o.mismatch_cnt,
-        }
-    }
 }
 
 impl StatsReport {
@@ -101,17 +80,10 @@ impl StatsReport {
             .iter()
             .zip(counters)
             .enumerate()
-            .map(|(m, (name, c))| MemberReport {
+            .map(|(m, (name, &io))| MemberReport {
                 name: name.clone(),
                 failed: failed.iter().any(|f| f.get() == m),
-                read_ios: c.read_ios,
-                write_ios: c.write_ios,
-                read_bytes: c.read_bytes,
-                write_bytes: c.write_bytes,
-                flushes: c.flushes,
-                discards: c.discards,
-                discard_bytes: c.discard_bytes,
-                errors: c.errors,
+                io,
             })
             .collect();
         StatsReport {

@@ -59,7 +59,7 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
         let name = if m.failed { format!("{} (failed)", m.name) } else { m.name.clone() };
         println!(
             "{name:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
-            m.read_ios, m.read_bytes, m.write_ios, m.write_bytes, m.errors
+            m.io.read_ios, m.io.read_bytes, m.io.write_ios, m.io.write_bytes, m.io.errors
         );
     }
     Ok(())
