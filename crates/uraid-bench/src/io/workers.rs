@@ -10,6 +10,7 @@
 
 use super::rig::Spec;
 use super::{Goal, IoBenchOptions, Row};
+use crate::arena::fill_random;
 use anyhow::{Result, ensure};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -33,7 +34,13 @@ pub fn run(opts: &IoBenchOptions) -> Result<Vec<Row>> {
     let row = spec.stripe_bytes() as usize;
     let mut rigs = [Contender::new(&spec, 1)?, Contender::new(&spec, 2)?];
     let rows = rigs[0].rt.size_bytes() as usize / row;
-    let mut data: Vec<Vec<u8>> = (0..rows).map(|r| pattern(r as u64, row)).collect();
+    let mut data: Vec<Vec<u8>> = (0..rows)
+        .map(|r| {
+            let mut buf = vec![0u8; row];
+            fill_random(&mut buf, r as u64);
+            buf
+        })
+        .collect();
     for rig in &mut rigs {
         rig.pass(&mut data, true)?;
         let mut back: Vec<Vec<u8>> = (0..rows).map(|_| vec![0; row]).collect();
@@ -127,16 +134,4 @@ impl Contender {
         }
         Ok(start.elapsed().as_secs_f64())
     }
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
