@@ -125,3 +125,48 @@ fn a_region_being_written_is_not_cleared() {
     run(&mut a, &mut mem);
     assert_eq!(bits(&mem, 0), 0b1);
 }
+
+/// Bits found set when the bitmap is loaded (a crash) stay set, however idle, until their
+/// resync is reported; then they clear lazily like any other.
+#[test]
+fn bits_found_set_stay_until_resynced() {
+    let mut a = array(Level::Raid5, 4, 64 << 10, 4096);
+    let mut image = vec![0u8; 4096];
+    image[BITS_AT] = 0b0110;
+    a.enable_write_intent(&WriteIntentConfig {
+        image,
+        bits_offset: BITS_AT,
+        chunk_sectors: CHUNK_SECTORS,
+        chunks: 4,
+    });
+    let mut mem = Mem::new(4);
+    assert_eq!(a.write_intent_unsynced_chunks(), vec![1, 2]);
+    for _ in 0..3 {
+        a.write_intent_tick();
+        run(&mut a, &mut mem);
+    }
+    assert_eq!(a.write_intent_dirty_chunks(), vec![1, 2], "pinned until resynced");
+    // Half of chunk 1 is not the chunk: nothing unpinned.
+    a.write_intent_resynced(Sector(CHUNK_SECTORS), CHUNK_SECTORS / 2);
+    assert_eq!(a.write_intent_unsynced_chunks(), vec![1, 2]);
+    a.write_intent_resynced(Sector(CHUNK_SECTORS), CHUNK_SECTORS);
+    assert_eq!(a.write_intent_unsynced_chunks(), vec![2]);
+    for _ in 0..2 {
+        a.write_intent_tick();
+        run(&mut a, &mut mem);
+    }
+    assert_eq!(a.write_intent_dirty_chunks(), vec![2]);
+    assert!((0..4).all(|m| bits(&mem, m) == 0b0100), "chunk 1 cleared on every member");
+}
+
+/// A new bitmap superblock from the lifecycle layer goes to every member with page 0.
+#[test]
+fn a_new_header_is_written_to_every_member() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid6, 6);
+    let header = vec![0xabu8; BITS_AT];
+    a.write_intent_set_header(&header);
+    assert!(a.busy(), "a header waiting to be written keeps the engine busy");
+    run(&mut a, &mut mem);
+    assert!((0..6).all(|m| mem.bitmaps[m][..BITS_AT] == header[..]));
+    assert!(!a.busy());
+}

@@ -52,6 +52,11 @@ pub(super) struct WriteIntent {
     waiters: Vec<HeadId>,
     /// The generation in flight: page writes outstanding, and the bits it changes.
     in_flight: Option<(usize, Vec<(u64, bool)>)>,
+    /// Chunks that still need a resync (set when the array was assembled after a crash):
+    /// never cleared until `write_intent_resynced` says their resync is done.
+    pinned: BTreeSet<u64>,
+    /// A new bitmap superblock from the lifecycle layer, written with the next generation.
+    header: Option<Vec<u8>>,
     pub(super) page_writes: u64,
 }
 
@@ -74,9 +79,13 @@ impl WriteIntent {
             want_clear: BTreeSet::new(),
             waiters: Vec::new(),
             in_flight: None,
+            pinned: BTreeSet::new(),
+            header: None,
             page_writes: 0,
         };
         wi.on_disk = (0..cfg.chunks).map(|c| wi.bit(c)).collect();
+        // Bits found set were being written at a crash: they stay until resynced.
+        wi.pinned = (0..cfg.chunks).filter(|&c| wi.bit(c)).collect();
         wi
     }
 
@@ -142,6 +151,35 @@ impl Array {
         self.write_intent.as_ref().map(WriteIntent::dirty_chunks).unwrap_or_default()
     }
 
+    /// Chunks found set at `enable_write_intent` whose resync has not been reported done.
+    #[must_use]
+    pub fn write_intent_unsynced_chunks(&self) -> Vec<u64> {
+        self.write_intent.as_ref().map(|wi| wi.pinned.iter().copied().collect()).unwrap_or_default()
+    }
+
+    /// The resync of member sectors `[sector, +sectors)` is done: the bits of the chunks it
+    /// covers whole may be cleared again (lazily, as any other).
+    pub fn write_intent_resynced(&mut self, sector: Sector, sectors: u64) {
+        let Some(wi) = self.write_intent.as_mut() else { return };
+        let first = sector.0.div_ceil(wi.chunk_sectors);
+        let end = (sector.0 + sectors) / wi.chunk_sectors;
+        let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
+        // The last chunk may extend past the members: covering up to their end is whole.
+        let end = if sector.0 + sectors >= member_sectors { wi.chunks } else { end };
+        for c in first..end {
+            wi.pinned.remove(&c);
+        }
+    }
+
+    /// Replaces the bitmap superblock (the first `bits_offset` bytes of the image, which the
+    /// lifecycle layer owns: events, state) and writes it to every live member with the next
+    /// generation.
+    pub fn write_intent_set_header(&mut self, header: &[u8]) {
+        let Some(wi) = self.write_intent.as_mut() else { return };
+        assert_eq!(header.len(), wi.bits_offset, "the header is what precedes the bits");
+        wi.header = Some(header.to_vec());
+    }
+
     /// Bitmap page writes so far (each to every live member).
     #[must_use]
     pub fn write_intent_page_writes(&self) -> u64 {
@@ -154,8 +192,9 @@ impl Array {
         let degraded =
             self.failed.iter().any(|&f| f) || self.recovery_offset.iter().any(Option::is_some);
         let Some(wi) = self.write_intent.as_mut() else { return };
-        let idle: BTreeSet<u64> =
-            (0..wi.chunks).filter(|&c| wi.bit(c) && !wi.writing.contains_key(&c)).collect();
+        let idle: BTreeSet<u64> = (0..wi.chunks)
+            .filter(|&c| wi.bit(c) && !wi.writing.contains_key(&c) && !wi.pinned.contains(&c))
+            .collect();
         if !degraded {
             for &c in idle.intersection(&wi.idle_at_last_tick) {
                 if !wi.want_set.contains(&c) {
@@ -178,7 +217,10 @@ impl Array {
     /// Whether bitmap work is waiting to start (the engine is busy until it is done).
     pub(super) fn write_intent_busy(&self) -> bool {
         self.write_intent.as_ref().is_some_and(|wi| {
-            !wi.waiters.is_empty() || !wi.want_set.is_empty() || wi.in_flight.is_some()
+            !wi.waiters.is_empty()
+                || !wi.want_set.is_empty()
+                || wi.in_flight.is_some()
+                || wi.header.is_some()
         })
     }
 
@@ -224,7 +266,8 @@ impl Array {
             .map(|m| DiskIndex(m as u16))
             .collect();
         let Some(wi) = self.write_intent.as_mut() else { return };
-        if wi.in_flight.is_some() || (wi.want_set.is_empty() && wi.want_clear.is_empty()) {
+        let nothing = wi.want_set.is_empty() && wi.want_clear.is_empty() && wi.header.is_none();
+        if wi.in_flight.is_some() || nothing {
             return;
         }
         let mut changes = Vec::new();
@@ -235,6 +278,10 @@ impl Array {
             changes.push((c, false));
         }
         let mut pages = BTreeSet::new();
+        if let Some(header) = wi.header.take() {
+            wi.image[..header.len()].copy_from_slice(&header);
+            pages.insert(0);
+        }
         for &(c, on) in &changes {
             wi.set_bit(c, on);
             pages.insert(wi.page_of(c));
