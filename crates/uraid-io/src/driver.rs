@@ -238,6 +238,23 @@ impl<M: Member + ?Sized> Driver<M> {
         &mut self.members[member]
     }
 
+    /// Puts `instance` in place of `member` (a spare taking a failed member's slot, or an
+    /// empty slot after a remove) and returns the old instance; refused (the new instance is
+    /// handed back) while the old one still has I/O in flight.
+    pub fn replace_member(&mut self, member: usize, instance: Box<M>) -> Result<Box<M>, Box<M>> {
+        if self.members[member].in_flight() > 0 {
+            return Err(instance);
+        }
+        self.unflushed[member] = false;
+        Ok(std::mem::replace(&mut self.members[member], instance))
+    }
+
+    /// Whether `member` has I/O in flight.
+    #[must_use]
+    pub fn member_busy(&self, member: usize) -> bool {
+        self.members[member].in_flight() > 0
+    }
+
     /// Every member's counters, in member order.
     #[must_use]
     pub fn counters(&self) -> Vec<CountersSnapshot> {

@@ -15,6 +15,7 @@
 //! two engines write the same parity; a member failed by any engine is failed in every engine
 //! before that engine plans its next request.
 
+mod lifecycle;
 mod request;
 pub mod runtime;
 pub mod shared_memory;
@@ -22,7 +23,9 @@ pub mod source;
 mod worker;
 
 pub use request::{Callback, Completed, Op};
-pub use runtime::{MIN_STRIPE_HEADS_PER_WORKER, Runtime, RuntimeConfig, RuntimeStats};
+pub use runtime::{
+    MIN_STRIPE_HEADS_PER_WORKER, Runtime, RuntimeConfig, RuntimeStats, WriteIntentSetup,
+};
 pub use shared_memory::{SharedMemory, SharedMemoryMember};
 pub use source::{FileSource, MemberSource, SharedMemorySource};
 

@@ -47,9 +47,18 @@ pub type Callback = Box<dyn FnOnce(Completed) + Send>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PieceOp {
     Read,
-    Write { fua: bool },
+    Write {
+        fua: bool,
+    },
     Flush,
-    Discard { sectors: u64 },
+    Discard {
+        sectors: u64,
+    },
+    /// md's sync work over member sectors `[piece.sector, +sectors)` (one row's share).
+    Sync {
+        kind: uraid_core::array::SyncKind,
+        sectors: u64,
+    },
 }
 
 pub(crate) struct Piece {

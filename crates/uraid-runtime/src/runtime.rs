@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
-use uraid_core::array::{Array, ArrayConfig, ArrayError, ArrayStats};
+use uraid_core::array::{Array, ArrayConfig, ArrayError, ArrayStats, WriteIntentConfig};
 use uraid_core::{SECTOR_BYTES, Sector};
 use uraid_io::{CountersSnapshot, Driver, MemberCounters};
 
@@ -29,6 +29,18 @@ pub struct RuntimeConfig {
     pub workers: Option<usize>,
     /// md's data_offset: where each member's data area starts.
     pub data_offset_bytes: u64,
+    /// md's internal write-intent bitmap, if the array has one. The engine keeps the bitmap
+    /// image in memory and writes whole pages of it, so one engine must own it: an array
+    /// with a bitmap runs one worker whatever `workers` says.
+    pub write_intent: Option<WriteIntentSetup>,
+}
+
+/// Where the bitmap is and what it holds.
+#[derive(Clone, Debug)]
+pub struct WriteIntentSetup {
+    pub config: WriteIntentConfig,
+    /// Where the bitmap starts on each member (md's superblock offset + bitmap_offset).
+    pub offset_bytes: u64,
 }
 
 /// Everything the workers counted, summed.
@@ -44,16 +56,19 @@ pub struct RuntimeStats {
 }
 
 pub struct Runtime {
-    senders: Vec<Sender<Msg>>,
+    pub(crate) senders: Vec<Sender<Msg>>,
     threads: Vec<JoinHandle<()>>,
-    views: Vec<Arc<WorkerView>>,
-    wide: Arc<ArrayWide>,
+    pub(crate) views: Vec<Arc<WorkerView>>,
+    pub(crate) wide: Arc<ArrayWide>,
     /// [worker][member].
     counters: Vec<Vec<Arc<MemberCounters>>>,
     row_sectors: u64,
     size_sectors: u64,
-    raid_disks: usize,
-    copied: Arc<AtomicU64>,
+    pub(crate) raid_disks: usize,
+    pub(crate) copied: Arc<AtomicU64>,
+    /// Member sectors per row (the chunk): sync work is routed by it.
+    pub(crate) chunk_sectors: u64,
+    pub(crate) member_sectors: u64,
 }
 
 impl Runtime {
@@ -68,6 +83,7 @@ impl Runtime {
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
             .max(1);
+        let workers = if config.write_intent.is_some() { 1 } else { workers };
         assert!(g.raid_disks() <= 64, "the failed-member set is a 64-bit mask");
         if members.member_count() != g.raid_disks() {
             let found = members.member_count();
@@ -83,19 +99,30 @@ impl Runtime {
             size_sectors: g.array_sectors(config.array.member_sectors),
             raid_disks: g.raid_disks(),
             copied: Arc::default(),
+            chunk_sectors: g.chunk_sectors(),
+            member_sectors: config.array.member_sectors,
         };
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
         for w in 0..workers {
-            let array = Array::new(array_config.clone())?;
+            let mut array = Array::new(array_config.clone())?;
+            if let Some(wi) = &config.write_intent {
+                array.enable_write_intent(&wi.config);
+            }
             let opened: Result<Vec<_>, _> = (0..g.raid_disks())
                 .map(|m| members.open(m).map_err(|e| open_error(w, m, e)))
                 .collect();
             let opened = opened?;
             rt.counters.push(opened.iter().map(|m| m.counters().clone()).collect());
-            let driver = Driver::new(opened).with_data_offset_bytes(config.data_offset_bytes);
+            let mut driver = Driver::new(opened).with_data_offset_bytes(config.data_offset_bytes);
+            if let Some(wi) = &config.write_intent {
+                driver = driver.with_bitmap_offset_bytes(wi.offset_bytes);
+            }
             let (tx, rx) = mpsc::channel();
-            let worker = Worker::new(w, array, driver, rx, rt.wide.clone());
+            let mut worker = Worker::new(w, array, driver, rx, rt.wide.clone());
+            if config.write_intent.is_some() {
+                worker = worker.with_bitmap_clock();
+            }
             rt.views.push(worker.view.clone());
             let thread = std::thread::Builder::new()
                 .name(format!("uraid-w{w}"))
@@ -190,7 +217,7 @@ impl Runtime {
         Ok((sector, sectors))
     }
 
-    fn send(
+    pub(crate) fn send(
         &self,
         w: usize,
         op: PieceOp,

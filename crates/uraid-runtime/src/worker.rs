@@ -22,14 +22,41 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use uraid_core::DiskIndex;
-use uraid_core::array::{Array, ArrayStats, ReqId};
-use uraid_io::Driver;
+use uraid_core::Sector;
+use uraid_core::array::{Array, ArrayStats, Mismatch, ReqId};
+use uraid_io::{Driver, Member};
+
+/// md's bitmap daemon period (daemon_sleep): bits idle for two of these are cleared.
+pub(crate) const BITMAP_TICK: Duration = Duration::from_secs(5);
 
 pub(crate) enum Msg {
     Piece(Piece),
     /// This worker's share of md's stripe_cache_size.
     CacheSize(usize),
+    /// A member comes back (a spare in its slot): in sync below `offset` member sectors.
+    StartRecovery {
+        member: usize,
+        offset: u64,
+    },
+    /// Recovery progress: the member is in sync below `offset` (everywhere at its end).
+    RecoveryOffset {
+        member: usize,
+        offset: u64,
+    },
+    /// A new instance for a member's slot (a spare, or an empty slot after a remove).
+    Replace {
+        member: usize,
+        instance: Box<dyn Member>,
+    },
+    /// A new bitmap superblock for the engine to write (see `Array::write_intent_set_header`).
+    BitmapHeader(Vec<u8>),
+    /// The resync of member sectors `[sector, +sectors)` is done: their bits may clear.
+    BitmapResynced {
+        sector: u64,
+        sectors: u64,
+    },
 }
 
 /// What the runtime reads of a worker while it runs.
@@ -39,6 +66,11 @@ pub(crate) struct WorkerView {
     pub stats: Mutex<ArrayStats>,
     /// The members this worker's engine treats as failed, as of its last turn (a bit each).
     pub failed_mask: AtomicU64,
+    /// Where check, repair and resync found mismatches (the engine's first ones), and the
+    /// count in sectors, as of the last turn that changed them.
+    pub mismatches: Mutex<(Vec<Mismatch>, u64)>,
+    /// Bitmap chunks set, as of the last tick; and bitmap page writes so far.
+    pub write_intent: Mutex<(Vec<u64>, u64)>,
 }
 
 /// State every worker shares: the members failed anywhere (a bit each).
@@ -60,6 +92,13 @@ pub(crate) struct Worker {
     /// Set when the driver failed (a member's ring returned an error): the engine has nothing
     /// in flight (the driver drained it) and this worker refuses everything from then on.
     broken: Option<String>,
+    /// Members this worker has published as failed or adopted from others: only failures
+    /// beyond these are published, so a member the runtime brings back (recovery) is not
+    /// failed again by a worker that has not yet seen the news.
+    known_failed: u64,
+    /// With a write-intent bitmap: when the engine's clock last ticked.
+    last_tick: Option<Instant>,
+    mismatch_sectors: u64,
 }
 
 impl Worker {
@@ -80,7 +119,16 @@ impl Worker {
             pieces: HashMap::new(),
             next_id: 0,
             broken: None,
+            known_failed: 0,
+            last_tick: None,
+            mismatch_sectors: 0,
         }
+    }
+
+    /// Ticks the bitmap clock every `BITMAP_TICK` while the engine has a bitmap.
+    pub fn with_bitmap_clock(mut self) -> Worker {
+        self.last_tick = Some(Instant::now());
+        self
     }
 
     /// Runs until every sender is gone and every piece has finished.
@@ -94,14 +142,16 @@ impl Worker {
                 if !open {
                     return;
                 }
-                match self.rx.recv() {
-                    Ok(msg) => {
+                match self.wait_for_message() {
+                    Ok(Some(msg)) => {
                         self.accept(msg);
                         taken += 1;
                     }
-                    Err(_) => return,
+                    Ok(None) => {}
+                    Err(()) => return,
                 }
             }
+            self.tick_if_due();
             let (more, still_open) = self.take_ready();
             taken += more;
             open = still_open;
@@ -112,6 +162,28 @@ impl Worker {
             stalled_turns = if spinning { stalled_turns + 1 } else { 0 };
             assert!(stalled_turns < 1_000_000, "worker {} stalled: {}", self.index, self.report());
         }
+    }
+
+    /// Blocks for the next message; with a bitmap clock, only until the next tick is due.
+    fn wait_for_message(&mut self) -> Result<Option<Msg>, ()> {
+        let Some(last) = self.last_tick else { return self.rx.recv().map(Some).map_err(|_| ()) };
+        let left = BITMAP_TICK.saturating_sub(last.elapsed());
+        match self.rx.recv_timeout(left) {
+            Ok(msg) => Ok(Some(msg)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(()),
+        }
+    }
+
+    fn tick_if_due(&mut self) {
+        let Some(last) = self.last_tick else { return };
+        if last.elapsed() < BITMAP_TICK {
+            return;
+        }
+        self.last_tick = Some(Instant::now());
+        self.array.write_intent_tick();
+        let mut wi = self.view.write_intent.lock().unwrap_or_else(PoisonError::into_inner);
+        *wi = (self.array.write_intent_dirty_chunks(), self.array.write_intent_page_writes());
     }
 
     fn report(&self) -> String {
@@ -139,6 +211,37 @@ impl Worker {
             Msg::CacheSize(heads) => {
                 self.array.set_stripe_cache_size(heads).expect("the runtime sends at least 1");
             }
+            Msg::StartRecovery { member, offset } => {
+                self.known_failed &= !(1 << member);
+                self.array.start_recovery(DiskIndex(member as u16), Sector(offset));
+            }
+            Msg::RecoveryOffset { member, offset } => {
+                self.array.set_recovery_offset(DiskIndex(member as u16), Sector(offset));
+            }
+            Msg::Replace { member, instance } => self.replace(member, instance),
+            Msg::BitmapHeader(header) => self.array.write_intent_set_header(&header),
+            Msg::BitmapResynced { sector, sectors } => {
+                self.array.write_intent_resynced(Sector(sector), sectors);
+            }
+        }
+    }
+
+    /// Swaps a member's instance once the old one has nothing in flight (it is failed or
+    /// removed, so it gets no new I/O and drains within its slowest I/O).
+    fn replace(&mut self, member: usize, mut instance: Box<dyn Member>) {
+        loop {
+            match self.driver.replace_member(member, instance) {
+                Ok(_old) => return,
+                Err(back) => {
+                    instance = back;
+                    self.turn(true);
+                    if self.broken.is_some() {
+                        // The driver drained everything: the swap cannot be refused now.
+                        let _ = self.driver.replace_member(member, instance);
+                        return;
+                    }
+                }
+            }
         }
     }
 
@@ -161,6 +264,9 @@ impl Worker {
             PieceOp::Write { fua: true } => self.array.submit_write_fua(id, piece.sector, buf),
             PieceOp::Flush => self.array.submit_flush(id),
             PieceOp::Discard { sectors } => self.array.submit_discard(id, piece.sector, sectors),
+            PieceOp::Sync { kind, sectors } => {
+                self.array.submit_sync(id, kind, piece.sector, sectors);
+            }
         }
         let old = self.pieces.insert(id.0, piece);
         assert!(old.is_none(), "request id {} reused", id.0);
@@ -174,18 +280,27 @@ impl Worker {
         self.sync_failures();
         // Published before the pieces complete, so that stats read after a request's answer
         // include its work.
-        *self.view.stats.lock().unwrap_or_else(PoisonError::into_inner) = self.array.stats();
+        let stats = self.array.stats();
+        *self.view.stats.lock().unwrap_or_else(PoisonError::into_inner) = stats;
+        if stats.mismatch_sectors != self.mismatch_sectors {
+            self.mismatch_sectors = stats.mismatch_sectors;
+            let (found, count) = self.array.mismatches();
+            *self.view.mismatches.lock().unwrap_or_else(PoisonError::into_inner) =
+                (found.to_vec(), count);
+        }
         match result {
             Ok(()) => self.complete(),
             Err(e) => self.break_down(&e.to_string()),
         }
     }
 
-    /// Shares this engine's failed members and adopts everyone else's.
+    /// Shares this engine's new failures and adopts everyone else's.
     fn sync_failures(&mut self) {
         let mine = mask(&self.array.failed_members());
-        let all = self.wide.failed_mask.fetch_or(mine, Ordering::AcqRel) | mine;
+        let newly = mine & !self.known_failed;
+        let all = self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly;
         let adopt = all & !mine;
+        self.known_failed = mine | all;
         for m in 0..64 {
             if adopt & (1 << m) != 0 {
                 self.array.fail_member(DiskIndex(m));

@@ -104,7 +104,12 @@ impl Contender {
             stripe_cache_size: 256,
             member_sectors: spec.member_bytes / 512,
         };
-        let cfg = RuntimeConfig { array, workers: Some(workers), data_offset_bytes: 0 };
+        let cfg = RuntimeConfig {
+            array,
+            workers: Some(workers),
+            data_offset_bytes: 0,
+            write_intent: None,
+        };
         let source = SharedMemorySource::new(spec.members, spec.member_bytes as usize);
         Ok(Contender { rt: Runtime::start(&cfg, &source)?, workers })
     }

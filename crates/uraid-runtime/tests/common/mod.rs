@@ -24,7 +24,7 @@ pub fn config(
         stripe_cache_size: 64,
         member_sectors: (member_bytes / 512) as u64,
     };
-    RuntimeConfig { array, workers: None, data_offset_bytes: 0 }
+    RuntimeConfig { array, workers: None, data_offset_bytes: 0, write_intent: None }
 }
 
 pub fn with_workers(mut cfg: RuntimeConfig, workers: usize) -> RuntimeConfig {

@@ -1,0 +1,154 @@
+//! The runtime's share of md's lifecycle: sync work (resync, check, repair, recovery) routed to
+//! the workers that own each row, members coming back or changing instance, and what the
+//! workers found (mismatches, bitmap bits). The policy (which window next, how fast, what the
+//! superblocks say) is the lifecycle layer's (`uraid-md`); this only carries it out.
+//!
+//! Ordering: every message to a worker goes down its one channel, so a sync window sent after
+//! `start_recovery` is planned with the member already recovering, on every worker.
+
+use crate::request::{Callback, Completed, Parent, PieceOp};
+use crate::runtime::Runtime;
+use crate::worker::Msg;
+use crate::{RuntimeError, source::MemberSource};
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use uraid_core::Sector;
+use uraid_core::array::{ArrayError, Mismatch, SyncKind};
+
+impl Runtime {
+    /// Sectors of each member's data area.
+    #[must_use]
+    pub fn member_sectors(&self) -> u64 {
+        self.member_sectors
+    }
+
+    /// Runs `kind` over member sectors `[member_sector, +sectors)` (widened to whole stripe
+    /// units); `done` is called when every row's share has finished. User I/O continues: each
+    /// stripe head serialises the sync with writes to it.
+    pub fn sync(
+        &self,
+        kind: SyncKind,
+        member_sector: u64,
+        sectors: u64,
+        done: impl FnOnce(Completed) + Send + 'static,
+    ) {
+        let done: Callback = Box::new(done);
+        let end = member_sector.checked_add(sectors);
+        if sectors == 0 || end.is_none_or(|end| end > self.member_sectors) {
+            let size = self.member_sectors;
+            let e = ArrayError::OutOfRange { sector: member_sector, sectors, size };
+            return done(Completed { result: Err(e.into()), buf: Vec::new() });
+        }
+        let end = member_sector + sectors;
+        let chunk = self.chunk_sectors;
+        let mut spans = Vec::new();
+        let mut at = member_sector;
+        while at < end {
+            let row = at / chunk;
+            let next = ((row + 1) * chunk).min(end);
+            spans.push((at, next - at, (row % self.workers() as u64) as usize));
+            at = next;
+        }
+        let parent = Parent::new(spans.len(), done, self.copied.clone());
+        for (i, &(at, n, w)) in spans.iter().enumerate() {
+            let op = PieceOp::Sync { kind, sectors: n };
+            self.send(w, op, Sector(at), Vec::new(), i, &parent);
+        }
+    }
+
+    /// As `sync`, waiting for the answer.
+    pub fn sync_wait(
+        &self,
+        kind: SyncKind,
+        member_sector: u64,
+        sectors: u64,
+    ) -> Result<(), RuntimeError> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.sync(kind, member_sector, sectors, move |c| {
+            let _ = tx.send(c);
+        });
+        rx.recv().map_err(|_| RuntimeError::Gone)?.result
+    }
+
+    /// Gives `member`'s slot a new instance in every worker, opened from `source` (which
+    /// holds the new device at index `member`): a spare for a failed member, or an empty
+    /// stand-in after a remove. The member stays failed until `start_recovery`.
+    pub fn replace_member(
+        &self,
+        member: usize,
+        source: &dyn MemberSource,
+    ) -> Result<(), RuntimeError> {
+        assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
+        self.fail_member(member);
+        let opened: Result<Vec<_>, _> = (0..self.workers())
+            .map(|w| {
+                source.open(member).map_err(|e| RuntimeError::Open {
+                    worker: w,
+                    member,
+                    source: std::sync::Arc::new(e),
+                })
+            })
+            .collect();
+        for (w, instance) in opened?.into_iter().enumerate() {
+            // A worker gone refuses everything anyway.
+            let _ = self.senders[w].send(Msg::Replace { member, instance });
+        }
+        Ok(())
+    }
+
+    /// Brings `member` back as being recovered: in sync below `offset` member sectors and
+    /// rebuilt above it by `SyncKind::Recovery` windows (reads there are rebuilt from parity,
+    /// writes there go to it as the rebuild passes).
+    pub fn start_recovery(&self, member: usize, offset: u64) {
+        assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
+        self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        for tx in &self.senders {
+            let _ = tx.send(Msg::StartRecovery { member, offset });
+        }
+    }
+
+    /// Recovery progress: `member` is in sync below `offset` (at the end: everywhere).
+    pub fn set_recovery_offset(&self, member: usize, offset: u64) {
+        for tx in &self.senders {
+            let _ = tx.send(Msg::RecoveryOffset { member, offset });
+        }
+    }
+
+    /// Mismatches found by check, repair and resync (up to the engine's limit per worker),
+    /// in member-sector order, and md's mismatch_cnt (sectors) over every worker.
+    #[must_use]
+    pub fn mismatches(&self) -> (Vec<Mismatch>, u64) {
+        let mut all = Vec::new();
+        let mut count = 0;
+        for v in &self.views {
+            let (found, n) = &*v.mismatches.lock().unwrap_or_else(PoisonError::into_inner);
+            all.extend_from_slice(found);
+            count += n;
+        }
+        all.sort_by_key(|m| m.member_sector.0);
+        (all, count)
+    }
+
+    /// A new bitmap superblock (the bytes in front of the bits) for the engine to write.
+    pub fn set_bitmap_header(&self, header: Vec<u8>) {
+        if let Some(tx) = self.senders.first() {
+            let _ = tx.send(Msg::BitmapHeader(header));
+        }
+    }
+
+    /// The resync of member sectors `[sector, +sectors)` is done: the bitmap bits found set
+    /// there at start may clear.
+    pub fn bitmap_resynced(&self, sector: u64, sectors: u64) {
+        for tx in &self.senders {
+            let _ = tx.send(Msg::BitmapResynced { sector, sectors });
+        }
+    }
+
+    /// Bitmap chunks set as of the last bitmap tick, and bitmap page writes so far.
+    #[must_use]
+    pub fn write_intent_state(&self) -> (Vec<u64>, u64) {
+        let v = self.views.first().expect("a runtime has workers");
+        v.write_intent.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
