@@ -1,0 +1,11 @@
+//! md's array lifecycle, around the runtime: what the Linux md driver does with an array
+//! between assemble and stop.
+//!
+//! - `meta`: the v1.2 superblocks kept current on every member (events, clean/active, roles,
+//!   recovery and resync offsets, the bitmap superblock).
+//! - `array`: `MdArray`, an assembled running array and md's verbs on it.
+//! - `sync`: the background process shared by resync, recovery, check and repair.
+//! - `control`: the control socket the `uraid` verbs talk to.
+//! - `status`: what a running array reports.
+
+pub mod status;
