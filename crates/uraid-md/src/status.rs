@@ -73,7 +73,7 @@ pub struct SyncStatus {
 }
 
 /// What a finished sync action did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SyncResult {
     pub action: String,
     /// "done", "interrupted" or "failed: <why>".
