@@ -8,4 +8,14 @@
 //! - `control`: the control socket the `uraid` verbs talk to.
 //! - `status`: what a running array reports.
 
+pub mod array;
+pub mod members;
+pub mod meta;
+mod ops;
+mod report;
+mod runner;
 pub mod status;
+pub mod sync;
+
+pub use array::{ArrayInfo, MdArray, MdError, MdOptions};
+pub use sync::{SyncControl, SyncSpeed};

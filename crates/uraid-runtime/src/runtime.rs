@@ -69,6 +69,8 @@ pub struct Runtime {
     /// Member sectors per row (the chunk): sync work is routed by it.
     pub(crate) chunk_sectors: u64,
     pub(crate) member_sectors: u64,
+    /// User requests submitted so far: the sync process reads it to tell an idle array.
+    user_requests: AtomicU64,
 }
 
 impl Runtime {
@@ -101,6 +103,7 @@ impl Runtime {
             copied: Arc::default(),
             chunk_sectors: g.chunk_sectors(),
             member_sectors: config.array.member_sectors,
+            user_requests: AtomicU64::new(0),
         };
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
@@ -134,6 +137,12 @@ impl Runtime {
         Ok(rt)
     }
 
+    /// User requests submitted since start (md tells an idle array by its I/O counts).
+    #[must_use]
+    pub fn user_requests(&self) -> u64 {
+        self.user_requests.load(Ordering::Relaxed)
+    }
+
     #[must_use]
     pub fn workers(&self) -> usize {
         self.views.len()
@@ -147,6 +156,7 @@ impl Runtime {
     /// Starts `op`; `done` is called once when it has finished (on a worker thread, or on this
     /// one for a request refused before it reaches a worker).
     pub fn submit(&self, op: Op, done: impl FnOnce(Completed) + Send + 'static) {
+        self.user_requests.fetch_add(1, Ordering::Relaxed);
         let done: Callback = Box::new(done);
         match op {
             Op::Read { offset_bytes, buf } => {

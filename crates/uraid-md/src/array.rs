@@ -1,0 +1,392 @@
+//! `MdArray`: an md v1.2 array assembled from its members and running, as the Linux md driver
+//! runs one: metadata kept current (`meta`), a background sync process (`runner`), member
+//! failures noticed and answered (`ops`), and a clean stop.
+//!
+//! Start: md's assembly rules (`uraid_format::assemble::plan`), then the array is marked
+//! active (events + 1, resync_offset 0) before the first write. What must be synced is
+//! queued: recovery of members found part-rebuilt (from their recorded recovery offsets),
+//! then a resync if the array was not stopped cleanly: only the regions whose bitmap bit is
+//! set when the array has a trustworthy bitmap, else from the recorded resync offset to the
+//! end. A clean stop writes the resync position (MaxSector when there is nothing left) and
+//! clears the bitmap.
+
+use crate::members::{SlotSource, read_at, read_candidate};
+use crate::meta::{Device, Metadata, Role, SUPERBLOCK_OFFSET_BYTES};
+use crate::runner::{Action, SyncQueue};
+use crate::sync::{SyncControl, SyncSpeed};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use thiserror::Error;
+use uraid_core::array::{ArrayConfig, WriteIntentConfig};
+use uraid_core::{Geometry, Layout};
+use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan, plan};
+use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Level, MAX_SECTOR, Superblock1, Uuid};
+use uraid_io::FileOptions;
+use uraid_runtime::{Runtime, RuntimeConfig, RuntimeError, WriteIntentSetup};
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum MdError {
+    #[error("assembly refused: {0}")]
+    Assemble(#[from] AssembleError),
+    #[error("{path}: {message}")]
+    Member { path: String, message: String },
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("the array's geometry: {0}")]
+    Geometry(String),
+}
+
+/// How to run an array.
+#[derive(Clone, Debug)]
+pub struct MdOptions {
+    /// Start a dirty degraded array (mdadm --force).
+    pub force: bool,
+    /// Assemble the array with this UUID (default: the first member's).
+    pub uuid: Option<Uuid>,
+    /// md's stripe_size and stripe_cache_size.
+    pub stripe_size_bytes: u64,
+    pub stripe_cache_size: usize,
+    pub workers: Option<usize>,
+    pub speed: SyncSpeed,
+    pub file_options: FileOptions,
+}
+
+impl Default for MdOptions {
+    fn default() -> MdOptions {
+        MdOptions {
+            force: false,
+            uuid: None,
+            stripe_size_bytes: 4096,
+            stripe_cache_size: 1024,
+            workers: None,
+            speed: SyncSpeed::default(),
+            file_options: FileOptions { direct: true, io_uring: true, ring_entries: 128 },
+        }
+    }
+}
+
+/// What does not change while the array runs.
+#[derive(Clone, Debug)]
+pub struct ArrayInfo {
+    pub name: String,
+    pub uuid: Uuid,
+    pub level: Level,
+    pub layout: u32,
+    pub chunk_sectors: u64,
+    pub raid_disks: u32,
+    pub member_sectors: u64,
+    pub data_offset_sectors: u64,
+    pub max_degraded: u32,
+    pub data_disks: u32,
+    pub bitmap_chunk_bytes: Option<u64>,
+}
+
+pub(crate) struct Inner {
+    pub runtime: Arc<Runtime>,
+    pub meta: Mutex<Metadata>,
+    pub info: ArrayInfo,
+    pub control: SyncControl,
+    pub queue: Mutex<SyncQueue>,
+    pub wake: Condvar,
+    pub shutdown: AtomicBool,
+    pub file_options: FileOptions,
+}
+
+/// A running md array.
+pub struct MdArray {
+    pub(crate) inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl MdArray {
+    /// Assembles the array `paths` form (any order) and starts it.
+    pub fn assemble(paths: &[PathBuf], options: &MdOptions) -> Result<MdArray, MdError> {
+        let candidates: Vec<_> = paths.iter().map(|p| read_candidate(p)).collect();
+        let opts = AssembleOptions { uuid: options.uuid, force: options.force };
+        let plan = plan(&candidates, &opts)?;
+        let base = freshest_superblock(&plan, &candidates)?;
+        let mut info = array_info(&plan)?;
+        let mut devices = Vec::new();
+        for (slot, member) in plan.slots.iter().enumerate() {
+            let Some(m) = member else { continue };
+            let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Slot(slot as u32))?;
+            d.recovery_offset = m.recovery_offset_sectors;
+            d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
+            devices.push(d);
+        }
+        for m in &plan.spares {
+            let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Spare)?;
+            d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
+            devices.push(d);
+        }
+        let (bitmap, image) = read_bitmap(&plan, &base)?;
+        let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
+        info.bitmap_chunk_bytes = bitmap.as_ref().map(|b| u64::from(b.chunk_bytes));
+        let mut meta = Metadata::new(base, devices, bitmap);
+        let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
+        for d in &meta.devices {
+            if let (Role::Slot(slot), Some(_)) = (d.role, d.recovery_offset) {
+                queue.pending.push_back(Action::Recover { slot });
+            }
+        }
+        if !meta.is_clean() {
+            let resync = resync_ranges(&info, &meta, image.as_deref(), bitmap_stale);
+            queue.resync_cp = resync.first().map_or(MAX_SECTOR, |r| r.0);
+            queue.pending.push_back(Action::Resync {
+                ranges: resync,
+                by_bitmap: meta.bitmap.is_some() && !bitmap_stale,
+            });
+        }
+        // Active from now on: a crash before the clean stop is seen at the next assemble.
+        meta.set_resync_offset(0);
+        meta.events += 1;
+        meta.write_bitmap(None)
+            .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
+        fail_on_error(meta.write())?;
+        let runtime = start_runtime(&info, &meta, &plan, image, options)?;
+        let inner = Arc::new(Inner {
+            runtime: Arc::new(runtime),
+            meta: Mutex::new(meta),
+            info,
+            control: SyncControl::default(),
+            queue: Mutex::new(queue),
+            wake: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            file_options: options.file_options,
+        });
+        *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
+        for (slot, member) in plan.slots.iter().enumerate() {
+            match member {
+                None => inner.runtime.fail_member(slot),
+                Some(m) => {
+                    if let Some(at) = m.recovery_offset_sectors {
+                        inner.runtime.start_recovery(slot, at);
+                    }
+                }
+            }
+        }
+        let threads = crate::runner::start_threads(&inner);
+        // Spares found at assemble fill empty slots at once, as md does.
+        inner.start_rebuilds();
+        Ok(MdArray { inner, threads })
+    }
+
+    /// The running array, for I/O (frontends hold a clone and drop it before `stop`).
+    #[must_use]
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.inner.runtime
+    }
+
+    #[must_use]
+    pub fn info(&self) -> &ArrayInfo {
+        &self.inner.info
+    }
+
+    /// Stops the array: the sync process records where it got to, every request has
+    /// finished and is durable, then the superblocks say clean (or where a resync must go
+    /// on) and the bitmap is cleared. Frontends must have dropped their runtime clones.
+    pub fn stop(mut self) -> Result<(), MdError> {
+        self.inner.shutdown.store(true, Ordering::Release);
+        self.inner.control.stop.store(true, Ordering::Release);
+        self.inner.wake.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let inner = Arc::try_unwrap(self.inner)
+            .map_err(|_| MdError::Refused("the array is still in use".into()))?;
+        inner.runtime.flush()?;
+        let runtime = Arc::try_unwrap(inner.runtime)
+            .map_err(|_| MdError::Refused("a frontend still holds the array".into()))?;
+        let failed = runtime.failed_members();
+        runtime.shutdown()?;
+        let mut meta = inner.meta.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let queue = inner.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
+        meta.set_resync_offset(queue.resync_cp);
+        meta.events += 1;
+        let degraded =
+            !failed.is_empty() || meta.devices.iter().any(|d| d.recovery_offset.is_some());
+        if meta.is_clean() && !degraded {
+            // Parity agrees everywhere: no region needs a resync after the next start.
+            meta.bitmap_cleared();
+            let bits = meta.bitmap.as_ref().map(|b| vec![0u8; b.bits_bytes()]);
+            meta.write_bitmap(bits.as_deref())
+        } else {
+            meta.write_bitmap(None)
+        }
+        .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
+        fail_on_error(meta.write())
+    }
+}
+
+fn open_device(name: &str, dev_number: u32, uuid: Uuid, role: Role) -> Result<Device, MdError> {
+    Device::open(Path::new(name), dev_number, uuid, role, 0).map_err(|e| MdError::Member {
+        path: name.to_owned(),
+        message: format!("cannot open: {e}"),
+    })
+}
+
+fn own_data_size(c: &uraid_format::assemble::Candidate) -> Result<u64, MdError> {
+    let area = c.superblock_area.as_ref().map_err(|e| member_err(&c.name, e))?;
+    let sb = Superblock1::decode(area).map_err(|e| member_err(&c.name, &e.to_string()))?;
+    Ok(sb.data_size_sectors)
+}
+
+fn member_err(path: &str, message: &str) -> MdError {
+    MdError::Member { path: path.to_owned(), message: message.to_owned() }
+}
+
+fn fail_on_error(errors: Vec<(usize, std::io::Error)>) -> Result<(), MdError> {
+    match errors.into_iter().next() {
+        None => Ok(()),
+        Some((i, e)) => Err(MdError::Refused(format!("writing superblock {i}: {e}"))),
+    }
+}
+
+/// The superblock of a member with the plan's (freshest) event count.
+fn freshest_superblock(
+    plan: &AssemblyPlan,
+    candidates: &[uraid_format::assemble::Candidate],
+) -> Result<Superblock1, MdError> {
+    let m =
+        plan.slots.iter().flatten().next().ok_or_else(|| MdError::Refused("no member".into()))?;
+    let c = &candidates[m.candidate];
+    let area = c.superblock_area.as_ref().map_err(|e| member_err(&c.name, e))?;
+    Superblock1::decode(area).map_err(|e| member_err(&c.name, &e.to_string()))
+}
+
+fn array_info(plan: &AssemblyPlan) -> Result<ArrayInfo, MdError> {
+    let offsets: Vec<u64> = plan.slots.iter().flatten().map(|m| m.data_offset_sectors).collect();
+    if offsets.windows(2).any(|w| w[0] != w[1]) {
+        return Err(MdError::Refused("members have different data offsets".into()));
+    }
+    let bitmap_chunk_bytes = None;
+    Ok(ArrayInfo {
+        name: plan.name.clone(),
+        uuid: plan.uuid,
+        level: plan.level,
+        layout: plan.layout,
+        chunk_sectors: u64::from(plan.chunk_sectors),
+        raid_disks: plan.raid_disks,
+        member_sectors: plan.size_sectors,
+        data_offset_sectors: offsets[0],
+        max_degraded: plan.max_degraded(),
+        data_disks: plan.data_disks(),
+        bitmap_chunk_bytes,
+    })
+}
+
+/// The bitmap superblock and whole on-disk image (superblock + bits) of the first member.
+fn read_bitmap(
+    plan: &AssemblyPlan,
+    base: &Superblock1,
+) -> Result<(Option<BitmapSuper>, Option<Vec<u8>>), MdError> {
+    if !base.has_bitmap() {
+        return Ok((None, None));
+    }
+    let m = plan.slots.iter().flatten().next().expect("a member");
+    let at = SUPERBLOCK_OFFSET_BYTES
+        .checked_add_signed(i64::from(base.bitmap_offset_sectors) * 512)
+        .ok_or_else(|| member_err(&m.name, "bitmap offset before the device start"))?;
+    let head = read_at(Path::new(&m.name), at, BITMAP_SUPER_BYTES)
+        .map_err(|e| member_err(&m.name, &format!("reading the bitmap: {e}")))?;
+    let bitmap = BitmapSuper::decode(&head).map_err(|e| member_err(&m.name, &e.to_string()))?;
+    let len = BITMAP_SUPER_BYTES + bitmap.bits_bytes();
+    let image = read_at(Path::new(&m.name), at, len)
+        .map_err(|e| member_err(&m.name, &format!("reading the bitmap: {e}")))?;
+    Ok((Some(bitmap), Some(image)))
+}
+
+/// What a dirty array must resync: the dirty bitmap regions, or everything from the recorded
+/// resync offset.
+fn resync_ranges(
+    info: &ArrayInfo,
+    meta: &Metadata,
+    image: Option<&[u8]>,
+    stale: bool,
+) -> Vec<(u64, u64)> {
+    let end = info.member_sectors;
+    let (Some(b), Some(image), false) = (meta.bitmap.as_ref(), image, stale) else {
+        let from = meta.resync_offset.min(end);
+        return if from < end { vec![(from, end - from)] } else { Vec::new() };
+    };
+    let chunk = b.chunk_sectors();
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for c in 0..b.chunk_count() {
+        let set = image[BITMAP_SUPER_BYTES + (c / 8) as usize] & (1 << (c % 8)) != 0;
+        if !set {
+            continue;
+        }
+        let start = c * chunk;
+        let len = chunk.min(end.saturating_sub(start));
+        match ranges.last_mut() {
+            Some(last) if last.0 + last.1 == start => last.1 += len,
+            _ => ranges.push((start, len)),
+        }
+    }
+    ranges
+}
+
+fn start_runtime(
+    info: &ArrayInfo,
+    meta: &Metadata,
+    plan: &AssemblyPlan,
+    image: Option<Vec<u8>>,
+    options: &MdOptions,
+) -> Result<Runtime, MdError> {
+    let level = match info.level {
+        Level::Raid4 => uraid_core::Level::Raid4,
+        Level::Raid5 => uraid_core::Level::Raid5,
+        Level::Raid6 => uraid_core::Level::Raid6,
+        other => return Err(MdError::Refused(format!("uraid runs RAID 4, 5 and 6, not {other}"))),
+    };
+    let layout =
+        Layout::from_md(level, info.layout).map_err(|e| MdError::Geometry(e.to_string()))?;
+    let geometry = Geometry::new(level, layout, info.raid_disks as usize, info.chunk_sectors * 512)
+        .map_err(|e| MdError::Geometry(e.to_string()))?;
+    let array = ArrayConfig {
+        geometry,
+        stripe_size_bytes: options.stripe_size_bytes,
+        stripe_cache_size: options.stripe_cache_size,
+        member_sectors: info.member_sectors,
+    };
+    let write_intent = match (&meta.bitmap, image) {
+        (Some(b), Some(mut image)) => {
+            let offset_bytes = SUPERBLOCK_OFFSET_BYTES
+                .checked_add_signed(i64::from(meta.base().bitmap_offset_sectors) * 512)
+                .expect("checked when read");
+            image[..BITMAP_SUPER_BYTES].copy_from_slice(&meta.bitmap_header().expect("a bitmap"));
+            Some(WriteIntentSetup {
+                config: WriteIntentConfig {
+                    image,
+                    bits_offset: BITMAP_SUPER_BYTES,
+                    chunk_sectors: b.chunk_sectors(),
+                    chunks: b.chunk_count(),
+                },
+                offset_bytes,
+            })
+        }
+        _ => None,
+    };
+    let cfg = RuntimeConfig {
+        array,
+        workers: options.workers,
+        data_offset_bytes: info.data_offset_sectors * 512,
+        write_intent,
+    };
+    let missing = plan.missing_slots();
+    let paths = plan
+        .slots
+        .iter()
+        .enumerate()
+        .map(|(s, m)| {
+            m.as_ref().filter(|_| !missing.contains(&(s as u32))).map(|m| PathBuf::from(&m.name))
+        })
+        .collect();
+    let source = SlotSource { paths, options: options.file_options };
+    Ok(Runtime::start(&cfg, &source)?)
+}

@@ -1,0 +1,230 @@
+//! md's v1.2 superblocks kept current while an array runs: what md_update_sb does. Every
+//! change of array state (started, member failed, removed, spare added, recovery checkpoint
+//! or end, resync checkpoint, clean stop) bumps the event counter and rewrites the superblock
+//! of every attached member, each with its own dev_number, device UUID and recovery offset.
+//!
+//! md's rules kept here: roles are rebuilt from the attached devices (a removed or absent
+//! device's entry becomes "spare/unused", a failed one stays "faulty" until removed); the
+//! array is "active" (resync_offset 0) while it runs and "clean" (MaxSector) only after a
+//! clean stop or a finished resync; a bitmap's superblock carries the same event count and is
+//! written before the md superblocks (so a bitmap is never older than its array: md would
+//! distrust it and resync everything).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+use uraid_format::{BitmapSuper, DevRole, MAX_SECTOR, Superblock1, Uuid, feature};
+
+/// Where v1.2 keeps the superblock: 4 KiB into the member.
+pub const SUPERBLOCK_OFFSET_BYTES: u64 = 4096;
+
+/// What a device is to the array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Holds this slot (in sync, or being recovered when `recovery_offset` is set).
+    Slot(u32),
+    Spare,
+    /// Failed and not yet removed.
+    Faulty,
+}
+
+/// One attached device: its superblock is kept current.
+pub struct Device {
+    pub path: PathBuf,
+    pub dev_number: u32,
+    pub device_uuid: Uuid,
+    pub role: Role,
+    /// Being recovered: in sync below this member sector.
+    pub recovery_offset: Option<u64>,
+    pub data_size_sectors: u64,
+    /// For a failed member: the slot it held (emptied when it is removed).
+    pub former_slot: Option<u32>,
+    file: File,
+}
+
+impl Device {
+    /// Opens `path` to keep its superblock; `data_size_sectors` from its own superblock or, for
+    /// a new spare, from its size.
+    pub fn open(
+        path: &Path,
+        dev_number: u32,
+        device_uuid: Uuid,
+        role: Role,
+        data_size_sectors: u64,
+    ) -> io::Result<Device> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(Device {
+            path: path.to_owned(),
+            dev_number,
+            device_uuid,
+            role,
+            recovery_offset: None,
+            data_size_sectors,
+            former_slot: None,
+            file,
+        })
+    }
+}
+
+/// The array's metadata as md keeps it in memory, and the devices it is written to.
+pub struct Metadata {
+    /// The freshest superblock at assemble: the array-wide fields (uuid, name, level, layout,
+    /// chunk, size, data offset, bitmap offset, ctime) every member shares.
+    base: Superblock1,
+    pub devices: Vec<Device>,
+    pub events: u64,
+    /// md's resync_offset (recovery_cp): MaxSector when parity is known good everywhere.
+    pub resync_offset: u64,
+    /// The bitmap superblock, when the array has an internal bitmap.
+    pub bitmap: Option<BitmapSuper>,
+}
+
+impl Metadata {
+    #[must_use]
+    pub fn new(base: Superblock1, devices: Vec<Device>, bitmap: Option<BitmapSuper>) -> Metadata {
+        Metadata {
+            events: base.events,
+            resync_offset: base.resync_offset_sectors,
+            base,
+            devices,
+            bitmap,
+        }
+    }
+
+    #[must_use]
+    pub fn base(&self) -> &Superblock1 {
+        &self.base
+    }
+
+    /// md's dev_roles, by dev_number, from the attached devices.
+    #[must_use]
+    pub fn dev_roles(&self) -> Vec<DevRole> {
+        let mut roles = vec![DevRole::Spare; self.base.dev_roles.len()];
+        for d in &self.devices {
+            let slot = d.dev_number as usize;
+            if slot >= roles.len() {
+                roles.resize(slot + 1, DevRole::Spare);
+            }
+            roles[slot] = match d.role {
+                Role::Slot(s) => DevRole::Active(s as u16),
+                Role::Spare => DevRole::Spare,
+                Role::Faulty => DevRole::Faulty,
+            };
+        }
+        roles
+    }
+
+    /// The smallest dev_number no attached device uses (md's choice for a new device).
+    #[must_use]
+    pub fn free_dev_number(&self) -> u32 {
+        (0..=u32::MAX)
+            .find(|n| self.devices.iter().all(|d| d.dev_number != *n))
+            .expect("a free number")
+    }
+
+    /// The superblock `device` gets now.
+    #[must_use]
+    pub fn superblock_for(&self, device: &Device, roles: &[DevRole]) -> Superblock1 {
+        let mut sb = self.base.clone();
+        sb.dev_number = device.dev_number;
+        sb.device_uuid = device.device_uuid;
+        sb.data_size_sectors = device.data_size_sectors;
+        sb.dev_roles = roles.to_vec();
+        let max_dev = sb.dev_roles.len().next_multiple_of(128).max(self.base.dev_roles.len());
+        sb.dev_roles.resize(max_dev, DevRole::Spare);
+        sb.events = self.events;
+        sb.resync_offset_sectors = self.resync_offset;
+        sb.utime = now_seconds() & ((1 << 40) - 1);
+        sb.cnt_corrected_read = 0;
+        if let Some(at) = device.recovery_offset {
+            sb.feature_map |= feature::RECOVERY_OFFSET;
+            sb.recovery_offset_sectors = at;
+        } else {
+            sb.feature_map &= !feature::RECOVERY_OFFSET;
+            sb.recovery_offset_sectors = 0;
+        }
+        sb.seal();
+        sb
+    }
+
+    /// The bitmap superblock with the current event count, encoded.
+    #[must_use]
+    pub fn bitmap_header(&self) -> Option<Vec<u8>> {
+        let mut b = self.bitmap.clone()?;
+        b.events = self.events;
+        Some(b.encode().to_vec())
+    }
+
+    /// Marks the bitmap's bits as clean up to now (md's events_cleared), at a clean stop.
+    pub fn bitmap_cleared(&mut self) {
+        let events = self.events;
+        if let Some(b) = self.bitmap.as_mut() {
+            b.events_cleared = events;
+        }
+    }
+
+    /// Bumps the event counter and writes every attached device's superblock, each made
+    /// durable. The caller has handed `bitmap_header()` to the engine first (while running)
+    /// or calls `write_bitmap_header` (while stopped). A device that cannot be written is
+    /// returned by index so that the caller fails it.
+    #[must_use]
+    pub fn commit(&mut self) -> Vec<(usize, io::Error)> {
+        self.events += 1;
+        self.write()
+    }
+
+    /// Writes every attached device's superblock at the current event count.
+    #[must_use]
+    pub fn write(&self) -> Vec<(usize, io::Error)> {
+        let roles = self.dev_roles();
+        let mut failed = Vec::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            if d.role == Role::Faulty {
+                continue; // md writes no superblock to a failed member
+            }
+            let sb = self.superblock_for(d, &roles);
+            let bytes = sb.encode();
+            let r = d
+                .file
+                .write_all_at(&bytes, SUPERBLOCK_OFFSET_BYTES)
+                .and_then(|()| d.file.sync_data());
+            if let Err(e) = r {
+                failed.push((i, e));
+            }
+        }
+        failed
+    }
+
+    /// Writes the bitmap straight to every attached device: its superblock, then `bits` when
+    /// given (only while the engine is not running: it owns the bitmap pages then).
+    pub fn write_bitmap(&self, bits: Option<&[u8]>) -> io::Result<()> {
+        let Some(mut header) = self.bitmap_header() else { return Ok(()) };
+        if let Some(bits) = bits {
+            header.extend_from_slice(bits);
+        }
+        let at = SUPERBLOCK_OFFSET_BYTES
+            .checked_add_signed(i64::from(self.base.bitmap_offset_sectors) * 512);
+        let at = at.ok_or_else(|| io::Error::other("bitmap offset before the device start"))?;
+        for d in self.devices.iter().filter(|d| d.role != Role::Faulty) {
+            d.file.write_all_at(&header, at)?;
+            d.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Marks the array clean (resync_offset MaxSector) or records where a resync must go on.
+    pub fn set_resync_offset(&mut self, offset: u64) {
+        self.resync_offset = offset;
+    }
+
+    #[must_use]
+    pub fn is_clean(&self) -> bool {
+        self.resync_offset == MAX_SECTOR
+    }
+}
+
+fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

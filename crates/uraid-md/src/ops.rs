@@ -1,0 +1,245 @@
+//! md's verbs on a running array, and its answers to member failures: fail, remove, add (a
+//! hot spare), replace, check, repair; a failed member is marked faulty in every superblock
+//! and a spare, if there is one, takes its slot and is rebuilt at once.
+//!
+//! Every change goes through `commit`: events + 1, the bitmap superblock handed to the engine
+//! (written with its next page generation), then every attached member's superblock.
+
+use crate::array::{Inner, MdError};
+use crate::members::{SlotSource, device_size_bytes};
+use crate::meta::{Device, Role};
+use crate::runner::Action;
+use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use uraid_format::Uuid;
+
+impl Inner {
+    fn meta(&self) -> std::sync::MutexGuard<'_, crate::meta::Metadata> {
+        self.meta.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Writes the metadata (events + 1); a member whose superblock cannot be written is
+    /// failed, as md fails a member it cannot update.
+    pub(crate) fn commit(&self) {
+        let mut meta = self.meta();
+        self.commit_locked(&mut meta);
+    }
+
+    fn commit_locked(&self, meta: &mut crate::meta::Metadata) {
+        meta.events += 1;
+        if let Some(header) = meta.bitmap_header() {
+            self.runtime.set_bitmap_header(header[..uraid_format::BITMAP_SUPER_BYTES].to_vec());
+        }
+        for (i, _err) in meta.write() {
+            if let Role::Slot(slot) = meta.devices[i].role {
+                self.runtime.fail_member(slot as usize);
+            }
+        }
+    }
+
+    pub(crate) fn note_recovery(&self, slot: u32, sector: u64) {
+        let mut meta = self.meta();
+        if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) {
+            d.recovery_offset = Some(sector);
+        }
+    }
+
+    pub(crate) fn recovery_done(&self, slot: u32) {
+        let mut meta = self.meta();
+        if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) {
+            d.recovery_offset = None;
+        }
+        self.commit_locked(&mut meta);
+    }
+
+    /// The engine failed `slot` (or a verb did): mark its device faulty, then rebuild onto
+    /// a spare if there is one. Nothing to do if the slot's device is already faulty.
+    pub(crate) fn member_failed(&self, slot: u32) {
+        {
+            let mut meta = self.meta();
+            // Checked under the lock: a rebuild starting a spare in this slot clears the
+            // runtime's failed bit before releasing it.
+            if !self.runtime.failed_members().contains(&(slot as usize)) {
+                return;
+            }
+            let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) else {
+                return;
+            };
+            d.role = Role::Faulty;
+            d.recovery_offset = None;
+            d.former_slot = Some(slot);
+            self.commit_locked(&mut meta);
+        }
+        let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if q.running == Some(Action::Recover { slot }) {
+            self.control.abort.store(true, Ordering::Release);
+        }
+        drop(q);
+        self.start_rebuilds();
+    }
+
+    /// Puts spares into empty slots and queues their recovery (first in the queue).
+    pub(crate) fn start_rebuilds(&self) {
+        let mut meta = self.meta();
+        for slot in 0..self.info.raid_disks {
+            if meta.devices.iter().any(|d| d.role == Role::Slot(slot)) {
+                continue;
+            }
+            let Some(i) = meta.devices.iter().position(|d| d.role == Role::Spare) else { return };
+            let path = meta.devices[i].path.clone();
+            let mut paths = vec![None; self.info.raid_disks as usize];
+            paths[slot as usize] = Some(path.clone());
+            let source = SlotSource { paths, options: self.file_options };
+            if let Err(e) = self.runtime.replace_member(slot as usize, &source) {
+                eprintln!("uraid: spare {}: cannot open for slot {slot}: {e}", path.display());
+                meta.devices.remove(i);
+                continue;
+            }
+            self.runtime.start_recovery(slot as usize, 0);
+            meta.devices[i].role = Role::Slot(slot);
+            meta.devices[i].recovery_offset = Some(0);
+            self.commit_locked(&mut meta);
+            let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            q.pending.push_front(Action::Recover { slot });
+            self.wake.notify_all();
+        }
+    }
+
+    /// Finds a device by path (as given) or slot number.
+    fn find(meta: &crate::meta::Metadata, member: &str) -> Result<usize, MdError> {
+        let by_slot = member.parse::<u32>().ok();
+        meta.devices
+            .iter()
+            .position(|d| {
+                d.path == Path::new(member) || by_slot.is_some_and(|s| d.role == Role::Slot(s))
+            })
+            .ok_or_else(|| MdError::Refused(format!("{member} is not a member of this array")))
+    }
+
+    /// md's --fail: refused when it would take the array beyond its redundancy.
+    pub fn fail(&self, member: &str) -> Result<String, MdError> {
+        let slot = {
+            let meta = self.meta();
+            let i = Self::find(&meta, member)?;
+            let Role::Slot(slot) = meta.devices[i].role else {
+                return Err(MdError::Refused(format!("{member} is not active in a slot")));
+            };
+            let working = (0..self.info.raid_disks)
+                .filter(|s| {
+                    meta.devices
+                        .iter()
+                        .any(|d| d.role == Role::Slot(*s) && d.recovery_offset.is_none())
+                })
+                .count() as u32;
+            let in_sync = meta.devices[i].recovery_offset.is_none();
+            if in_sync && working <= self.info.raid_disks - self.info.max_degraded {
+                return Err(MdError::Refused(format!(
+                    "failing {member} would leave {} of {} members: beyond the array's redundancy",
+                    working - 1,
+                    self.info.raid_disks
+                )));
+            }
+            slot
+        };
+        self.runtime.fail_member(slot as usize);
+        self.member_failed(slot);
+        Ok(format!("set {member} faulty (slot {slot})"))
+    }
+
+    /// md's --remove: only a failed member or a spare.
+    pub fn remove(&self, member: &str) -> Result<String, MdError> {
+        let mut meta = self.meta();
+        let i = Self::find(&meta, member)?;
+        let d = &meta.devices[i];
+        match (d.role, d.former_slot) {
+            (Role::Slot(_), _) => {
+                return Err(MdError::Refused(format!("{member} is active: fail it first")));
+            }
+            (Role::Faulty, Some(slot)) => {
+                // Its slot gets an empty stand-in; the old descriptors close.
+                let source = SlotSource {
+                    paths: vec![None; self.info.raid_disks as usize],
+                    options: self.file_options,
+                };
+                self.runtime.replace_member(slot as usize, &source)?;
+            }
+            _ => {}
+        }
+        meta.devices.remove(i);
+        self.commit_locked(&mut meta);
+        Ok(format!("removed {member}"))
+    }
+
+    /// md's --add: the device becomes a hot spare (its old contents are not used) and, if a
+    /// slot is empty, is rebuilt into it at once.
+    pub fn add(&self, path: &str) -> Result<String, MdError> {
+        let p = PathBuf::from(path);
+        let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
+        let size = std::fs::File::open(&p)
+            .and_then(|f| device_size_bytes(&f))
+            .map_err(|e| refuse(format!("cannot open: {e}")))?;
+        {
+            let mut meta = self.meta();
+            if meta.devices.iter().any(|d| d.path == p) {
+                return Err(refuse("already a member of this array".into()));
+            }
+            let data_offset = self.info.data_offset_sectors;
+            let need = data_offset + self.info.member_sectors;
+            if size / 512 < need {
+                return Err(refuse(format!(
+                    "too small: {} sectors, the array needs {need} (data offset {data_offset} + {})",
+                    size / 512,
+                    self.info.member_sectors
+                )));
+            }
+            let dev_number = meta.free_dev_number();
+            let uuid = random_uuid().map_err(|e| refuse(format!("no device UUID: {e}")))?;
+            let data_size = size / 512 - data_offset;
+            let d = Device::open(&p, dev_number, uuid, Role::Spare, data_size)
+                .map_err(|e| refuse(format!("cannot open for writing: {e}")))?;
+            meta.devices.push(d);
+            self.commit_locked(&mut meta);
+        }
+        self.start_rebuilds();
+        Ok(format!("added {path}"))
+    }
+
+    /// Replaces `member` by `with`: `with` is added as a spare, then `member` is failed and
+    /// the spare rebuilt in its slot. md's replace copies while the old member stays in the
+    /// array; uraid's engine has one device per slot, so redundancy is one lower during the
+    /// rebuild (said in the verb's help).
+    pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
+        self.add(with)?;
+        match self.fail(member) {
+            Ok(_) => Ok(format!("replacing {member} with {with}: rebuild started")),
+            Err(e) => {
+                let _ = self.remove(with);
+                Err(e)
+            }
+        }
+    }
+
+    /// Queues check or repair (md's sync_action), refused while one is queued or running.
+    pub fn start_scrub(&self, repair: bool) -> Result<String, MdError> {
+        let action = if repair { Action::Repair } else { Action::Check };
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if q.running.is_some() || !q.pending.is_empty() {
+            let busy = q.running.as_ref().or(q.pending.front()).map(|a| format!("{a:?}"));
+            return Err(MdError::Refused(format!(
+                "the array is busy with {}",
+                busy.unwrap_or_default()
+            )));
+        }
+        q.pending.push_back(action);
+        self.wake.notify_all();
+        Ok(if repair { "repair started".into() } else { "check started".into() })
+    }
+}
+
+fn random_uuid() -> std::io::Result<Uuid> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(Uuid(bytes))
+}

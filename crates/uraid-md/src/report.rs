@@ -1,0 +1,156 @@
+//! What a running array reports (`status::ArrayStatus`), and `MdArray`'s public verbs, which
+//! hand over to `ops`.
+
+use crate::array::{Inner, MdArray, MdError};
+use crate::meta::Role;
+use crate::status::{ArrayStatus, MemberStatus, SyncResult};
+use crate::sync::SyncSpeed;
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
+
+impl Inner {
+    pub(crate) fn status(&self) -> ArrayStatus {
+        let info = &self.info;
+        let meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let members = member_statuses(info, &meta);
+        let in_sync = members.iter().filter(|m| m.state == "active sync").count() as u32;
+        let degraded = in_sync < info.raid_disks;
+        let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let sync = self.control.status();
+        let mut state = "active".to_owned();
+        if degraded {
+            state.push_str(", degraded");
+        }
+        if let Some(s) = &sync {
+            state.push_str(match s.action.as_str() {
+                "recover" => ", recovering",
+                "resync" => ", resyncing",
+                "check" => ", checking",
+                _ => ", repairing",
+            });
+        } else if !q.pending.is_empty() {
+            state.push_str(", sync pending");
+        }
+        let (dirty, _) = self.runtime.write_intent_state();
+        let speed = self.control.speed();
+        ArrayStatus {
+            name: info.name.clone(),
+            uuid: info.uuid.to_string(),
+            level: u32::try_from(info.level.to_md()).unwrap_or(0),
+            layout: layout_name(info),
+            chunk_bytes: info.chunk_sectors * 512,
+            raid_disks: info.raid_disks,
+            array_size_bytes: self.runtime.size_bytes(),
+            component_size_bytes: info.member_sectors * 512,
+            events: meta.events,
+            state,
+            degraded,
+            bitmap: meta.bitmap.is_some(),
+            bitmap_dirty_chunks: dirty.len() as u64,
+            bitmap_chunk_bytes: info.bitmap_chunk_bytes.unwrap_or(0),
+            members,
+            sync,
+            last_sync: q.last.clone(),
+            mismatch_sectors: self.runtime.mismatches().1,
+            sync_speed_min_kib: speed.min_kib,
+            sync_speed_max_kib: speed.max_kib,
+        }
+    }
+
+    /// Whether the sync process has nothing running or queued.
+    pub(crate) fn sync_idle(&self) -> bool {
+        let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.running.is_none() && q.pending.is_empty()
+    }
+}
+
+fn member_statuses(
+    info: &crate::array::ArrayInfo,
+    meta: &crate::meta::Metadata,
+) -> Vec<MemberStatus> {
+    let mut members = Vec::new();
+    for slot in 0..info.raid_disks {
+        match meta.devices.iter().find(|d| d.role == Role::Slot(slot)) {
+            Some(d) => members.push(MemberStatus {
+                slot: Some(slot),
+                dev_number: Some(d.dev_number),
+                path: d.path.display().to_string(),
+                state: if d.recovery_offset.is_some() { "spare rebuilding" } else { "active sync" }
+                    .into(),
+                recovery_offset_sectors: d.recovery_offset,
+            }),
+            None => members.push(MemberStatus {
+                slot: Some(slot),
+                dev_number: None,
+                path: "missing".into(),
+                state: "removed".into(),
+                recovery_offset_sectors: None,
+            }),
+        }
+    }
+    for d in meta.devices.iter().filter(|d| !matches!(d.role, Role::Slot(_))) {
+        members.push(MemberStatus {
+            slot: None,
+            dev_number: Some(d.dev_number),
+            path: d.path.display().to_string(),
+            state: if d.role == Role::Spare { "spare" } else { "faulty" }.into(),
+            recovery_offset_sectors: None,
+        });
+    }
+    members
+}
+
+fn layout_name(info: &crate::array::ArrayInfo) -> String {
+    let level = match info.level {
+        uraid_format::Level::Raid4 => uraid_core::Level::Raid4,
+        uraid_format::Level::Raid5 => uraid_core::Level::Raid5,
+        _ => uraid_core::Level::Raid6,
+    };
+    uraid_core::Layout::from_md(level, info.layout)
+        .map_or_else(|_| info.layout.to_string(), |l| l.name().to_owned())
+}
+
+impl MdArray {
+    #[must_use]
+    pub fn status(&self) -> ArrayStatus {
+        self.inner.status()
+    }
+
+    /// md's --fail (refused beyond redundancy).
+    pub fn fail(&self, member: &str) -> Result<String, MdError> {
+        self.inner.fail(member)
+    }
+
+    /// md's --remove (a failed member or a spare).
+    pub fn remove(&self, member: &str) -> Result<String, MdError> {
+        self.inner.remove(member)
+    }
+
+    /// md's --add: a hot spare, rebuilt at once into an empty slot.
+    pub fn add(&self, path: &str) -> Result<String, MdError> {
+        self.inner.add(path)
+    }
+
+    pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
+        self.inner.replace(member, with)
+    }
+
+    /// Starts a check (`repair`: false) or a repair.
+    pub fn scrub(&self, repair: bool) -> Result<String, MdError> {
+        self.inner.start_scrub(repair)
+    }
+
+    pub fn set_sync_speed(&self, speed: SyncSpeed) {
+        *self.inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = speed;
+    }
+
+    /// Waits until the sync process has nothing running or queued (or `timeout` passes);
+    /// returns the last finished action's result.
+    pub fn wait_sync_idle(&self, timeout: Duration) -> Option<SyncResult> {
+        let start = Instant::now();
+        while !self.inner.sync_idle() && start.elapsed() < timeout {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.inner.queue.lock().unwrap_or_else(PoisonError::into_inner).last.clone()
+    }
+}

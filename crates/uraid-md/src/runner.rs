@@ -1,0 +1,192 @@
+//! The sync runner thread (md's resync thread): takes queued actions one at a time, walks them
+//! (`sync::walk`) and records progress in the metadata; and the monitor thread, which notices
+//! members the engine failed (I/O errors) and answers as md does (`Inner::member_failed`).
+
+use crate::array::Inner;
+use crate::status::{MismatchAt, SyncResult};
+use crate::sync::{Walked, action_name, walk};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use uraid_core::array::SyncKind;
+use uraid_format::MAX_SECTOR;
+
+/// How often recovery progress is written to the superblocks (md checkpoints too, so that a
+/// restart resumes near where it stopped).
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
+/// How often the monitor looks for members the engine failed.
+const MONITOR_EVERY: Duration = Duration::from_millis(50);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Resync these member-sector ranges (`by_bitmap`: only the bitmap's dirty regions).
+    Resync {
+        ranges: Vec<(u64, u64)>,
+        by_bitmap: bool,
+    },
+    /// Rebuild the member in `slot` from its recovery offset.
+    Recover {
+        slot: u32,
+    },
+    Check,
+    Repair,
+}
+
+impl Action {
+    fn kind(&self) -> SyncKind {
+        match self {
+            Action::Resync { .. } => SyncKind::Resync,
+            Action::Recover { .. } => SyncKind::Recovery,
+            Action::Check => SyncKind::Check,
+            Action::Repair => SyncKind::Repair,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct SyncQueue {
+    pub pending: VecDeque<Action>,
+    pub running: Option<Action>,
+    pub last: Option<SyncResult>,
+    /// Where a resync must go on (md's recovery_cp): MaxSector when none is needed.
+    pub resync_cp: u64,
+}
+
+pub(crate) fn start_threads(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
+    let runner = {
+        let inner = inner.clone();
+        std::thread::Builder::new().name("uraid-sync".into()).spawn(move || run(&inner))
+    };
+    let monitor = {
+        let inner = inner.clone();
+        std::thread::Builder::new().name("uraid-monitor".into()).spawn(move || monitor(&inner))
+    };
+    vec![runner.expect("spawning the sync thread"), monitor.expect("spawning the monitor")]
+}
+
+fn monitor(inner: &Inner) {
+    while !inner.shutdown.load(Ordering::Acquire) {
+        std::thread::sleep(MONITOR_EVERY);
+        for slot in inner.runtime.failed_members() {
+            inner.member_failed(slot as u32);
+        }
+    }
+}
+
+fn run(inner: &Inner) {
+    loop {
+        let action = {
+            let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            loop {
+                if inner.shutdown.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Some(a) = q.pending.pop_front() {
+                    q.running = Some(a.clone());
+                    break a;
+                }
+                q = inner.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        inner.control.abort.store(false, Ordering::Release);
+        let result = run_action(inner, &action);
+        let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.running = None;
+        q.last = Some(result);
+    }
+}
+
+/// The member-sector ranges `action` covers.
+fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
+    let end = inner.info.member_sectors;
+    match action {
+        Action::Resync { ranges, .. } => ranges.clone(),
+        Action::Recover { slot } => {
+            let meta = inner.meta.lock().unwrap_or_else(PoisonError::into_inner);
+            let from = meta.devices.iter().find(|d| d.role == crate::meta::Role::Slot(*slot));
+            match from.and_then(|d| d.recovery_offset) {
+                Some(at) => vec![(at, end - at)],
+                None => Vec::new(),
+            }
+        }
+        Action::Check | Action::Repair => vec![(0, end)],
+    }
+}
+
+fn run_action(inner: &Inner, action: &Action) -> SyncResult {
+    let rt = &inner.runtime;
+    let end = inner.info.member_sectors;
+    let ranges = ranges_of(inner, action);
+    let mismatches_before = rt.mismatches().1;
+    let mut last_checkpoint = Instant::now();
+    let mut on_progress = |range: usize, sector: u64| match action {
+        Action::Recover { slot } => {
+            rt.set_recovery_offset(*slot as usize, sector);
+            inner.note_recovery(*slot, sector);
+            if last_checkpoint.elapsed() >= CHECKPOINT_EVERY {
+                last_checkpoint = Instant::now();
+                inner.commit();
+            }
+        }
+        Action::Resync { ranges, .. } => {
+            let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            // The first unfinished range decides where a restart goes on.
+            q.resync_cp = if sector == ranges[range].0 + ranges[range].1 {
+                rt.bitmap_resynced(ranges[range].0, ranges[range].1);
+                ranges.get(range + 1).map_or(MAX_SECTOR, |r| r.0)
+            } else {
+                sector
+            };
+        }
+        Action::Check | Action::Repair => {}
+    };
+    let walked = walk(
+        rt,
+        action.kind(),
+        &ranges,
+        inner.info.chunk_sectors,
+        &inner.control,
+        &mut on_progress,
+    );
+    let (outcome, sectors, seconds) = match walked {
+        Ok(Walked::Done { sectors, seconds }) => ("done".to_owned(), sectors, seconds),
+        Ok(Walked::Interrupted { sectors, seconds }) => {
+            ("interrupted".to_owned(), sectors, seconds)
+        }
+        Err(e) => (format!("failed: {e}"), 0, 0.0),
+    };
+    if let Action::Recover { slot } = action {
+        if outcome == "done" {
+            rt.set_recovery_offset(*slot as usize, end);
+            inner.recovery_done(*slot);
+        } else {
+            inner.commit();
+        }
+    }
+    let (found, count) = rt.mismatches();
+    let mismatch_sectors = count - mismatches_before;
+    SyncResult {
+        action: action_name(action.kind()).to_owned(),
+        outcome,
+        sectors,
+        array_bytes: sectors * 512 * u64::from(inner.info.data_disks),
+        seconds,
+        mismatch_sectors,
+        mismatches: if mismatch_sectors == 0 { Vec::new() } else { mismatch_list(&found) },
+    }
+}
+
+/// Where mismatches were found (since the array started: the engine keeps the first ones).
+fn mismatch_list(found: &[uraid_core::array::Mismatch]) -> Vec<MismatchAt> {
+    let slot_of = |m: Option<uraid_core::DiskIndex>| m.map(|d| u32::from(d.0));
+    found
+        .iter()
+        .map(|m| MismatchAt {
+            member_sector: m.member_sector.0,
+            sectors: m.sectors,
+            slot: slot_of(m.member),
+        })
+        .collect()
+}

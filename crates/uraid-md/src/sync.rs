@@ -1,0 +1,230 @@
+//! The background sync process: resync, recovery, check and repair all walk member sectors in
+//! windows through `Runtime::sync`, which locks only the stripe heads of a window while user
+//! I/O goes on around it.
+//!
+//! Speed (md's sync_speed_min / sync_speed_max, KiB/s of each member): above max the walk
+//! sleeps; when the array is idle it keeps `WINDOWS_IN_FLIGHT` windows going to take the spare
+//! bandwidth; when user I/O arrived since the last window and the walk is above min, it keeps
+//! one window in flight, so that user requests queue behind at most one window's member I/O.
+//! md instead stops at min when the array is busy (its users see 10 MB/s rebuilds under
+//! load); here min is a floor, not a ceiling, and a busy array still rebuilds at the rate one
+//! window at a time allows.
+//!
+//! Progress is the contiguous prefix of finished windows: everything below `done` is synced,
+//! which is what a recovery offset or resync checkpoint may record.
+
+use crate::status::SyncStatus;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use uraid_core::array::SyncKind;
+use uraid_runtime::{Runtime, RuntimeError};
+
+/// Windows in flight while the array is idle.
+pub const WINDOWS_IN_FLIGHT: usize = 4;
+/// Member sectors per window (256 KiB of each member), rounded up to whole chunks.
+pub const WINDOW_SECTORS: u64 = 512;
+/// md's defaults: 1000 KiB/s and 200000 KiB/s.
+pub const DEFAULT_SPEED_MIN_KIB: u64 = 1000;
+pub const DEFAULT_SPEED_MAX_KIB: u64 = 200_000;
+/// How far back the speed is measured.
+const SPEED_SPAN: Duration = Duration::from_secs(2);
+
+/// md's sync_speed_min and sync_speed_max.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncSpeed {
+    pub min_kib: u64,
+    pub max_kib: u64,
+}
+
+impl Default for SyncSpeed {
+    fn default() -> SyncSpeed {
+        SyncSpeed { min_kib: DEFAULT_SPEED_MIN_KIB, max_kib: DEFAULT_SPEED_MAX_KIB }
+    }
+}
+
+/// What the array and the walk share: the stop flag, the speed limits, the status shown.
+#[derive(Default)]
+pub struct SyncControl {
+    /// The array is stopping: the walk ends after its windows in flight.
+    pub stop: AtomicBool,
+    /// The running action is abandoned (its target failed); the next one may run.
+    pub abort: AtomicBool,
+    pub speed: Mutex<SyncSpeed>,
+    pub status: Mutex<Option<SyncStatus>>,
+}
+
+impl SyncControl {
+    #[must_use]
+    pub fn speed(&self) -> SyncSpeed {
+        *self.speed.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    #[must_use]
+    pub fn status(&self) -> Option<SyncStatus> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn set_status(&self, status: Option<SyncStatus>) {
+        *self.status.lock().unwrap_or_else(PoisonError::into_inner) = status;
+    }
+}
+
+/// How a walk ended.
+#[derive(Debug)]
+pub enum Walked {
+    /// Every range was synced.
+    Done { sectors: u64, seconds: f64 },
+    /// Stopped on request; everything below `done` (as in `on_progress`) is synced.
+    Interrupted { sectors: u64, seconds: f64 },
+}
+
+/// The md name of an action.
+#[must_use]
+pub fn action_name(kind: SyncKind) -> &'static str {
+    match kind {
+        SyncKind::Resync => "resync",
+        SyncKind::Recovery => "recover",
+        SyncKind::Check => "check",
+        SyncKind::Repair => "repair",
+    }
+}
+
+/// Syncs `ranges` (member sectors `(start, len)`, in order) with `kind`. `on_progress(range
+/// index, sector)` is called as the finished prefix grows: every range before that index is
+/// done, and the range itself up to `sector`. `member_sectors` sizes the windows' rounding.
+#[allow(clippy::too_many_lines)] // one loop (issue, wait, account): split, its state would spread
+pub fn walk(
+    rt: &Runtime,
+    kind: SyncKind,
+    ranges: &[(u64, u64)],
+    chunk_sectors: u64,
+    control: &SyncControl,
+    on_progress: &mut dyn FnMut(usize, u64),
+) -> Result<Walked, RuntimeError> {
+    let window = WINDOW_SECTORS.next_multiple_of(chunk_sectors);
+    let windows = cut(ranges, window);
+    let total: u64 = ranges.iter().map(|r| r.1).sum();
+    let start = Instant::now();
+    let (tx, rx) = mpsc::channel::<(usize, Result<(), RuntimeError>)>();
+    let mut finished = vec![false; windows.len()];
+    let mut next = 0;
+    let mut prefix = 0; // windows [0, prefix) finished
+    let mut in_flight = 0;
+    let mut done_sectors = 0u64;
+    let mut history: VecDeque<(Instant, u64)> = VecDeque::new();
+    let mut last_user = rt.user_requests();
+    let mut throttled;
+    let mut error = None;
+    let publish = |done: u64, speed: u64, throttled: bool| {
+        let left = total - done;
+        control.set_status(Some(SyncStatus {
+            action: action_name(kind).to_owned(),
+            done_sectors: done,
+            total_sectors: total,
+            speed_kib: speed,
+            eta_seconds: (speed > 0).then(|| left / 2 / speed),
+            throttled,
+        }));
+    };
+    publish(0, 0, false);
+    loop {
+        let stopping = control.stop.load(Ordering::Acquire)
+            || control.abort.load(Ordering::Acquire)
+            || error.is_some();
+        let speed = speed_kib(&history);
+        let limits = control.speed();
+        let user = rt.user_requests();
+        let busy = user != last_user;
+        last_user = user;
+        let limit = if busy && speed > limits.min_kib { 1 } else { WINDOWS_IN_FLIGHT };
+        throttled = busy && speed > limits.min_kib;
+        if !stopping && next < windows.len() && in_flight < limit {
+            if speed > limits.max_kib && in_flight > 0 {
+                // Over the ceiling: let a window finish first.
+            } else if speed > limits.max_kib {
+                std::thread::sleep(Duration::from_millis(10));
+                history.retain(|(t, _)| t.elapsed() < SPEED_SPAN);
+                continue;
+            } else {
+                let (at, n, _) = windows[next];
+                let tx = tx.clone();
+                let index = next;
+                rt.sync(kind, at, n, move |c| {
+                    let _ = tx.send((index, c.result));
+                });
+                next += 1;
+                in_flight += 1;
+                continue;
+            }
+        }
+        if in_flight == 0 {
+            break;
+        }
+        let (index, result) = rx.recv().map_err(|_| RuntimeError::Gone)?;
+        in_flight -= 1;
+        if let Err(e) = result {
+            error.get_or_insert(e);
+        }
+        finished[index] = true;
+        history.push_back((Instant::now(), windows[index].1));
+        history.retain(|(t, _)| t.elapsed() < SPEED_SPAN);
+        let before = prefix;
+        while prefix < windows.len() && finished[prefix] {
+            done_sectors += windows[prefix].1;
+            prefix += 1;
+        }
+        if prefix > before && error.is_none() {
+            let (at, n, range) = windows[prefix - 1];
+            on_progress(range, at + n);
+            publish(done_sectors, speed_kib(&history), throttled);
+        }
+    }
+    control.set_status(None);
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    if prefix < windows.len() {
+        return Ok(Walked::Interrupted { sectors: done_sectors, seconds });
+    }
+    Ok(Walked::Done { sectors: total, seconds })
+}
+
+/// Windows of at most `window` sectors, aligned to multiples of it, within each range:
+/// `(start, len, range index)`.
+fn cut(ranges: &[(u64, u64)], window: u64) -> Vec<(u64, u64, usize)> {
+    let mut out = Vec::new();
+    for (i, &(start, len)) in ranges.iter().enumerate() {
+        let end = start + len;
+        let mut at = start;
+        while at < end {
+            let next = ((at / window + 1) * window).min(end);
+            out.push((at, next - at, i));
+            at = next;
+        }
+    }
+    out
+}
+
+/// KiB/s of each member over the recent windows.
+#[allow(clippy::cast_sign_loss)] // a rate is never negative
+fn speed_kib(history: &VecDeque<(Instant, u64)>) -> u64 {
+    let Some(&(first, _)) = history.front() else { return 0 };
+    let sectors: u64 = history.iter().map(|h| h.1).sum();
+    let seconds = first.elapsed().as_secs_f64().max(0.05);
+    (sectors as f64 / 2.0 / seconds) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn windows_align_and_stay_in_their_ranges() {
+        let w = cut(&[(100, 1000), (2048, 512)], 512);
+        assert_eq!(w, vec![(100, 412, 0), (512, 512, 0), (1024, 76, 0), (2048, 512, 1)]);
+    }
+}
