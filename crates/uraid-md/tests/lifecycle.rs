@@ -6,73 +6,18 @@
 //! against a model, the member is lost the way the engine loses one (the runtime's failed
 //! set), which the array's monitor must notice.
 
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use uraid_format::create::{NewArray, NewMember, build_superblock};
-use uraid_format::{DevRole, Level, Superblock1, Uuid};
+use uraid_format::DevRole;
 use uraid_md::{MdArray, MdOptions};
 
-const MEMBER_BYTES: u64 = 24 << 20;
-const DATA_OFFSET_SECTORS: u64 = 2048;
-const CHUNK_SECTORS: u32 = 128;
-
-fn make_array(dir: &Path, n: usize) -> Vec<PathBuf> {
-    let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("m{i}.img"))).collect();
-    let size_sectors = (MEMBER_BYTES / 512 - DATA_OFFSET_SECTORS) / u64::from(CHUNK_SECTORS)
-        * u64::from(CHUNK_SECTORS);
-    let array = NewArray {
-        set_uuid: Uuid([7; 16]),
-        name: "lifecycle",
-        level: Level::Raid6,
-        layout: 2,
-        chunk_sectors: CHUNK_SECTORS,
-        raid_disks: n as u32,
-        size_sectors,
-        data_offset_sectors: DATA_OFFSET_SECTORS,
-        ctime_seconds: 1,
-        utime_seconds: 1,
-        events: 1,
-        clean: true,
-        internal_bitmap: false,
-    };
-    let roles: Vec<DevRole> = (0..n as u16).map(DevRole::Active).collect();
-    for (i, p) in paths.iter().enumerate() {
-        let f = std::fs::File::create(p).unwrap();
-        f.set_len(MEMBER_BYTES).unwrap();
-        let member = NewMember {
-            dev_number: i as u32,
-            device_uuid: Uuid([i as u8 + 1; 16]),
-            device_sectors: MEMBER_BYTES / 512,
-            dev_roles: &roles,
-        };
-        let sb = build_superblock(&array, &member).unwrap();
-        f.write_all_at(&sb.encode(), 4096).unwrap();
-    }
-    paths
-}
-
-fn superblock(path: &Path) -> Superblock1 {
-    let bytes = std::fs::read(path).unwrap();
-    Superblock1::decode(&bytes[4096..8192]).unwrap()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn fill(seed: u64, len: usize) -> Vec<u8> {
-    let mut r = Rng(seed | 1);
-    (0..len).map(|_| r.next() as u8).collect()
-}
+mod common;
+use common::{
+    MEMBER_BYTES, Rng, assert_same, examine_with_mdadm, fill, make_array, superblock, tempdir,
+    wait_for,
+};
 
 /// Random 4 KiB..64 KiB writes and reads, every read checked against the model.
 fn load(rt: &uraid_runtime::Runtime, model: &Mutex<Vec<u8>>, stop: &AtomicBool, seed: u64) -> u64 {
@@ -100,8 +45,8 @@ fn load(rt: &uraid_runtime::Runtime, model: &Mutex<Vec<u8>>, stop: &AtomicBool, 
 
 #[test]
 fn raid6_loses_a_member_under_load_and_rebuilds_onto_a_spare() {
-    let dir = tempdir();
-    let paths = make_array(dir.path(), 6);
+    let dir = tempdir("rebuild");
+    let paths = make_array(dir.path(), 6, None);
     let options = MdOptions { workers: Some(2), ..MdOptions::default() };
     let md = MdArray::assemble(&paths, &options).unwrap();
     let rt = md.runtime().clone();
@@ -167,64 +112,4 @@ fn raid6_loses_a_member_under_load_and_rebuilds_onto_a_spare() {
     let whole = md.runtime().read_at(0, size).unwrap();
     assert!(whole == *model.lock().unwrap(), "contents survive the restart");
     md.stop().unwrap();
-}
-
-fn wait_for(mut f: impl FnMut() -> bool) -> bool {
-    for _ in 0..500 {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-fn tempdir() -> TempDir {
-    let p = std::env::temp_dir().join(format!("uraid-md-{}-{}", std::process::id(), line!()));
-    std::fs::create_dir_all(&p).unwrap();
-    TempDir(p)
-}
-
-/// Names the first differing 4 KiB block and how many differ, instead of dumping both.
-fn assert_same(got: &[u8], want: &[u8], what: &str) {
-    assert_eq!(got.len(), want.len());
-    let bad: Vec<usize> = (0..got.len() / 4096)
-        .filter(|b| got[b * 4096..(b + 1) * 4096] != want[b * 4096..(b + 1) * 4096])
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{what}: {} blocks of 4 KiB differ, first at byte {}",
-        bad.len(),
-        bad[0] * 4096
-    );
-}
-
-/// mdadm, when installed (CI installs it), reads the rebuilt member as md would.
-fn examine_with_mdadm(member: &Path) {
-    let Ok(out) = std::process::Command::new("mdadm").arg("--examine").arg(member).output() else {
-        eprintln!("skipping mdadm --examine: mdadm is not installed");
-        return;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "mdadm --examine failed: {text}");
-    for want in [
-        "Raid Level : raid6",
-        "Raid Devices : 6",
-        "State : clean",
-        "Device Role : Active device 2",
-        "Array State : AAAAAA",
-    ] {
-        assert!(text.contains(want), "mdadm --examine lacks {want:?}:\n{text}");
-    }
 }
