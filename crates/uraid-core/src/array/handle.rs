@@ -547,6 +547,10 @@ impl Array {
     fn finish_batch(&mut self, id: HeadId) {
         if self.state(id).error.is_none() {
             self.copy_out_reads(id);
+            let recovery = Some(Kind::Sync(super::SyncKind::Recovery));
+            if self.state(id).batch.first().map(|p| p.kind) == recovery {
+                self.note_recovered(id);
+            }
         }
         let st = self.state(id);
         let error = st.error.take();

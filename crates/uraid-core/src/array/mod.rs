@@ -143,6 +143,9 @@ pub struct Array {
     /// Per member: `Some(offset)` while it is being recovered (in sync below `offset` member
     /// sectors only).
     recovery_offset: Vec<Option<u64>>,
+    /// Per member being recovered: ends (member sectors) of heads above its recovery offset
+    /// that recovery has already rebuilt (see `sync::in_sync`).
+    recovered: Vec<std::collections::BTreeSet<u64>>,
     /// Where check/repair/resync found parity mismatches (the first `MISMATCHES_KEPT`).
     mismatches: Vec<Mismatch>,
     /// A stripe unit of zeros: the source of the zero writes of partial-stripe discards.
@@ -172,6 +175,7 @@ impl Array {
             failed: vec![false; g.raid_disks()],
             read_errors: vec![0; g.raid_disks()],
             recovery_offset: vec![None; g.raid_disks()],
+            recovered: vec![std::collections::BTreeSet::new(); g.raid_disks()],
             mismatches: Vec::new(),
             geometry: g,
             unit_sectors,

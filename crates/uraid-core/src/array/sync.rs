@@ -83,6 +83,7 @@ impl Array {
         self.failed[member.get()] = false;
         self.read_errors[member.get()] = 0;
         self.recovery_offset[member.get()] = Some(recovery_offset.0);
+        self.recovered[member.get()].clear();
     }
 
     /// Records recovery progress: the member is in sync below `offset`; at or past the end of
@@ -90,6 +91,9 @@ impl Array {
     pub fn set_recovery_offset(&mut self, member: DiskIndex, offset: Sector) {
         let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
         self.recovery_offset[member.get()] = (offset.0 < member_sectors).then_some(offset.0);
+        // Heads below the offset need no record of their own any more.
+        let recovered = &mut self.recovered[member.get()];
+        *recovered = recovered.split_off(&(offset.0 + 1));
     }
 
     /// Members being recovered, with their recovery offsets.
@@ -106,9 +110,23 @@ impl Array {
         (&self.mismatches, self.stats.mismatch_sectors)
     }
 
-    /// Whether `member` holds current data for a head ending at member sector `end`.
+    /// Whether `member` holds current data for a head ending at member sector `end`: below
+    /// its recovery offset, or in a head recovery has rebuilt since (the offset advances only
+    /// when a whole window is done, and a write to a rebuilt head before then must reach the
+    /// member, or the member would miss it for good).
     pub(super) fn in_sync(&self, member: usize, end: u64) -> bool {
-        !self.failed[member] && self.recovery_offset[member].is_none_or(|o| end <= o)
+        !self.failed[member]
+            && (self.recovery_offset[member].is_none_or(|o| end <= o)
+                || self.recovered[member].contains(&end))
+    }
+
+    /// A Recovery batch finished writing head `id`: its members being recovered are in sync
+    /// there from now on.
+    pub(super) fn note_recovered(&mut self, id: HeadId) {
+        let end = self.head_member_end(id);
+        for m in self.recovering_here(id) {
+            self.recovered[m.get()].insert(end);
+        }
     }
 
     /// Starts a sync batch: read every member that is not lost and not cached.
