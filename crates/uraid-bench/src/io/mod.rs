@@ -13,6 +13,7 @@
 pub mod cpu;
 pub mod random_write;
 pub mod read;
+mod rebuild;
 pub mod recording;
 pub mod rig;
 pub mod seq_write;
@@ -140,13 +141,14 @@ fn ratio(value: f64, base: Option<f64>) -> Option<f64> {
 /// A family of workloads: its name and the function that measures its rows.
 type Family = (&'static str, fn(&IoBenchOptions) -> Result<Vec<Row>>);
 
-const FAMILIES: [Family; 6] = [
+const FAMILIES: [Family; 7] = [
     ("random_write", random_write::run),
     ("seq_write", seq_write::run),
     ("read", read::run),
     ("throughput", throughput::run),
     ("cpu", cpu::run),
     ("workers", workers::run),
+    ("rebuild", rebuild::run),
 ];
 
 /// Runs the selected families and prints their rows as they come.
