@@ -1,0 +1,166 @@
+//! What the server exports: any `BlockBackend`. The uraid runtime is one; `MemoryBackend` (a
+//! ramdisk with an error switch) is another, for tests and demos.
+//!
+//! Contract: `submit` starts an operation and calls `done` exactly once when it has finished,
+//! possibly on another thread, possibly before `submit` returns. A write is finished when the
+//! backend would return its data to a later read; with `fua` (and for a flush) only when it is
+//! durable. The server acknowledges nothing before `done` runs, which is what makes "nothing
+//! acknowledged is lost" hold.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use thiserror::Error;
+use uraid_core::array::ArrayError;
+use uraid_runtime::{Completed, Op, Runtime, RuntimeError};
+
+/// One operation on the exported range. Offsets and lengths are in bytes; the server has
+/// already checked them against the export size and the block size constraints.
+#[derive(Debug)]
+pub enum BackendOp {
+    /// Reads `len_bytes` at `offset_bytes`; `done` gets the data.
+    Read { offset_bytes: u64, len_bytes: u32 },
+    /// Writes `buf` at `offset_bytes`; with `fua`, durable when done. `done` gets `buf` back.
+    Write { offset_bytes: u64, buf: Vec<u8>, fua: bool },
+    /// Every write finished before it is durable when done.
+    Flush,
+    /// The range is no longer needed (NBD_CMD_TRIM).
+    Discard { offset_bytes: u64, len_bytes: u64 },
+}
+
+/// Called once with the read data (or the write's buffer, or an empty `Vec`), or the error.
+pub type BackendDone = Box<dyn FnOnce(Result<Vec<u8>, BackendError>) + Send>;
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendError {
+    #[error("{len_bytes} bytes at {offset_bytes} end beyond the export")]
+    OutOfRange { offset_bytes: u64, len_bytes: u64 },
+    #[error("{len_bytes} bytes at {offset_bytes} are not whole sectors")]
+    Unaligned { offset_bytes: u64, len_bytes: u64 },
+    /// The data could not be read or written (members failed beyond redundancy, the array
+    /// stopped, a medium error).
+    #[error("I/O error: {0}")]
+    Io(String),
+}
+
+pub trait BlockBackend: Send + Sync + 'static {
+    fn size_bytes(&self) -> u64;
+
+    /// The request size and alignment with no read-modify-write (md's chunk, or a full
+    /// stripe); the server rounds it to a power of two as NBD requires.
+    fn preferred_block_bytes(&self) -> u32;
+
+    fn submit(&self, op: BackendOp, done: BackendDone);
+}
+
+/// The uraid array. The runtime does not publish its geometry, so it prefers 4 KiB (its
+/// stripe head); `ServerConfig::preferred_block_bytes` gives the chunk or full stripe.
+impl BlockBackend for Runtime {
+    fn size_bytes(&self) -> u64 {
+        Runtime::size_bytes(self)
+    }
+
+    fn preferred_block_bytes(&self) -> u32 {
+        4096
+    }
+
+    fn submit(&self, op: BackendOp, done: BackendDone) {
+        let op = match op {
+            BackendOp::Read { offset_bytes, len_bytes } => {
+                Op::Read { offset_bytes, buf: vec![0; len_bytes as usize] }
+            }
+            BackendOp::Write { offset_bytes, buf, fua } => Op::Write { offset_bytes, buf, fua },
+            BackendOp::Flush => Op::Flush,
+            BackendOp::Discard { offset_bytes, len_bytes } => {
+                Op::Discard { offset_bytes, len_bytes }
+            }
+        };
+        Runtime::submit(self, op, move |c: Completed| {
+            done(c.result.map(|()| c.buf).map_err(|e| runtime_error(&e)));
+        });
+    }
+}
+
+fn runtime_error(e: &RuntimeError) -> BackendError {
+    match e {
+        RuntimeError::Unaligned { offset_bytes, len_bytes } => {
+            BackendError::Unaligned { offset_bytes: *offset_bytes, len_bytes: *len_bytes }
+        }
+        RuntimeError::Array(ArrayError::OutOfRange { sector, sectors, .. }) => {
+            BackendError::OutOfRange { offset_bytes: sector * 512, len_bytes: sectors * 512 }
+        }
+        other => BackendError::Io(other.to_string()),
+    }
+}
+
+/// A ramdisk: every operation finishes before `submit` returns. `set_failing(true)` makes
+/// every later operation fail with `BackendError::Io`, as a dead array would.
+pub struct MemoryBackend {
+    data: Mutex<Vec<u8>>,
+    preferred_block_bytes: u32,
+    failing: AtomicBool,
+}
+
+impl MemoryBackend {
+    #[must_use]
+    pub fn new(size_bytes: usize, preferred_block_bytes: u32) -> MemoryBackend {
+        MemoryBackend {
+            data: Mutex::new(vec![0; size_bytes]),
+            preferred_block_bytes,
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// A copy of `len_bytes` at `offset_bytes`, to check what clients wrote.
+    #[must_use]
+    pub fn snapshot(&self, offset_bytes: usize, len_bytes: usize) -> Vec<u8> {
+        let data = self.data.lock().unwrap_or_else(PoisonError::into_inner);
+        data[offset_bytes..offset_bytes + len_bytes].to_vec()
+    }
+
+    fn run(&self, op: BackendOp) -> Result<Vec<u8>, BackendError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(BackendError::Io("memory backend set to fail".into()));
+        }
+        let mut data = self.data.lock().unwrap_or_else(PoisonError::into_inner);
+        let range = |offset_bytes: u64, len_bytes: u64| {
+            let end = offset_bytes.checked_add(len_bytes).filter(|&e| e <= data.len() as u64);
+            let end = end.ok_or(BackendError::OutOfRange { offset_bytes, len_bytes })?;
+            Ok::<_, BackendError>(offset_bytes as usize..end as usize)
+        };
+        match op {
+            BackendOp::Read { offset_bytes, len_bytes } => {
+                Ok(data[range(offset_bytes, u64::from(len_bytes))?].to_vec())
+            }
+            BackendOp::Write { offset_bytes, buf, fua: _ } => {
+                let r = range(offset_bytes, buf.len() as u64)?;
+                data[r].copy_from_slice(&buf);
+                Ok(buf)
+            }
+            BackendOp::Flush => Ok(Vec::new()),
+            BackendOp::Discard { offset_bytes, len_bytes } => {
+                let r = range(offset_bytes, len_bytes)?;
+                data[r].fill(0);
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+impl BlockBackend for MemoryBackend {
+    fn size_bytes(&self) -> u64 {
+        self.data.lock().unwrap_or_else(PoisonError::into_inner).len() as u64
+    }
+
+    fn preferred_block_bytes(&self) -> u32 {
+        self.preferred_block_bytes
+    }
+
+    fn submit(&self, op: BackendOp, done: BackendDone) {
+        done(self.run(op));
+    }
+}

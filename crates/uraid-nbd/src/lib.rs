@@ -1,0 +1,77 @@
+//! uraid's NBD server: exports a `BlockBackend` (the uraid runtime, or memory) over TCP or
+//! Unix sockets with the NBD protocol (the NBD project's `doc/proto.md`), with std threads.
+//!
+//! - `wire`: the protocol's numbers and fixed-size messages.
+//! - `handshake`: fixed newstyle negotiation (EXPORT_NAME, INFO, GO, LIST, ABORT,
+//!   STRUCTURED_REPLY; anything else is NBD_REP_ERR_UNSUP).
+//! - `transmission`: one connection's requests, pipelined; replies as completions arrive.
+//! - `server`: listeners, threads, shutdown with drain, stats.
+//! - `backend`: the `BlockBackend` trait, its impl for `uraid_runtime::Runtime`, `MemoryBackend`.
+//! - `client`: a minimal blocking client (tests, crash tests).
+//!
+//! Fault model: any client may send anything, or vanish at any byte. A protocol violation
+//! closes that connection only; other connections keep being served. A write is acknowledged
+//! only after the backend completed it, and a flush only after the backend's flush, so what
+//! a client saw acknowledged is what the array holds.
+
+#![forbid(unsafe_code)]
+
+mod backend;
+pub mod client;
+mod handshake;
+mod server;
+mod socket;
+mod stats;
+mod transmission;
+mod window;
+pub mod wire;
+
+pub use backend::{BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend};
+pub use server::{ListenAddr, Server, ServerHandle};
+pub use stats::ServerStats;
+
+use thiserror::Error;
+
+/// The export's name when none is configured (the empty name selects it too).
+pub const DEFAULT_EXPORT_NAME: &str = "uraid";
+/// The largest request served by default: 32 MiB, what the protocol calls safe for any client.
+pub const DEFAULT_BLOCK_BYTES_MAX: u32 = 32 << 20;
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Clients may ask for this name or for "" (the default export).
+    pub export_name: String,
+    /// Sent as NBD_INFO_DESCRIPTION when a client asks.
+    pub description: Option<String>,
+    /// NBD_FLAG_READ_ONLY: writes, trims and zeroing fail with EPERM.
+    pub read_only: bool,
+    /// The array's chunk or full stripe, overriding the backend's; rounded down to a power
+    /// of two, as NBD requires.
+    pub preferred_block_bytes: Option<u32>,
+    /// The maximum request length (a multiple of 512): longer reads, writes and zeroing fail
+    /// with EINVAL.
+    pub block_bytes_max: u32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            export_name: DEFAULT_EXPORT_NAME.into(),
+            description: None,
+            read_only: false,
+            preferred_block_bytes: None,
+            block_bytes_max: DEFAULT_BLOCK_BYTES_MAX,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    #[error("maximum block size {0} is not a positive multiple of 512")]
+    BlockBytesMax(u32),
+    #[error("export size {0} is not a whole number of 512-byte blocks")]
+    SizeUnaligned(u64),
+    #[error("export name of {0} bytes is longer than NBD's 4096")]
+    NameTooLong(usize),
+}

@@ -1,0 +1,340 @@
+//! The transmission phase of one connection: this thread reads requests without waiting for
+//! answers and submits each to the backend; a writer thread sends the replies in the order the
+//! backend completes them (the protocol allows any order; the handle pairs them up).
+//!
+//! Invariants: a request is answered only from its backend completion, so a write is never
+//! acknowledged before the backend finished it; every request read whole gets exactly one
+//! reply (the writer ends only when every completion has sent its reply, which is also how a
+//! connection drains); a request cut short by the client gets none and touches nothing.
+//! In-flight requests are bounded (`Window`) so a client cannot make the server buffer without
+//! limit.
+
+use crate::backend::{BackendError, BackendOp};
+use crate::server::Shared;
+use crate::socket::Socket;
+use crate::stats::bump;
+use crate::window::Window;
+use crate::wire::{self, Request};
+use std::io::{self, BufWriter, Read, Write};
+use std::net::Shutdown;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
+
+/// Why a connection's transmission ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// NBD_CMD_DISC: the soft disconnect.
+    Disconnect,
+    /// End of file or an error reading: the client left (maybe mid-request) or the server is
+    /// shutting down.
+    Closed,
+    /// A request header without NBD_REQUEST_MAGIC: the stream cannot be trusted any further.
+    BadMagic(u32),
+}
+
+/// One reply, queued for the writer. `charge_bytes` is returned to the window once sent.
+struct Reply {
+    handle: u64,
+    body: Body,
+    charge_bytes: u64,
+}
+
+enum Body {
+    /// A read's data (at `offset_bytes`, for the structured OFFSET_DATA chunk).
+    Data { offset_bytes: u64, data: Vec<u8> },
+    /// Success without data, or an error (never zero) with a message for structured replies.
+    Status { error: u32, message: String },
+}
+
+/// Serves requests on `socket` until the client disconnects, then drains: returns once every
+/// request read has been answered (or the client is gone).
+pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -> io::Result<End> {
+    let window = Arc::new(Window::new(IN_FLIGHT_REQUESTS_MAX, IN_FLIGHT_BYTES_MAX));
+    let (tx, rx) = mpsc::channel();
+    let output = socket.try_clone()?;
+    let writer = {
+        let (window, shared) = (window.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("nbd-writer".into())
+            .spawn(move || write_replies(output, &rx, structured, &window, &shared))?
+    };
+    let mut reader = Reader { input: socket, shared: shared.clone(), tx, window };
+    let end = reader.run();
+    if end != End::Closed {
+        // Nothing more will be read; replies still go out on the write side.
+        reader.input.shutdown(Shutdown::Read);
+    }
+    drop(reader);
+    writer.join().expect("the reply writer does not panic");
+    Ok(end)
+}
+
+/// At most this many requests answered-to-be per connection (fio and qemu use 16 to 128).
+const IN_FLIGHT_REQUESTS_MAX: u64 = 256;
+/// And at most this many payload bytes (write payloads and read data) held for them.
+const IN_FLIGHT_BYTES_MAX: u64 = 256 << 20;
+
+struct Reader {
+    input: Socket,
+    shared: Arc<Shared>,
+    tx: Sender<Reply>,
+    window: Arc<Window>,
+}
+
+impl Reader {
+    fn run(&mut self) -> End {
+        loop {
+            let mut header = [0; wire::REQUEST_BYTES];
+            if self.input.read_exact(&mut header).is_err() {
+                return End::Closed;
+            }
+            let request = match Request::decode(&header) {
+                Ok(r) => r,
+                Err(magic) => return End::BadMagic(magic),
+            };
+            if request.command == wire::CMD_DISC {
+                return End::Disconnect;
+            }
+            if self.request(&request).is_err() {
+                return End::Closed;
+            }
+        }
+    }
+
+    /// Reads the payload (if any), then answers or submits the request. An `Err` means the
+    /// client vanished in the middle of the payload.
+    fn request(&mut self, r: &Request) -> io::Result<()> {
+        let len = u64::from(r.len_bytes);
+        let payload = if r.command == wire::CMD_WRITE { len } else { 0 };
+        let check = check(&self.shared, r);
+        if r.command == wire::CMD_WRITE && check.is_err() {
+            // Consumed in small pieces, never held: the stream stays in step, memory does not
+            // grow with a hostile length.
+            io::copy(&mut (&mut self.input).take(payload), &mut io::sink())
+                .and_then(|n| if n == payload { Ok(()) } else { Err(eof()) })?;
+        }
+        let charge_bytes = if r.command == wire::CMD_READ { len } else { payload };
+        if let Err(error) = check {
+            self.window.acquire(0);
+            bump(&self.shared.counters.errors, 1);
+            let message = format!("request refused: {}", error_name(error));
+            self.reply(r.handle, Body::Status { error, message }, 0);
+            return Ok(());
+        }
+        self.window.acquire(charge_bytes);
+        let op = match r.command {
+            wire::CMD_READ => {
+                BackendOp::Read { offset_bytes: r.offset_bytes, len_bytes: r.len_bytes }
+            }
+            wire::CMD_WRITE => {
+                let mut buf = vec![0; r.len_bytes as usize];
+                if let Err(e) = self.input.read_exact(&mut buf) {
+                    self.window.release(charge_bytes);
+                    return Err(e);
+                }
+                BackendOp::Write { offset_bytes: r.offset_bytes, buf, fua: fua(r) }
+            }
+            wire::CMD_WRITE_ZEROES => {
+                // Zeros written, not discarded: a trim need not read back as zeros everywhere.
+                let buf = vec![0; r.len_bytes as usize];
+                BackendOp::Write { offset_bytes: r.offset_bytes, buf, fua: fua(r) }
+            }
+            wire::CMD_FLUSH => BackendOp::Flush,
+            wire::CMD_TRIM => BackendOp::Discard { offset_bytes: r.offset_bytes, len_bytes: len },
+            other => unreachable!("check() refuses command {other}"),
+        };
+        self.shared.count(r);
+        self.submit(r, op, charge_bytes);
+        Ok(())
+    }
+
+    fn submit(&self, r: &Request, op: BackendOp, charge_bytes: u64) {
+        let (tx, shared, handle) = (self.tx.clone(), self.shared.clone(), r.handle);
+        let (read, offset_bytes) = (r.command == wire::CMD_READ, r.offset_bytes);
+        // A trim with FUA: the discard, then a flush, then the reply.
+        let flush_after = r.command == wire::CMD_TRIM && fua(r);
+        if r.len_bytes == 0 && r.command != wire::CMD_FLUSH {
+            // Nothing to do, and the runtime wants at least a sector.
+            let body = if read { Body::Data { offset_bytes, data: Vec::new() } } else { ok() };
+            return send(&tx, Reply { handle, body, charge_bytes });
+        }
+        let backend = self.shared.backend.clone();
+        let read_at = read.then_some(offset_bytes);
+        self.shared.backend.submit(
+            op,
+            Box::new(move |result| {
+                if flush_after && result.is_ok() {
+                    let done = move |r| answer(&tx, &shared, handle, r, None, charge_bytes);
+                    return backend.submit(BackendOp::Flush, Box::new(done));
+                }
+                answer(&tx, &shared, handle, result, read_at, charge_bytes);
+            }),
+        );
+    }
+
+    fn reply(&self, handle: u64, body: Body, charge_bytes: u64) {
+        send(&self.tx, Reply { handle, body, charge_bytes });
+    }
+}
+
+/// Turns a backend completion into the reply (`read_at`: the request was a read at that offset).
+fn answer(
+    tx: &Sender<Reply>,
+    shared: &Shared,
+    handle: u64,
+    result: Result<Vec<u8>, BackendError>,
+    read_at: Option<u64>,
+    charge_bytes: u64,
+) {
+    let body = match (result, read_at) {
+        (Ok(data), Some(offset_bytes)) => Body::Data { offset_bytes, data },
+        (Ok(_), None) => ok(),
+        (Err(e), _) => {
+            bump(&shared.counters.errors, 1);
+            Body::Status { error: nbd_error(&e), message: e.to_string() }
+        }
+    };
+    send(tx, Reply { handle, body, charge_bytes });
+}
+
+/// The one place backend errors become NBD error values.
+fn nbd_error(e: &BackendError) -> u32 {
+    match e {
+        BackendError::OutOfRange { .. } | BackendError::Unaligned { .. } => wire::EINVAL,
+        _ => wire::EIO,
+    }
+}
+
+fn send(tx: &Sender<Reply>, reply: Reply) {
+    // The writer outlives every sender (it ends when they are all gone): this cannot fail.
+    tx.send(reply).expect("the reply writer is running");
+}
+
+fn ok() -> Body {
+    Body::Status { error: 0, message: String::new() }
+}
+
+fn fua(r: &Request) -> bool {
+    r.flags & wire::CMD_FLAG_FUA != 0
+}
+
+fn eof() -> io::Error {
+    io::Error::from(io::ErrorKind::UnexpectedEof)
+}
+
+fn error_name(error: u32) -> &'static str {
+    match error {
+        wire::EPERM => "EPERM: the export is read-only",
+        wire::EINVAL => "EINVAL: bad command, flags, range, alignment or length",
+        wire::ENOSPC => "ENOSPC: write beyond the end of the export",
+        _ => "error",
+    }
+}
+
+/// Writes replies as they arrive, flushing when none is waiting. After a write error (the
+/// client is gone) it keeps taking replies, to free their window and let the reader finish.
+fn write_replies(
+    output: Socket,
+    rx: &Receiver<Reply>,
+    structured: bool,
+    window: &Window,
+    shared: &Shared,
+) {
+    let shutdown = output.try_clone().ok();
+    let mut out = BufWriter::with_capacity(256 << 10, output);
+    let mut broken = false;
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(reply) = next {
+            if !broken {
+                broken = encode(&mut out, &reply, structured).is_err();
+            }
+            if let Body::Data { data, .. } = &reply.body {
+                bump(&shared.counters.read_bytes, data.len() as u64);
+            }
+            window.release(reply.charge_bytes);
+            next = rx.try_recv().ok();
+        }
+        if !broken {
+            broken = out.flush().is_err();
+        }
+        if broken && let Some(s) = &shutdown {
+            // Wake the reader: with no way to answer, reading more is pointless.
+            s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn encode(out: &mut impl Write, reply: &Reply, structured: bool) -> io::Result<()> {
+    let handle = reply.handle;
+    match (&reply.body, structured) {
+        (Body::Data { data, .. }, false) => {
+            out.write_all(&wire::simple_reply(0, handle))?;
+            out.write_all(data)
+        }
+        (Body::Data { data, .. }, true) if data.is_empty() => {
+            let done = wire::REPLY_FLAG_DONE;
+            out.write_all(&wire::structured_reply(done, wire::REPLY_TYPE_NONE, handle, 0))
+        }
+        (Body::Data { offset_bytes, data }, true) => {
+            let len = u32::try_from(data.len() + 8).expect("reads are at most the block maximum");
+            let kind = wire::REPLY_TYPE_OFFSET_DATA;
+            out.write_all(&wire::structured_reply(wire::REPLY_FLAG_DONE, kind, handle, len))?;
+            out.write_all(&offset_bytes.to_be_bytes())?;
+            out.write_all(data)
+        }
+        (Body::Status { error, .. }, false) => out.write_all(&wire::simple_reply(*error, handle)),
+        (Body::Status { error: 0, .. }, true) => out.write_all(&wire::simple_reply(0, handle)),
+        (Body::Status { error, message }, true) => {
+            let message = &message.as_bytes()[..message.len().min(wire::STRING_BYTES_MAX)];
+            let len = 6 + message.len() as u32;
+            let kind = wire::REPLY_TYPE_ERROR;
+            out.write_all(&wire::structured_reply(wire::REPLY_FLAG_DONE, kind, handle, len))?;
+            out.write_all(&error.to_be_bytes())?;
+            out.write_all(&(message.len() as u16).to_be_bytes())?;
+            out.write_all(message)
+        }
+    }
+}
+
+/// The error a request gets before it reaches the backend, if any (the protocol's rules).
+pub(crate) fn check(shared: &Shared, r: &Request) -> Result<(), u32> {
+    let e = &shared.export;
+    let writes = matches!(r.command, wire::CMD_WRITE | wire::CMD_TRIM | wire::CMD_WRITE_ZEROES);
+    let flags_allowed = match r.command {
+        wire::CMD_WRITE_ZEROES => wire::CMD_FLAG_FUA | wire::CMD_FLAG_NO_HOLE,
+        // FUA is valid on every command (some clients set it on reads and flushes).
+        _ => wire::CMD_FLAG_FUA,
+    };
+    let ranged = matches!(
+        r.command,
+        wire::CMD_READ | wire::CMD_WRITE | wire::CMD_TRIM | wire::CMD_WRITE_ZEROES
+    );
+    if !ranged && r.command != wire::CMD_FLUSH {
+        return Err(wire::EINVAL);
+    }
+    if r.flags & !flags_allowed != 0 {
+        return Err(wire::EINVAL);
+    }
+    if writes && e.transmission_flags & wire::FLAG_READ_ONLY != 0 {
+        return Err(wire::EPERM);
+    }
+    if !ranged {
+        return Ok(());
+    }
+    let len = u64::from(r.len_bytes);
+    if r.offset_bytes.checked_add(len).is_none_or(|end| end > e.size_bytes) {
+        let past_end_write = matches!(r.command, wire::CMD_WRITE | wire::CMD_WRITE_ZEROES);
+        return Err(if past_end_write { wire::ENOSPC } else { wire::EINVAL });
+    }
+    let min = u64::from(e.block_bytes_min);
+    if !r.offset_bytes.is_multiple_of(min) || !len.is_multiple_of(min) {
+        return Err(wire::EINVAL);
+    }
+    // A trim's length is not a payload; the backend splits it (the protocol limits only the
+    // commands that carry or allocate data).
+    if r.command != wire::CMD_TRIM && r.len_bytes > e.block_bytes_max {
+        return Err(wire::EINVAL);
+    }
+    Ok(())
+}
