@@ -117,7 +117,8 @@ fn qemu_img_compare_and_qemu_io_patterns() {
 /// Runs fio's verified random writes at `uri`; false when fio is missing (skipped).
 fn fio(uri: &str, name: &str) -> bool {
     let Some(fio) = tool("fio", "fio") else { return false };
-    let out = run(Command::new(fio).args([
+    // No verify state files: fio would leave them in the crate's directory.
+    let out = run(Command::new(fio).current_dir(std::env::temp_dir()).args([
         &format!("--name={name}"),
         "--ioengine=nbd",
         &format!("--uri={uri}"),
@@ -129,6 +130,7 @@ fn fio(uri: &str, name: &str) -> bool {
         "--do_verify=1",
         "--verify_fatal=1",
         "--randrepeat=0",
+        "--verify_state_save=0",
     ]));
     // The verify phase is fio's read-back of all 8 MiB, each block checked against its crc32c.
     let read = out.lines().find(|l| l.trim_start().starts_with("read:")).unwrap_or_default();
