@@ -23,6 +23,16 @@ enum Command {
     Build(cmd::build::BuildArgs),
     Stats(cmd::stats::StatsArgs),
     Bench(cmd::bench::BenchArgs),
+    Detail(cmd::status::DetailArgs),
+    Status(cmd::status::StatusArgs),
+    Fail(cmd::manage::FailArgs),
+    Remove(cmd::manage::RemoveArgs),
+    Add(cmd::manage::AddArgs),
+    Replace(cmd::manage::ReplaceArgs),
+    Check(cmd::scrub::CheckArgs),
+    Repair(cmd::scrub::RepairArgs),
+    Stop(cmd::manage::StopArgs),
+    SyncSpeed(cmd::manage::SyncSpeedArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +44,16 @@ fn main() -> ExitCode {
         Command::Build(a) => cmd::build::run(&a),
         Command::Stats(a) => cmd::stats::run(&a),
         Command::Bench(a) => cmd::bench::run(&a),
+        Command::Detail(a) => cmd::status::run_detail(&a),
+        Command::Status(a) => cmd::status::run_status(&a),
+        Command::Fail(a) => cmd::manage::run_fail(&a),
+        Command::Remove(a) => cmd::manage::run_remove(&a),
+        Command::Add(a) => cmd::manage::run_add(&a),
+        Command::Replace(a) => cmd::manage::run_replace(&a),
+        Command::Check(a) => cmd::scrub::run_check(&a),
+        Command::Repair(a) => cmd::scrub::run_repair(&a),
+        Command::Stop(a) => cmd::manage::run_stop(&a),
+        Command::SyncSpeed(a) => cmd::manage::run_sync_speed(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,6 +9,7 @@
 //! - `status`: what a running array reports.
 
 pub mod array;
+pub mod control;
 pub mod members;
 pub mod meta;
 mod ops;

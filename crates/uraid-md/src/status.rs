@@ -2,6 +2,8 @@
 //! serve these, as JSON (serde) or as text in mdadm's and /proc/mdstat's shapes.
 
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::Path;
 
 /// One running array, as `mdadm --detail` describes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -95,4 +97,433 @@ pub struct MismatchAt {
     pub sectors: u64,
     /// The slot holding the bad block when the syndrome names one (RAID6), else None.
     pub slot: Option<u32>,
+}
+
+/// md's algorithm number for an mdadm layout name ("left-symmetric" → 2), as /proc/mdstat
+/// prints it; None for a name uraid does not know.
+fn algorithm_number(layout: &str) -> Option<u32> {
+    uraid_core::Layout::parse(layout).ok().map(uraid_core::Layout::md_number)
+}
+
+/// A member in sync in its slot ("U" in /proc/mdstat).
+fn in_sync(member: &MemberStatus) -> bool {
+    member.slot.is_some() && member.state.starts_with("active")
+}
+
+/// md's names for its sync actions in /proc/mdstat ("recover" reads "recovery" there).
+fn action_word(action: &str) -> &str {
+    if action == "recover" { "recovery" } else { action }
+}
+
+/// A size as md prints a bitmap chunk: "64MB", "512KB".
+fn kb_or_mb(bytes: u64) -> String {
+    let kib = bytes / 1024;
+    if kib >= 1024 && kib.is_multiple_of(1024) {
+        format!("{}MB", kib / 1024)
+    } else {
+        format!("{kib}KB")
+    }
+}
+
+/// The running arrays in /proc/mdstat's shape, for `uraid status`:
+///
+/// ```text
+/// md0 : active raid6 m5.img[5] m4.img[4] m3.img[3] m2.img[2](F) m1.img[1] m0.img[0]
+///       4190208 blocks super 1.2 level 6, 512k chunk, algorithm 2 [6/5] [UU_UUU]
+///       [=====>...............]  recovery = 27.3% (286208/1047552) finish=1.2min speed=12345K/sec
+///       bitmap: 3/16 chunks dirty, 64MB chunk
+/// ```
+#[must_use]
+pub fn render_mdstat(arrays: &[ArrayStatus]) -> String {
+    let mut text = String::from("Personalities : [raid4] [raid5] [raid6]\n");
+    for s in arrays {
+        text.push_str(&mdstat_array(s));
+        text.push('\n');
+    }
+    text.push_str("unused devices: <none>\n");
+    text
+}
+
+fn mdstat_array(s: &ArrayStatus) -> String {
+    // md lists members newest first; descending dev_number is the closest we can do.
+    let mut listed: Vec<&MemberStatus> = s.members.iter().filter(|m| m.path != "missing").collect();
+    listed.sort_by_key(|m| std::cmp::Reverse(m.dev_number));
+    let members: Vec<String> = listed.iter().map(|m| mdstat_member(m)).collect();
+    let mut text = format!("{} : active raid{} {}\n", s.name, s.level, members.join(" "));
+    let slots: String = (0..s.raid_disks)
+        .map(|slot| {
+            let up = s.members.iter().any(|m| m.slot == Some(slot) && in_sync(m));
+            if up { 'U' } else { '_' }
+        })
+        .collect();
+    let up = slots.chars().filter(|c| *c == 'U').count();
+    let algorithm = algorithm_number(&s.layout).map_or_else(|| s.layout.clone(), |n| n.to_string());
+    let _ = writeln!(
+        text,
+        "      {} blocks super 1.2 level {}, {}k chunk, algorithm {algorithm} [{}/{up}] \
+         [{slots}]",
+        s.array_size_bytes / 1024,
+        s.level,
+        s.chunk_bytes / 1024,
+        s.raid_disks,
+    );
+    if let Some(sync) = &s.sync {
+        let _ = writeln!(text, "      {}", progress_line(sync));
+    }
+    if s.bitmap {
+        let chunks = s.component_size_bytes.div_ceil(s.bitmap_chunk_bytes.max(1));
+        let _ = writeln!(
+            text,
+            "      bitmap: {}/{chunks} chunks dirty, {} chunk",
+            s.bitmap_dirty_chunks,
+            kb_or_mb(s.bitmap_chunk_bytes)
+        );
+    }
+    text
+}
+
+/// "m2.img[2](F)": the path's last component, the dev_number, md's flag for faulty/spare.
+fn mdstat_member(m: &MemberStatus) -> String {
+    let base =
+        Path::new(&m.path).file_name().map_or(m.path.clone(), |n| n.to_string_lossy().into());
+    let number = m.dev_number.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    let flag = match m.state.as_str() {
+        "faulty" => "(F)",
+        "spare" => "(S)",
+        _ => "",
+    };
+    format!("{base}[{number}]{flag}")
+}
+
+/// md's progress line: 21 cells, one '=' per 5% done, then '>'.
+///
+/// Example: 27.3% done is 273 per mille, 273 / 50 = 5 cells of '=', '>', 15 of '.'.
+fn progress_line(sync: &SyncStatus) -> String {
+    let per_mille = if sync.total_sectors == 0 {
+        0
+    } else {
+        (u128::from(sync.done_sectors.min(sync.total_sectors)) * 1000
+            / u128::from(sync.total_sectors)) as u64
+    };
+    assert!(per_mille <= 1000);
+    let filled = (per_mille / 50) as usize;
+    let bar = format!("[{}>{}]", "=".repeat(filled), ".".repeat(20 - filled));
+    assert_eq!(bar.len(), 23, "md's bar has 21 cells between brackets");
+    let mut line = format!(
+        "{bar}  {} ={:>3}.{}% ({}/{})",
+        action_word(&sync.action),
+        per_mille / 10,
+        per_mille % 10,
+        sync.done_sectors / 2,
+        sync.total_sectors / 2
+    );
+    if let Some(eta) = sync.eta_seconds {
+        let _ = write!(line, " finish={}.{}min", eta / 60, (eta % 60) / 6);
+    }
+    let _ = write!(line, " speed={}K/sec", sync.speed_kib);
+    line
+}
+
+/// A size as mdadm --detail prints it: KiB, then a human form from 5000 KiB up.
+///
+/// Example: 4290772992 bytes is "4190208 (4.00 GiB 4.29 GB)".
+fn detail_size(bytes: u64) -> String {
+    let kib = bytes / 1024;
+    let (binary, decimal, unit) = if bytes >= 2 << 30 {
+        (bytes as f64 / f64::from(1u32 << 30), bytes as f64 / 1e9, "G")
+    } else if kib >= 5000 {
+        (bytes as f64 / f64::from(1u32 << 20), bytes as f64 / 1e6, "M")
+    } else {
+        return kib.to_string();
+    };
+    format!("{kib} ({binary:.2} {unit}iB {decimal:.2} {unit}B)")
+}
+
+/// One array in `mdadm --detail`'s shape, for `uraid detail`.
+#[must_use]
+pub fn render_detail(s: &ArrayStatus) -> String {
+    let present: Vec<&MemberStatus> = s.members.iter().filter(|m| m.path != "missing").collect();
+    let count = |f: &dyn Fn(&MemberStatus) -> bool| present.iter().filter(|m| f(m)).count();
+    let active = count(&in_sync);
+    let failed = count(&|m| m.state == "faulty");
+    let spares = count(&|m| m.state.starts_with("spare"));
+    let mut rows: Vec<(&str, String)> = vec![
+        ("Version", "1.2".into()),
+        ("Raid Level", format!("raid{}", s.level)),
+        ("Array Size", detail_size(s.array_size_bytes)),
+        ("Used Dev Size", detail_size(s.component_size_bytes)),
+        ("Raid Devices", s.raid_disks.to_string()),
+        ("Total Devices", present.len().to_string()),
+        ("Intent Bitmap", if s.bitmap { "Internal" } else { "none" }.into()),
+        ("State", s.state.clone()),
+        ("Active Devices", active.to_string()),
+        ("Working Devices", (present.len() - failed).to_string()),
+        ("Failed Devices", failed.to_string()),
+        ("Spare Devices", spares.to_string()),
+        ("Layout", s.layout.clone()),
+        ("Chunk Size", format!("{}K", s.chunk_bytes / 1024)),
+    ];
+    rows.extend(sync_rows(s));
+    rows.extend([
+        ("Name", s.name.clone()),
+        ("UUID", s.uuid.clone()),
+        ("Events", s.events.to_string()),
+        ("Mismatch Cnt", s.mismatch_sectors.to_string()),
+        (
+            "Sync Speed",
+            format!("min {}K/sec, max {}K/sec", s.sync_speed_min_kib, s.sync_speed_max_kib),
+        ),
+    ]);
+    let mut text = format!("{}:\n", s.name);
+    for (label, value) in rows {
+        let _ = writeln!(text, "{label:>18} : {value}");
+    }
+    text.push_str("\n    Number   RaidDevice   State\n");
+    for m in &s.members {
+        let dash = |n: Option<u32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let path = if m.path == "missing" { "" } else { m.path.as_str() };
+        let row = format!(
+            "    {:>6}   {:>10}   {:<17} {path}",
+            dash(m.dev_number),
+            dash(m.slot),
+            m.state
+        );
+        text.push_str(row.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// mdadm's "<Action> Status : N% complete" while a sync runs, and what the last one found.
+fn sync_rows(s: &ArrayStatus) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    if let Some(sync) = &s.sync {
+        let label = match sync.action.as_str() {
+            "recover" => "Rebuild Status",
+            "resync" => "Resync Status",
+            _ => "Check Status",
+        };
+        let percent =
+            (u128::from(sync.done_sectors) * 100 / u128::from(sync.total_sectors.max(1))) as u64;
+        let mut value = format!("{percent}% complete");
+        if sync.action == "repair" {
+            value.push_str(" (repair)");
+        }
+        rows.push((label, value));
+    }
+    if let Some(last) = &s.last_sync {
+        rows.push(("Last Sync", sync_result_summary(last)));
+    }
+    rows
+}
+
+/// One line for a finished sync action: "check done: 16 mismatched sectors in 2097152
+/// sectors, 12.3 s".
+#[must_use]
+pub fn sync_result_summary(r: &SyncResult) -> String {
+    format!(
+        "{} {}: {} mismatched sectors in {} sectors, {:.1} s",
+        r.action, r.outcome, r.mismatch_sectors, r.sectors, r.seconds
+    )
+}
+
+/// Where a sync action found mismatches, one line each: "member sector 1024, 8 sectors,
+/// slot 2 (named by the syndrome)".
+#[must_use]
+pub fn mismatch_lines(r: &SyncResult) -> Vec<String> {
+    r.mismatches
+        .iter()
+        .map(|m| {
+            let slot = m.slot.map_or_else(
+                || "no slot named".to_owned(),
+                |slot| format!("slot {slot} (named by the syndrome)"),
+            );
+            format!("member sector {}, {} sectors, {slot}", m.member_sector, m.sectors)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: the text verbs read like md's own tools. Method: hand-built statuses (a RAID6
+    //! rebuilding one member after another failed, a clean RAID5) against md's line shapes.
+
+    use super::*;
+
+    fn member(slot: Option<u32>, n: Option<u32>, path: &str, state: &str) -> MemberStatus {
+        MemberStatus {
+            slot,
+            dev_number: n,
+            path: path.into(),
+            state: state.into(),
+            recovery_offset_sectors: None,
+        }
+    }
+
+    fn raid6_recovering() -> ArrayStatus {
+        ArrayStatus {
+            name: "md0".into(),
+            uuid: "0f3b7a4e:11223344:55667788:99aabbcc".into(),
+            level: 6,
+            layout: "left-symmetric".into(),
+            chunk_bytes: 512 << 10,
+            raid_disks: 6,
+            array_size_bytes: 4 * 1_047_552 * 1024,
+            component_size_bytes: 1_047_552 * 1024,
+            events: 42,
+            state: "active, degraded, recovering".into(),
+            degraded: true,
+            bitmap: true,
+            bitmap_dirty_chunks: 3,
+            bitmap_chunk_bytes: 64 << 20,
+            members: vec![
+                member(Some(0), Some(0), "/img/m0.img", "active sync"),
+                member(Some(1), Some(1), "/img/m1.img", "active sync"),
+                member(Some(2), Some(6), "/img/m6.img", "spare rebuilding"),
+                member(Some(3), Some(3), "/img/m3.img", "active sync"),
+                member(Some(4), Some(4), "/img/m4.img", "active sync"),
+                member(Some(5), Some(5), "/img/m5.img", "active sync"),
+                member(None, Some(2), "/img/m2.img", "faulty"),
+            ],
+            sync: Some(SyncStatus {
+                action: "recover".into(),
+                done_sectors: 572_416,
+                total_sectors: 2_095_104,
+                speed_kib: 12_345,
+                eta_seconds: Some(72),
+                throttled: false,
+            }),
+            last_sync: None,
+            mismatch_sectors: 0,
+            sync_speed_min_kib: 1000,
+            sync_speed_max_kib: 200_000,
+        }
+    }
+
+    #[test]
+    fn mdstat_lines_have_mds_shape() {
+        let text = render_mdstat(&[raid6_recovering()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Personalities : [raid4] [raid5] [raid6]");
+        assert_eq!(
+            lines[1],
+            "md0 : active raid6 m6.img[6] m5.img[5] m4.img[4] m3.img[3] m2.img[2](F) m1.img[1] \
+             m0.img[0]"
+        );
+        assert_eq!(
+            lines[2],
+            "      4190208 blocks super 1.2 level 6, 512k chunk, algorithm 2 [6/5] [UU_UUU]"
+        );
+        // 572416 / 2095104 = 27.3%: 5 cells of '=' (273 / 50), then '>'.
+        assert_eq!(
+            lines[3],
+            "      [=====>...............]  recovery = 27.3% (286208/1047552) finish=1.2min \
+             speed=12345K/sec"
+        );
+        assert_eq!(lines[4], "      bitmap: 3/16 chunks dirty, 64MB chunk");
+        assert_eq!(lines[5], "");
+        assert_eq!(lines[6], "unused devices: <none>");
+        assert_eq!(lines.len(), 7);
+    }
+
+    #[test]
+    fn mdstat_of_a_clean_raid5_and_of_nothing() {
+        let mut s = raid6_recovering();
+        s.level = 5;
+        s.raid_disks = 3;
+        s.layout = "left-asymmetric".into();
+        s.bitmap = false;
+        s.sync = None;
+        s.members = vec![
+            member(Some(0), Some(0), "a", "active sync"),
+            member(Some(1), None, "missing", "removed"),
+            member(Some(2), Some(2), "c", "active sync"),
+            member(None, Some(3), "d", "spare"),
+        ];
+        let text = render_mdstat(&[s]);
+        assert!(text.contains("md0 : active raid5 d[3](S) c[2] a[0]\n"), "{text}");
+        assert!(text.contains(", algorithm 0 [3/2] [U_U]\n"), "{text}");
+        assert!(!text.contains("bitmap:"));
+        assert_eq!(
+            render_mdstat(&[]),
+            "Personalities : [raid4] [raid5] [raid6]\nunused devices: <none>\n"
+        );
+    }
+
+    #[test]
+    fn progress_bar_ends() {
+        let mut sync = raid6_recovering().sync.unwrap();
+        sync.done_sectors = sync.total_sectors;
+        sync.eta_seconds = None;
+        sync.action = "check".into();
+        assert_eq!(
+            progress_line(&sync),
+            "[====================>]  check =100.0% (1047552/1047552) speed=12345K/sec"
+        );
+        sync.done_sectors = 0;
+        assert!(progress_line(&sync).starts_with("[>....................]  check =  0.0%"));
+    }
+
+    #[test]
+    fn detail_reads_like_mdadm() {
+        let text = render_detail(&raid6_recovering());
+        for line in [
+            "md0:",
+            "        Raid Level : raid6",
+            "        Array Size : 4190208 (4.00 GiB 4.29 GB)",
+            "     Used Dev Size : 1047552 (1023.00 MiB 1072.69 MB)",
+            "      Raid Devices : 6",
+            "     Total Devices : 7",
+            "             State : active, degraded, recovering",
+            "    Active Devices : 5",
+            "   Working Devices : 6",
+            "    Failed Devices : 1",
+            "     Spare Devices : 1",
+            "            Layout : left-symmetric",
+            "        Chunk Size : 512K",
+            "    Rebuild Status : 27% complete",
+            "            Events : 42",
+            "    Number   RaidDevice   State",
+            "         6            2   spare rebuilding  /img/m6.img",
+            "         2            -   faulty            /img/m2.img",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn detail_shows_check_and_its_result() {
+        let mut s = raid6_recovering();
+        s.sync.as_mut().unwrap().action = "repair".into();
+        s.members[5] = member(Some(5), None, "missing", "removed");
+        s.last_sync = Some(SyncResult {
+            action: "check".into(),
+            outcome: "done".into(),
+            sectors: 2_095_104,
+            mismatch_sectors: 8,
+            seconds: 12.25,
+            mismatches: vec![MismatchAt { member_sector: 1024, sectors: 8, slot: Some(2) }],
+            ..SyncResult::default()
+        });
+        let text = render_detail(&s);
+        assert!(text.contains("      Check Status : 27% complete (repair)\n"), "{text}");
+        assert!(text.contains("Last Sync : check done: 8 mismatched sectors in 2095104"));
+        assert!(text.contains("\n         -            5   removed\n"), "{text}");
+        let last = s.last_sync.as_ref().unwrap();
+        assert_eq!(
+            mismatch_lines(last),
+            vec!["member sector 1024, 8 sectors, slot 2 (named by the syndrome)".to_owned()]
+        );
+    }
+
+    #[test]
+    fn sizes_and_chunks_print_like_md() {
+        assert_eq!(detail_size(1 << 20), "1024");
+        assert_eq!(detail_size(10 << 20), "10240 (10.00 MiB 10.49 MB)");
+        assert_eq!(kb_or_mb(64 << 20), "64MB");
+        assert_eq!(kb_or_mb(512 << 10), "512KB");
+        assert_eq!(algorithm_number("parity-last"), Some(5));
+        assert_eq!(algorithm_number("left-symmetric-6"), Some(18));
+        assert_eq!(algorithm_number("nonsense"), None);
+    }
 }

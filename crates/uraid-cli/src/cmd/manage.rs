@@ -1,0 +1,169 @@
+//! The verbs that change a running array's members or its run: `fail`, `remove`, `add`,
+//! `replace`, `stop` and `sync-speed`. Each is one request over the array's control socket;
+//! the array does the work and says what it did.
+
+use crate::args::parse_size;
+use crate::cmd::control_client::{run_simple, send_ok};
+use anyhow::ensure;
+use clap::Args;
+use uraid_md::control::ControlRequest;
+
+#[derive(Args)]
+#[command(
+    about = "Mark a member of a running array faulty (mdadm --fail)",
+    long_about = "Mark a member of a running array faulty, as mdadm --fail does: the array \
+stops using it and runs degraded; a hot spare, if any, is rebuilt in its place in the \
+background. Refused when the array would lose more members than its redundancy allows. \
+MEMBER is the path given at assemble or a slot number.",
+    after_help = "Example:\n  uraid fail md0 /dev/sdc\n  uraid fail md0 2"
+)]
+pub struct FailArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+    /// The member: its path as given at assemble, or its slot number.
+    member: String,
+}
+
+pub fn run_fail(args: &FailArgs) -> anyhow::Result<()> {
+    run_simple(&args.name, &ControlRequest::Fail { member: args.member.clone() }, args.json)
+}
+
+#[derive(Args)]
+#[command(
+    about = "Remove a failed member or a spare from a running array (mdadm --remove)",
+    long_about = "Remove a member from a running array, as mdadm --remove does: only a member \
+marked faulty or a hot spare can be removed; an active member must be failed first. Its \
+superblock is left as it was, so it can be examined or added back.",
+    after_help = "Example:\n  uraid remove md0 /dev/sdc"
+)]
+pub struct RemoveArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+    /// The member: its path as given at assemble, or its slot number.
+    member: String,
+}
+
+pub fn run_remove(args: &RemoveArgs) -> anyhow::Result<()> {
+    run_simple(&args.name, &ControlRequest::Remove { member: args.member.clone() }, args.json)
+}
+
+#[derive(Args)]
+#[command(
+    about = "Add a device to a running array as a hot spare (mdadm --add)",
+    long_about = "Add a device or image file to a running array, as mdadm --add does: it \
+becomes a hot spare, and when a slot is empty the array rebuilds onto it at once, in the \
+background, within its sync speed limits (`uraid status --watch` follows the rebuild).",
+    after_help = "Example:\n  uraid add md0 /dev/sdg\n  uraid status --watch md0"
+)]
+pub struct AddArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+    /// The device or image file to add.
+    path: String,
+}
+
+pub fn run_add(args: &AddArgs) -> anyhow::Result<()> {
+    run_simple(&args.name, &ControlRequest::Add { path: args.path.clone() }, args.json)
+}
+
+#[derive(Args)]
+#[command(
+    about = "Rebuild a member onto a new device, then fail it (mdadm --replace)",
+    long_about = "Replace a member of a running array, as mdadm --replace --with does: the \
+new device is rebuilt from the member while it stays in service, so redundancy never drops; \
+when the rebuild is done the old member is marked faulty and can be removed.",
+    after_help = "Example:\n  uraid replace md0 /dev/sdc --with /dev/sdg"
+)]
+pub struct ReplaceArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+    /// The member to replace: its path as given at assemble, or its slot number.
+    member: String,
+    /// The device or image file to rebuild onto.
+    #[arg(long, value_name = "PATH")]
+    with: String,
+}
+
+pub fn run_replace(args: &ReplaceArgs) -> anyhow::Result<()> {
+    let req = ControlRequest::Replace { member: args.member.clone(), with: args.with.clone() };
+    run_simple(&args.name, &req, args.json)
+}
+
+#[derive(Args)]
+#[command(
+    about = "Stop a running array cleanly (mdadm --stop)",
+    long_about = "Stop a running array: requests in flight finish, a running sync action \
+records where it stopped (it resumes there at the next assemble), the bitmap is flushed and \
+every member's superblock is marked clean.",
+    after_help = "Example:\n  uraid stop md0"
+)]
+pub struct StopArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+}
+
+pub fn run_stop(args: &StopArgs) -> anyhow::Result<()> {
+    run_simple(&args.name, &ControlRequest::Stop, args.json)
+}
+
+#[derive(Args)]
+#[command(
+    about = "Show or set a running array's sync speed limits (md's sync_speed_min/max)",
+    long_about = "Show or set the speed limits of a running array's background sync \
+(resync, recovery, check, repair), per member, as md's sync_speed_min and sync_speed_max: \
+the sync runs at least at the minimum even under user I/O, and never above the maximum. \
+Sizes are per second, with mdadm's units (a bare number is KiB). Without --min or --max, \
+prints the limits in force.",
+    after_help = "Example:\n  uraid sync-speed md0 --min 50M --max 1G\n  uraid sync-speed md0"
+)]
+pub struct SyncSpeedArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The sync's floor per member per second (50M, 100000 = KiB).
+    #[arg(long, value_name = "SIZE")]
+    min: Option<String>,
+    /// The sync's ceiling per member per second (1G, 200000 = KiB).
+    #[arg(long, value_name = "SIZE")]
+    max: Option<String>,
+    /// The running array's name.
+    name: String,
+}
+
+pub fn run_sync_speed(args: &SyncSpeedArgs) -> anyhow::Result<()> {
+    let kib = |size: &Option<String>| -> anyhow::Result<Option<u64>> {
+        size.as_deref().map(|s| parse_size(s).map(|bytes| bytes / 1024)).transpose()
+    };
+    let (min_kib, max_kib) = (kib(&args.min)?, kib(&args.max)?);
+    if let (Some(min), Some(max)) = (min_kib, max_kib) {
+        ensure!(min <= max, "--min ({min} KiB/s) is above --max ({max} KiB/s)");
+    }
+    let response = send_ok(&args.name, &ControlRequest::SyncSpeed { min_kib, max_kib }, args.json)?;
+    if args.json {
+        return Ok(());
+    }
+    match (response.status, response.message) {
+        (Some(s), _) => println!(
+            "{}: sync speed min {}K/sec, max {}K/sec",
+            args.name, s.sync_speed_min_kib, s.sync_speed_max_kib
+        ),
+        (None, Some(message)) => println!("{}: {message}", args.name),
+        (None, None) => println!("{}: sync-speed done", args.name),
+    }
+    Ok(())
+}

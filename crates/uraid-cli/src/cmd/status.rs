@@ -1,0 +1,126 @@
+//! `uraid detail` and `uraid status`: what running arrays report, in mdadm --detail's and
+//! /proc/mdstat's shapes or as JSON; `status --watch` follows running sync actions.
+
+use crate::cmd::control_client::status_of;
+use crate::cmd::watch::{Follow, bar_for, result_text};
+use clap::Args;
+use indicatif::MultiProgress;
+use serde_json::json;
+use std::io::IsTerminal;
+use uraid_md::control::running_arrays;
+use uraid_md::status::{ArrayStatus, SyncResult, render_detail, render_mdstat};
+
+#[derive(Args)]
+#[command(
+    about = "Describe a running array (mdadm --detail)",
+    long_about = "Describe a running array as mdadm --detail does: level, sizes, state, \
+member counts, layout and chunk, the progress of a running rebuild, resync or check, the \
+result of the last one, and each member's number, slot and state.",
+    after_help = "Example:\n  uraid detail md0\n  uraid detail --json md0"
+)]
+pub struct DetailArgs {
+    /// Print the status as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+}
+
+pub fn run_detail(args: &DetailArgs) -> anyhow::Result<()> {
+    let status = status_of(&args.name)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&status)?);
+    } else {
+        print!("{}", render_detail(&status));
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+#[command(
+    about = "Show running arrays like /proc/mdstat",
+    long_about = "Show every running array (the control sockets under $URAID_RUN_DIR, \
+default /run/uraid), or only NAME, in /proc/mdstat's shape: members with their flags, size, \
+level, chunk, layout number, which slots are in sync, a running sync's progress, and the \
+write-intent bitmap. --watch follows the running sync actions to their end (progress bars on \
+a terminal) and prints what each found.",
+    after_help = "Example:\n  uraid status\n  uraid status --watch md0\n  uraid status --json"
+)]
+pub struct StatusArgs {
+    /// Print the statuses as a JSON array (with --watch: the results).
+    #[arg(long)]
+    json: bool,
+    /// Follow running sync actions until they end, then print their results.
+    #[arg(long)]
+    watch: bool,
+    /// Only this array (default: every running array).
+    name: Option<String>,
+}
+
+pub fn run_status(args: &StatusArgs) -> anyhow::Result<()> {
+    let names = match &args.name {
+        Some(name) => vec![name.clone()],
+        None => running_arrays(),
+    };
+    // An array that stops between the listing and the question is left out, unless named.
+    let statuses: Vec<ArrayStatus> = if args.name.is_some() {
+        vec![status_of(&names[0])?]
+    } else {
+        names.iter().filter_map(|name| status_of(name).ok()).collect()
+    };
+    if args.watch {
+        return watch(&statuses, args.json);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&statuses)?);
+    } else {
+        print!("{}", render_mdstat(&statuses));
+    }
+    Ok(())
+}
+
+/// Follows every running action at once, one bar each, then prints the results in order.
+fn watch(statuses: &[ArrayStatus], json: bool) -> anyhow::Result<()> {
+    let draw = std::io::stdout().is_terminal();
+    let bars = MultiProgress::new();
+    let follows: Vec<Follow> = statuses
+        .iter()
+        .filter_map(|s| {
+            let action = s.sync.as_ref()?.action.clone();
+            Some(Follow { name: s.name.clone(), action, before: s.last_sync.clone() })
+        })
+        .collect();
+    let results: Vec<anyhow::Result<SyncResult>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = follows
+            .iter()
+            .map(|f| {
+                let bar = bars.add(bar_for(&f.name, &f.action, draw));
+                scope.spawn(move || f.run(&bar))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a watch thread does not panic")).collect()
+    });
+    let mut reports = Vec::new();
+    for s in statuses.iter().filter(|s| s.sync.is_none()) {
+        reports.push((s.name.clone(), None));
+    }
+    for (follow, result) in follows.iter().zip(results) {
+        reports.push((follow.name.clone(), Some(result?)));
+    }
+    reports.sort_by(|a, b| a.0.cmp(&b.0));
+    if json {
+        let list: Vec<_> = reports.iter().map(|(n, r)| json!({"name": n, "result": r})).collect();
+        println!("{}", serde_json::to_string(&list)?);
+        return Ok(());
+    }
+    if reports.is_empty() {
+        println!("no running arrays");
+    }
+    for (name, result) in &reports {
+        match result {
+            Some(result) => print!("{}", result_text(name, result)),
+            None => println!("{name}: no sync action running"),
+        }
+    }
+    Ok(())
+}
