@@ -10,8 +10,8 @@
 //! end. A clean stop writes the resync position (MaxSector when there is nothing left) and
 //! clears the bitmap.
 
-use crate::members::{SlotSource, read_at, read_candidate};
-use crate::meta::{Device, Metadata, Role, SUPERBLOCK_OFFSET_BYTES};
+use crate::members::{SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at, read_candidate};
+use crate::meta::{Device, Metadata, Role};
 use crate::runner::{Action, SyncQueue};
 use crate::sync::{SyncControl, SyncSpeed};
 use std::path::{Path, PathBuf};
@@ -22,7 +22,9 @@ use thiserror::Error;
 use uraid_core::array::{ArrayConfig, WriteIntentConfig};
 use uraid_core::{Geometry, Layout};
 use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan, plan};
-use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Level, MAX_SECTOR, Superblock1, Uuid};
+use uraid_format::{
+    BITMAP_SUPER_BYTES, BitmapSuper, Level, MAX_SECTOR, Superblock1, Uuid, WriteIntentBitmap,
+};
 use uraid_io::FileOptions;
 use uraid_runtime::{Runtime, RuntimeConfig, RuntimeError, WriteIntentSetup};
 
@@ -110,7 +112,8 @@ impl MdArray {
         let opts = AssembleOptions { uuid: options.uuid, force: options.force };
         let plan = plan(&candidates, &opts)?;
         let base = freshest_superblock(&plan, &candidates)?;
-        let mut info = array_info(&plan)?;
+        let (bitmap, image) = read_bitmap(&plan, &base)?;
+        let info = array_info(&plan, bitmap.as_ref())?;
         let mut devices = Vec::new();
         for (slot, member) in plan.slots.iter().enumerate() {
             let Some(m) = member else { continue };
@@ -124,9 +127,7 @@ impl MdArray {
             d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
             devices.push(d);
         }
-        let (bitmap, image) = read_bitmap(&plan, &base)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
-        info.bitmap_chunk_bytes = bitmap.as_ref().map(|b| u64::from(b.chunk_bytes));
         let mut meta = Metadata::new(base, devices, bitmap);
         let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
         for d in &meta.devices {
@@ -259,12 +260,11 @@ fn freshest_superblock(
     Superblock1::decode(area).map_err(|e| member_err(&c.name, &e.to_string()))
 }
 
-fn array_info(plan: &AssemblyPlan) -> Result<ArrayInfo, MdError> {
+fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<ArrayInfo, MdError> {
     let offsets: Vec<u64> = plan.slots.iter().flatten().map(|m| m.data_offset_sectors).collect();
     if offsets.windows(2).any(|w| w[0] != w[1]) {
         return Err(MdError::Refused("members have different data offsets".into()));
     }
-    let bitmap_chunk_bytes = None;
     Ok(ArrayInfo {
         name: plan.name.clone(),
         uuid: plan.uuid,
@@ -276,7 +276,7 @@ fn array_info(plan: &AssemblyPlan) -> Result<ArrayInfo, MdError> {
         data_offset_sectors: offsets[0],
         max_degraded: plan.max_degraded(),
         data_disks: plan.data_disks(),
-        bitmap_chunk_bytes,
+        bitmap_chunk_bytes: bitmap.map(|b| u64::from(b.chunk_bytes)),
     })
 }
 
@@ -314,13 +314,11 @@ fn resync_ranges(
         let from = meta.resync_offset.min(end);
         return if from < end { vec![(from, end - from)] } else { Vec::new() };
     };
-    let chunk = b.chunk_sectors();
+    let bits = WriteIntentBitmap::decode(b, &image[BITMAP_SUPER_BYTES..])
+        .expect("read_bitmap reads the superblock and every bit");
+    let chunk = bits.chunk_sectors();
     let mut ranges: Vec<(u64, u64)> = Vec::new();
-    for c in 0..b.chunk_count() {
-        let set = image[BITMAP_SUPER_BYTES + (c / 8) as usize] & (1 << (c % 8)) != 0;
-        if !set {
-            continue;
-        }
+    for c in (0..bits.chunks()).filter(|&c| bits.is_dirty(c)) {
         let start = c * chunk;
         let len = chunk.min(end.saturating_sub(start));
         match ranges.last_mut() {
@@ -338,12 +336,9 @@ fn start_runtime(
     image: Option<Vec<u8>>,
     options: &MdOptions,
 ) -> Result<Runtime, MdError> {
-    let level = match info.level {
-        Level::Raid4 => uraid_core::Level::Raid4,
-        Level::Raid5 => uraid_core::Level::Raid5,
-        Level::Raid6 => uraid_core::Level::Raid6,
-        other => return Err(MdError::Refused(format!("uraid runs RAID 4, 5 and 6, not {other}"))),
-    };
+    let level = core_level(info.level).ok_or_else(|| {
+        MdError::Refused(format!("uraid runs RAID 4, 5 and 6, not {}", info.level))
+    })?;
     let layout =
         Layout::from_md(level, info.layout).map_err(|e| MdError::Geometry(e.to_string()))?;
     let geometry = Geometry::new(level, layout, info.raid_disks as usize, info.chunk_sectors * 512)

@@ -1,20 +1,23 @@
 //! Reading what a device says about itself (size, superblock area, bitmap) without writing,
-//! and the member source the runtime opens each slot from.
+//! naming md's numbers the way mdadm does, and the member source the runtime opens each slot
+//! from. The `uraid` metadata verbs (examine, create, assemble) use these too.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_format::assemble::Candidate;
+use uraid_format::{Level, V1_2_SUPER_OFFSET_SECTORS};
 use uraid_io::{FileMember, FileOptions, Member, MemoryMember};
 use uraid_runtime::MemberSource;
 
-use crate::meta::SUPERBLOCK_OFFSET_BYTES;
-
-/// The superblock area md reads (the superblock plus up to 1920 roles).
+/// Where v1.2 metadata keeps the superblock: 4 KiB into the member.
+pub const SUPERBLOCK_OFFSET_BYTES: u64 = V1_2_SUPER_OFFSET_SECTORS * 512;
+/// The superblock area md reads there (the superblock plus up to 1920 roles).
 pub const SUPERBLOCK_AREA_BYTES: usize = 4096;
 
-/// Size of a file or block device (seeking to the end works for both).
+/// Size of a file or block device, measured by seeking to its end (a block device's metadata
+/// length is 0).
 pub fn device_size_bytes(file: &File) -> io::Result<u64> {
     let mut file = file;
     file.seek(SeekFrom::End(0))
@@ -34,8 +37,30 @@ pub fn read_candidate(path: &Path) -> Candidate {
     };
     match read() {
         Ok((size_bytes, area)) => Candidate { name, size_bytes, superblock_area: Ok(area) },
-        Err(e) => Candidate { name, size_bytes: 0, superblock_area: Err(e.to_string()) },
+        Err(e) => {
+            let size_bytes = File::open(path).and_then(|f| device_size_bytes(&f)).unwrap_or(0);
+            Candidate { name, size_bytes, superblock_area: Err(e.to_string()) }
+        }
     }
+}
+
+/// The engine's level for an md level uraid serves (4, 5, 6).
+#[must_use]
+pub fn core_level(level: Level) -> Option<uraid_core::Level> {
+    match level {
+        Level::Raid4 => Some(uraid_core::Level::Raid4),
+        Level::Raid5 => Some(uraid_core::Level::Raid5),
+        Level::Raid6 => Some(uraid_core::Level::Raid6),
+        _ => None,
+    }
+}
+
+/// mdadm's name for a (level, layout number) pair, or the number when it has none.
+#[must_use]
+pub fn layout_name(level: Level, layout: u32) -> String {
+    core_level(level)
+        .and_then(|level| uraid_core::Layout::from_md(level, layout).ok())
+        .map_or_else(|| layout.to_string(), |layout| layout.name().to_owned())
 }
 
 /// Reads `len` bytes at `at` of `path`.

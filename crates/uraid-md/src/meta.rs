@@ -10,15 +10,13 @@
 //! written before the md superblocks (so a bitmap is never older than its array: md would
 //! distrust it and resync everything).
 
+use crate::members::SUPERBLOCK_OFFSET_BYTES;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_format::{BitmapSuper, DevRole, MAX_SECTOR, Superblock1, Uuid, feature};
-
-/// Where v1.2 keeps the superblock: 4 KiB into the member.
-pub const SUPERBLOCK_OFFSET_BYTES: u64 = 4096;
 
 /// What a device is to the array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

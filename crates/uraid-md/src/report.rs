@@ -37,7 +37,7 @@ impl Inner {
             name: info.name.clone(),
             uuid: info.uuid.to_string(),
             level: u32::try_from(info.level.to_md()).unwrap_or(0),
-            layout: layout_name(info),
+            layout: crate::members::layout_name(info.level, info.layout),
             chunk_bytes: info.chunk_sectors * 512,
             raid_disks: info.raid_disks,
             array_size_bytes: self.runtime.size_bytes(),
@@ -98,16 +98,6 @@ fn member_statuses(
         });
     }
     members
-}
-
-fn layout_name(info: &crate::array::ArrayInfo) -> String {
-    let level = match info.level {
-        uraid_format::Level::Raid4 => uraid_core::Level::Raid4,
-        uraid_format::Level::Raid5 => uraid_core::Level::Raid5,
-        _ => uraid_core::Level::Raid6,
-    };
-    uraid_core::Layout::from_md(level, info.layout)
-        .map_or_else(|_| info.layout.to_string(), |l| l.name().to_owned())
 }
 
 impl MdArray {

@@ -6,7 +6,7 @@
 //! Ordering: every message to a worker goes down its one channel, so a sync window sent after
 //! `start_recovery` is planned with the member already recovering, on every worker.
 
-use crate::request::{Callback, Completed, Parent, PieceOp};
+use crate::request::{self, Callback, Completed, Parent, PieceOp};
 use crate::runtime::Runtime;
 use crate::worker::Msg;
 use crate::{RuntimeError, source::MemberSource};
@@ -40,20 +40,12 @@ impl Runtime {
             let e = ArrayError::OutOfRange { sector: member_sector, sectors, size };
             return done(Completed { result: Err(e.into()), buf: Vec::new() });
         }
-        let end = member_sector + sectors;
-        let chunk = self.chunk_sectors;
-        let mut spans = Vec::new();
-        let mut at = member_sector;
-        while at < end {
-            let row = at / chunk;
-            let next = ((row + 1) * chunk).min(end);
-            spans.push((at, next - at, (row % self.workers() as u64) as usize));
-            at = next;
-        }
+        // A member-sector row (one chunk of each member) is an array row: same workers.
+        let spans = request::split(member_sector, sectors, self.chunk_sectors, self.workers());
         let parent = Parent::new(spans.len(), done, self.copied.clone());
-        for (i, &(at, n, w)) in spans.iter().enumerate() {
-            let op = PieceOp::Sync { kind, sectors: n };
-            self.send(w, op, Sector(at), Vec::new(), i, &parent);
+        for (i, s) in spans.iter().enumerate() {
+            let op = PieceOp::Sync { kind, sectors: s.sectors };
+            self.send(s.worker, op, Sector(s.sector), Vec::new(), i, &parent);
         }
     }
 
