@@ -113,3 +113,38 @@ fn raid6_loses_a_member_under_load_and_rebuilds_onto_a_spare() {
     assert!(whole == *model.lock().unwrap(), "contents survive the restart");
     md.stop().unwrap();
 }
+
+/// md's verbs refuse what would lose data or make no sense, naming why, and write nothing:
+/// failing beyond redundancy, removing an active member, adding a member twice or a device
+/// too small, naming a device that is not a member.
+#[test]
+fn verbs_refuse_bad_requests_and_write_nothing() {
+    let dir = tempdir("refusals");
+    let paths = make_array(dir.path(), 6, None);
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let data = fill(3, 1 << 20);
+    md.runtime().write_at(0, &data).unwrap();
+    md.fail(&paths[0].display().to_string()).unwrap();
+    md.fail("1").unwrap(); // by slot number: RAID6 survives two
+    let events = md.status().events;
+    let refusals = [
+        (md.fail(&paths[2].display().to_string()), "beyond the array's redundancy"),
+        (md.remove(&paths[3].display().to_string()), "fail it first"),
+        (md.fail("/nonexistent"), "not a member"),
+        (md.add(&paths[4].display().to_string()), "already a member"),
+        (md.add("/nonexistent/spare.img"), "cannot open"),
+    ];
+    for (result, why) in refusals {
+        let message = result.expect_err(why).to_string();
+        assert!(message.contains(why), "{message:?} should say {why:?}");
+    }
+    let small = dir.path().join("small.img");
+    std::fs::File::create(&small).unwrap().set_len(1 << 20).unwrap();
+    let message = md.add(&small.display().to_string()).unwrap_err().to_string();
+    assert!(message.contains("too small"), "{message}");
+    assert_eq!(md.status().events, events, "no refusal wrote a superblock");
+    assert!(std::fs::read(&small).unwrap().iter().all(|&b| b == 0), "the small device untouched");
+    assert_eq!(md.status().members.iter().filter(|m| m.state == "faulty").count(), 2);
+    assert!(md.runtime().read_at(0, 1 << 20).unwrap() == data, "data intact, two members down");
+    md.stop().unwrap();
+}
