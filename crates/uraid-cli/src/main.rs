@@ -33,6 +33,7 @@ enum Command {
     Repair(cmd::scrub::RepairArgs),
     Stop(cmd::manage::StopArgs),
     SyncSpeed(cmd::manage::SyncSpeedArgs),
+    Serve(cmd::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
         Command::Repair(a) => cmd::scrub::run_repair(&a),
         Command::Stop(a) => cmd::manage::run_stop(&a),
         Command::SyncSpeed(a) => cmd::manage::run_sync_speed(&a),
+        Command::Serve(a) => cmd::serve::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -104,12 +104,23 @@ pub trait ArrayControl: Send + Sync + 'static {
     fn handle(&self, request: ControlRequest) -> ControlResponse;
 }
 
-/// Where control sockets live: `$URAID_RUN_DIR`, else `/run/uraid`.
+/// Where control sockets live: `$URAID_RUN_DIR`; else `/run/uraid` for root, and for other
+/// users `$XDG_RUNTIME_DIR/uraid` (or `/tmp/uraid-UID`), since only root may write `/run`.
+/// `uraid serve` and the verbs call this alike, so they meet in the same place.
 #[must_use]
 pub fn run_dir() -> PathBuf {
-    std::env::var_os("URAID_RUN_DIR")
-        .filter(|dir| !dir.is_empty())
-        .map_or_else(|| PathBuf::from("/run/uraid"), PathBuf::from)
+    if let Some(dir) = std::env::var_os("URAID_RUN_DIR").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    // The owner of /proc/self is this process's effective user.
+    let uid = fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    if uid == 0 {
+        return PathBuf::from("/run/uraid");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|dir| !dir.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("uraid"),
+        None => PathBuf::from(format!("/tmp/uraid-{uid}")),
+    }
 }
 
 /// The control socket of the array NAME: `run_dir()/NAME.sock`. A name must be one path

@@ -39,40 +39,40 @@ truncate. The data area is not written, so the array is marked as needing a full
 pub struct CreateArgs {
     /// RAID level: 4, 5 or 6.
     #[arg(short, long)]
-    level: String,
+    pub(crate) level: String,
     /// Number of members; must match the members given.
     #[arg(short = 'n', long)]
-    raid_devices: usize,
+    pub(crate) raid_devices: usize,
     /// md layout name (default: left-symmetric for 5 and 6; RAID4 keeps parity last).
     #[arg(short = 'p', long)]
-    layout: Option<String>,
+    pub(crate) layout: Option<String>,
     /// Chunk size.
     #[arg(short, long, default_value = "512K")]
-    chunk: String,
+    pub(crate) chunk: String,
     /// Array name stored in the superblock (at most 31 bytes).
     #[arg(short = 'N', long, default_value = "uraid")]
-    name: String,
+    pub(crate) name: String,
     /// Write-intent bitmap: internal or none.
     #[arg(short, long, default_value = "none", value_parser = ["internal", "none"])]
-    bitmap: String,
+    pub(crate) bitmap: String,
     /// The members already agree (parity matches data): mark the array clean, skip the resync.
     #[arg(long)]
-    assume_clean: bool,
+    pub(crate) assume_clean: bool,
     /// Array UUID in mdadm's form (default: random).
     #[arg(long)]
-    uuid: Option<String>,
+    pub(crate) uuid: Option<String>,
     /// Where data starts on each member (default: mdadm's, 1 MiB-aligned).
     #[arg(long)]
-    data_offset: Option<String>,
+    pub(crate) data_offset: Option<String>,
     /// Data bytes used on each member (default: the smallest member's data area).
     #[arg(short = 'z', long)]
-    size: Option<String>,
+    pub(crate) size: Option<String>,
     /// Overwrite members that already hold an md superblock.
     #[arg(short, long)]
-    force: bool,
+    pub(crate) force: bool,
     /// Member files or devices in role order.
     #[arg(required = true)]
-    members: Vec<String>,
+    pub(crate) members: Vec<String>,
 }
 
 pub fn run(args: &CreateArgs) -> anyhow::Result<()> {

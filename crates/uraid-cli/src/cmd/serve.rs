@@ -1,0 +1,229 @@
+//! `uraid serve`: assemble an md array and serve it as a block device over NBD, with the
+//! control socket the management verbs talk to, until SIGINT, SIGTERM or `uraid stop`.
+//!
+//! Stopping is md's clean stop seen from a client: listeners close, every request already
+//! read is answered (NBD drains), the array is flushed, the sync process records where it
+//! got to, and the superblocks say clean. Only then does `uraid stop` get its answer.
+
+use crate::args::parse_size;
+use crate::cmd::demo;
+use crate::cmd::serving::Serving;
+use anyhow::{Context, bail};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
+use uraid_md::control::{self, ControlServer};
+use uraid_md::members::layout_name;
+use uraid_md::{ArrayInfo, MdArray, MdOptions};
+use uraid_nbd::{ListenAddr, Server, ServerConfig, ServerHandle};
+
+#[derive(Args)]
+#[command(
+    about = "Serve an md array over NBD (no members: a demo RAID6 on local files)",
+    long_about = "Assemble an md v1.2 array from its members (md's rules, as `uraid assemble`) \
+and serve it as a block device over NBD, on TCP and/or a Unix socket, until SIGINT, SIGTERM or \
+`uraid stop NAME`. While it runs, the management verbs (status, detail, fail, remove, add, \
+replace, check, repair, sync-speed, stop) reach it by its name through its control socket in \
+$URAID_RUN_DIR (default /run/uraid). A failed member is marked faulty and a spare rebuilt onto \
+at once; a resync after an unclean stop runs in the background. Stopping drains every request \
+already received, flushes, and marks the array clean.\n\nWith no members, makes (or reopens) \
+a demo RAID6 of six 1 GiB sparse files in --demo-dir and serves that.",
+    after_help = "Examples:\n  uraid serve\n  uraid serve --listen 0.0.0.0:10809 /dev/sdb \
+/dev/sdc /dev/sdd /dev/sde\n  uraid serve --unix /run/uraid/md0.nbd --no-tcp --name md0 m*.img\n\
+Connect:\n  nbdinfo nbd://127.0.0.1:10809\n  qemu-img info nbd://127.0.0.1:10809/uraid\n  \
+nbd-client 127.0.0.1 10809 /dev/nbd0 -N uraid"
+)]
+pub struct ServeArgs {
+    /// Member devices or image files, in any order (none: the demo array).
+    pub(crate) members: Vec<String>,
+    /// TCP address to serve NBD on.
+    #[arg(long, default_value = "127.0.0.1:10809", value_name = "ADDR:PORT")]
+    pub(crate) listen: String,
+    /// Do not serve NBD on TCP (with --unix).
+    #[arg(long)]
+    pub(crate) no_tcp: bool,
+    /// Also serve NBD on this Unix socket.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) unix: Option<PathBuf>,
+    /// The array's name for the management verbs (default: the superblock's name).
+    #[arg(short = 'N', long)]
+    pub(crate) name: Option<String>,
+    /// The NBD export name (clients may also ask for the empty name).
+    #[arg(long, default_value = uraid_nbd::DEFAULT_EXPORT_NAME)]
+    pub(crate) export_name: String,
+    /// Serve read-only: writes, trims and zeroing fail with EPERM.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Where the demo array's files live (used when no members are given).
+    #[arg(long, default_value = "uraid-demo", value_name = "DIR")]
+    pub(crate) demo_dir: PathBuf,
+    /// Start a dirty degraded array (parity may not match: data rebuilt from it may be wrong).
+    #[arg(short, long)]
+    pub(crate) force: bool,
+    /// Assemble the array with this UUID (default: the first member's).
+    #[arg(long)]
+    pub(crate) uuid: Option<String>,
+    /// md's stripe_size: the unit the stripe cache works in.
+    #[arg(long, default_value = "4K")]
+    pub(crate) stripe_size: String,
+    /// md's stripe_cache_size: stripe heads in the cache.
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) stripe_cache_size: usize,
+    /// Engine worker threads (default: one per core; one when the array has a bitmap).
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let demo = args.members.is_empty();
+    let paths: Vec<PathBuf> = if demo {
+        demo::prepare(&args.demo_dir)?
+    } else {
+        args.members.iter().map(PathBuf::from).collect()
+    };
+    let options = MdOptions {
+        force: args.force,
+        uuid: args.uuid.as_deref().map(str::parse).transpose()?,
+        stripe_size_bytes: parse_size(&args.stripe_size)?,
+        stripe_cache_size: args.stripe_cache_size,
+        workers: args.workers,
+        ..MdOptions::default()
+    };
+    // Signals are caught from here on: a SIGINT during a long assemble must not leave the
+    // superblocks active with nobody to mark them clean.
+    let serving = Arc::new(Serving::new());
+    let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
+    let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None => array_name(&md.info().name),
+    };
+    let info = md.info().clone();
+    serving.set_array(md);
+    let served = serve_until_stopped(args, &serving, &name, &info);
+    // Whatever happened to the frontends, the array is stopped cleanly.
+    let stopped = serving.stop_array();
+    signals.close();
+    served?;
+    let message = stopped?;
+    eprintln!("uraid serve: {name}: {message}");
+    Ok(())
+}
+
+/// Starts the control socket and the NBD listeners, waits for a stop, then shuts them down
+/// (draining every connection) so that the array can be stopped.
+fn serve_until_stopped(
+    args: &ServeArgs,
+    serving: &Arc<Serving>,
+    name: &str,
+    info: &ArrayInfo,
+) -> anyhow::Result<()> {
+    let socket = control::socket_path(name)?;
+    let control = ControlServer::start(&socket, Arc::clone(serving) as _).with_context(|| {
+        format!("cannot serve the control socket {} (set URAID_RUN_DIR)", socket.display())
+    })?;
+    let runtime = serving.runtime().context("the array stopped before it was served")?;
+    let config = ServerConfig {
+        export_name: args.export_name.clone(),
+        description: Some(describe(name, info)),
+        read_only: args.read_only,
+        preferred_block_bytes: Some(preferred_block_bytes(info)),
+        ..ServerConfig::default()
+    };
+    let server = Server::new(runtime, config)?;
+    let mut listeners: Vec<ServerHandle> = Vec::new();
+    if !args.no_tcp {
+        let handle = server.serve_tcp(args.listen.as_str()).with_context(|| {
+            format!("cannot serve NBD on {} (another server there? use --listen)", args.listen)
+        })?;
+        listeners.push(handle);
+    }
+    if let Some(path) = &args.unix {
+        let handle = server
+            .serve_unix(path)
+            .with_context(|| format!("cannot serve NBD on {}", path.display()))?;
+        listeners.push(handle);
+    }
+    if listeners.is_empty() {
+        bail!("nothing to serve on: --no-tcp without --unix");
+    }
+    // The server holds the runtime only through its listeners from here on.
+    drop(server);
+    print_banner(name, info, &args.export_name, &listeners, &socket);
+    serving.monitor_until_stop(name);
+    eprintln!("uraid serve: {name}: stopping: draining NBD connections");
+    for handle in listeners {
+        handle.shutdown();
+    }
+    // The control server stays up until the array has stopped, so that `uraid stop` gets
+    // its answer; it is shut down when `control` drops, after the stop completes.
+    serving.keep_control(control);
+    Ok(())
+}
+
+/// md's names are "host:name"; the control socket uses the part after the colon.
+fn array_name(md_name: &str) -> String {
+    let short = md_name.rsplit(':').next().unwrap_or(md_name);
+    let clean: String =
+        short.chars().map(|c| if c == '/' || c.is_control() { '_' } else { c }).collect();
+    if clean.is_empty() || clean == "." || clean == ".." { "md".into() } else { clean }
+}
+
+fn describe(name: &str, info: &ArrayInfo) -> String {
+    format!(
+        "uraid {name}: {} {}, {} members, chunk {}K",
+        info.level,
+        layout_name(info.level, info.layout),
+        info.raid_disks,
+        info.chunk_sectors / 2
+    )
+}
+
+/// A full stripe when it is a power of two (writes of it need no reads), else one chunk:
+/// NBD's preferred block size must be a power of two.
+fn preferred_block_bytes(info: &ArrayInfo) -> u32 {
+    let chunk = info.chunk_sectors * 512;
+    let stripe = chunk * u64::from(info.data_disks);
+    let best = if stripe.is_power_of_two() { stripe } else { chunk };
+    u32::try_from(best.min(u64::from(uraid_nbd::DEFAULT_BLOCK_BYTES_MAX))).unwrap_or(u32::MAX)
+}
+
+fn print_banner(
+    name: &str,
+    info: &ArrayInfo,
+    export: &str,
+    listeners: &[ServerHandle],
+    control: &std::path::Path,
+) {
+    let size = info.member_sectors * u64::from(info.data_disks) * 512;
+    println!(
+        "uraid serve: {name}: {} {}, {} members, chunk {}K, {} MiB",
+        info.level,
+        layout_name(info.level, info.layout),
+        info.raid_disks,
+        info.chunk_sectors / 2,
+        size >> 20
+    );
+    for l in listeners {
+        match l.local_addr() {
+            ListenAddr::Tcp(addr) => {
+                println!("serving NBD export {export:?} on {addr}; connect with:");
+                println!("  nbdinfo nbd://{addr}/{export}");
+                println!("  qemu-img info nbd://{addr}/{export}");
+                println!("  nbd-client {} {} /dev/nbd0 -N {export}", addr.ip(), addr.port());
+            }
+            ListenAddr::Unix(path) => {
+                println!(
+                    "serving NBD export {export:?} on unix socket {}; connect with:",
+                    path.display()
+                );
+                println!("  nbdinfo 'nbd+unix:///{export}?socket={}'", path.display());
+            }
+        }
+    }
+    println!(
+        "manage: uraid status | uraid detail {name} | uraid stop {name}   (control {})",
+        control.display()
+    );
+    println!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
+}
