@@ -19,9 +19,12 @@ use std::os::unix::fs::FileExt;
 use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_core::{Geometry, Layout, Level as CoreLevel};
 use uraid_format::create::{
-    NewArray, NewMember, build_bitmap, build_superblock, default_data_offset_sectors,
+    NewArray, NewMember, build_bitmap, build_superblock, choose_bitmap_space_sectors,
+    default_data_offset_sectors,
 };
-use uraid_format::{DevRole, Level, Superblock1, Uuid, WriteIntentBitmap};
+use uraid_format::{
+    BITMAP_SUPER_BYTES, BitmapSuper, DevRole, Level, Superblock1, Uuid, WriteIntentBitmap,
+};
 
 #[derive(Args)]
 #[command(
@@ -34,7 +37,7 @@ truncate. The data area is not written, so the array is marked as needing a full
 (for example all zeros). A member that already holds an md superblock is refused unless \
 --force. Sizes take mdadm's units: a bare number is KiB; K, M, G, T, s (sectors), b (bytes).",
     after_help = "Example:\n  truncate -s 64M m0.img m1.img m2.img m3.img\n  uraid create \
---level 5 --raid-devices 4 --chunk 64K --name demo --bitmap internal m0.img m1.img m2.img m3.img"
+--level 5 --raid-devices 4 --chunk 64K --name demo --bitmap internal --bitmap-chunk 1M m0.img m1.img m2.img m3.img"
 )]
 pub struct CreateArgs {
     /// RAID level: 4, 5 or 6.
@@ -55,6 +58,10 @@ pub struct CreateArgs {
     /// Write-intent bitmap: internal or none.
     #[arg(short, long, default_value = "none", value_parser = ["internal", "none"])]
     pub(crate) bitmap: String,
+    /// Bytes of array data each bitmap bit covers (mdadm's --bitmap-chunk; default: mdadm's
+    /// choice, at least 64M). Smaller chunks make a resync after a crash shorter.
+    #[arg(long, value_name = "SIZE")]
+    pub(crate) bitmap_chunk: Option<String>,
     /// The members already agree (parity matches data): mark the array clean, skip the resync.
     #[arg(long)]
     pub(crate) assume_clean: bool,
@@ -90,6 +97,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     let files = open_members(&args.members, args.force)?;
     let sizes: Vec<u64> = files.iter().map(|(_, size)| size / 512).collect();
     let array = new_array(args, level, layout, chunk_bytes, &sizes)?;
+    let bitmap = choose_bitmap(args, &array)?;
     let roles: Vec<DevRole> = (0..args.raid_devices as u16).map(DevRole::Active).collect();
     let mut superblocks = Vec::new();
     for (index, device_sectors) in sizes.iter().enumerate() {
@@ -104,7 +112,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         superblocks.push(superblock);
     }
     for (index, ((file, _), superblock)) in files.iter().zip(&superblocks).enumerate() {
-        write_metadata(file, superblock, &array)
+        write_metadata(file, superblock, &array, bitmap.as_ref())
             .with_context(|| format!("writing metadata to {}", args.members[index]))?;
     }
     let state = if array.clean { "clean (--assume-clean)" } else { "needs a full resync" };
@@ -192,21 +200,45 @@ fn new_array<'a>(
     })
 }
 
+/// The bitmap superblock: mdadm's default, or the chunk asked for if its bits fit the room
+/// mdadm leaves for the bitmap.
+fn choose_bitmap(args: &CreateArgs, array: &NewArray<'_>) -> anyhow::Result<Option<BitmapSuper>> {
+    if !array.internal_bitmap {
+        ensure!(args.bitmap_chunk.is_none(), "--bitmap-chunk needs --bitmap internal");
+        return Ok(None);
+    }
+    let Some(text) = &args.bitmap_chunk else { return Ok(Some(build_bitmap(array))) };
+    let chunk = parse_size(text)?;
+    ensure!(
+        chunk.is_power_of_two() && (4096..=1 << 30).contains(&chunk),
+        "--bitmap-chunk {text}: must be a power of two from 4K to 1G"
+    );
+    let bits = (array.size_sectors * 512).div_ceil(chunk);
+    let room_bytes = choose_bitmap_space_sectors(array.size_sectors) * 512;
+    let fits = room_bytes.saturating_sub(BITMAP_SUPER_BYTES as u64) * 8;
+    ensure!(
+        bits <= fits,
+        "--bitmap-chunk {text}: {bits} bits do not fit the {room_bytes} bytes of bitmap room; \
+         use a larger chunk"
+    );
+    Ok(Some(BitmapSuper::new_internal(array.set_uuid, array.size_sectors, chunk as u32)))
+}
+
 /// Writes the 4 KiB superblock area (zero-padded, as md keeps it) and the bitmap, then syncs.
 fn write_metadata(
     file: &File,
     superblock: &Superblock1,
     array: &NewArray<'_>,
+    bitmap: Option<&BitmapSuper>,
 ) -> anyhow::Result<()> {
     let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
     superblock.encode_into(&mut area);
     file.write_all_at(&area, SUPERBLOCK_OFFSET_BYTES)?;
-    if array.internal_bitmap {
-        let bitmap = build_bitmap(array);
+    if let Some(bitmap) = bitmap {
         let bits = if array.clean {
-            WriteIntentBitmap::new_clean(&bitmap)
+            WriteIntentBitmap::new_clean(bitmap)
         } else {
-            WriteIntentBitmap::new_all_dirty(&bitmap)
+            WriteIntentBitmap::new_all_dirty(bitmap)
         };
         let offset_sectors = u64::try_from(superblock.bitmap_offset_sectors)?;
         let at = SUPERBLOCK_OFFSET_BYTES + offset_sectors * 512;

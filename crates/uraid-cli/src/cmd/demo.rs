@@ -50,6 +50,7 @@ pub fn prepare(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         chunk: "512K".into(),
         name: DEMO_NAME.into(),
         bitmap: "internal".into(),
+        bitmap_chunk: None,
         assume_clean: true,
         uuid: None,
         data_offset: None,

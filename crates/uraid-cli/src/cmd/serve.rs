@@ -10,6 +10,7 @@ use crate::cmd::demo;
 use crate::cmd::serving::Serving;
 use anyhow::{Context, bail};
 use clap::Args;
+use std::fs::{File, TryLockError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use uraid_md::control::{self, ControlServer};
@@ -93,6 +94,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // superblocks active with nobody to mark them clean.
     let serving = Arc::new(Serving::new());
     let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
+    let _locks = lock_members(&paths)?;
     let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
     let name = match &args.name {
         Some(name) => name.clone(),
@@ -159,6 +161,26 @@ fn serve_until_stopped(
     // its answer; it is shut down when `control` drops, after the stop completes.
     serving.keep_control(control);
     Ok(())
+}
+
+/// An exclusive lock on every member for as long as it is served, so that a second `uraid
+/// serve` of the same members is refused before it writes a superblock (md holds its block
+/// devices open exclusively for the same reason). Held by the open files; released at exit.
+fn lock_members(paths: &[PathBuf]) -> anyhow::Result<Vec<File>> {
+    let mut locks = Vec::new();
+    for path in paths {
+        let Ok(file) = File::open(path) else { continue }; // assemble names what is missing
+        match file.try_lock() {
+            Ok(()) => locks.push(file),
+            Err(TryLockError::WouldBlock) => {
+                bail!("{} is in use: another uraid serve holds it", path.display())
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+            }
+        }
+    }
+    Ok(locks)
 }
 
 /// md's names are "host:name"; the control socket uses the part after the colon.

@@ -1,0 +1,190 @@
+//! `uraid serve` driven as an operator drives it: the server in its own process, an NBD client
+//! writing and verifying data, and the verbs (status, detail, fail, remove, add, check, stop)
+//! run as separate `uraid` commands against its control socket.
+//!
+//! Goal: a RAID6 served over NBD loses a member to `uraid fail` while a client writes; `uraid
+//! add` puts a spare in and the rebuild runs while the client keeps writing; every byte reads
+//! back; `uraid check --wait` finds 0 mismatches; `uraid stop` drains, marks the superblocks
+//! clean and the server exits 0; served again, the data is still there, and SIGTERM stops it
+//! cleanly too. Bad starts (a member of another array, a port in use, members already being
+//! served) fail with a clear message and leave the members as they were.
+
+mod serve_common;
+
+use serve_common::*;
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BLOCK: u64 = 4096;
+
+/// The generation each written 4 KiB block must hold.
+type Model = HashMap<u64, u64>;
+
+/// Writes `count` random 8 KiB runs of generation `g` in the first `span` blocks.
+fn write_random(c: &mut uraid_nbd::client::Client, model: &mut Model, g: u64, count: u64) {
+    let span = c.size_bytes() / BLOCK - 1;
+    let mut rng = Rng(g.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    for _ in 0..count {
+        let block = rng.next() % span;
+        c.write(block * BLOCK, &content(block, g, 2 * BLOCK as usize), false).unwrap();
+        model.insert(block, g);
+        model.insert(block + 1, g);
+    }
+    c.flush().unwrap();
+}
+
+fn verify(c: &mut uraid_nbd::client::Client, model: &Model) {
+    for (&block, &g) in model {
+        let data = c.read(block * BLOCK, BLOCK as u32).unwrap();
+        assert_eq!(generation_of(block, &data), Some(g), "block {block} should hold gen {g}");
+    }
+}
+
+/// Polls `uraid detail` until `done` says so.
+fn wait_for(
+    dir: &std::path::Path,
+    name: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) {
+    let start = Instant::now();
+    loop {
+        let d = detail(dir, name);
+        if done(&d) {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "waiting for {what}: {d:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn examine_field(member: &std::path::Path, key: &str) -> String {
+    let out = Command::new(BIN).args(["examine", "--json"]).arg(member).output().unwrap();
+    assert!(out.status.success(), "examine: {}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["fields"][key].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
+    let dir = tempdir("verbs");
+    let mut members = member_files(&dir, 7, 24);
+    let spare = members.pop().unwrap();
+    create_raid6("verbs", &members);
+    let server = Served::start(&dir, "verbs", &members);
+    let mut c = server.client();
+    let mut model = Model::new();
+    write_random(&mut c, &mut model, 1, 400);
+    assert!(uraid_ok(&dir, &["status"]).contains("verbs : active raid6"));
+
+    let failed = members[2].to_str().unwrap();
+    uraid_ok(&dir, &["fail", "verbs", failed]);
+    assert_eq!(detail(&dir, "verbs")["degraded"], true);
+    write_random(&mut c, &mut model, 2, 200);
+    verify(&mut c, &model);
+    uraid_ok(&dir, &["remove", "verbs", failed]);
+    uraid_ok(&dir, &["add", "verbs", spare.to_str().unwrap()]);
+    // The client keeps writing while the spare is rebuilt.
+    let mut g = 3;
+    while detail(&dir, "verbs")["degraded"] == true {
+        write_random(&mut c, &mut model, g, 20);
+        g += 1;
+        assert!(g < 5000, "the rebuild does not finish: {:#}", detail(&dir, "verbs"));
+    }
+    wait_for(&dir, "verbs", "the rebuild", |d| d["sync"].is_null() && d["degraded"] == false);
+    verify(&mut c, &model);
+
+    let check: serde_json::Value =
+        serde_json::from_str(&uraid_ok(&dir, &["check", "--wait", "--json", "verbs"])).unwrap();
+    assert_eq!(check["outcome"], "done", "{check:#}");
+    assert_eq!(check["mismatch_sectors"], 0, "{check:#}");
+    c.disconnect().unwrap();
+
+    let stopped = uraid_ok(&dir, &["stop", "verbs"]);
+    assert!(stopped.contains("stopped clean"), "{stopped}");
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let mut now = members.clone();
+    now[2] = spare.clone();
+    for m in &now {
+        assert_eq!(examine_field(m, "State"), "clean", "{}", m.display());
+    }
+    assert_eq!(examine_field(&spare, "Device Role"), "Active device 2");
+
+    // Served again: the data survived the stop; SIGTERM stops it cleanly as well.
+    let server = Served::start(&dir, "verbs", &now);
+    let mut c = server.client();
+    verify(&mut c, &model);
+    c.disconnect().unwrap();
+    server.signal("TERM");
+    let log = server.log.clone();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(log.contains("SIGTERM: stopping cleanly") && log.contains("stopped clean"), "{log}");
+    assert_eq!(examine_field(&now[0], "State"), "clean");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The first 8 KiB of each member (superblock and bitmap), to see that nothing was written.
+fn metadata_of(members: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
+    members.iter().map(|m| std::fs::read(m).unwrap()[..8192].to_vec()).collect()
+}
+
+#[test]
+fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
+    let dir = tempdir("bad");
+    let a = member_files(&dir.join("a").tap_mkdir(), 4, 8);
+    let b = member_files(&dir.join("b").tap_mkdir(), 4, 8);
+    create_raid6("a", &a);
+    create_raid6("b", &b);
+
+    // A member of another array.
+    let mixed = [a[0].clone(), a[1].clone(), a[2].clone(), b[3].clone()];
+    let before = metadata_of(&mixed);
+    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+    args.extend(mixed.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(b[3].to_str().unwrap()), "the refusal names the member: {err}");
+    assert_eq!(metadata_of(&mixed), before, "a refused serve wrote to a member");
+
+    // A TCP port already taken: the array came up, so it is stopped cleanly again.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut args = vec!["serve", "--listen", &addr];
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot serve NBD on") && err.contains(&addr), "{err}");
+    assert_eq!(examine_field(&a[0], "State"), "clean", "{err}");
+
+    // The same members served twice: the second is refused before touching them.
+    let first = Served::start(&dir, "a", &a);
+    let before = metadata_of(&a);
+    let mut args = vec!["serve", "--no-tcp", "--unix"];
+    let other = dir.join("other.sock");
+    args.push(other.to_str().unwrap());
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("in use"), "{}", text(&out.stderr));
+    assert_eq!(metadata_of(&a), before, "the second serve wrote to a member");
+    first.signal("INT");
+    assert!(first.wait(Duration::from_secs(30)).success());
+    assert_eq!(examine_field(&a[0], "State"), "clean");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+
+impl TapMkdir for std::path::PathBuf {
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
+}
