@@ -152,3 +152,44 @@ fn create_refuses_before_writing_anything() {
     assert!(err.contains("m0.img already holds an md superblock"), "{err}");
     create(&["-l", "5", "-n", "4", "-c", "64K", "--force"], &raid5);
 }
+
+#[test]
+fn create_json_reports_the_array_and_bitmap_chunk_is_checked() {
+    let m = members("json", 4);
+    let mut args: Vec<PathBuf> = ["create", "--json", "-l", "5", "-n", "4", "--chunk", "64K"]
+        .iter()
+        .chain(&["--bitmap", "internal", "--bitmap-chunk", "1M", "--assume-clean"])
+        .map(PathBuf::from)
+        .collect();
+    args.extend(m.iter().cloned());
+    let output = uraid(&args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["level"], 5);
+    assert_eq!(report["layout"], "left-symmetric");
+    assert_eq!(report["chunk_bytes"], 65536);
+    assert_eq!(report["bitmap_chunk_bytes"], 1 << 20);
+    assert_eq!(report["clean"], true);
+    // Below 4K, not a power of two, or bits that do not fit mdadm's bitmap room (4 KiB of
+    // room on these members: 30720 bits, and 256 MiB members at 4K need 65536): refused.
+    for (chunk, member_mib) in [("2K", 16), ("3M", 16), ("4K", 256)] {
+        let m = members(&format!("json-{chunk}"), 4);
+        for path in &m {
+            std::fs::File::options()
+                .write(true)
+                .open(path)
+                .unwrap()
+                .set_len(member_mib << 20)
+                .unwrap();
+        }
+        let mut args: Vec<PathBuf> = ["create", "-l", "5", "-n", "4", "--bitmap", "internal"]
+            .iter()
+            .chain(&["--bitmap-chunk", chunk])
+            .map(PathBuf::from)
+            .collect();
+        args.extend(m.iter().cloned());
+        let output = uraid(&args);
+        assert!(!output.status.success(), "--bitmap-chunk {chunk} accepted");
+        assert!(text(&output.stderr).contains("--bitmap-chunk"), "{}", text(&output.stderr));
+    }
+}

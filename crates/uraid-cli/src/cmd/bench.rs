@@ -3,7 +3,13 @@
 use clap::{Args, Subcommand};
 
 #[derive(Args)]
-#[command(about = "Measure uraid against its baselines (ISA-L, RAID0) in one run")]
+#[command(
+    about = "Measure uraid against its baselines (ISA-L, RAID0) in one run",
+    long_about = "Measure uraid against its baselines, as ratios taken in one run (this machine \
+is shared and noisy: never compare figures from different runs). Each family prints one row per \
+figure beside its goal; --json prints one JSON object per line.",
+    after_help = "Examples:\n  uraid bench parity --json\n  uraid bench io --only rebuild"
+)]
 pub struct BenchArgs {
     #[command(subcommand)]
     what: BenchWhat,
@@ -42,6 +48,30 @@ enum BenchWhat {
         #[arg(long)]
         quick: bool,
     },
+    /// The NBD server vs `nbdkit memory`: fio's nbd engine on uraid RAID0 and RAID5.
+    ///
+    /// 1 MiB sequential read and write at iodepth 16, 4 KiB random read and write at iodepth
+    /// 32, on 1 GiB exports over Unix sockets (memory members); ratios to nbdkit, each beside
+    /// its goal. Needs fio (with its nbd engine) and nbdkit.
+    ///
+    /// Example: uraid bench serve --json --runtime 10
+    Serve {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// 64 MiB exports, one round of 1 s per job (a smoke run, not a measurement).
+        #[arg(long)]
+        quick: bool,
+        /// Seconds per measurement [default: 5; 1 with --quick].
+        #[arg(long, value_name = "SECS")]
+        runtime: Option<f64>,
+        /// Rounds of every job on every target; rows keep the best [default: 3; 1 with --quick].
+        #[arg(long)]
+        rounds: Option<usize>,
+        /// Only these jobs: seq_read, seq_write, rand_read, rand_write.
+        #[arg(long = "only", value_name = "JOB")]
+        only: Vec<String>,
+    },
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
@@ -53,6 +83,16 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Io { json, ref only, quick } => {
             let opts = uraid_bench::io::IoBenchOptions { json, only: only.clone(), small: quick };
             uraid_bench::io::run(&opts, &mut std::io::stdout().lock())
+        }
+        BenchWhat::Serve { json, quick, runtime, rounds, ref only } => {
+            let opts = uraid_bench::serve::ServeBenchOptions {
+                json,
+                quick,
+                runtime_s: runtime,
+                rounds,
+                only: only.clone(),
+            };
+            uraid_bench::serve::run(&opts, &mut std::io::stdout().lock())
         }
     }
 }

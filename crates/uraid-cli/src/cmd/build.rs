@@ -49,6 +49,9 @@ pub struct BuildArgs {
     /// Write the contents here (default: standard output, unless it is a terminal).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Report as JSON (on standard error when the contents go to standard output).
+    #[arg(long)]
+    json: bool,
     /// Member images in role order; `missing` for an absent one.
     #[arg(required = true)]
     members: Vec<String>,
@@ -81,12 +84,29 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         plan.write_contents(&mut BufWriter::with_capacity(4 << 20, stdout.lock()))?;
     }
     let missing = plan.files.iter().filter(|f| f.is_none()).count();
+    let g = &plan.geometry;
+    if args.json {
+        let report = serde_json::json!({
+            "bytes": bytes,
+            "level": g.level().number(),
+            "layout": g.layout().name(),
+            "raid_disks": g.raid_disks(),
+            "missing": missing,
+            "chunk_bytes": g.chunk_bytes(),
+        });
+        if args.output.is_some() {
+            println!("{report}");
+        } else {
+            eprintln!("{report}");
+        }
+        return Ok(());
+    }
     eprintln!(
         "uraid build: wrote {bytes} bytes: RAID{} {}, {} members ({missing} missing), chunk {}",
-        plan.geometry.level().number(),
-        plan.geometry.layout().name(),
-        plan.geometry.raid_disks(),
-        plan.geometry.chunk_bytes(),
+        g.level().number(),
+        g.layout().name(),
+        g.raid_disks(),
+        g.chunk_bytes(),
     );
     Ok(())
 }

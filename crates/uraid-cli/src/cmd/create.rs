@@ -77,6 +77,9 @@ pub struct CreateArgs {
     /// Overwrite members that already hold an md superblock.
     #[arg(short, long)]
     pub(crate) force: bool,
+    /// Print what was created as JSON on standard output.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Member files or devices in role order.
     #[arg(required = true)]
     pub(crate) members: Vec<String>,
@@ -115,10 +118,31 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         write_metadata(file, superblock, &array, bitmap.as_ref())
             .with_context(|| format!("writing metadata to {}", args.members[index]))?;
     }
+    if args.json {
+        let report = serde_json::json!({
+            "level": array.level.to_md(),
+            "layout": layout.name(),
+            "name": array.name,
+            "uuid": array.set_uuid.to_string(),
+            "raid_disks": array.raid_disks,
+            "chunk_bytes": chunk_bytes,
+            "component_sectors": array.size_sectors,
+            "data_offset_sectors": array.data_offset_sectors,
+            "bitmap_chunk_bytes": bitmap.as_ref().map(|b| b.chunk_bytes),
+            "clean": array.clean,
+            "members": args.members,
+        });
+        println!("{report}");
+        return Ok(());
+    }
     let state = if array.clean { "clean (--assume-clean)" } else { "needs a full resync" };
+    let bitmap_text = bitmap.as_ref().map_or_else(
+        || "none".to_owned(),
+        |b| format!("internal, {}K chunk", b.chunk_bytes / 1024),
+    );
     eprintln!(
         "uraid create: {} {} {}, {} members, chunk {}K, component {} sectors, data offset {} \
-         sectors, uuid {}, bitmap {}, {state}",
+         sectors, uuid {}, bitmap {bitmap_text}, {state}",
         array.level,
         layout.name(),
         array.name,
@@ -127,7 +151,6 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         array.size_sectors,
         array.data_offset_sectors,
         array.set_uuid,
-        args.bitmap,
     );
     Ok(())
 }

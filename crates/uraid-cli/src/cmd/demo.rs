@@ -56,6 +56,7 @@ pub fn prepare(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         data_offset: None,
         size: None,
         force: false,
+        json: false,
         members: paths.iter().map(|p| p.display().to_string()).collect(),
     };
     create::run(&args).context("creating the demo array")?;

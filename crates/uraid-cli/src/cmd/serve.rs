@@ -34,6 +34,8 @@ a demo RAID6 of six 1 GiB sparse files in --demo-dir and serves that.",
 Connect:\n  nbdinfo nbd://127.0.0.1:10809\n  qemu-img info nbd://127.0.0.1:10809/uraid\n  \
 nbd-client 127.0.0.1 10809 /dev/nbd0 -N uraid"
 )]
+// Command-line switches are independent flags, not a state machine.
+#[allow(clippy::struct_excessive_bools)]
 pub struct ServeArgs {
     /// Member devices or image files, in any order (none: the demo array).
     pub(crate) members: Vec<String>,
@@ -70,6 +72,9 @@ pub struct ServeArgs {
     /// md's stripe_cache_size: stripe heads in the cache.
     #[arg(long, default_value_t = 1024)]
     pub(crate) stripe_cache_size: usize,
+    /// Print the "serving" report as one JSON object on standard output instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Engine worker threads (default: one per core; one when the array has a bitmap).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
@@ -151,7 +156,11 @@ fn serve_until_stopped(
     }
     // The server holds the runtime only through its listeners from here on.
     drop(server);
-    print_banner(name, info, &args.export_name, &listeners, &socket);
+    if args.json {
+        println!("{}", banner_json(name, info, &args.export_name, &listeners, &socket));
+    } else {
+        print_banner(name, info, &args.export_name, &listeners, &socket);
+    }
     serving.monitor_until_stop(name);
     eprintln!("uraid serve: {name}: stopping: draining NBD connections");
     for handle in listeners {
@@ -248,4 +257,32 @@ fn print_banner(
         control.display()
     );
     println!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
+}
+
+/// The banner for scripts: where to connect (the real port when --listen asked for port 0).
+fn banner_json(
+    name: &str,
+    info: &ArrayInfo,
+    export: &str,
+    listeners: &[ServerHandle],
+    control: &std::path::Path,
+) -> serde_json::Value {
+    let listen: Vec<serde_json::Value> = listeners
+        .iter()
+        .map(|l| match l.local_addr() {
+            ListenAddr::Tcp(addr) => serde_json::json!({ "tcp": addr.to_string() }),
+            ListenAddr::Unix(path) => serde_json::json!({ "unix": path }),
+        })
+        .collect();
+    serde_json::json!({
+        "serving": name,
+        "export": export,
+        "size_bytes": info.member_sectors * u64::from(info.data_disks) * 512,
+        "level": info.level.to_md(),
+        "layout": layout_name(info.level, info.layout),
+        "raid_disks": info.raid_disks,
+        "chunk_bytes": info.chunk_sectors * 512,
+        "listen": listen,
+        "control": control,
+    })
 }
