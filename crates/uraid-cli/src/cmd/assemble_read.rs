@@ -89,6 +89,7 @@ pub fn read_array(plan: &AssemblyPlan, out: &mut dyn Write) -> anyhow::Result<u6
     }
     let total_bytes = array.size_sectors() * SECTOR_BYTES;
     ensure!(total_bytes == plan.array_sectors() * SECTOR_BYTES, "engine and plan sizes differ");
+    let bar = crate::cmd::progress::byte_bar(total_bytes, "reading the array");
     let mut offset = 0;
     while offset < total_bytes {
         let mut ids = Vec::new();
@@ -105,8 +106,10 @@ pub fn read_array(plan: &AssemblyPlan, out: &mut dyn Write) -> anyhow::Result<u6
         for (id, result, buf) in done {
             result.with_context(|| format!("reading array byte {}", id.0))?;
             out.write_all(&buf).context("writing the array's contents")?;
+            bar.inc(buf.len() as u64);
         }
     }
+    bar.finish_and_clear();
     out.flush().context("writing the array's contents")?;
     Ok(total_bytes)
 }

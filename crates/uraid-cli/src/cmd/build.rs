@@ -153,7 +153,10 @@ impl BuildPlan {
         // The stripe unit last reconstructed: a second lost chunk of the same stripe unit (two
         // lost data members in RAID6) is then served without reading the survivors again.
         let mut reconstructed: Option<(u64, u64)> = None;
+        let stripe_bytes = self.geometry.chunk_bytes() * self.geometry.data_disks() as u64;
+        let bar = crate::cmd::progress::byte_bar(self.stripes * stripe_bytes, "building");
         for stripe in 0..self.stripes {
+            bar.inc(stripe_bytes);
             let map = self.geometry.stripe_map(StripeNumber(stripe));
             for disk in &map.data_disk {
                 for unit_start in (0..self.geometry.chunk_bytes()).step_by(unit_bytes as usize) {
@@ -168,6 +171,7 @@ impl BuildPlan {
                 }
             }
         }
+        bar.finish_and_clear();
         out.flush().context("writing the array's contents")
     }
 

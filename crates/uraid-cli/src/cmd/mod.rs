@@ -10,6 +10,7 @@ mod demo;
 pub mod examine;
 pub mod manage;
 mod md_meta;
+mod progress;
 pub mod scrub;
 pub mod serve;
 mod serving;
