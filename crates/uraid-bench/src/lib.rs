@@ -6,4 +6,5 @@ pub mod arena;
 pub mod io;
 pub mod isal;
 pub mod parity;
+pub mod serve;
 pub mod timing;
