@@ -45,6 +45,10 @@ pub enum SuperblockError {
     BadChunkSize { level: i32, chunk_sectors: u32 },
     #[error("raid_disks: {raid_disks} is outside 1..={max_dev} (max_dev)")]
     RaidDisksOutOfRange { raid_disks: u32, max_dev: u32 },
+    #[error(
+        "delta_disks: a reshape removing slots up to {slot_count} has more than {max_dev} roles"
+    )]
+    SlotsOutOfRange { slot_count: u32, max_dev: u32 },
     #[error("dev_number: {dev_number} is not below max_dev {max_dev}")]
     DevNumberOutOfRange { dev_number: u32, max_dev: u32 },
     #[error(

@@ -89,6 +89,24 @@ fn level_layout_chunk_and_feature_errors() {
     assert_eq!(err, Err(SuperblockError::UnknownFeatures { unknown_bits: 0x8000 }));
 }
 
+/// Fuzzing found it: slot_count() adds a shrinking reshape's |delta_disks| to raid_disks, and
+/// array_state() allocated one entry per slot, 2^31 of them for delta_disks = i32::MIN.
+#[test]
+fn reshape_slots_beyond_max_dev_are_refused() {
+    let reshaping = |delta_disks| {
+        decode_after(|sb| {
+            sb.feature_map |= feature::RESHAPE_ACTIVE;
+            sb.delta_disks = delta_disks;
+        })
+    };
+    let err = reshaping(i32::MIN);
+    let slot_count = 4 + (1 << 31);
+    assert_eq!(err, Err(SuperblockError::SlotsOutOfRange { slot_count, max_dev: 128 }));
+    let err = reshaping(-125);
+    assert_eq!(err, Err(SuperblockError::SlotsOutOfRange { slot_count: 129, max_dev: 128 }));
+    assert_eq!(reshaping(-124).unwrap().slot_count(), 128);
+}
+
 #[test]
 fn disk_count_and_role_errors() {
     let err = decode_after(|sb| sb.raid_disks = 0);

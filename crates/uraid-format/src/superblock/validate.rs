@@ -42,6 +42,12 @@ impl Superblock1 {
                 max_dev,
             });
         }
+        // A shrinking reshape still has the slots it removes; each needs a role entry. Without
+        // this, delta_disks = i32::MIN makes every per-slot table 2^31 long (found by fuzzing).
+        let slot_count = self.slot_count();
+        if slot_count > max_dev {
+            return Err(SuperblockError::SlotsOutOfRange { slot_count, max_dev });
+        }
         if self.size_sectors > self.data_size_sectors {
             return Err(SuperblockError::SizeExceedsDataSize {
                 size_sectors: self.size_sectors,
