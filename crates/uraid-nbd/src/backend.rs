@@ -19,6 +19,9 @@ use uraid_runtime::{Completed, Op, Runtime, RuntimeError};
 pub enum BackendOp {
     /// Reads `len_bytes` at `offset_bytes`; `done` gets the data.
     Read { offset_bytes: u64, len_bytes: u32 },
+    /// Reads `buf.len()` bytes at `offset_bytes` into `buf`, whatever it holds: the server
+    /// recycles its reply buffers this way. `done` gets `buf` with the data.
+    ReadInto { offset_bytes: u64, buf: Vec<u8> },
     /// Writes `buf` at `offset_bytes`; with `fua`, durable when done. `done` gets `buf` back.
     Write { offset_bytes: u64, buf: Vec<u8>, fua: bool },
     /// Every write finished before it is durable when done.
@@ -69,6 +72,7 @@ impl BlockBackend for Runtime {
             BackendOp::Read { offset_bytes, len_bytes } => {
                 Op::Read { offset_bytes, buf: vec![0; len_bytes as usize] }
             }
+            BackendOp::ReadInto { offset_bytes, buf } => Op::Read { offset_bytes, buf },
             BackendOp::Write { offset_bytes, buf, fua } => Op::Write { offset_bytes, buf, fua },
             BackendOp::Flush => Op::Flush,
             BackendOp::Discard { offset_bytes, len_bytes } => {
@@ -135,6 +139,11 @@ impl MemoryBackend {
         match op {
             BackendOp::Read { offset_bytes, len_bytes } => {
                 Ok(data[range(offset_bytes, u64::from(len_bytes))?].to_vec())
+            }
+            BackendOp::ReadInto { offset_bytes, mut buf } => {
+                let r = range(offset_bytes, buf.len() as u64)?;
+                buf.copy_from_slice(&data[r]);
+                Ok(buf)
             }
             BackendOp::Write { offset_bytes, buf, fua: _ } => {
                 let r = range(offset_bytes, buf.len() as u64)?;

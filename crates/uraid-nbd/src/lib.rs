@@ -19,6 +19,7 @@
 mod backend;
 pub mod client;
 mod handshake;
+mod pool;
 mod server;
 mod socket;
 mod stats;

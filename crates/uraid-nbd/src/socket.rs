@@ -47,6 +47,13 @@ impl Write for Socket {
         }
     }
 
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.write_vectored(bufs),
+            Socket::Unix(s) => s.write_vectored(bufs),
+        }
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Socket::Tcp(s) => s.flush(),
