@@ -174,3 +174,27 @@ fn recovery_rebuilds_a_replacement_while_io_continues() {
         assert_eq!(fresh.mismatches().1, 0);
     }
 }
+
+/// A head recovery rebuilt vouches for itself only: a read of the rest of its chunk on the
+/// member being recovered must still be rebuilt from parity, not read from the member
+/// (found by the simulator: the chunk's last head rebuilt made the whole chunk look in
+/// sync, and a direct read returned the blank replacement's contents).
+#[test]
+fn a_rebuilt_head_does_not_vouch_for_the_rest_of_its_chunk() {
+    let (level, disks, target) = (Level::Raid5, 4, 1u16);
+    let mut a = array(level, disks, CHUNK, 4096);
+    let mut mem = Mem::new(disks);
+    let bytes = (a.size_sectors() * 512) as usize;
+    let data = pattern(9, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    a.fail_member(DiskIndex(target));
+    mem.disks[usize::from(target)].fill(0xee);
+    a.start_recovery(DiskIndex(target), Sector(0));
+    // Only the last stripe unit of the first chunk is rebuilt; the offset stays at 0.
+    let chunk_sectors = CHUNK / 512;
+    sync(&mut a, &mut mem, SyncKind::Recovery, chunk_sectors - 8, 8);
+    let got = read(&mut a, &mut mem, 0, bytes);
+    if let Some(i) = (0..bytes).find(|&i| got[i] != data[i]) {
+        panic!("byte {i} read from the unrebuilt part of the replacement");
+    }
+}

@@ -496,8 +496,10 @@ impl Array {
     /// needs the others, and reading them into the cache once means no block is read twice
     /// (seed 000). Stripes whose failed member holds P or Q keep the direct path.
     fn stripe_missing_data(&self, stripe: crate::StripeNumber) -> bool {
-        let end = (stripe.0 + 1) * self.geometry.chunk_sectors();
-        self.geometry.stripe_map(stripe).data_disk.iter().any(|d| !self.in_sync(d.get(), end))
+        let chunk = self.geometry.chunk_sectors();
+        let (start, end) = (stripe.0 * chunk, (stripe.0 + 1) * chunk);
+        let map = self.geometry.stripe_map(stripe);
+        map.data_disk.iter().any(|d| !self.in_sync_range(d.get(), start, end))
     }
 
     /// Whether a stripe head covering these member sectors has newer data than the member (or

@@ -120,6 +120,15 @@ impl Array {
                 || self.recovered[member].contains(&end))
     }
 
+    /// Whether `member` holds current data for all of member sectors `[start, end)` (whole
+    /// stripe heads): every head there is below the recovery offset or rebuilt since. One
+    /// rebuilt head says nothing of its neighbours, so each is asked for.
+    pub(super) fn in_sync_range(&self, member: usize, start: u64, end: u64) -> bool {
+        let unit = self.unit_sectors;
+        let first_end = (start / unit + 1) * unit;
+        (first_end..=end).step_by(unit as usize).all(|head_end| self.in_sync(member, head_end))
+    }
+
     /// A Recovery batch finished writing head `id`: its members being recovered are in sync
     /// there from now on.
     pub(super) fn note_recovered(&mut self, id: HeadId) {
