@@ -109,6 +109,10 @@ enum Pending {
     Bitmap {
         member: DiskIndex,
     },
+    /// A member flush before bitmap pages that clear bits.
+    BitmapFlush {
+        member: DiskIndex,
+    },
 }
 
 pub struct Array {
@@ -359,6 +363,7 @@ impl Array {
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
+            Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
         }
         self.start_delayed_when_idle();
     }

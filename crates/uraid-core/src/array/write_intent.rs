@@ -57,6 +57,9 @@ pub(super) struct WriteIntent {
     pinned: BTreeSet<u64>,
     /// A new bitmap superblock from the lifecycle layer, written with the next generation.
     header: Option<Vec<u8>>,
+    /// A generation that clears bits first flushes every member (md's PREFLUSH on bitmap
+    /// writes): the pages it then writes.
+    pages_after_flush: Option<BTreeSet<usize>>,
     pub(super) page_writes: u64,
 }
 
@@ -81,6 +84,7 @@ impl WriteIntent {
             in_flight: None,
             pinned: BTreeSet::new(),
             header: None,
+            pages_after_flush: None,
             page_writes: 0,
         };
         wi.on_disk = (0..cfg.chunks).map(|c| wi.bit(c)).collect();
@@ -286,10 +290,44 @@ impl Array {
             wi.set_bit(c, on);
             pages.insert(wi.page_of(c));
         }
+        // A bit may be cleared only once the writes it covered are durable: with volatile
+        // write caches, "completed" is not enough, so members flush before the clearing
+        // pages go out (md sends its bitmap pages with PREFLUSH for the same reason).
+        if changes.iter().any(|&(_, on)| !on) && !live.is_empty() {
+            wi.in_flight = Some((live.len(), changes));
+            wi.pages_after_flush = Some(pages);
+            for &member in &live {
+                let tag = self.new_tag();
+                self.queue.push_back(MemberIo {
+                    tag,
+                    member,
+                    op: MemberOp::Flush,
+                    sector: Sector(0),
+                    sectors: 0,
+                    buf: IoBuf::None,
+                    fua: false,
+                    area: IoArea::Data,
+                });
+                self.inflight.insert(tag, Pending::BitmapFlush { member });
+            }
+            return;
+        }
+        wi.in_flight = Some((0, changes));
+        self.write_bitmap_pages(&pages);
+    }
+
+    /// Writes the generation's pages to every live member.
+    fn write_bitmap_pages(&mut self, pages: &BTreeSet<usize>) {
+        let live: Vec<DiskIndex> = (0..self.failed.len())
+            .filter(|&m| !self.failed[m])
+            .map(|m| DiskIndex(m as u16))
+            .collect();
         let page_sectors = BITMAP_PAGE_BYTES as u64 / SECTOR_BYTES;
+        let wi = self.write_intent.as_mut().expect("a bitmap");
         wi.page_writes += pages.len() as u64;
-        wi.in_flight = Some((pages.len() * live.len(), changes));
-        for page in pages {
+        let (outstanding, _) = wi.in_flight.as_mut().expect("a generation in flight");
+        *outstanding = pages.len() * live.len();
+        for &page in pages {
             for &member in &live {
                 let tag = self.new_tag();
                 self.queue.push_back(MemberIo {
@@ -305,8 +343,22 @@ impl Array {
                 self.inflight.insert(tag, Pending::Bitmap { member });
             }
         }
-        if live.is_empty() {
+        if live.is_empty() || pages.is_empty() {
             self.bitmap_generation_done();
+        }
+    }
+
+    /// A member flush before a clearing generation's pages completed.
+    pub(super) fn bitmap_flush_done(&mut self, member: DiskIndex, ok: bool) {
+        if !ok {
+            self.failed[member.get()] = true;
+        }
+        let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
+        let (outstanding, _) = wi.in_flight.as_mut().expect("a generation in flight");
+        *outstanding -= 1;
+        if *outstanding == 0 {
+            let pages = wi.pages_after_flush.take().expect("pages wait for the flush");
+            self.write_bitmap_pages(&pages);
         }
     }
 
