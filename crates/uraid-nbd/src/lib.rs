@@ -18,6 +18,8 @@
 
 mod backend;
 pub mod client;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
 mod pool;
 mod server;

@@ -52,7 +52,7 @@ impl Shared {
 
 /// An NBD server for one export; it may listen on several sockets at once.
 pub struct Server {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Server {
@@ -233,7 +233,7 @@ fn accept_loop(
     }
 }
 
-fn serve_connection(mut socket: Socket, shared: &Arc<Shared>) {
+pub(crate) fn serve_connection(mut socket: Socket, shared: &Arc<Shared>) {
     let refused = || bump(&shared.counters.connections_refused, 1);
     match handshake::negotiate(&mut socket, &shared.export) {
         Ok(Outcome::Transmission { structured }) => {
