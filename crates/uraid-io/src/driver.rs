@@ -7,7 +7,7 @@
 //!
 //! Merging: stripe heads are 4 KiB, so a 64 KiB read-modify-write asks for 16 contiguous 4 KiB
 //! reads of old data, P and Q each. The driver sorts a turn's I/Os by member, then by kind and
-//! offset, and submits each run that is exactly contiguous on its member, of the same kind (Read,
+//! offset (write-intent bitmap page writes first: see `Part::rank`), and submits each run that is exactly contiguous on its member, of the same kind (Read,
 //! or Write with the same fua) and within `MergeLimits`, as ONE vectored member I/O: 3 + 3 member
 //! I/Os of 64 KiB instead of 48 + 48. Flush and Discard are never merged, and a Flush stays after
 //! every I/O the engine issued to its member before it in the turn (sorting happens only between
@@ -89,6 +89,8 @@ struct Part {
     buf: BufPtr,
     /// Flushes to this member earlier in the turn: no I/O is sorted across a Flush.
     epoch: u32,
+    /// A write-intent bitmap page write (`IoArea::Bitmap`).
+    bitmap: bool,
 }
 
 impl Part {
@@ -96,15 +98,22 @@ impl Part {
         self.offset_bytes + self.len_bytes as u64
     }
 
-    /// Sort order within a member and epoch: mergeable kinds together, each by offset; a Flush
-    /// last, after every I/O issued before it.
+    /// Sort order within a member and epoch: bitmap page writes first, then mergeable kinds
+    /// together, each by offset; a Flush last, after every I/O issued before it. A bitmap
+    /// page write gates every stripe write of its generation: behind the turn's pre-reads on a
+    /// device that serves in order, it would hold them all until that member's last read
+    /// (4 KiB random writes at iodepth 16, 4 KiB bitmap chunks, modelled SSDs: 0.83 of the
+    /// IOPS without a bitmap, 0.96 with the page writes first; `uraid bench io --only bitmap`).
     fn rank(&self) -> u8 {
+        if self.bitmap {
+            return 0;
+        }
         match self.op {
-            IoOp::Read => 0,
-            IoOp::Write { fua: false } => 1,
-            IoOp::Write { fua: true } => 2,
-            IoOp::Discard => 3,
-            IoOp::Flush => 4,
+            IoOp::Read => 1,
+            IoOp::Write { fua: false } => 2,
+            IoOp::Write { fua: true } => 3,
+            IoOp::Discard => 4,
+            IoOp::Flush => 5,
         }
     }
 
@@ -363,7 +372,8 @@ impl<M: Member + ?Sized> Driver<M> {
                 at + io.sector.bytes()
             }
         };
-        Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch: 0 }
+        let bitmap = io.area == IoArea::Bitmap;
+        Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch: 0, bitmap }
     }
 
     /// Submits one member I/O carrying `parts` (contiguous, one kind); it has no engine I/O of
@@ -517,6 +527,7 @@ mod tests {
             len_bytes: len * KIB,
             buf: BufPtr::null(),
             epoch: 0,
+            bitmap: false,
         };
         ios.iter().enumerate().map(part).collect()
     }
@@ -563,6 +574,26 @@ mod tests {
         assert_eq!(runs(&ios), vec![vec![0], vec![1, 3], vec![2]]);
         let fua = [(0, WRITE_FUA, 0, 4), (0, WRITE_FUA, 4, 4)];
         assert_eq!(runs(&fua), vec![vec![0, 1]]);
+    }
+
+    /// Without the bitmap's rank the page write (tag 3) would go after the reads and the plain
+    /// write: [0, 1], [2], [3].
+    #[test]
+    fn a_bitmap_page_write_goes_first_on_its_member_but_not_across_a_flush() {
+        let mut ready = parts(&[
+            (0, READ, 0, 4),
+            (0, READ, 64, 4),
+            (0, WRITE, 8, 4),
+            (0, WRITE_FUA, 1 << 20, 4),
+            (1, READ, 0, 4),
+            (1, IoOp::Flush, 0, 0),
+            (1, WRITE_FUA, 1 << 20, 4),
+        ]);
+        ready[3].bitmap = true;
+        ready[6].bitmap = true;
+        order_for_merging(&mut ready, &mut [0; 4]);
+        let order: Vec<u64> = ready.iter().map(|p| p.tag.0).collect();
+        assert_eq!(order, vec![3, 0, 1, 2, 4, 5, 6]);
     }
 
     #[test]
