@@ -1,0 +1,106 @@
+//! md's v1.2 superblock decoder and the assembly planner on arbitrary bytes.
+//!
+//! Random bytes almost never carry md's magic and a matching checksum, so each area may be
+//! "fixed up" (magic, version, a bounded max_dev, the checksum sealed) to reach the field
+//! checks behind them. Invariants: no panic; whatever decodes re-encodes to the same bytes and
+//! decodes to the same value; `plan` over candidates made from one area with small edits never
+//! panics, and a plan it returns is self-consistent.
+#![no_main]
+
+use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use uraid_format::assemble::{AssembleOptions, Candidate, plan};
+use uraid_format::{Superblock1, Uuid, sb_csum};
+
+const AREA_BYTES: usize = 4096;
+const MAGIC: u32 = 0xa92b_4efc;
+const MAX_DEV_OFFSET: usize = 220;
+const SB_CSUM_OFFSET: usize = 216;
+
+/// What follows the first byte (`fix`) and the first 4 KiB area: the seeds are md's own
+/// superblock areas (fuzz/README.md), prefixed with a 0.
+#[derive(Arbitrary, Debug)]
+struct Input {
+    others: Vec<Variant>,
+    force: bool,
+    uuid: Option<[u8; 16]>,
+    size_bytes: u64,
+}
+
+/// Another candidate: the first area with a few bytes changed.
+#[derive(Arbitrary, Debug)]
+struct Variant {
+    edits: Vec<(u16, u8)>,
+    fix: u8,
+    size_bytes: u64,
+    unreadable: bool,
+}
+
+fn area(bytes: &[u8], fix: u8) -> Vec<u8> {
+    let mut a = bytes.to_vec();
+    a.resize(AREA_BYTES, 0);
+    if fix & 1 != 0 {
+        a[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+        a[4..8].copy_from_slice(&1u32.to_le_bytes());
+    }
+    let max_dev = u32::from_le_bytes(a[MAX_DEV_OFFSET..MAX_DEV_OFFSET + 4].try_into().unwrap());
+    let max_dev = if fix & 2 != 0 { max_dev % 1921 } else { max_dev };
+    a[MAX_DEV_OFFSET..MAX_DEV_OFFSET + 4].copy_from_slice(&max_dev.to_le_bytes());
+    if fix & 4 != 0 && max_dev <= 1920 {
+        let csum = sb_csum(&a[..256 + 2 * max_dev as usize]);
+        a[SB_CSUM_OFFSET..SB_CSUM_OFFSET + 4].copy_from_slice(&csum.to_le_bytes());
+    }
+    a
+}
+
+fn round_trip(a: &[u8]) {
+    let Ok(sb) = Superblock1::decode(a) else { return };
+    let encoded = sb.encode();
+    assert_eq!(encoded, a[..encoded.len()], "encode(decode(bytes)) == bytes");
+    assert_eq!(Superblock1::decode(&encoded).expect("re-decodes"), sb);
+    // The accessors callers use on any decoded superblock.
+    let _ = (sb.role(), sb.slot_count(), sb.array_state(), sb.is_clean(), sb.name());
+    let _ = (sb.has_bitmap(), sb.ppl(), sb.ctime_seconds(), sb.utime_seconds(), sb.checksum());
+    let mut sealed = sb.clone();
+    sealed.seal();
+    assert_eq!(sealed.checksum(), sb.checksum(), "a decoded superblock is already sealed");
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&fix, rest)) = data.split_first() else { return };
+    let (first, rest) = rest.split_at(rest.len().min(AREA_BYTES));
+    let Ok(input) = Input::arbitrary_take_rest(Unstructured::new(rest)) else { return };
+    // Bit 0: md's magic and version 1; bit 1: max_dev within 4 KiB; bit 2: seal.
+    let first = area(first, fix);
+    round_trip(&first);
+    let mut candidates = vec![Candidate {
+        name: "c0".into(),
+        size_bytes: input.size_bytes,
+        superblock_area: Ok(first.clone()),
+    }];
+    for (i, v) in input.others.iter().take(8).enumerate() {
+        let mut a = first.clone();
+        for &(at, value) in v.edits.iter().take(16) {
+            a[usize::from(at) % AREA_BYTES] = value;
+        }
+        let a = area(&a, v.fix);
+        round_trip(&a);
+        let superblock_area = if v.unreadable { Err("unreadable".into()) } else { Ok(a) };
+        candidates.push(Candidate {
+            name: format!("c{}", i + 1),
+            size_bytes: v.size_bytes,
+            superblock_area,
+        });
+    }
+    let options = AssembleOptions { uuid: input.uuid.map(Uuid), force: input.force };
+    let Ok(p) = plan(&candidates, &options) else { return };
+    assert_eq!(p.slots.len(), p.raid_disks as usize);
+    assert!(p.missing_slots().iter().all(|&s| s < p.raid_disks));
+    let _ = (p.is_clean(), p.has_bitmap(), p.data_disks(), p.array_sectors());
+    let placed = p.slots.iter().flatten().chain(&p.stale).chain(&p.spares).chain(&p.faulty);
+    let mut seen = vec![false; candidates.len()];
+    for m in placed {
+        assert!(!seen[m.candidate], "candidate {} placed twice", m.candidate);
+        seen[m.candidate] = true;
+    }
+});
