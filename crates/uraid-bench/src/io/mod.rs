@@ -8,8 +8,10 @@
 //!
 //! Families (one file each): `random_write` (seed 001, seed 004), `seq_write` (seed 003),
 //! `read` (seed 000 counts, degraded random reads), `throughput` (seed 000 on modelled HDDs),
-//! `cpu` (seed 002, parity share of full-stripe writes, worker scaling).
+//! `cpu` (seed 002, parity share of full-stripe writes, worker scaling), `bitmap` (the
+//! write-intent bitmap's cost on 4 KiB random writes).
 
+mod bitmap;
 pub mod cpu;
 pub mod random_write;
 pub mod read;
@@ -141,7 +143,7 @@ fn ratio(value: f64, base: Option<f64>) -> Option<f64> {
 /// A family of workloads: its name and the function that measures its rows.
 type Family = (&'static str, fn(&IoBenchOptions) -> Result<Vec<Row>>);
 
-const FAMILIES: [Family; 7] = [
+const FAMILIES: [Family; 8] = [
     ("random_write", random_write::run),
     ("seq_write", seq_write::run),
     ("read", read::run),
@@ -149,6 +151,7 @@ const FAMILIES: [Family; 7] = [
     ("cpu", cpu::run),
     ("workers", workers::run),
     ("rebuild", rebuild::run),
+    ("bitmap", bitmap::run),
 ];
 
 /// Runs the selected families and prints their rows as they come.

@@ -41,7 +41,8 @@ enum BenchWhat {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
-        /// Only these families: random_write, seq_write, read, throughput, cpu.
+        /// Only these families: random_write, seq_write, read, throughput, cpu, workers,
+        /// rebuild, bitmap.
         #[arg(long = "only", value_name = "FAMILY")]
         only: Vec<String>,
         /// Smaller working sets (what the tests run; a smoke run, not the published figures).
