@@ -16,7 +16,8 @@ use std::sync::Arc;
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
 use uraid_md::{ArrayInfo, MdArray, MdOptions};
-use uraid_nbd::{ListenAddr, Server, ServerConfig, ServerHandle};
+use uraid_nbd::{BlockBackend, ListenAddr, Server, ServerConfig, ServerHandle};
+use uraid_ublk::{UblkConfig, UblkDevice};
 
 #[derive(Args)]
 #[command(
@@ -30,7 +31,8 @@ at once; a resync after an unclean stop runs in the background. Stopping drains 
 already received, flushes, and marks the array clean.\n\nWith no members, makes (or reopens) \
 a demo RAID6 of six 1 GiB sparse files in --demo-dir and serves that.",
     after_help = "Examples:\n  uraid serve\n  uraid serve --listen 0.0.0.0:10809 /dev/sdb \
-/dev/sdc /dev/sdd /dev/sde\n  uraid serve --unix /run/uraid/md0.nbd --no-tcp --name md0 m*.img\n\
+/dev/sdc /dev/sdd /dev/sde\n  uraid serve --unix /run/uraid/md0.nbd --no-tcp --name md0 m*.img\n  \
+uraid serve --ublk --no-tcp /dev/sdb /dev/sdc /dev/sdd   (as /dev/ublkb0: modprobe ublk_drv)\n\
 Connect:\n  nbdinfo nbd://127.0.0.1:10809\n  qemu-img info nbd://127.0.0.1:10809/uraid\n  \
 nbd-client 127.0.0.1 10809 /dev/nbd0 -N uraid"
 )]
@@ -78,6 +80,13 @@ pub struct ServeArgs {
     /// Engine worker threads (default: one per core; one when the array has a bitmap).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
+    /// Also serve the array as the block device /dev/ublkbN (Linux >= 6.0, ublk_drv, root);
+    /// with --no-tcp and no --unix, only that.
+    #[arg(long)]
+    pub(crate) ublk: bool,
+    /// The N of /dev/ublkbN (default: the first free one).
+    #[arg(long, value_name = "N", requires = "ublk")]
+    pub(crate) ublk_id: Option<u32>,
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
@@ -130,6 +139,8 @@ fn serve_until_stopped(
         format!("cannot serve the control socket {} (set URAID_RUN_DIR)", socket.display())
     })?;
     let runtime = serving.runtime().context("the array stopped before it was served")?;
+    // Before the NBD listeners, so that a failure leaves nothing to shut down.
+    let ublk = args.ublk.then(|| start_ublk(args, &runtime, info)).transpose()?;
     let config = ServerConfig {
         export_name: args.export_name.clone(),
         description: Some(describe(name, info)),
@@ -151,14 +162,20 @@ fn serve_until_stopped(
             .with_context(|| format!("cannot serve NBD on {}", path.display()))?;
         listeners.push(handle);
     }
-    if listeners.is_empty() {
-        bail!("nothing to serve on: --no-tcp without --unix");
+    if listeners.is_empty() && ublk.is_none() {
+        bail!("nothing to serve on: --no-tcp without --unix or --ublk");
     }
     // The server holds the runtime only through its listeners from here on.
     drop(server);
+    let ublk_path = ublk.as_ref().map(UblkDevice::block_path);
     if args.json {
-        println!("{}", banner_json(name, info, &args.export_name, &listeners, &socket));
+        let mut banner = banner_json(name, info, &args.export_name, &listeners, &socket);
+        banner["ublk"] = serde_json::json!(ublk_path);
+        println!("{banner}");
     } else {
+        if let Some(path) = &ublk_path {
+            println!("serving block device {} (ublk)", path.display());
+        }
         print_banner(name, info, &args.export_name, &listeners, &socket);
     }
     serving.monitor_until_stop(name);
@@ -166,9 +183,45 @@ fn serve_until_stopped(
     for handle in listeners {
         handle.shutdown();
     }
+    // The ublk device drains the same way: the kernel finishes what it queued, then the
+    // disk goes away. Its runtime reference goes with it, before the array stops.
+    let ublk_stopped = ublk.map(|device| stop_ublk(name, device)).transpose();
     // The control server stays up until the array has stopped, so that `uraid stop` gets
     // its answer; it is shut down when `control` drops, after the stop completes.
     serving.keep_control(control);
+    ublk_stopped?;
+    Ok(())
+}
+
+fn start_ublk(
+    args: &ServeArgs,
+    runtime: &Arc<dyn BlockBackend>,
+    info: &ArrayInfo,
+) -> anyhow::Result<UblkDevice> {
+    let config = UblkConfig {
+        dev_id: args.ublk_id,
+        read_only: args.read_only,
+        preferred_block_bytes: Some(preferred_block_bytes(info)),
+        ..UblkConfig::default()
+    };
+    UblkDevice::start(Arc::clone(runtime), &config).context("cannot serve the array over ublk")
+}
+
+fn stop_ublk(name: &str, device: UblkDevice) -> anyhow::Result<()> {
+    let path = device.block_path();
+    eprintln!("uraid serve: {name}: stopping: removing {}", path.display());
+    let served = device.stop().with_context(|| format!("stopping {}", path.display()))?;
+    eprintln!(
+        "uraid serve: {name}: {} removed after {} reads, {} writes, {} flushes, {} discards, \
+         {} zeroings ({} failed)",
+        path.display(),
+        served.reads,
+        served.writes,
+        served.flushes,
+        served.discards,
+        served.write_zeroes,
+        served.errors
+    );
     Ok(())
 }
 
