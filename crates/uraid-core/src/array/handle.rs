@@ -3,9 +3,11 @@
 //! the batch's reads, release the head. Pieces that arrive meanwhile form the next batch.
 
 use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending};
+use crate::geometry::DiskRole;
 use crate::request::BlockRange;
 use crate::stripe::{
     BlockView, Cover, DevIo, HeadId, StripeKey, StripeView, WriteMethod, plan_read, plan_write,
+    plan_write_without_rmw,
 };
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 
@@ -58,6 +60,10 @@ pub(super) struct HeadState {
     pub(super) writes_done: bool,
     /// A member failed during the batch's reads: plan again.
     replan: bool,
+    /// The members lost when the batch's reads were planned: if another is lost by the time
+    /// they complete (failed by another head's I/O, or by the runtime), what was read may
+    /// not rebuild what is missing now, so the batch plans again.
+    planned_lost: Vec<bool>,
     /// When the batch was first held back (kept across re-plans so it cannot starve).
     delayed_since: Option<u64>,
     /// The hold is over (array idle, or overtaken too often): start even if others are busy.
@@ -146,6 +152,7 @@ impl Array {
             phase: Phase::Idle,
             writes_done: false,
             replan: false,
+            planned_lost: Vec::new(),
             delayed_since: None,
             hold_released: false,
             method: None,
@@ -271,10 +278,31 @@ impl Array {
         let blocks = self.view_blocks(id, true);
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
-        let Ok(plan) = plan_write(&view) else {
+        let Ok(mut plan) = plan_write(&view) else {
             self.state(id).error = Some(ArrayError::BeyondRedundancy);
             return;
         };
+        // Parity that failed to read (not a failed member) is recomputed from the data and
+        // rewritten, which corrects the bad sector; planned as lost it would be left stale.
+        let end = self.head_member_end(id);
+        let unreadable_parity: Vec<usize> = self.heads[&id]
+            .suspect
+            .iter()
+            .map(|d| d.get())
+            .filter(|&m| !matches!(map.roles[m], DiskRole::Data { .. }) && self.in_sync(m, end))
+            .collect();
+        if !unreadable_parity.is_empty() {
+            let mut blocks = blocks.clone();
+            for &m in &unreadable_parity {
+                blocks[m].failed = false;
+                blocks[m].uptodate = false;
+            }
+            let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
+            match plan_write_without_rmw(&view) {
+                Ok(p) if p.method != WriteMethod::DegradedReconstructWrite => plan = p,
+                _ => {}
+            }
+        }
         let fua = self.batch_fua(id);
         let others_busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
@@ -363,6 +391,10 @@ impl Array {
 
     /// Queues one whole-block member I/O per member in `members`.
     pub(super) fn issue(&mut self, id: HeadId, members: &[DiskIndex], op: MemberOp) {
+        if op == MemberOp::Read {
+            let lost = self.lost(id);
+            self.state(id).planned_lost = lost;
+        }
         let sector = Sector(self.head_member_range(id).0);
         let fua = op == MemberOp::Write && self.batch_fua(id);
         for &member in members {
@@ -415,6 +447,7 @@ impl Array {
             self.failed[member.get()] = true;
         }
         let too_many = self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded();
+        let newly_lost = self.lost_since_planned(id);
         let st = self.state(id);
         match &mut st.phase {
             Phase::Reading { for_write, outstanding } => {
@@ -423,6 +456,7 @@ impl Array {
                 if *outstanding > 0 {
                     return;
                 }
+                st.replan |= newly_lost;
                 let for_write = *for_write;
                 st.phase = Phase::Idle;
                 if std::mem::take(&mut st.replan) {
@@ -463,6 +497,16 @@ impl Array {
             }
         }
         self.handle(id);
+    }
+
+    /// When the batch's last read completes: whether a member is lost now that was not when
+    /// the reads were planned.
+    fn lost_since_planned(&self, id: HeadId) -> bool {
+        if !matches!(self.heads[&id].phase, Phase::Reading { outstanding: 1, .. }) {
+            return false;
+        }
+        let planned = &self.heads[&id].planned_lost;
+        self.lost(id).iter().zip(planned).any(|(now, then)| *now && !then)
     }
 
     /// After a read batch rebuilt blocks whose member reads failed: write them back.

@@ -42,6 +42,17 @@ pub struct WritePlan {
 
 /// Plans bringing the stripe's blocks and parity up to date for its pending writes.
 pub fn plan_write(view: &StripeView<'_>) -> Result<WritePlan, PlanError> {
+    plan_write_with(view, true)
+}
+
+/// As `plan_write`, but never read-modify-write: for a stripe whose parity could not be read
+/// (a read error), so that parity is computed from the data and rewritten whole (md's
+/// read-error correction) instead of being left stale.
+pub fn plan_write_without_rmw(view: &StripeView<'_>) -> Result<WritePlan, PlanError> {
+    plan_write_with(view, false)
+}
+
+fn plan_write_with(view: &StripeView<'_>, allow_rmw: bool) -> Result<WritePlan, PlanError> {
     view.check()?;
     let written: Vec<(DiskIndex, Cover, bool)> = view
         .data()
@@ -78,7 +89,8 @@ pub fn plan_write(view: &StripeView<'_>) -> Result<WritePlan, PlanError> {
     if view.data().all(|(_, b)| b.towrite == Cover::Full) {
         return plan(WriteMethod::FullStripe, Vec::new());
     }
-    match (rmw_reads(view, &written, &live_parity), rcw_reads(view)) {
+    let rmw = if allow_rmw { rmw_reads(view, &written, &live_parity) } else { None };
+    match (rmw, rcw_reads(view)) {
         (Some(rmw), Some(rcw)) if rmw.len() <= rcw.len() => plan(WriteMethod::ReadModifyWrite, rmw),
         (_, Some(rcw)) => plan(WriteMethod::ReconstructWrite, rcw),
         (Some(rmw), None) => plan(WriteMethod::ReadModifyWrite, rmw),

@@ -13,7 +13,7 @@ mod head;
 mod lru;
 
 pub use cache::{CacheStats, HeadId, STRIPE_CACHE_SIZE_DEFAULT, StripeCache};
-pub use dirtying::{WriteMethod, WritePlan, plan_write};
+pub use dirtying::{WriteMethod, WritePlan, plan_write, plan_write_without_rmw};
 pub use fill::{ReadPlan, plan_read};
 pub use head::{DevIo, DevState, StripeHead, StripeKey};
 
