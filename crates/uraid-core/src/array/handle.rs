@@ -484,7 +484,10 @@ impl Array {
                 if *outstanding > 0 {
                     return;
                 }
-                let wrote = matches!(st.phase, Phase::Writing { intent: true, .. });
+                let wrote = matches!(
+                    st.phase,
+                    Phase::Writing { intent: true, .. } | Phase::Discarding { .. }
+                );
                 st.phase = Phase::Idle;
                 st.writes_done = true;
                 if wrote {
@@ -538,6 +541,12 @@ impl Array {
             .collect();
         if members.is_empty() {
             self.state(id).writes_done = true;
+            return;
+        }
+        // A discard changes data and parity like a write: a crash in the middle tears the
+        // stripe, so its write-intent bit must be durable first (found by the simulator).
+        let (sector, sectors) = self.head_member_range(id);
+        if !self.write_intent_admit(id, sector, sectors) {
             return;
         }
         self.stats.stripe_discards += 1;

@@ -386,7 +386,10 @@ impl Array {
         for id in std::mem::take(&mut wi.waiters) {
             if self.heads.get(&id).is_some_and(|st| st.phase == Phase::BitmapWait) {
                 self.state(id).phase = Phase::Idle;
-                self.start_writing(id);
+                // A discard starts over (it has nothing computed); a write goes on writing.
+                if self.batch(id).first().map(|p| p.kind) != Some(super::Kind::Discard) {
+                    self.start_writing(id);
+                }
                 self.handle(id);
             }
         }
