@@ -484,22 +484,26 @@ impl Array {
                 if *outstanding > 0 {
                     return;
                 }
-                let wrote = matches!(
-                    st.phase,
-                    Phase::Writing { intent: true, .. } | Phase::Discarding { .. }
-                );
-                st.phase = Phase::Idle;
-                st.writes_done = true;
-                if wrote {
-                    let (sector, sectors) = self.head_member_range(id);
-                    self.write_intent_done(sector, sectors);
-                }
+                self.member_writes_done(id);
             }
             Phase::Idle | Phase::Delayed { .. } | Phase::BitmapWait => {
                 unreachable!("an I/O completed on an idle head")
             }
         }
         self.handle(id);
+    }
+
+    /// The batch's member writes (or discards) have all completed.
+    fn member_writes_done(&mut self, id: HeadId) {
+        let st = self.state(id);
+        let counted =
+            matches!(st.phase, Phase::Writing { intent: true, .. } | Phase::Discarding { .. });
+        st.phase = Phase::Idle;
+        st.writes_done = true;
+        if counted {
+            let (sector, sectors) = self.head_member_range(id);
+            self.write_intent_done(sector, sectors);
+        }
     }
 
     /// When the batch's last read completes: whether a member is lost now that was not when
