@@ -179,7 +179,9 @@ fn serve_until_stopped(
         print_banner(name, info, &args.export_name, &listeners, &socket);
     }
     serving.monitor_until_stop(name);
-    eprintln!("uraid serve: {name}: stopping: draining NBD connections");
+    if !listeners.is_empty() {
+        eprintln!("uraid serve: {name}: stopping: draining NBD connections");
+    }
     for handle in listeners {
         handle.shutdown();
     }
