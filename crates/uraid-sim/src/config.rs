@@ -1,0 +1,165 @@
+//! What one seed simulates: the array (level, layout, members, chunk, stripe_size, stripe
+//! cache, write-intent bitmap) and the workload's shape, all drawn from the seed alone.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use uraid_core::array::{ArrayConfig, WriteIntentConfig};
+use uraid_core::layout::LAYOUTS;
+use uraid_core::{Geometry, Layout, Level, SECTOR_BYTES};
+
+/// md's bitmap superblock precedes the bits.
+pub const BITMAP_HEADER_BYTES: usize = 256;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub level: u8,
+    pub layout: &'static str,
+    pub members: usize,
+    pub chunk_bytes: u64,
+    pub stripe_size_bytes: u64,
+    pub member_sectors: u64,
+    pub stripe_cache_size: usize,
+    /// Member sectors per write-intent bit, when the array has a bitmap.
+    pub bitmap_chunk_sectors: Option<u64>,
+    /// User requests to submit.
+    pub requests: usize,
+    /// User requests in flight at most.
+    pub queue_depth: usize,
+    /// Longest request, in sectors.
+    pub max_request_sectors: u64,
+    /// Whether faults (errors, pulled members, power cuts) are injected.
+    pub faults: bool,
+    /// A deliberately broken member, to show the checks catch what they claim to.
+    #[serde(skip)]
+    pub sabotage: Option<Sabotage>,
+}
+
+/// Ways to break the simulated members on purpose (tests of the simulator itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sabotage {
+    /// Members acknowledge flushes without making anything durable.
+    FlushesDoNothing,
+    /// One byte of every 64th member read comes back flipped.
+    CorruptReads,
+}
+
+impl SimConfig {
+    #[must_use]
+    pub fn from_seed(seed: u64, faults: bool) -> SimConfig {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_c0f1_9000_0000);
+        let level = [4u8, 5, 6][rng.random_range(0..3)];
+        let core_level = core_level(level);
+        let layouts: Vec<&'static str> = LAYOUTS
+            .iter()
+            .filter(|(l, _)| *l != Layout::Striped && l.check_level(core_level).is_ok())
+            .filter(|(l, _)| level != 4 || *l == Layout::ParityLast)
+            .map(|(_, name)| *name)
+            .collect();
+        let layout = layouts[rng.random_range(0..layouts.len())];
+        let members = match level {
+            6 => rng.random_range(4..=9),
+            _ => rng.random_range(3..=8),
+        };
+        let chunk_bytes = 4096u64 << rng.random_range(0..=4);
+        let stripe_size_bytes = if rng.random_bool(0.7) {
+            4096
+        } else {
+            4096u64 << rng.random_range(0..=chunk_bytes.trailing_zeros() - 12)
+        };
+        let chunk_sectors = chunk_bytes / SECTOR_BYTES;
+        let member_sectors = chunk_sectors * rng.random_range(4..=16);
+        let bitmap_chunk_sectors = rng.random_bool(0.5).then(|| {
+            let most = (member_sectors / 2).max(8).ilog2();
+            1u64 << rng.random_range(3..=most)
+        });
+        SimConfig {
+            seed,
+            level,
+            layout,
+            members,
+            chunk_bytes,
+            stripe_size_bytes,
+            member_sectors,
+            stripe_cache_size: rng.random_range(1..=48),
+            bitmap_chunk_sectors,
+            requests: rng.random_range(50..=400),
+            queue_depth: [1, 2, 4, 8, 32][rng.random_range(0..5)],
+            max_request_sectors: [8, 64, 256][rng.random_range(0..3)],
+            faults,
+            sabotage: None,
+        }
+    }
+
+    #[must_use]
+    pub fn geometry(&self) -> Geometry {
+        let layout = Layout::parse(self.layout).expect("a layout from md's table");
+        Geometry::new(core_level(self.level), layout, self.members, self.chunk_bytes)
+            .expect("drawn within md's rules")
+    }
+
+    #[must_use]
+    pub fn array_config(&self) -> ArrayConfig {
+        ArrayConfig {
+            geometry: self.geometry(),
+            stripe_size_bytes: self.stripe_size_bytes,
+            stripe_cache_size: self.stripe_cache_size,
+            member_sectors: self.member_sectors,
+        }
+    }
+
+    /// Bytes of each member's bitmap area (header and bits, whole pages), 0 without one.
+    #[must_use]
+    pub fn bitmap_bytes(&self) -> usize {
+        self.bitmap_chunks().map_or(0, |chunks| {
+            (BITMAP_HEADER_BYTES + chunks.div_ceil(8) as usize).next_multiple_of(4096)
+        })
+    }
+
+    #[must_use]
+    pub fn bitmap_chunks(&self) -> Option<u64> {
+        self.bitmap_chunk_sectors.map(|c| self.member_sectors.div_ceil(c))
+    }
+
+    /// The engine's bitmap as found in `image` (a member's bitmap area).
+    #[must_use]
+    pub fn write_intent(&self, image: Vec<u8>) -> Option<WriteIntentConfig> {
+        Some(WriteIntentConfig {
+            image,
+            bits_offset: BITMAP_HEADER_BYTES,
+            chunk_sectors: self.bitmap_chunk_sectors?,
+            chunks: self.bitmap_chunks()?,
+        })
+    }
+
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let bitmap = self
+            .bitmap_chunk_sectors
+            .map_or_else(|| "no bitmap".to_owned(), |c| format!("bitmap {}K", c / 2));
+        format!(
+            "RAID{} {} x{}, chunk {}K, stripe_size {}K, {} sectors/member, cache {}, {bitmap}, \
+             {} requests at depth {}, up to {} sectors{}",
+            self.level,
+            self.layout,
+            self.members,
+            self.chunk_bytes / 1024,
+            self.stripe_size_bytes / 1024,
+            self.member_sectors,
+            self.stripe_cache_size,
+            self.requests,
+            self.queue_depth,
+            self.max_request_sectors,
+            if self.faults { ", faults" } else { "" }
+        )
+    }
+}
+
+fn core_level(level: u8) -> Level {
+    match level {
+        4 => Level::Raid4,
+        5 => Level::Raid5,
+        _ => Level::Raid6,
+    }
+}

@@ -1,0 +1,170 @@
+//! A simulated member: what reads see now, what would survive a power cut, latent bad
+//! sectors, and a pulled state. The data area and the bitmap area are one byte space (the
+//! bitmap after the data), since both are just sectors to a disk.
+//!
+//! Durability follows a disk with a volatile write cache: a completed write is visible at once
+//! but durable only after a FLUSH issued after it completed, or at once with FUA. A power cut
+//! keeps or loses each sector of every non-durable write independently (torn writes included).
+
+use rand::Rng;
+use rand::rngs::StdRng;
+use std::collections::BTreeSet;
+use uraid_core::SECTOR_BYTES;
+
+const SECTOR: usize = SECTOR_BYTES as usize;
+
+struct Volatile {
+    seq: u64,
+    offset: usize,
+    data: Vec<u8>,
+}
+
+pub struct SimMember {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+    volatile: Vec<Volatile>,
+    next_seq: u64,
+    data_bytes: usize,
+    /// Data-area sectors that fail to read until rewritten.
+    pub bad_sectors: BTreeSet<u64>,
+    /// Every I/O fails (the disk was pulled).
+    pub pulled: bool,
+    /// The next write fails (and md then fails the member).
+    pub fail_next_write: bool,
+    /// Relative chance of being the next to complete (a slow member is rarely picked).
+    pub speed: u32,
+}
+
+impl SimMember {
+    /// A member whose data area reads `fill` (zeros for a new array, garbage for a spare that
+    /// must be rebuilt) and whose bitmap area is `bitmap`.
+    pub fn new(data_bytes: usize, fill: impl Fn(usize) -> u8, bitmap: &[u8]) -> SimMember {
+        let mut current: Vec<u8> = (0..data_bytes).map(fill).collect();
+        current.extend_from_slice(bitmap);
+        SimMember {
+            durable: current.clone(),
+            current,
+            volatile: Vec::new(),
+            next_seq: 0,
+            data_bytes,
+            bad_sectors: BTreeSet::new(),
+            pulled: false,
+            fail_next_write: false,
+            speed: 8,
+        }
+    }
+
+    /// Where an area's sector is in the byte space.
+    pub fn offset(&self, bitmap_area: bool, sector: u64) -> usize {
+        let at = usize::try_from(sector).expect("small members") * SECTOR;
+        if bitmap_area { self.data_bytes + at } else { at }
+    }
+
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> bool {
+        let first = (offset / SECTOR) as u64;
+        let end = ((offset + buf.len()) / SECTOR) as u64;
+        let bad = offset < self.data_bytes && self.bad_sectors.range(first..end).next().is_some();
+        if self.pulled || bad {
+            return false;
+        }
+        buf.copy_from_slice(&self.current[offset..offset + buf.len()]);
+        true
+    }
+
+    pub fn write(&mut self, offset: usize, data: &[u8], fua: bool) -> bool {
+        if self.pulled {
+            return false;
+        }
+        if std::mem::take(&mut self.fail_next_write) {
+            return false;
+        }
+        self.current[offset..offset + data.len()].copy_from_slice(data);
+        if offset < self.data_bytes {
+            let first = (offset / SECTOR) as u64;
+            let end = ((offset + data.len()) / SECTOR) as u64;
+            // Written sectors are remapped by the disk: they read fine again.
+            self.bad_sectors.retain(|s| !(first..end).contains(s));
+        }
+        if fua {
+            self.durable[offset..offset + data.len()].copy_from_slice(data);
+            // Older cached writes to these sectors are superseded: a later flush or power cut
+            // must not bring them back over the FUA data.
+            self.drop_volatile(offset, offset + data.len());
+        } else {
+            self.volatile.push(Volatile { seq: self.next_seq, offset, data: data.to_vec() });
+            self.next_seq += 1;
+        }
+        true
+    }
+
+    /// Removes bytes `[start, end)` from the cached writes (splitting those it cuts).
+    fn drop_volatile(&mut self, start: usize, end: usize) {
+        let mut kept = Vec::with_capacity(self.volatile.len());
+        for v in std::mem::take(&mut self.volatile) {
+            let v_end = v.offset + v.data.len();
+            if v_end <= start || v.offset >= end {
+                kept.push(v);
+                continue;
+            }
+            if v.offset < start {
+                let data = v.data[..start - v.offset].to_vec();
+                kept.push(Volatile { seq: v.seq, offset: v.offset, data });
+            }
+            if v_end > end {
+                let data = v.data[end - v.offset..].to_vec();
+                kept.push(Volatile { seq: v.seq, offset: end, data });
+            }
+        }
+        self.volatile = kept;
+    }
+
+    /// What a FLUSH issued now covers: every write completed so far.
+    pub fn flush_mark(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn flush(&mut self, mark: u64) -> bool {
+        if self.pulled {
+            return false;
+        }
+        let (done, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.volatile).into_iter().partition(|v| v.seq < mark);
+        for v in done {
+            self.durable[v.offset..v.offset + v.data.len()].copy_from_slice(&v.data);
+        }
+        self.volatile = later;
+        true
+    }
+
+    /// A write that was in flight when the power went: any subset of its sectors lands.
+    pub fn torn_write(&mut self, offset: usize, data: &[u8], rng: &mut StdRng) {
+        if self.pulled {
+            return;
+        }
+        for (i, sector) in data.chunks(SECTOR).enumerate() {
+            if rng.random_bool(0.5) {
+                let at = offset + i * SECTOR;
+                self.durable[at..at + SECTOR].copy_from_slice(sector);
+            }
+        }
+    }
+
+    /// The power goes: each sector of each non-durable write survives or not; what is left is
+    /// what reads see at the restart.
+    pub fn power_cut(&mut self, rng: &mut StdRng) {
+        for v in std::mem::take(&mut self.volatile) {
+            for (i, sector) in v.data.chunks(SECTOR).enumerate() {
+                if rng.random_bool(0.5) {
+                    let at = v.offset + i * SECTOR;
+                    self.durable[at..at + SECTOR].copy_from_slice(sector);
+                }
+            }
+        }
+        self.current.clone_from(&self.durable);
+    }
+
+    /// The bitmap area as it would be read at a restart.
+    pub fn bitmap_image(&self) -> Vec<u8> {
+        self.current[self.data_bytes..].to_vec()
+    }
+}

@@ -1,0 +1,178 @@
+//! What every read may return: a model of the array's contents as the history of the writes
+//! to each sector, with when each was submitted and acknowledged, and what a power cut may
+//! keep. Data is self-describing (`pattern`): a sector read back names the write that put it
+//! there, so a read is checked without keeping a copy of the array.
+//!
+//! The workload never has two overlapping writes in flight (as a file system would not), so
+//! the order of acknowledged writes to a sector is well defined.
+
+use uraid_core::SECTOR_BYTES;
+
+const SECTOR: usize = SECTOR_BYTES as usize;
+
+/// The contents write `id` puts in array sector `sector` (id 0: zeros, never written or
+/// discarded).
+pub fn pattern(id: u64, sector: u64, out: &mut [u8]) {
+    if id == 0 {
+        out.fill(0);
+        return;
+    }
+    let mut x = id.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ sector.rotate_left(29);
+    for (i, word) in out.chunks_mut(8).enumerate() {
+        let v = match i {
+            0 => id,
+            1 => sector,
+            _ => {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            }
+        };
+        word.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// The write whose contents `data` (one sector, read from array sector `sector`) holds, or
+/// None when it is no write's (corrupt, misplaced or torn).
+pub fn decode(sector: u64, data: &[u8]) -> Option<u64> {
+    if data.iter().all(|&b| b == 0) {
+        return Some(0);
+    }
+    let id = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+    let mut want = [0u8; SECTOR];
+    pattern(id, sector, &mut want);
+    (data == want).then_some(id)
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    id: u64,
+    submitted: u64,
+    completed: Option<u64>,
+    fua: bool,
+}
+
+#[derive(Default)]
+pub struct Oracle {
+    /// Per sector: the write it held when its history began (0 = zeros).
+    base: Vec<u64>,
+    /// Per sector: later writes in submission order.
+    history: Vec<Vec<Entry>>,
+    now: u64,
+    /// Writes completed before this time are durable (the latest completed flush was
+    /// submitted then).
+    durable_before: u64,
+}
+
+/// What a read saw when it was submitted.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadWatch {
+    pub sector: u64,
+    pub sectors: u64,
+    submitted: u64,
+}
+
+impl Oracle {
+    pub fn new(sectors: u64) -> Oracle {
+        let n = usize::try_from(sectors).expect("small arrays");
+        Oracle { base: vec![0; n], history: vec![Vec::new(); n], ..Oracle::default() }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.now += 1;
+        self.now
+    }
+
+    fn range(sector: u64, sectors: u64) -> std::ops::Range<usize> {
+        sector as usize..(sector + sectors) as usize
+    }
+
+    /// Whether a write is in flight anywhere in the range.
+    pub fn write_in_flight(&self, sector: u64, sectors: u64) -> bool {
+        self.history[Self::range(sector, sectors)]
+            .iter()
+            .any(|h| h.last().is_some_and(|e| e.completed.is_none()))
+    }
+
+    pub fn write_submitted(&mut self, id: u64, sector: u64, sectors: u64, fua: bool) {
+        let t = self.tick();
+        for h in &mut self.history[Self::range(sector, sectors)] {
+            h.push(Entry { id, submitted: t, completed: None, fua });
+        }
+    }
+
+    pub fn write_completed(&mut self, id: u64, sector: u64, sectors: u64) {
+        let t = self.tick();
+        for h in &mut self.history[Self::range(sector, sectors)] {
+            let e = h.iter_mut().rev().find(|e| e.id == id).expect("the write was submitted");
+            e.completed = Some(t);
+        }
+    }
+
+    pub fn read_submitted(&mut self, sector: u64, sectors: u64) -> ReadWatch {
+        ReadWatch { sector, sectors, submitted: self.tick() }
+    }
+
+    /// Checks a completed read: each sector holds the last write acknowledged before the read
+    /// was submitted, or one in flight at some time while the read was.
+    pub fn read_completed(&mut self, watch: &ReadWatch, data: &[u8]) -> Result<(), String> {
+        let t = self.tick();
+        for (i, got) in data.chunks(SECTOR).enumerate() {
+            let s = watch.sector + i as u64;
+            let h = &self.history[s as usize];
+            let Some(id) = decode(s, got) else {
+                return Err(format!("array sector {s}: data no write put there"));
+            };
+            let before = h
+                .iter()
+                .filter(|e| e.completed.is_some_and(|c| c < watch.submitted))
+                .max_by_key(|e| e.completed)
+                .map_or(self.base[s as usize], |e| e.id);
+            let overlapping = h.iter().any(|e| {
+                e.id == id && e.submitted < t && e.completed.is_none_or(|c| c > watch.submitted)
+            });
+            if id != before && !overlapping {
+                return Err(format!(
+                    "array sector {s}: read write {id}, expected write {before} (or one in \
+                     flight)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn flush_submitted(&mut self) -> u64 {
+        self.tick()
+    }
+
+    pub fn flush_completed(&mut self, submitted: u64) {
+        self.tick();
+        self.durable_before = self.durable_before.max(submitted);
+    }
+
+    /// The writes each sector may hold after a power cut now: the last one that was durable
+    /// (acknowledged before a completed flush was submitted, or with FUA), or any later one.
+    pub fn after_power_cut(&self) -> Vec<Vec<u64>> {
+        self.history
+            .iter()
+            .zip(&self.base)
+            .map(|(h, &base)| {
+                let durable = h
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e.completed.is_some_and(|c| c < self.durable_before || e.fua))
+                    .max_by_key(|(_, e)| e.completed);
+                let (from, first) = durable.map_or((0, base), |(i, e)| (i + 1, e.id));
+                std::iter::once(first).chain(h[from..].iter().map(|e| e.id)).collect()
+            })
+            .collect()
+    }
+
+    /// After a restart: each sector's history begins again with what it was found to hold.
+    pub fn restart(&mut self, found: &[u64]) {
+        self.base.copy_from_slice(found);
+        self.history.iter_mut().for_each(Vec::clear);
+        self.durable_before = 0;
+    }
+}

@@ -1,0 +1,72 @@
+//! What a run reports: its counters (summed over seeds) and, when it breaks, the seed, the
+//! step and what went wrong.
+
+use serde::Serialize;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct SimStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    /// Out-of-range requests refused as they must be.
+    pub refused: u64,
+    /// Sectors whose contents a read returned and the oracle accepted.
+    pub sectors_verified: u64,
+    pub member_ios: u64,
+    pub power_cuts: u64,
+    /// Member sectors resynced after power cuts, and what a full resync would have covered.
+    pub resync_sectors: u64,
+    pub resync_capacity: u64,
+    pub members_pulled: u64,
+    pub write_errors: u64,
+    pub bad_sectors: u64,
+    pub slowdowns: u64,
+    pub spares_rebuilt: u64,
+    pub checks: u64,
+    pub io_count_checks: u64,
+}
+
+impl SimStats {
+    pub fn add(&mut self, o: &SimStats) {
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.flushes += o.flushes;
+        self.discards += o.discards;
+        self.refused += o.refused;
+        self.sectors_verified += o.sectors_verified;
+        self.member_ios += o.member_ios;
+        self.power_cuts += o.power_cuts;
+        self.resync_sectors += o.resync_sectors;
+        self.resync_capacity += o.resync_capacity;
+        self.members_pulled += o.members_pulled;
+        self.write_errors += o.write_errors;
+        self.bad_sectors += o.bad_sectors;
+        self.slowdowns += o.slowdowns;
+        self.spares_rebuilt += o.spares_rebuilt;
+        self.checks += o.checks;
+        self.io_count_checks += o.io_count_checks;
+    }
+
+    /// Faults injected: members pulled, write errors, latent bad sectors, power cuts.
+    #[must_use]
+    pub fn faults(&self) -> u64 {
+        self.members_pulled + self.write_errors + self.bad_sectors + self.power_cuts
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SimFailure {
+    pub seed: u64,
+    pub step: u64,
+    pub message: String,
+}
+
+impl fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "seed {} failed at step {}: {}", self.seed, self.step, self.message)
+    }
+}
+
+impl std::error::Error for SimFailure {}

@@ -1,0 +1,465 @@
+//! The simulation loop: user requests in, member I/Os performed on simulated members in an
+//! order the seed picks, completions checked against the oracle after every step.
+
+use crate::config::{Sabotage, SimConfig};
+use crate::member::SimMember;
+use crate::oracle::{Oracle, ReadWatch, pattern};
+use crate::report::{SimFailure, SimStats};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId, SyncKind};
+use uraid_core::{DiskIndex, SECTOR_BYTES, Sector};
+
+pub(crate) struct Inflight {
+    pub io: MemberIo,
+    /// A write's data as the engine handed it over (it must not change until completion).
+    pub data: Option<Vec<u8>>,
+    pub flush_mark: u64,
+}
+
+#[derive(Debug)]
+pub(crate) enum User {
+    Read(ReadWatch),
+    Write {
+        id: u64,
+        sector: u64,
+        sectors: u64,
+    },
+    Flush(u64),
+    /// The flush that ends a rebuild: the member counts as in sync once it completes.
+    RecoveryFlush(u64),
+    /// Expected to be refused (out of range).
+    Invalid,
+    Sync {
+        kind: SyncKind,
+        member_sector: u64,
+        sectors: u64,
+    },
+}
+
+pub struct Sim {
+    pub(crate) cfg: SimConfig,
+    pub(crate) rng: StdRng,
+    pub(crate) array: Array,
+    pub(crate) members: Vec<SimMember>,
+    pub(crate) oracle: Oracle,
+    pub(crate) inflight: Vec<Inflight>,
+    pub(crate) user: BTreeMap<u64, User>,
+    pub(crate) next_id: u64,
+    pub(crate) step: u64,
+    pub(crate) stats: SimStats,
+    /// FNV-1a over every event: two runs of a seed must agree.
+    pub(crate) trace: u64,
+    /// A member being rebuilt: (member, next window start, window in flight).
+    pub(crate) recovery: Option<(usize, u64, bool)>,
+    /// Member sectors of data written and read per member, data area (for I/O counts).
+    pub(crate) data_read_sectors: u64,
+    pub(crate) data_written_sectors: u64,
+    /// Sync requests that finished (id, result is ok), for `sync_now`.
+    pub(crate) syncs_done: Vec<u64>,
+    pub(crate) plugged: bool,
+    /// `--watch`: an array sector, its member and member sector; its events are printed.
+    pub(crate) watch: Option<(u64, usize, u64)>,
+}
+
+impl Sim {
+    #[must_use]
+    pub fn new(cfg: SimConfig) -> Sim {
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let mut array = Array::new(cfg.array_config()).expect("a valid configuration");
+        let data_bytes = (cfg.member_sectors * SECTOR_BYTES) as usize;
+        let mut bitmap = vec![0u8; cfg.bitmap_bytes()];
+        // md's bitmap superblock starts with its magic; the engine leaves the header alone.
+        if !bitmap.is_empty() {
+            bitmap[..4].copy_from_slice(b"bitm");
+        }
+        let members: Vec<SimMember> = (0..cfg.members)
+            .map(|_| {
+                let mut m = SimMember::new(data_bytes, |_| 0, &bitmap);
+                m.speed = if rng.random_bool(0.2) { 1 } else { 8 };
+                m
+            })
+            .collect();
+        if let Some(wi) = cfg.write_intent(bitmap) {
+            array.enable_write_intent(&wi);
+        }
+        let oracle = Oracle::new(array.size_sectors());
+        Sim {
+            cfg,
+            rng,
+            array,
+            members,
+            oracle,
+            inflight: Vec::new(),
+            user: BTreeMap::new(),
+            next_id: 1,
+            step: 0,
+            stats: SimStats::default(),
+            trace: 0xcbf2_9ce4_8422_2325,
+            recovery: None,
+            data_read_sectors: 0,
+            data_written_sectors: 0,
+            syncs_done: Vec::new(),
+            plugged: false,
+            watch: None,
+        }
+    }
+
+    /// Prints every event touching array sector `sector` (a replay's magnifying glass).
+    pub fn watch(&mut self, sector: u64) {
+        let a = self.cfg.geometry().map_sector(Sector(sector));
+        self.watch = Some((sector, a.disk.get(), a.member_sector.0));
+        eprintln!("watching array sector {sector}: member {} sector {}", a.disk, a.member_sector.0);
+    }
+
+    /// With a watch: prints member I/O to the watched member sector (and which write's data
+    /// it carries), so a replay shows how a sector came to hold what it holds.
+    fn note_io(&self, what: &str, io: &MemberIo, data: Option<&[u8]>) {
+        let Some((sector, member, member_sector)) = self.watch else { return };
+        // Every member's I/O at that member sector: the stripe's whole story.
+        let covers = (io.member.get() == member || io.op != MemberOp::Flush)
+            && io.area == IoArea::Data
+            && (io.op == MemberOp::Flush
+                || (io.sector.0..io.sector.0 + io.sectors).contains(&member_sector));
+        let bitmap = io.area == IoArea::Bitmap && io.member.get() == member;
+        if !covers && !bitmap {
+            return;
+        }
+        if bitmap {
+            let bits = data.map(|d| d[crate::config::BITMAP_HEADER_BYTES..][..4].to_vec());
+            eprintln!("step {} {what} bitmap write member {member} bits {bits:x?}", self.step);
+            return;
+        }
+        let carries = data.map(|d| {
+            let at = ((member_sector - io.sector.0) * SECTOR_BYTES) as usize;
+            crate::oracle::decode(sector, &d[at..at + SECTOR_BYTES as usize])
+        });
+        let carries = if io.member.get() == member { carries } else { None };
+        eprintln!(
+            "step {} {what} {:?} member {} tag {} {}+{} fua {} carries {carries:?}",
+            self.step, io.op, io.member, io.tag.0, io.sector.0, io.sectors, io.fua
+        );
+    }
+
+    fn note_user(&self, what: &str, id: u64, sector: u64, sectors: u64) {
+        if self.watch.is_some_and(|(s, _, _)| (sector..sector + sectors).contains(&s)) {
+            eprintln!("step {} {what} {id} at {sector}+{sectors}", self.step);
+        }
+    }
+
+    pub(crate) fn note(&self, what: impl FnOnce() -> String) {
+        if self.watch.is_some() {
+            eprintln!("step {} {}", self.step, what());
+        }
+    }
+
+    pub(crate) fn fail(&self, message: impl Into<String>) -> SimFailure {
+        SimFailure { seed: self.cfg.seed, step: self.step, message: message.into() }
+    }
+
+    pub(crate) fn mix(&mut self, values: &[u64]) {
+        for v in values {
+            for b in v.to_le_bytes() {
+                self.trace = (self.trace ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+
+    /// Runs the whole workload, then checks everything reads back and parity is consistent.
+    pub fn run(mut self) -> Result<(SimStats, u64), SimFailure> {
+        let mut submitted = 0;
+        while submitted < self.cfg.requests || !self.user.is_empty() || !self.inflight.is_empty() {
+            self.step += 1;
+            if self.step > 2_000_000 {
+                return Err(self.fail("no progress after 2,000,000 steps"));
+            }
+            self.pump();
+            let room = self.user.len() < self.cfg.queue_depth && submitted < self.cfg.requests;
+            let roll = self.rng.random_range(0..1000);
+            if self.cfg.faults && roll < 12 {
+                self.fault()?;
+            } else if roll < 20 {
+                self.background()?;
+            } else if room && (self.inflight.is_empty() || roll < 450) {
+                self.submit_random();
+                submitted += 1;
+            } else if !self.inflight.is_empty() {
+                self.complete_one()?;
+            } else {
+                self.unstick()?;
+            }
+            self.collect()?;
+        }
+        self.finish()?;
+        Ok((self.stats, self.trace))
+    }
+
+    /// Nothing in flight but requests outstanding: the engine is waiting for a plug to end or
+    /// a clock tick; anything else is a stall.
+    pub(crate) fn unstick(&mut self) -> Result<(), SimFailure> {
+        self.array.unplug();
+        self.plugged = false;
+        self.pump();
+        if self.inflight.is_empty() {
+            self.array.write_intent_tick();
+            self.pump();
+        }
+        self.collect()?;
+        if self.inflight.is_empty() && !self.user.is_empty() {
+            return Err(self.fail(format!(
+                "stalled: {} requests outstanding and no member I/O",
+                self.user.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Takes every member I/O the engine has ready.
+    pub(crate) fn pump(&mut self) {
+        while let Some(io) = self.array.next_io() {
+            let m = io.member.get();
+            let data = matches!(io.op, MemberOp::Write).then(|| self.array.io_buf(&io).to_vec());
+            let flush_mark = self.members[m].flush_mark();
+            if io.area == IoArea::Data {
+                match io.op {
+                    MemberOp::Read => self.data_read_sectors += io.sectors,
+                    MemberOp::Write | MemberOp::Discard => self.data_written_sectors += io.sectors,
+                    MemberOp::Flush => {}
+                }
+            }
+            self.stats.member_ios += 1;
+            self.mix(&[io.tag.0, m as u64, io.sector.0, io.sectors, op_code(io.op)]);
+            self.note_io("issue", &io, data.as_deref());
+            self.inflight.push(Inflight { io, data, flush_mark });
+        }
+    }
+
+    /// Completes one member I/O, chosen at random with slow members picked less often.
+    pub(crate) fn complete_one(&mut self) -> Result<(), SimFailure> {
+        let weights: Vec<u32> =
+            self.inflight.iter().map(|f| self.members[f.io.member.get()].speed).collect();
+        let mut pick = self.rng.random_range(0..weights.iter().sum::<u32>());
+        let index = weights
+            .iter()
+            .position(|&w| {
+                if pick < w {
+                    return true;
+                }
+                pick -= w;
+                false
+            })
+            .expect("a pick below the total");
+        let f = self.inflight.swap_remove(index);
+        let io = f.io;
+        let member = &mut self.members[io.member.get()];
+        let offset = member.offset(io.area == IoArea::Bitmap, io.sector.0);
+        let sabotage = self.cfg.sabotage;
+        let ok = match io.op {
+            MemberOp::Read => {
+                let buf = self.array.io_buf_mut(&io);
+                let ok = member.read(offset, buf);
+                if ok && sabotage == Some(Sabotage::CorruptReads) && io.tag.0.is_multiple_of(64) {
+                    buf[0] ^= 1;
+                }
+                ok
+            }
+            MemberOp::Write => {
+                let data = f.data.expect("captured at submission");
+                if self.array.io_buf(&io) != data.as_slice() {
+                    return Err(self.fail(format!("the engine changed a write in flight: {io:?}")));
+                }
+                member.write(offset, &data, io.fua)
+            }
+            MemberOp::Discard => member.write(offset, &vec![0; io.bytes()], false),
+            MemberOp::Flush if sabotage == Some(Sabotage::FlushesDoNothing) => !member.pulled,
+            MemberOp::Flush => member.flush(f.flush_mark),
+        };
+        self.mix(&[io.tag.0, u64::from(ok)]);
+        self.note_io(if ok { "done" } else { "FAILED" }, &io, None);
+        self.array.complete_io(io.tag, ok);
+        self.pump();
+        Ok(())
+    }
+
+    /// Checks every user request the engine finished.
+    pub(crate) fn collect(&mut self) -> Result<(), SimFailure> {
+        for (id, result, buf) in self.array.take_completed() {
+            self.mix(&[id.0, u64::from(result.is_ok())]);
+            let Some(user) = self.user.remove(&id.0) else {
+                return Err(self.fail(format!("request {} completed twice or never existed", id.0)));
+            };
+            match (user, result) {
+                (User::Invalid, Err(_)) => self.stats.refused += 1,
+                (User::Invalid, Ok(())) => {
+                    return Err(self.fail("an out-of-range request succeeded"));
+                }
+                (user, Err(e)) => {
+                    return Err(self.fail(format!(
+                        "request {} ({user:?}) failed within redundancy: {e} (failed members \
+                         {:?}, lost {:?})",
+                        id.0,
+                        self.array.failed_members(),
+                        self.lost_members()
+                    )));
+                }
+                (User::Read(watch), Ok(())) => {
+                    if let Err(why) = self.oracle.read_completed(&watch, &buf) {
+                        return Err(self.fail(why));
+                    }
+                    self.stats.sectors_verified += watch.sectors;
+                }
+                (User::Write { id, sector, sectors }, Ok(())) => {
+                    self.note_user("acked write", id, sector, sectors);
+                    self.oracle.write_completed(id, sector, sectors);
+                }
+                (User::RecoveryFlush(t), Ok(())) => {
+                    self.oracle.flush_completed(t);
+                    self.recovery = None;
+                    self.stats.spares_rebuilt += 1;
+                }
+                (User::Flush(t), Ok(())) => {
+                    self.note(|| format!("flush {} acked", id.0));
+                    self.oracle.flush_completed(t);
+                }
+                (User::Sync { kind, member_sector, sectors }, Ok(())) => {
+                    self.sync_done(id.0, kind, member_sector, sectors)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One random user request: reads, writes (some FUA, some whole stripes), flushes,
+    /// discards, and now and then one out of range.
+    fn submit_random(&mut self) {
+        let id = self.next_id;
+        self.next_id += 1;
+        if !self.plugged && self.rng.random_bool(0.05) {
+            self.array.plug();
+            self.plugged = true;
+        } else if self.plugged && self.rng.random_bool(0.3) {
+            self.array.unplug();
+            self.plugged = false;
+        }
+        let size = self.array.size_sectors();
+        let roll = self.rng.random_range(0..100);
+        if roll < 1 {
+            self.user.insert(id, User::Invalid);
+            let len = self.rng.random_range(1..=16u64) * SECTOR_BYTES;
+            self.array.submit_read(ReqId(id), Sector(size - 1), vec![0; len as usize + 512]);
+            return;
+        }
+        if (85..92).contains(&roll) {
+            self.note(|| format!("flush {id} submitted"));
+            let t = self.oracle.flush_submitted();
+            self.user.insert(id, User::Flush(t));
+            self.array.submit_flush(ReqId(id));
+            self.stats.flushes += 1;
+            return;
+        }
+        let (sector, sectors) = self.random_range(size, roll >= 92);
+        let write = roll >= 40 && !self.oracle.write_in_flight(sector, sectors);
+        if !write {
+            let watch = self.oracle.read_submitted(sector, sectors);
+            self.user.insert(id, User::Read(watch));
+            self.array.submit_read(ReqId(id), Sector(sector), vec![0; (sectors * 512) as usize]);
+            self.stats.reads += 1;
+        } else if (92..96).contains(&roll) {
+            self.oracle.write_submitted(0, sector, sectors, false);
+            self.user.insert(id, User::Write { id: 0, sector, sectors });
+            self.array.submit_discard(ReqId(id), Sector(sector), sectors);
+            self.stats.discards += 1;
+        } else {
+            let fua = roll >= 96;
+            self.note_user(if fua { "FUA write" } else { "write" }, id, sector, sectors);
+            self.oracle.write_submitted(id, sector, sectors, fua);
+            self.user.insert(id, User::Write { id, sector, sectors });
+            let buf = write_buf(id, sector, sectors);
+            if fua {
+                self.array.submit_write_fua(ReqId(id), Sector(sector), buf);
+            } else {
+                self.array.submit_write(ReqId(id), Sector(sector), buf);
+            }
+            self.stats.writes += 1;
+        }
+    }
+
+    /// Aligned to stripe units half the time, any sector otherwise; a whole stripe now and
+    /// then (or always, for discards, half the time).
+    fn random_range(&mut self, size: u64, discard: bool) -> (u64, u64) {
+        let g = self.cfg.geometry();
+        let stripe = g.stripe_data_sectors();
+        if self.rng.random_bool(if discard { 0.5 } else { 0.1 }) && stripe <= size {
+            let first = self.rng.random_range(0..size / stripe);
+            let count = self.rng.random_range(1..=(size / stripe - first).min(2));
+            return (first * stripe, count * stripe);
+        }
+        let most = self.cfg.max_request_sectors.min(size);
+        if self.rng.random_bool(0.5) {
+            let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
+            let units = size / unit;
+            let first = self.rng.random_range(0..units);
+            let count = self.rng.random_range(1..=(most / unit).max(1)).min(units - first);
+            return (first * unit, count * unit);
+        }
+        let sector = self.rng.random_range(0..size);
+        (sector, self.rng.random_range(1..=most).min(size - sector))
+    }
+
+    /// Runs until every request in flight has finished (no new ones).
+    pub(crate) fn run_until_idle(&mut self) -> Result<(), SimFailure> {
+        while !self.user.is_empty() || !self.inflight.is_empty() {
+            self.step += 1;
+            self.pump();
+            if self.inflight.is_empty() {
+                self.unstick()?;
+            } else {
+                self.complete_one()?;
+            }
+            self.collect()?;
+        }
+        self.array.unplug();
+        self.plugged = false;
+        Ok(())
+    }
+
+    /// Submits a sync request and runs until it is done.
+    pub(crate) fn sync_now(
+        &mut self,
+        kind: SyncKind,
+        member_sector: u64,
+        sectors: u64,
+    ) -> Result<(), SimFailure> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.user.insert(id, User::Sync { kind, member_sector, sectors });
+        self.array.submit_sync(ReqId(id), kind, Sector(member_sector), sectors);
+        self.run_until_idle()?;
+        if !self.syncs_done.contains(&id) {
+            return Err(self.fail(format!("{kind:?} {member_sector}+{sectors} did not finish")));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn member_index(m: usize) -> DiskIndex {
+        DiskIndex(m as u16)
+    }
+}
+
+pub(crate) fn write_buf(id: u64, sector: u64, sectors: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; (sectors * SECTOR_BYTES) as usize];
+    for (i, s) in buf.chunks_mut(SECTOR_BYTES as usize).enumerate() {
+        pattern(id, sector + i as u64, s);
+    }
+    buf
+}
+
+fn op_code(op: MemberOp) -> u64 {
+    match op {
+        MemberOp::Read => 1,
+        MemberOp::Write => 2,
+        MemberOp::Flush => 3,
+        MemberOp::Discard => 4,
+    }
+}
