@@ -216,3 +216,30 @@ fn a_discard_sets_its_bit_before_the_members_discard() {
     assert!((0..4).all(|m| bits(&mem, m) == 0b10), "bit 1 set everywhere");
     assert_eq!(a.write_intent_dirty_chunks(), vec![1]);
 }
+
+/// A write whose pre-reads were in flight when a tick asked to clear its chunk: when it
+/// reaches the bitmap it cancels the clear and goes at once (it used to park for a
+/// generation that never came: found by the simulator as a stall).
+#[test]
+fn a_write_that_cancels_a_pending_clear_does_not_wait_forever() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid5, 4);
+    write(&mut a, &mut mem, 0, pattern(8, 4096));
+    a.write_intent_tick();
+    run(&mut a, &mut mem);
+    // A one-unit write: its pre-reads go out; the chunk is not counted as written yet.
+    a.submit_write(ReqId(9), Sector(8), pattern(9, 4096));
+    let mut reads = Vec::new();
+    while let Some(io) = a.next_io() {
+        reads.push(io);
+    }
+    assert!(!reads.is_empty() && reads.iter().all(|io| io.op == MemberOp::Read));
+    a.write_intent_tick(); // idle twice: chunk 0's clear is wanted, not yet written
+    for io in &reads {
+        let ok = mem.perform(&mut a, io);
+        a.complete_io(io.tag, ok);
+    }
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 1, "the write completes");
+    assert!(done[0].1.is_ok());
+    assert!((0..4).all(|m| bits(&mem, m) == 0b1), "its bit still set on the members");
+}

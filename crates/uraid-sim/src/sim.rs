@@ -207,9 +207,14 @@ impl Sim {
         }
         self.collect()?;
         if self.inflight.is_empty() && !self.user.is_empty() {
+            let waiting: Vec<String> = self.user.values().map(|u| format!("{u:?}")).collect();
             return Err(self.fail(format!(
-                "stalled: {} requests outstanding and no member I/O",
-                self.user.len()
+                "stalled: no member I/O, requests outstanding: {} (failed members {:?}, \
+                 recovering {:?}, bitmap {:?})",
+                waiting.join(", "),
+                self.array.failed_members(),
+                self.array.recovering(),
+                self.array.write_intent_debug()
             )));
         }
         Ok(())

@@ -382,7 +382,7 @@ impl Array {
     }
 
     /// The member sectors a head's blocks occupy (the same on every member).
-    fn head_member_range(&self, id: HeadId) -> (u64, u64) {
+    pub(super) fn head_member_range(&self, id: HeadId) -> (u64, u64) {
         let key = self.cache.head(id).key;
         let sector =
             key.stripe.0 * self.geometry.chunk_sectors() + u64::from(key.unit) * self.unit_sectors;

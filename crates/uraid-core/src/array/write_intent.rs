@@ -184,6 +184,33 @@ impl Array {
         wi.header = Some(header.to_vec());
     }
 
+    /// The bitmap's bookkeeping in words, for a stall report (the simulator's).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn write_intent_debug(&self) -> Option<String> {
+        let wi = self.write_intent.as_ref()?;
+        let not_on_disk: Vec<u64> =
+            (0..wi.chunks).filter(|&c| wi.bit(c) != wi.on_disk[c as usize]).collect();
+        let waiters: Vec<String> = wi
+            .waiters
+            .iter()
+            .map(|id| {
+                let st = self.heads.get(id);
+                let range = st.map(|_| self.head_member_range(*id));
+                let first = st.and_then(|st| st.batch.first().map(|p| p.kind));
+                format!("{id:?} {:?} {range:?} {first:?}", st.map(|st| st.phase))
+            })
+            .collect();
+        Some(format!(
+            "waiters {waiters:?}, want_set {:?}, want_clear {:?}, in_flight {:?}, image differs \
+             from disk at {not_on_disk:?}, writing {:?}",
+            wi.want_set,
+            wi.want_clear,
+            wi.in_flight.as_ref().map(|(n, c)| (n, c.len())),
+            wi.writing
+        ))
+    }
+
     /// Bitmap page writes so far (each to every live member).
     #[must_use]
     pub fn write_intent_page_writes(&self) -> u64 {
@@ -234,14 +261,16 @@ impl Array {
     pub(super) fn write_intent_admit(&mut self, id: HeadId, sector: u64, sectors: u64) -> bool {
         let Some(wi) = self.write_intent.as_mut() else { return true };
         let chunks = wi.chunks_of(sector, sectors);
+        // Wanting a chunk cancels a clear not yet applied, which may make it ready at once:
+        // parking then would wait for a generation that never comes (found by the simulator).
+        for c in chunks.clone() {
+            wi.want(c);
+        }
         if chunks.clone().all(|c| wi.ready(c)) {
             for c in chunks {
                 *wi.writing.entry(c).or_default() += 1;
             }
             return true;
-        }
-        for c in chunks {
-            wi.want(c);
         }
         wi.waiters.push(id);
         self.state(id).phase = Phase::BitmapWait;
@@ -271,7 +300,10 @@ impl Array {
             .collect();
         let Some(wi) = self.write_intent.as_mut() else { return };
         let nothing = wi.want_set.is_empty() && wi.want_clear.is_empty() && wi.header.is_none();
-        if wi.in_flight.is_some() || nothing {
+        if wi.in_flight.is_some() {
+            return;
+        }
+        if nothing {
             return;
         }
         let mut changes = Vec::new();
@@ -381,8 +413,13 @@ impl Array {
         for (c, on) in changes {
             wi.on_disk[c as usize] = on;
         }
-        // Every waiter tries again: those whose bits are now durable write, the others park
-        // for the next generation.
+        self.wake_bitmap_waiters();
+    }
+
+    /// Every waiter tries again: those whose bits are durable write, the others park for the
+    /// next generation.
+    fn wake_bitmap_waiters(&mut self) {
+        let wi = self.write_intent.as_mut().expect("a bitmap");
         for id in std::mem::take(&mut wi.waiters) {
             if self.heads.get(&id).is_some_and(|st| st.phase == Phase::BitmapWait) {
                 self.state(id).phase = Phase::Idle;
