@@ -215,7 +215,7 @@ impl Sim {
                 _ => {}
             }
         }
-        self.note(|| "POWER CUT".to_owned());
+        self.note(|| self.power_cut_note());
         for m in &mut self.members {
             m.power_cut(&mut self.rng);
         }
@@ -267,6 +267,18 @@ impl Sim {
             )));
         }
         Ok(())
+    }
+
+    /// What `--watch` prints at a power cut: the engine's bitmap and each member's.
+    fn power_cut_note(&self) -> String {
+        let at = crate::config::BITMAP_HEADER_BYTES;
+        let images: Vec<u8> =
+            self.members.iter().map(|m| m.bitmap_image().get(at).copied().unwrap_or(0)).collect();
+        format!(
+            "POWER CUT: engine dirty chunks {:?}, {:?}, members' first bitmap bytes {images:x?}",
+            self.array.write_intent_dirty_chunks(),
+            self.array.write_intent_debug()
+        )
     }
 
     /// Reads the whole array; which write each sector holds.

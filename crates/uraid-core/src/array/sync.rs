@@ -84,6 +84,9 @@ impl Array {
         self.read_errors[member.get()] = 0;
         self.recovery_offset[member.get()] = Some(recovery_offset.0);
         self.recovered[member.get()].clear();
+        if let Some(wi) = self.write_intent.as_mut() {
+            wi.rewrite_for_new_member();
+        }
     }
 
     /// Records recovery progress: the member is in sync below `offset`; at or past the end of

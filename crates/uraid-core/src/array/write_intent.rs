@@ -60,6 +60,11 @@ pub(super) struct WriteIntent {
     /// A generation that clears bits first flushes every member (md's PREFLUSH on bitmap
     /// writes): the pages it then writes.
     pages_after_flush: Option<BTreeSet<usize>>,
+    /// A member came in (a spare being recovered): the next generation writes the whole
+    /// bitmap to every live member, and no write goes out until it has (md writes all pages
+    /// to a hot-added member too). Otherwise the new member's bitmap would miss bits set
+    /// before it came, and a restart reading it would resync too little.
+    rewrite_all: bool,
     pub(super) page_writes: u64,
 }
 
@@ -85,6 +90,7 @@ impl WriteIntent {
             pinned: BTreeSet::new(),
             header: None,
             pages_after_flush: None,
+            rewrite_all: false,
             page_writes: 0,
         };
         wi.on_disk = (0..cfg.chunks).map(|c| wi.bit(c)).collect();
@@ -131,6 +137,13 @@ impl WriteIntent {
         if !self.bit(chunk) {
             self.want_set.insert(chunk);
         }
+    }
+
+    /// A member joins: write the whole bitmap to every live member before any more writes
+    /// (see `rewrite_all`).
+    pub(super) fn rewrite_for_new_member(&mut self) {
+        self.rewrite_all = true;
+        self.on_disk.fill(false);
     }
 
     /// Chunks whose bit is set in the image.
@@ -252,6 +265,7 @@ impl Array {
                 || !wi.want_set.is_empty()
                 || wi.in_flight.is_some()
                 || wi.header.is_some()
+                || wi.rewrite_all
         })
     }
 
@@ -299,7 +313,10 @@ impl Array {
             .map(|m| DiskIndex(m as u16))
             .collect();
         let Some(wi) = self.write_intent.as_mut() else { return };
-        let nothing = wi.want_set.is_empty() && wi.want_clear.is_empty() && wi.header.is_none();
+        let nothing = wi.want_set.is_empty()
+            && wi.want_clear.is_empty()
+            && wi.header.is_none()
+            && !wi.rewrite_all;
         if wi.in_flight.is_some() {
             return;
         }
@@ -321,6 +338,13 @@ impl Array {
         for &(c, on) in &changes {
             wi.set_bit(c, on);
             pages.insert(wi.page_of(c));
+        }
+        if std::mem::take(&mut wi.rewrite_all) {
+            let set_now: Vec<u64> = (0..wi.chunks)
+                .filter(|&c| wi.bit(c) && !changes.iter().any(|&(d, _)| d == c))
+                .collect();
+            changes.extend(set_now.into_iter().map(|c| (c, true)));
+            pages.extend(0..wi.image.len() / BITMAP_PAGE_BYTES);
         }
         // A bit may be cleared only once the writes it covered are durable: with volatile
         // write caches, "completed" is not enough, so members flush before the clearing
