@@ -42,7 +42,7 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
 /// crate at fault); kept so that the exact runs stay green.
 #[test]
 fn seeds_that_found_bugs_pass() {
-    for seed in [17, 20, 21, 48, 76, 111, 443, 1280, 4550, 5979] {
+    for seed in [17, 20, 21, 48, 76, 111, 443, 1280, 4550, 5979, 10661] {
         if let Err(f) = run_seed(seed, true) {
             panic!("{f}");
         }

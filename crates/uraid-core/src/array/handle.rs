@@ -435,6 +435,12 @@ impl Array {
         // buffer: either way the head's copy is stale.
         dev.uptodate = ok && !discarding && (was_read || !skipped);
         if ok {
+            if !was_read {
+                // A block rewritten over a read error is good again: the member is no
+                // longer lost for this head (else a later loss in the same batch counted it
+                // twice and refused a stripe still within redundancy: found by the simulator).
+                self.state(id).suspect.retain(|m| *m != member);
+            }
         } else if was_read {
             // Read again from parity and rewritten (md's read-error correction); the member
             // fails only when errors repeat (the rewrite fails, or too many of them).
