@@ -127,6 +127,14 @@ impl Array {
     /// stripe heads): every head there is below the recovery offset or rebuilt since. One
     /// rebuilt head says nothing of its neighbours, so each is asked for.
     pub(super) fn in_sync_range(&self, member: usize, start: u64, end: u64) -> bool {
+        // Every healthy read asks this: answer without walking the heads unless the range
+        // reaches above a recovery offset.
+        if self.failed[member] {
+            return false;
+        }
+        if self.recovery_offset[member].is_none_or(|o| end <= o) {
+            return true;
+        }
         let unit = self.unit_sectors;
         let first_end = (start / unit + 1) * unit;
         (first_end..=end).step_by(unit as usize).all(|head_end| self.in_sync(member, head_end))
