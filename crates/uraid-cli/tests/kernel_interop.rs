@@ -13,6 +13,9 @@
 //! Without qemu or the kernel kit the tests print why and pass, except under CI=true, where
 //! CI has installed them and a missing kit is a failure.
 
+mod mdvm;
+
+use mdvm::result;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -50,7 +53,7 @@ const R5: Shape = Shape { name: "r5", level: 5, members: 4, bitmap: true, left_o
 
 #[test]
 fn uraid_arrays_assemble_in_linux_md() {
-    let Some(scripts) = vm_kit() else { return };
+    let Some(scripts) = mdvm::kit(&[]) else { return };
     let started = Instant::now();
     let dir = test_dir("uraid_to_md");
     let mut disks = Vec::new();
@@ -88,7 +91,7 @@ fn uraid_arrays_assemble_in_linux_md() {
 
 #[test]
 fn linux_md_arrays_assemble_in_uraid() {
-    let Some(scripts) = vm_kit() else { return };
+    let Some(scripts) = mdvm::kit(&[]) else { return };
     let started = Instant::now();
     let dir = test_dir("md_to_uraid");
     // The data md writes comes from this disk, so the host knows what md was given.
@@ -400,66 +403,25 @@ fn check_md_consistent(results: &Results, name: &str) {
     );
 }
 
-/// The VM kit's scripts directory, or None (with the reason printed) when the kit cannot be
-/// had here. Under CI=true a missing kit fails the test: CI installs qemu and the kernel.
-fn vm_kit() -> Option<PathBuf> {
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mdvm");
-    let out = Command::new(scripts.join("build-kit"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}/build-kit: {e}", scripts.display()));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    match out.status.code() {
-        Some(0) => Some(scripts),
-        Some(3) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true but the md VM kit is missing: {}", stderr.trim())
-        }
-        Some(3) => {
-            eprintln!("skipping: {}", stderr.trim());
-            None
-        }
-        _ => panic!("building the md VM kit failed ({}):\n{stderr}", out.status),
-    }
-}
-
 /// `RESULT` lines by key, and `mdadm --detail` fields as `<name>.detail.<field>`.
-type Results = BTreeMap<String, String>;
+type Results = mdvm::Results;
 
 /// Runs `job` in the VM with `disks` attached in order; returns what it reported.
 fn run_vm(scripts: &Path, job: &str, disks: &[PathBuf]) -> Results {
     let job_path = disks[0].with_file_name("job.sh");
     std::fs::write(&job_path, job).expect("writing the job script");
-    let started = Instant::now();
-    let out = Command::new(scripts.join("run"))
-        .args(["--timeout", &VM_TIMEOUT_S.to_string()])
-        .arg(&job_path)
-        .args(disks)
-        .output()
-        .expect("running scripts/mdvm/run");
-    let console = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the md VM job failed ({}):\n{stderr}\n{console}", out.status);
-    let job_output = console
-        .split_once("=== mdvm job begin ===")
-        .and_then(|(_, rest)| rest.split_once("=== mdvm job end"))
-        .map(|(inside, _)| inside)
-        .expect("the console has the job's markers");
-    eprintln!("md VM ran {:.0?}; its job printed:{job_output}", started.elapsed());
-    let mut results = Results::new();
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", &VM_TIMEOUT_S.to_string()]).arg(&job_path).args(disks);
+    let job_output = mdvm::run(&mut cmd, "md");
+    let mut results = mdvm::results(&job_output);
     for line in job_output.lines() {
-        if let Some(rest) = line.strip_prefix("RESULT ") {
-            let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
-            results.insert(key.to_string(), value.trim().to_string());
-        } else if let Some((name, rest)) = line.split_once(".detail ")
+        if let Some((name, rest)) = line.split_once(".detail ")
             && let Some((field, value)) = rest.split_once(" : ")
         {
             results.insert(format!("{name}.detail.{}", field.trim()), value.trim().to_string());
         }
     }
     results
-}
-
-fn result<'a>(results: &'a Results, key: &str) -> &'a str {
-    results.get(key).unwrap_or_else(|| panic!("the VM reported no {key}: {results:#?}"))
 }
 
 fn parse_u64(results: &Results, key: &str) -> u64 {

@@ -12,7 +12,10 @@
 //!
 //! Without qemu or the kit the test prints why and passes, except under CI=true.
 
-use std::collections::BTreeMap;
+mod mdvm;
+
+use mdvm::result;
+
 use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -29,7 +32,7 @@ const FILES: [(&str, u32); 3] = [("big", 6 << 20), ("small", 12_345), ("dir/odd"
 
 #[test]
 fn ext4_on_uraid_serve_ublk_in_the_kernel() {
-    let Some(scripts) = vm_kit() else { return };
+    let Some(scripts) = mdvm::kit(&["mke2fs", "e2fsck", "mdadm"]) else { return };
     let started = Instant::now();
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_ublk");
     let _ = std::fs::remove_dir_all(&dir);
@@ -186,33 +189,6 @@ fn uraid(args: &[&str], files: &[PathBuf]) {
     assert!(out.status.success(), "uraid {args:?} failed ({}): {stderr}", out.status);
 }
 
-/// The kit's scripts directory, or None (the reason printed) when it cannot be had here;
-/// under CI=true a missing kit or tool fails the test.
-fn vm_kit() -> Option<PathBuf> {
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mdvm");
-    let out = Command::new(scripts.join("build-kit"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}/build-kit: {e}", scripts.display()));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let ci = std::env::var("CI").as_deref() == Ok("true");
-    let missing = match out.status.code() {
-        Some(0) => {
-            let kit = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-            let tools = std::fs::read_to_string(kit.join("tools")).unwrap_or_default();
-            let has = |t: &str| tools.lines().any(|l| l == t);
-            if has("mke2fs") && has("e2fsck") && has("mdadm") {
-                return Some(scripts);
-            }
-            format!("the VM kit has no e2fsprogs or mdadm (tools: {})", tools.replace('\n', " "))
-        }
-        Some(3) => stderr.trim().to_owned(),
-        _ => panic!("building the md VM kit failed ({}):\n{stderr}", out.status),
-    };
-    assert!(!ci, "CI=true but the VM kit cannot run this test: {missing}");
-    eprintln!("skipping: {missing}");
-    None
-}
-
 /// The `uraid` binary and the shared libraries it loads (the kit carries glibc's loader;
 /// the libraries go to /job, which the job puts on LD_LIBRARY_PATH).
 fn vm_files() -> Vec<PathBuf> {
@@ -231,35 +207,12 @@ fn vm_files() -> Vec<PathBuf> {
     files
 }
 
-type Results = BTreeMap<String, String>;
-
-fn run_vm(scripts: &Path, job: &Path, disks: &[PathBuf]) -> Results {
+fn run_vm(scripts: &Path, job: &Path, disks: &[PathBuf]) -> mdvm::Results {
     let mut cmd = Command::new(scripts.join("run"));
     cmd.args(["--timeout", &VM_TIMEOUT_S.to_string()]);
     for file in vm_files() {
         cmd.arg("--add").arg(file);
     }
-    let started = Instant::now();
-    let out = cmd.arg(job).args(disks).output().expect("running scripts/mdvm/run");
-    let console = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the ublk VM job failed ({}):\n{stderr}\n{console}", out.status);
-    let job_output = console
-        .split_once("=== mdvm job begin ===")
-        .and_then(|(_, rest)| rest.split_once("=== mdvm job end"))
-        .map(|(inside, _)| inside)
-        .expect("the console has the job's markers");
-    eprintln!("ublk VM ran {:.0?}; its job printed:{job_output}", started.elapsed());
-    job_output
-        .lines()
-        .filter_map(|line| line.strip_prefix("RESULT "))
-        .map(|rest| {
-            let (key, value) = rest.split_once(' ').unwrap_or((rest, ""));
-            (key.to_owned(), value.trim().to_owned())
-        })
-        .collect()
-}
-
-fn result<'a>(results: &'a Results, key: &str) -> &'a str {
-    results.get(key).unwrap_or_else(|| panic!("the VM reported no {key}: {results:#?}"))
+    cmd.arg(job).args(disks);
+    mdvm::results(&mdvm::run(&mut cmd, "ublk"))
 }

@@ -16,6 +16,10 @@
 //! Without qemu, the kit or nbd-client the test prints why and passes, except under CI=true,
 //! where CI has installed them and their absence is a failure.
 
+// The VM kit helpers uraid-cli's kernel tests use (one copy for both crates).
+#[path = "../../uraid-cli/tests/mdvm/mod.rs"]
+mod mdvm;
+
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -50,7 +54,7 @@ const FILES: &[(&str, usize)] = &[
 
 #[test]
 fn kernel_nbd_client_makes_and_checks_ext4_on_raid6() {
-    let Some(scripts) = vm_kit() else { return };
+    let Some(scripts) = mdvm::kit(&["nbd-client"]) else { return };
     let started = Instant::now();
     let dir = test_dir();
     let members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}.img"))).collect();
@@ -195,33 +199,8 @@ fn start_runtime(members: &[PathBuf]) -> Runtime {
     Runtime::start(&config, &FileSource::new(members.to_vec(), options)).expect("runtime starts")
 }
 
-/// The kit's scripts directory, or None (after saying why) when the VM cannot run here.
-fn vm_kit() -> Option<PathBuf> {
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/mdvm");
-    let out = Command::new(scripts.join("build-kit"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}/build-kit: {e}", scripts.display()));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let ci = std::env::var("CI").as_deref() == Ok("true");
-    let reason = match out.status.code() {
-        Some(0) => {
-            let kit = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            let tools = std::fs::read_to_string(Path::new(&kit).join("tools")).unwrap_or_default();
-            if tools.lines().any(|t| t == "nbd-client") {
-                return Some(scripts);
-            }
-            "the VM kit has no nbd-client (apt install nbd-client)".to_string()
-        }
-        Some(3) => stderr.trim().to_string(),
-        _ => panic!("building the VM kit failed ({}):\n{stderr}", out.status),
-    };
-    assert!(!ci, "CI=true but the kernel NBD client cannot run: {reason}");
-    eprintln!("skipping: {reason}");
-    None
-}
-
 /// Runs `job` in the VM with networking and `adds` in /job; returns its `RESULT` lines.
-fn run_vm(scripts: &Path, dir: &Path, job: &str, adds: &[PathBuf]) -> BTreeMap<String, String> {
+fn run_vm(scripts: &Path, dir: &Path, job: &str, adds: &[PathBuf]) -> mdvm::Results {
     let job_path = dir.join("job.sh");
     std::fs::write(&job_path, job).expect("writing the job script");
     let mut cmd = Command::new(scripts.join("run"));
@@ -229,23 +208,8 @@ fn run_vm(scripts: &Path, dir: &Path, job: &str, adds: &[PathBuf]) -> BTreeMap<S
     for a in adds {
         cmd.arg("--add").arg(a);
     }
-    let started = Instant::now();
-    let out = cmd.arg(&job_path).output().expect("running scripts/mdvm/run");
-    let console = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the VM job failed ({}):\n{stderr}\n{console}", out.status);
-    let job_output = console
-        .split_once("=== mdvm job begin ===")
-        .and_then(|(_, rest)| rest.split_once("=== mdvm job end"))
-        .map(|(inside, _)| inside)
-        .expect("the console has the job's markers");
-    eprintln!("VM ran {:.0?}; its job printed:{job_output}", started.elapsed());
-    job_output
-        .lines()
-        .filter_map(|l| l.strip_prefix("RESULT "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
-        .collect()
+    cmd.arg(&job_path);
+    mdvm::results(&mdvm::run(&mut cmd, "nbd"))
 }
 
 fn test_dir() -> PathBuf {
