@@ -10,6 +10,7 @@ pub mod constants;
 pub mod error;
 pub mod geometry;
 pub mod layout;
+pub mod ppl;
 pub mod reconstruct;
 pub mod request;
 pub mod stripe;

@@ -166,6 +166,8 @@ pub struct Driver<M: Member + ?Sized = dyn Member> {
     /// Where the internal write-intent bitmap starts on each member (md's superblock offset +
     /// bitmap_offset), for the engine's `IoArea::Bitmap` I/O.
     bitmap_offset_bytes: Option<u64>,
+    /// Where this engine's partial parity log ring starts on each member, for `IoArea::Log`.
+    log_offset_bytes: Option<u64>,
     limits: MergeLimits,
     /// Members with submissions not yet handed to the device.
     unflushed: Vec<bool>,
@@ -190,6 +192,7 @@ impl<M: Member + ?Sized> Driver<M> {
             members,
             data_offset_bytes: 0,
             bitmap_offset_bytes: None,
+            log_offset_bytes: None,
             limits: MergeLimits::default(),
             unflushed: vec![false; count],
             in_flight: 0,
@@ -226,6 +229,15 @@ impl<M: Member + ?Sized> Driver<M> {
     pub fn with_bitmap_offset_bytes(mut self, bytes: u64) -> Driver<M> {
         assert!(bytes.is_multiple_of(SECTOR_BYTES), "bitmap offset {bytes} is whole sectors");
         self.bitmap_offset_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets where this engine's partial parity log ring starts on every member (needed once
+    /// the engine has `enable_partial_parity_log`).
+    #[must_use]
+    pub fn with_log_offset_bytes(mut self, bytes: u64) -> Driver<M> {
+        assert!(bytes.is_multiple_of(SECTOR_BYTES), "log offset {bytes} is whole sectors");
+        self.log_offset_bytes = Some(bytes);
         self
     }
 
@@ -371,8 +383,13 @@ impl<M: Member + ?Sized> Driver<M> {
                 let at = self.bitmap_offset_bytes.expect("a bitmap offset for bitmap I/O");
                 at + io.sector.bytes()
             }
+            (_, IoArea::Log) => {
+                let at = self.log_offset_bytes.expect("a log offset for log I/O");
+                at + io.sector.bytes()
+            }
         };
-        let bitmap = io.area == IoArea::Bitmap;
+        // Log writes, like bitmap pages, hold the head's writes back: they go first.
+        let bitmap = io.area != IoArea::Data;
         Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch: 0, bitmap }
     }
 

@@ -160,6 +160,12 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         }
         Err(e) => (format!("failed: {e}"), 0, 0.0),
     };
+    if let Action::Resync { .. } = action {
+        // A stripe torn by the crash is settled only once its rewritten parity is durable:
+        // a second crash before that, with a member lost, would find it torn again.
+        // A failed flush fails its member (the runtime reports it like any member error).
+        let _ = rt.flush();
+    }
     if let Action::Recover { slot } = action {
         if outcome == "done" && rt.flush().is_ok() {
             rt.set_recovery_offset(*slot as usize, end);

@@ -68,7 +68,7 @@ impl Array {
     }
 
     /// Where data block `d`'s new contents are: the request buffer (skip_copy) or the head.
-    fn skip_copy_source(&self, id: HeadId, d: usize) -> Option<&[u8]> {
+    pub(super) fn skip_copy_source(&self, id: HeadId, d: usize) -> Option<&[u8]> {
         let &(_, slot, at) = self.heads[&id].skip_copy.iter().find(|s| s.0.get() == d)?;
         let req = self.requests[slot].as_ref().expect("a live request");
         let unit = usize::try_from(self.unit_sectors * crate::SECTOR_BYTES).expect("fits");

@@ -22,6 +22,11 @@ impl Array {
     pub fn submit_flush(&mut self, id: ReqId) {
         let Some(slot) = self.admit_range(id, Sector(0), 0, Vec::new()) else { return };
         self.start_delayed();
+        if self.log_flush(slot) {
+            self.request_mut(slot).outstanding -= 1;
+            self.finish_if_done(slot);
+            return;
+        }
         for m in 0..self.failed.len() {
             if self.failed[m] {
                 continue;

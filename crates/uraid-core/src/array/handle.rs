@@ -50,6 +50,8 @@ pub(super) enum Phase {
     },
     /// Writes planned and computed, waiting for their write-intent bits to be durable.
     BitmapWait,
+    /// Writes planned and computed, waiting for their partial parity log entries.
+    LogWait,
 }
 
 pub(super) struct HeadState {
@@ -327,10 +329,15 @@ impl Array {
             self.full_stripe_writes += 1;
             self.start_overtaken();
         }
+        let mut reads = plan.reads;
+        for d in self.log_extra_reads(id, &plan.writes) {
+            if !reads.contains(&d) {
+                reads.push(d);
+            }
+        }
         let st = self.state(id);
         st.method = Some(plan.method);
         st.writes = plan.writes;
-        let reads = plan.reads;
         let (sector, sectors) = self.head_member_range(id);
         self.write_intent_prepare(sector, sectors);
         if reads.is_empty() {
@@ -492,7 +499,7 @@ impl Array {
                 }
                 self.member_writes_done(id);
             }
-            Phase::Idle | Phase::Delayed { .. } | Phase::BitmapWait => {
+            Phase::Idle | Phase::Delayed { .. } | Phase::BitmapWait | Phase::LogWait => {
                 unreachable!("an I/O completed on an idle head")
             }
         }
@@ -509,6 +516,7 @@ impl Array {
         if counted {
             let (sector, sectors) = self.head_member_range(id);
             self.write_intent_done(sector, sectors);
+            self.log_writes_done(id);
         }
     }
 
@@ -555,6 +563,9 @@ impl Array {
         }
         // A discard changes data and parity like a write: a crash in the middle tears the
         // stripe, so its write-intent bit must be durable first (found by the simulator).
+        if !self.log_admit(id, true) {
+            return;
+        }
         let (sector, sectors) = self.head_member_range(id);
         if !self.write_intent_admit(id, sector, sectors) {
             return;
@@ -593,11 +604,14 @@ impl Array {
                 self.stats.read_errors_corrected += 1;
             }
         }
-        let writes = std::mem::take(&mut self.state(id).writes);
-        if writes.is_empty() {
+        if self.state(id).writes.is_empty() {
             self.state(id).writes_done = true;
             return;
         }
+        if !self.log_admit(id, false) {
+            return;
+        }
+        let writes = std::mem::take(&mut self.state(id).writes);
         let (sector, sectors) = self.head_member_range(id);
         if !self.write_intent_admit(id, sector, sectors) {
             self.state(id).writes = writes;
@@ -615,6 +629,7 @@ impl Array {
                 self.note_recovered(id);
             }
         }
+        self.log_writes_done(id);
         let st = self.state(id);
         let error = st.error.take();
         let batch = std::mem::take(&mut st.batch);

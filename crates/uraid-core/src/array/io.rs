@@ -37,6 +37,8 @@ pub enum IoBuf {
     None,
     /// The write-intent bitmap's image (`write_intent`), at this byte offset.
     Bitmap { offset: usize },
+    /// A partial parity log write's buffer (`ppl`).
+    Log { index: usize },
 }
 
 /// Which part of the member an I/O addresses.
@@ -48,6 +50,9 @@ pub enum IoArea {
     /// The internal write-intent bitmap: `sector` counts from the bitmap's start (md's
     /// superblock offset + bitmap_offset).
     Bitmap,
+    /// The engine's partial parity log ring: `sector` counts from the ring's start (where the
+    /// runtime put it; see `uraid-md`).
+    Log,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

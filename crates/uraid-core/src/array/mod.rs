@@ -13,10 +13,12 @@ mod compute;
 mod durability;
 mod handle;
 pub mod io;
+mod ppl;
 mod sync;
 mod write_intent;
 
 pub use io::{ArrayStats, IoArea, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
+pub use ppl::PartialParityLogConfig;
 pub use sync::{MISMATCHES_KEPT, Mismatch, SyncKind};
 pub use write_intent::{BITMAP_PAGE_BYTES, WriteIntentConfig};
 
@@ -86,6 +88,8 @@ struct Request {
     fua: bool,
     /// Writes zeros without a buffer (the partial stripes of a discard).
     zeroes: bool,
+    /// A FUA write whose log reset has been asked for (see `ppl::log_flush`).
+    fua_logged: bool,
 }
 
 /// What a member I/O in flight was for.
@@ -111,6 +115,10 @@ enum Pending {
     },
     /// A member flush before bitmap pages that clear bits.
     BitmapFlush {
+        member: DiskIndex,
+    },
+    /// A partial parity log write, or a flush of its reset.
+    Log {
         member: DiskIndex,
     },
 }
@@ -157,6 +165,7 @@ pub struct Array {
     next_tag: u64,
     stats: ArrayStats,
     write_intent: Option<write_intent::WriteIntent>,
+    ppl: Option<ppl::PartialParityLog>,
 }
 
 impl Array {
@@ -201,6 +210,7 @@ impl Array {
             next_tag: 0,
             stats: ArrayStats::default(),
             write_intent: None,
+            ppl: None,
         })
     }
 
@@ -325,6 +335,7 @@ impl Array {
             }
             IoBuf::None => &[],
             IoBuf::Bitmap { offset } => self.bitmap_buf(offset, len),
+            IoBuf::Log { index } => &self.log_buf(index)[..len],
         }
     }
 
@@ -338,8 +349,8 @@ impl Array {
             IoBuf::Head { head, member, offset } => {
                 &mut self.cache.head_mut(head).buffers[member.get()][offset..offset + len]
             }
-            IoBuf::None | IoBuf::Bitmap { .. } => {
-                assert_ne!(io.op, MemberOp::Read, "the bitmap is written, never read, here");
+            IoBuf::None | IoBuf::Bitmap { .. } | IoBuf::Log { .. } => {
+                assert_ne!(io.op, MemberOp::Read, "the bitmap and log are written, never read");
                 &mut []
             }
         }
@@ -364,6 +375,7 @@ impl Array {
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
+            Pending::Log { member } => self.log_io_done(member, ok),
         }
         self.start_delayed_when_idle();
     }
@@ -374,6 +386,7 @@ impl Array {
         loop {
             self.handle_deferred();
             self.start_bitmap_generation();
+            self.start_log_generation();
             self.start_delayed_when_idle();
             if self.deferred.is_empty() {
                 return;
@@ -404,6 +417,7 @@ impl Array {
             || !self.delayed.is_empty()
             || !self.deferred.is_empty()
             || self.write_intent_busy()
+            || self.log_busy()
     }
 
     fn admit(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>) -> Option<usize> {
@@ -431,8 +445,16 @@ impl Array {
         }
         // One count for the submission itself, so that pieces finishing while it is still
         // being split cannot complete the request early.
-        let req =
-            Request { id, buf, sector, outstanding: 1, error: None, fua: false, zeroes: false };
+        let req = Request {
+            id,
+            buf,
+            sector,
+            outstanding: 1,
+            error: None,
+            fua: false,
+            zeroes: false,
+            fua_logged: false,
+        };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());
         if slot == self.requests.len() {
             self.requests.push(None);
@@ -454,8 +476,17 @@ impl Array {
     }
 
     fn finish_if_done(&mut self, slot: usize) {
-        if self.request(slot).outstanding > 0 {
+        let req = self.request(slot);
+        if req.outstanding > 0 {
             return;
+        }
+        // A FUA write is durable once written; with the log, its entry must be retired too
+        // (else a replay would count its blocks as being written): it completes with a reset.
+        if req.fua && !req.fua_logged && req.error.is_none() && !req.zeroes {
+            self.request_mut(slot).fua_logged = true;
+            if self.log_flush(slot) {
+                return;
+            }
         }
         let req = self.requests[slot].take().expect("a live request");
         self.free_slots.push(slot);

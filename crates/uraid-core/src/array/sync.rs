@@ -87,6 +87,7 @@ impl Array {
         if let Some(wi) = self.write_intent.as_mut() {
             wi.rewrite_for_new_member();
         }
+        self.log_member_joined();
     }
 
     /// Records recovery progress: the member is in sync below `offset`; at or past the end of

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 pub const STRIPE_CACHE_SIZE_DEFAULT: usize = 256;
 
 /// Index of a head in the pool; stable while the head is held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HeadId(usize);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,0 +1,556 @@
+//! The partial parity log's on-disk records and arithmetic (the engine side is
+//! `array::ppl`). Modelled on md's PPL (Documentation/driver-api/md/raid5-ppl.rst): before a
+//! partial-stripe write changes data and parity in place, the parity of the data blocks it
+//! does *not* change (the partial parity) is made durable in a log on the parity member. After
+//! a crash, parity = partial parity + the modified blocks as they are on the members, whatever
+//! part of the write reached them: the stripe is consistent again, so a member lost after the
+//! crash is rebuilt right. md's PPL covers RAID5 only and excludes the write-intent bitmap; this
+//! log also covers RAID6 (the partial Q goes to the Q member's log) and lives beside md's
+//! bitmap in the space md leaves before the data (see `uraid-md`), so arrays still move to the
+//! kernel unchanged (it ignores the log and keeps md's own behaviour).
+//!
+//! A log write ("generation") to one member is a 4 KiB header, then the partial parity blocks
+//! of its entries in entry order. Little endian throughout:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..8 | magic `URAIDPPL` |
+//! | 8..12 | version (1) |
+//! | 12..16 | crc32c of the header with this field zero |
+//! | 16..32 | array UUID |
+//! | 32..40 | epoch: md's events when the array was assembled (orders runs) |
+//! | 40..48 | generation (orders log writes within a run) |
+//! | 48..56 | tail: generations below it (in this epoch) are retired |
+//! | 56..60 | unit sectors (stripe_size / 512) |
+//! | 60..64 | entry count |
+//! | 64..96 | the members this generation writes to (a bit each): it is complete only if
+//!   each of them holds it, and only a complete one can have let writes start |
+//! | 96.. | entries, 64 bytes each |
+//!
+//! An entry: member sector of the stripe head (u64), flags (u32: bit 0 Q, else P; bit 1 a
+//! block follows; bit 2 sector masks follow), crc32c of its block (u32), a 256-bit mask of the
+//! members whose data blocks the writes may have changed (32 bytes), crc32c of its sector
+//! masks (u32), 12 reserved bytes. After the header, per entry in order: its block (unit
+//! bytes), then, when some member's block is changed only in part, the changed sectors of
+//! each masked member in member order (unit sectors / 8 bytes each, bit `s % 8` of byte
+//! `s / 8` for sector `s`), padded to whole sectors. Partial blocks need it: the sectors of a
+//! block a write does not touch were not being written, and a replay must keep them in the
+//! partial parity even when that member is lost.
+
+use crate::units::DiskIndex;
+
+pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
+pub const LOG_VERSION: u32 = 1;
+/// Bytes of a generation's header.
+pub const LOG_HEADER_BYTES: usize = 4096;
+pub const LOG_HEADER_SECTORS: u64 = (LOG_HEADER_BYTES / 512) as u64;
+const ENTRY_BYTES: usize = 64;
+const ENTRIES_AT: usize = 96;
+/// Entries one header holds.
+pub const MAX_LOG_ENTRIES: usize = (LOG_HEADER_BYTES - ENTRIES_AT) / ENTRY_BYTES;
+const FLAG_Q: u32 = 1;
+const FLAG_BLOCK: u32 = 2;
+const FLAG_MASKS: u32 = 4;
+
+/// The sectors of one member's block a write changes: bit `s % 64` of word `s / 64`.
+pub type SectorMask = Vec<u64>;
+
+/// A mask of `unit_sectors` sectors, all set.
+#[must_use]
+pub fn full_mask(unit_sectors: u64) -> SectorMask {
+    let mut m = vec![u64::MAX; unit_sectors.div_ceil(64) as usize];
+    if !unit_sectors.is_multiple_of(64) {
+        *m.last_mut().expect("a word") = (1u64 << (unit_sectors % 64)) - 1;
+    }
+    m
+}
+
+fn mask_has(mask: &[u64], sector: usize) -> bool {
+    mask[sector / 64] & (1 << (sector % 64)) != 0
+}
+
+/// Which parity an entry restores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogParity {
+    P,
+    Q,
+}
+
+/// One stripe head's record in a generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    /// The head's first sector on every member (data area).
+    pub member_sector: u64,
+    pub parity: LogParity,
+    /// Data members whose blocks may differ from the partial parity's view, with the sectors
+    /// that may (ascending by member).
+    pub modified: Vec<(usize, SectorMask)>,
+    /// crc32c of the partial parity block; None: no block, the parity is recomputed from all
+    /// the data (every data block was being written).
+    pub block_crc: Option<u32>,
+}
+
+impl LogEntry {
+    #[must_use]
+    pub fn mask(&self, member: usize) -> Option<&[u64]> {
+        self.modified.iter().find(|m| m.0 == member).map(|m| &m.1[..])
+    }
+
+    /// Adds sectors `[first, +sectors)` of `member`'s block.
+    pub fn add(&mut self, member: usize, first: u64, sectors: u64, unit_sectors: u64) {
+        let at = match self.modified.binary_search_by_key(&member, |m| m.0) {
+            Ok(at) => at,
+            Err(at) => {
+                let words = unit_sectors.div_ceil(64) as usize;
+                self.modified.insert(at, (member, vec![0; words]));
+                at
+            }
+        };
+        for s in first..first + sectors {
+            self.modified[at].1[(s / 64) as usize] |= 1 << (s % 64);
+        }
+    }
+
+    /// Sectors the entry takes after its header: its block and sector masks.
+    #[must_use]
+    pub fn stored_sectors(&self, unit_sectors: u64) -> u64 {
+        let masks = self.mask_area(unit_sectors).map_or(0, |m| m.len() as u64 / 512);
+        u64::from(self.block_crc.is_some()) * unit_sectors + masks
+    }
+
+    /// The sector masks as stored after the block, when some block is changed only in part.
+    fn mask_area(&self, unit_sectors: u64) -> Option<Vec<u8>> {
+        let full = full_mask(unit_sectors);
+        if self.modified.iter().all(|m| m.1 == full) {
+            return None;
+        }
+        let per = (unit_sectors / 8) as usize;
+        let mut out = Vec::with_capacity(self.modified.len() * per);
+        for (_, mask) in &self.modified {
+            let bytes: Vec<u8> = mask.iter().flat_map(|w| w.to_le_bytes()).collect();
+            out.extend_from_slice(&bytes[..per]);
+        }
+        out.resize(out.len().next_multiple_of(512), 0);
+        Some(out)
+    }
+}
+
+/// A generation's header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogHeader {
+    pub uuid: [u8; 16],
+    pub epoch: u64,
+    pub generation: u64,
+    pub tail: u64,
+    pub unit_sectors: u32,
+    /// The members this generation is written to (bit per member).
+    pub members: [u8; 32],
+    pub entries: Vec<LogEntry>,
+}
+
+/// What a header says of an entry's sector masks (read with the ring).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MaskInfo {
+    crc: u32,
+    members: usize,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl LogHeader {
+    /// The whole generation: the header, then each entry's block (`blocks`, in entry order)
+    /// and sector masks.
+    #[must_use]
+    pub fn encode_generation(&self, blocks: &[Option<Vec<u8>>]) -> Vec<u8> {
+        let mut out = self.encode();
+        for (e, b) in self.entries.iter().zip(blocks) {
+            if let Some(b) = b {
+                out.extend_from_slice(b);
+            }
+            if let Some(m) = e.mask_area(u64::from(self.unit_sectors)) {
+                out.extend_from_slice(&m);
+            }
+        }
+        out
+    }
+
+    /// The 4 KiB header, checksummed.
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        assert!(self.entries.len() <= MAX_LOG_ENTRIES, "a header holds {MAX_LOG_ENTRIES}");
+        let mut b = vec![0u8; LOG_HEADER_BYTES];
+        b[0..8].copy_from_slice(&LOG_MAGIC);
+        b[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+        b[16..32].copy_from_slice(&self.uuid);
+        b[32..40].copy_from_slice(&self.epoch.to_le_bytes());
+        b[40..48].copy_from_slice(&self.generation.to_le_bytes());
+        b[48..56].copy_from_slice(&self.tail.to_le_bytes());
+        b[56..60].copy_from_slice(&self.unit_sectors.to_le_bytes());
+        b[60..64].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        b[64..96].copy_from_slice(&self.members);
+        for (i, e) in self.entries.iter().enumerate() {
+            let at = ENTRIES_AT + i * ENTRY_BYTES;
+            let masks = e.mask_area(u64::from(self.unit_sectors));
+            let flags = u32::from(e.parity == LogParity::Q)
+                | if e.block_crc.is_some() { FLAG_BLOCK } else { 0 }
+                | if masks.is_some() { FLAG_MASKS } else { 0 };
+            b[at..at + 8].copy_from_slice(&e.member_sector.to_le_bytes());
+            b[at + 8..at + 12].copy_from_slice(&flags.to_le_bytes());
+            b[at + 12..at + 16].copy_from_slice(&e.block_crc.unwrap_or(0).to_le_bytes());
+            for (m, _) in &e.modified {
+                b[at + 16 + m / 8] |= 1 << (m % 8);
+            }
+            let mask_crc = masks.as_deref().map_or(0, crc32c::crc32c);
+            b[at + 48..at + 52].copy_from_slice(&mask_crc.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&b);
+        b[12..16].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// A header, or None for anything else (no magic, another version, a torn or stale
+    /// write: the checksum fails). Entries with sector masks come back with full masks: the
+    /// masks are read from the ring after the blocks (`scan_ring`).
+    #[must_use]
+    pub fn decode(b: &[u8]) -> Option<LogHeader> {
+        Self::decode_with_masks(b).map(|(h, _)| h)
+    }
+
+    fn decode_with_masks(b: &[u8]) -> Option<(LogHeader, Vec<Option<MaskInfo>>)> {
+        if b.len() < LOG_HEADER_BYTES || b[0..8] != LOG_MAGIC || u32_at(b, 8) != LOG_VERSION {
+            return None;
+        }
+        let mut copy = b[..LOG_HEADER_BYTES].to_vec();
+        copy[12..16].fill(0);
+        if crc32c::crc32c(&copy) != u32_at(b, 12) {
+            return None;
+        }
+        let count = u32_at(b, 60) as usize;
+        let unit_sectors = u32_at(b, 56);
+        if count > MAX_LOG_ENTRIES || unit_sectors < 8 || !unit_sectors.is_power_of_two() {
+            return None;
+        }
+        let mut masks = Vec::with_capacity(count);
+        let entries = (0..count)
+            .map(|i| {
+                let at = ENTRIES_AT + i * ENTRY_BYTES;
+                let flags = u32_at(b, at + 8);
+                let modified: Vec<(usize, SectorMask)> = (0..256)
+                    .filter(|m| b[at + 16 + m / 8] & (1 << (m % 8)) != 0)
+                    .map(|m| (m, full_mask(u64::from(unit_sectors))))
+                    .collect();
+                masks.push(
+                    (flags & FLAG_MASKS != 0)
+                        .then(|| MaskInfo { crc: u32_at(b, at + 48), members: modified.len() }),
+                );
+                LogEntry {
+                    member_sector: u64_at(b, at),
+                    parity: if flags & FLAG_Q != 0 { LogParity::Q } else { LogParity::P },
+                    modified,
+                    block_crc: (flags & FLAG_BLOCK != 0).then(|| u32_at(b, at + 12)),
+                }
+            })
+            .collect();
+        let header = LogHeader {
+            uuid: b[16..32].try_into().expect("16 bytes"),
+            epoch: u64_at(b, 32),
+            generation: u64_at(b, 40),
+            tail: u64_at(b, 48),
+            unit_sectors,
+            members: b[64..96].try_into().expect("32 bytes"),
+            entries,
+        };
+        Some((header, masks))
+    }
+
+    /// Sectors the generation occupies: the header, its blocks and sector masks.
+    #[must_use]
+    pub fn sectors(&self) -> u64 {
+        let unit = u64::from(self.unit_sectors);
+        LOG_HEADER_SECTORS + self.entries.iter().map(|e| e.stored_sectors(unit)).sum::<u64>()
+    }
+}
+
+/// An entry found in a member's log, with its block (if it has one and the block's checksum
+/// holds).
+#[derive(Clone, Debug)]
+pub struct FoundEntry {
+    pub epoch: u64,
+    pub generation: u64,
+    pub unit_sectors: u64,
+    pub member: DiskIndex,
+    pub entry: LogEntry,
+    pub block: Option<Vec<u8>>,
+}
+
+/// What one member's ring holds.
+#[derive(Clone, Debug)]
+pub struct RingScan {
+    pub member: DiskIndex,
+    pub entries: Vec<FoundEntry>,
+    /// Every header found: (epoch, generation, tail, members written).
+    pub headers: Vec<(u64, u64, u64, [u8; 32])>,
+}
+
+/// Reads one member's log ring (`ring`: its bytes): its headers, and their entries with
+/// blocks. Headers are found by walking from the start: each generation is followed by the
+/// next (a reset starts again at 0).
+#[must_use]
+pub fn scan_ring(ring: &[u8], uuid: [u8; 16], member: DiskIndex) -> RingScan {
+    let mut scan = RingScan { member, entries: Vec::new(), headers: Vec::new() };
+    let mut at = 0usize;
+    while at + LOG_HEADER_BYTES <= ring.len() {
+        let Some((h, masks)) =
+            LogHeader::decode_with_masks(&ring[at..]).filter(|(h, _)| h.uuid == uuid)
+        else {
+            break;
+        };
+        let unit = h.unit_sectors as usize * 512;
+        let mut block_at = at + LOG_HEADER_BYTES;
+        for (e, mask) in h.entries.iter().zip(masks) {
+            let mut block = match e.block_crc {
+                Some(crc) if block_at + unit <= ring.len() => {
+                    let b = &ring[block_at..block_at + unit];
+                    block_at += unit;
+                    (crc32c::crc32c(b) == crc).then(|| b.to_vec())
+                }
+                Some(_) => None,
+                None => Some(Vec::new()),
+            };
+            let mut entry = e.clone();
+            if let Some(info) = mask {
+                let per = h.unit_sectors as usize / 8;
+                let len = (info.members * per).next_multiple_of(512);
+                let area = ring.get(block_at..block_at + len);
+                block_at += len;
+                match area.filter(|a| crc32c::crc32c(a) == info.crc) {
+                    Some(area) => {
+                        for (i, (_, m)) in entry.modified.iter_mut().enumerate() {
+                            let bytes = &area[i * per..(i + 1) * per];
+                            m.fill(0);
+                            for (s, byte) in bytes.iter().enumerate() {
+                                m[s / 8] |= u64::from(*byte) << ((s % 8) * 8);
+                            }
+                        }
+                    }
+                    None => block = None, // torn: as a torn block
+                }
+            }
+            let (epoch, generation) = (h.epoch, h.generation);
+            let unit_sectors = u64::from(h.unit_sectors);
+            scan.entries.push(FoundEntry { epoch, generation, unit_sectors, member, entry, block });
+        }
+        scan.headers.push((h.epoch, h.generation, h.tail, h.members));
+        at = block_at;
+    }
+    scan
+}
+
+/// From the scans of the members present: the entries to replay. Only the newest epoch's
+/// generations at or above its newest tail count (older ones are retired), and only complete
+/// ones: a generation some present member it was written to does not hold (or holds torn)
+/// never let its writes start. Per stripe head, the newest such generation is replayed, all
+/// its entries (P's and Q's together: from different generations they would disagree about a
+/// lost block).
+#[must_use]
+pub fn entries_to_replay(scans: &[RingScan]) -> Vec<FoundEntry> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let newest = scans
+        .iter()
+        .flat_map(|s| &s.headers)
+        .map(|h| (h.0, h.1, h.2))
+        .max()
+        .map_or((0, 0), |(epoch, _, tail)| (epoch, tail));
+    let present: BTreeSet<usize> = scans.iter().map(|s| s.member.get()).collect();
+    let held: BTreeSet<(usize, u64, u64)> =
+        scans.iter().flat_map(|s| s.headers.iter().map(|h| (s.member.get(), h.0, h.1))).collect();
+    let mut written: BTreeMap<(u64, u64), [u8; 32]> = BTreeMap::new();
+    for h in scans.iter().flat_map(|s| &s.headers) {
+        written.insert((h.0, h.1), h.3);
+    }
+    let complete = |epoch: u64, generation: u64| {
+        let mask = written.get(&(epoch, generation)).copied().unwrap_or([0; 32]);
+        (0..256)
+            .filter(|m| mask[m / 8] & (1 << (m % 8)) != 0)
+            .all(|m| !present.contains(&m) || held.contains(&(m, epoch, generation)))
+    };
+    let torn: BTreeSet<(u64, u64)> = scans
+        .iter()
+        .flat_map(|s| &s.entries)
+        .filter(|e| e.block.is_none())
+        .map(|e| (e.epoch, e.generation))
+        .collect();
+    let mut best: BTreeMap<u64, u64> = BTreeMap::new();
+    let live = |e: &FoundEntry| {
+        e.epoch == newest.0
+            && e.generation >= newest.1
+            && !torn.contains(&(e.epoch, e.generation))
+            && complete(e.epoch, e.generation)
+    };
+    for e in scans.iter().flat_map(|s| &s.entries).filter(|e| live(e)) {
+        let g = best.entry(e.entry.member_sector).or_insert(e.generation);
+        *g = (*g).max(e.generation);
+    }
+    // A block-less entry for a write that did not cover its stripe is the engine's "could
+    // not log this one" (see uraid-core's array::ppl): the head is left as it is.
+    let unprotected = |e: &FoundEntry| {
+        e.entry.block_crc.is_none()
+            && !e.entry.modified.iter().all(|(_, m)| *m == full_mask(e.unit_sectors))
+    };
+    scans
+        .iter()
+        .flat_map(|s| &s.entries)
+        .filter(|e| live(e) && best.get(&e.entry.member_sector) == Some(&e.generation))
+        .filter(|e| !unprotected(e))
+        .cloned()
+        .collect()
+}
+
+/// The parity block an entry restores: its partial parity plus the modified sectors of the
+/// data blocks as the members hold them now (`data`: per member, None where the member is
+/// lost or unreadable). Lost modified sectors count as zeros: they were being written, and the
+/// stripe is consistent with them reading so; every other sector of a lost block is in the
+/// partial parity and reads back right. `syndrome_slot(m)` gives a data member's Q
+/// coefficient exponent. A block-less entry (every data block modified) starts from zeros.
+#[must_use]
+pub fn replayed_parity(
+    entry: &LogEntry,
+    partial: &[u8],
+    unit_bytes: usize,
+    data: &[Option<&[u8]>],
+    syndrome_slot: impl Fn(usize) -> usize,
+) -> Vec<u8> {
+    let mut out = if partial.is_empty() { vec![0u8; unit_bytes] } else { partial.to_vec() };
+    for (m, mask) in &entry.modified {
+        let Some(block) = data.get(*m).copied().flatten() else { continue };
+        for (s, (o, b)) in out.chunks_mut(512).zip(block.chunks(512)).enumerate() {
+            if !mask_has(mask, s) {
+                continue;
+            }
+            match entry.parity {
+                LogParity::P => uraid_parity::xor_acc(o, &[b]),
+                LogParity::Q => {
+                    let c = uraid_parity::gf::exp2(syndrome_slot(*m));
+                    uraid_parity::mul_const_acc(o, b, c);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(generation: u64, tail: u64, entries: Vec<LogEntry>) -> LogHeader {
+        let mut members = [0; 32];
+        members[0] = 0b1_1000; // members 3 and 4
+        LogHeader { uuid: [7; 16], epoch: 3, generation, tail, unit_sectors: 8, members, entries }
+    }
+
+    fn entry(sector: u64, parity: LogParity, members: &[usize], block: &[u8]) -> LogEntry {
+        let mut e = LogEntry {
+            member_sector: sector,
+            parity,
+            modified: Vec::new(),
+            block_crc: (!block.is_empty()).then(|| crc32c::crc32c(block)),
+        };
+        for &m in members {
+            e.add(m, 0, 8, 8);
+        }
+        e
+    }
+
+    #[test]
+    fn sector_masks_round_trip_through_a_ring() {
+        let block = vec![5u8; 4096];
+        let mut e = entry(16, LogParity::P, &[2], &block);
+        e.add(4, 1, 3, 8);
+        let h = header(2, 2, vec![e.clone()]);
+        let mut ring = h.encode_generation(&[Some(block.clone())]);
+        assert_eq!(ring.len() as u64, h.sectors() * 512);
+        ring.resize(ring.len() + 4096, 0);
+        let found = scan_ring(&ring, [7; 16], DiskIndex(0)).entries;
+        assert_eq!(found[0].entry, e);
+        assert_eq!(found[0].entry.mask(4), Some(&[0b1110u64][..]));
+        assert_eq!(found[0].block.as_deref(), Some(&block[..]));
+    }
+
+    #[test]
+    fn headers_round_trip_and_reject_damage() {
+        let h = header(9, 4, vec![entry(64, LogParity::Q, &[0, 255], &[1; 4096])]);
+        let b = h.encode();
+        assert_eq!(LogHeader::decode(&b), Some(h.clone()));
+        assert_eq!(h.sectors(), 16);
+        for at in [0, 13, 40, 100, 4095] {
+            let mut bad = b.clone();
+            bad[at] ^= 1;
+            assert_eq!(LogHeader::decode(&bad), None, "a flip at byte {at}");
+        }
+        assert_eq!(LogHeader::decode(&[0u8; 4096]), None);
+    }
+
+    #[test]
+    fn the_newest_live_entry_per_head_is_replayed() {
+        let (a, b) = (vec![1u8; 4096], vec![2u8; 4096]);
+        let mut ring =
+            header(5, 5, vec![entry(0, LogParity::P, &[1], &a)]).encode_generation(&[Some(a)]);
+        ring.extend(
+            header(6, 5, vec![entry(0, LogParity::P, &[1, 2], &b)])
+                .encode_generation(&[Some(b.clone())]),
+        );
+        ring.extend(header(7, 5, vec![entry(8, LogParity::P, &[2], &b)]).encode());
+        ring.extend_from_slice(&[9u8; 4096]); // torn: its block never landed
+        ring.resize(ring.len() + 8192, 0);
+        let scan = scan_ring(&ring, [7; 16], DiskIndex(3));
+        assert_eq!(scan.headers.len(), 3);
+        // Member 4 is gone: its share of each generation cannot be checked.
+        let live = entries_to_replay(std::slice::from_ref(&scan));
+        assert_eq!(live.len(), 1, "{live:?}");
+        assert_eq!(live[0].generation, 6);
+        assert_eq!(live[0].block.as_deref(), Some(&b[..]));
+        // Member 4 is present and lacks generations 5 and 6: they never completed, and their
+        // writes never started.
+        let other = header(4, 4, Vec::new()).encode();
+        let scans = [scan.clone(), scan_ring(&other, [7; 16], DiskIndex(4))];
+        assert!(entries_to_replay(&scans).is_empty());
+        // A newer tail on another member retires them all.
+        let other = header(8, 8, Vec::new()).encode();
+        let scans = [scan, scan_ring(&other, [7; 16], DiskIndex(4))];
+        assert!(entries_to_replay(&scans).is_empty());
+        assert!(scan_ring(&ring, [8; 16], DiskIndex(3)).entries.is_empty(), "another array's log");
+    }
+
+    #[test]
+    fn replayed_parity_makes_the_stripe_consistent() {
+        // Data d0..d3; the write changed d1 and d2 (d2's new block reached its member, d1's
+        // did not). Partial P and Q: over d0 and d3.
+        let d: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i * 37 + 1; 512]).collect();
+        let mut pp = vec![0u8; 512];
+        let mut qq = vec![0u8; 512];
+        for i in [0, 3] {
+            uraid_parity::xor_acc(&mut pp, &[&d[i]]);
+            uraid_parity::mul_const_acc(&mut qq, &d[i], uraid_parity::gf::exp2(i));
+        }
+        let now = [d[0].clone(), d[1].clone(), vec![99u8; 512], d[3].clone()];
+        let data: Vec<Option<&[u8]>> = now.iter().map(|b| Some(&b[..])).collect();
+        let mut p_entry = entry(0, LogParity::P, &[], &pp);
+        p_entry.add(1, 0, 1, 8);
+        p_entry.add(2, 0, 1, 8);
+        let q_entry = LogEntry { parity: LogParity::Q, ..p_entry.clone() };
+        let p = replayed_parity(&p_entry, &pp, 512, &data, |m| m);
+        let q = replayed_parity(&q_entry, &qq, 512, &data, |m| m);
+        let mut want_p = vec![0u8; 512];
+        let mut want_q = vec![0u8; 512];
+        let refs: Vec<Option<&[u8]>> = now.iter().map(|b| Some(&b[..])).collect();
+        uraid_parity::gen_syndrome(&mut want_p, &mut want_q, &refs);
+        assert_eq!((p, q), (want_p, want_q));
+    }
+}
