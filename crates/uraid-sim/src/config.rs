@@ -4,9 +4,12 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use uraid_core::array::{ArrayConfig, WriteIntentConfig};
+use uraid_core::array::{ArrayConfig, PartialParityLogConfig, WriteIntentConfig};
 use uraid_core::layout::LAYOUTS;
 use uraid_core::{Geometry, Layout, Level, SECTOR_BYTES};
+
+/// The array's UUID in its log headers.
+pub const SIM_UUID: [u8; 16] = *b"uraid-sim-array!";
 
 /// md's bitmap superblock precedes the bits.
 pub const BITMAP_HEADER_BYTES: usize = 256;
@@ -23,6 +26,8 @@ pub struct SimConfig {
     pub stripe_cache_size: usize,
     /// Member sectors per write-intent bit, when the array has a bitmap.
     pub bitmap_chunk_sectors: Option<u64>,
+    /// Sectors of each member's partial parity log ring, when the write hole is closed.
+    pub log_ring_sectors: Option<u64>,
     /// User requests to submit.
     pub requests: usize,
     /// User requests in flight at most.
@@ -74,9 +79,16 @@ impl SimConfig {
             let most = (member_sectors / 2).max(8).ilog2();
             1u64 << rng.random_range(3..=most)
         });
+        // Drawn from a stream of its own, so that the draws above (and the seeds that found
+        // bugs before the log existed) stay as they were. Small rings: resets happen often.
+        let mut log_rng = StdRng::seed_from_u64(seed ^ 0x0109_0000_ca11_ab1e);
+        let unit_sectors = stripe_size_bytes / SECTOR_BYTES;
+        let log_ring_sectors =
+            log_rng.random_bool(0.85).then(|| 8 + unit_sectors * log_rng.random_range(4..=48));
         SimConfig {
             seed,
             level,
+            log_ring_sectors,
             layout,
             members,
             chunk_bytes,
@@ -133,11 +145,25 @@ impl SimConfig {
         })
     }
 
+    /// The engine's log for a run (`epoch` counts the restarts).
+    #[must_use]
+    pub fn log(&self, epoch: u64) -> Option<PartialParityLogConfig> {
+        Some(PartialParityLogConfig { ring_sectors: self.log_ring_sectors?, uuid: SIM_UUID, epoch })
+    }
+
+    #[must_use]
+    pub fn log_bytes(&self) -> usize {
+        self.log_ring_sectors.map_or(0, |s| (s * SECTOR_BYTES) as usize)
+    }
+
     #[must_use]
     pub fn summary(&self) -> String {
-        let bitmap = self
+        let mut bitmap = self
             .bitmap_chunk_sectors
             .map_or_else(|| "no bitmap".to_owned(), |c| format!("bitmap {}K", c / 2));
+        bitmap += &self
+            .log_ring_sectors
+            .map_or_else(|| ", write hole open".to_owned(), |s| format!(", log ring {}K", s / 2));
         format!(
             "RAID{} {} x{}, chunk {}K, stripe_size {}K, {} sectors/member, cache {}, {bitmap}, \
              {} requests at depth {}, up to {} sectors{}",

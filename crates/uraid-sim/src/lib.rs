@@ -21,6 +21,7 @@ mod faults;
 mod member;
 mod oracle;
 mod report;
+mod restart;
 mod sim;
 
 pub use config::{Sabotage, SimConfig};

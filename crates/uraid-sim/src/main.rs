@@ -163,6 +163,11 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         100.0 * resync_share
     );
     println!(
+        "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
+         parity blocks replayed from the partial parity log",
+        t.power_cuts_degraded, t.lost_after_cut, t.log_replays
+    );
+    println!(
         "  spares rebuilt: {}; checks with 0 mismatches: {}; lone writes at md's minimum I/O: {}",
         t.spares_rebuilt, t.checks, t.io_count_checks
     );

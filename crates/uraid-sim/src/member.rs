@@ -1,6 +1,6 @@
 //! A simulated member: what reads see now, what would survive a power cut, latent bad
-//! sectors, and a pulled state. The data area and the bitmap area are one byte space (the
-//! bitmap after the data), since both are just sectors to a disk.
+//! sectors, and a pulled state. The data area, the bitmap area and the partial parity log's
+//! ring are one byte space (in that order), since all are just sectors to a disk.
 //!
 //! Durability follows a disk with a volatile write cache: a completed write is visible at once
 //! but durable only after a FLUSH issued after it completed, or at once with FUA. A power cut
@@ -10,6 +10,7 @@ use rand::Rng;
 use rand::rngs::StdRng;
 use std::collections::BTreeSet;
 use uraid_core::SECTOR_BYTES;
+use uraid_core::array::IoArea;
 
 const SECTOR: usize = SECTOR_BYTES as usize;
 
@@ -25,6 +26,7 @@ pub struct SimMember {
     volatile: Vec<Volatile>,
     next_seq: u64,
     data_bytes: usize,
+    bitmap_bytes: usize,
     /// Data-area sectors that fail to read until rewritten.
     pub bad_sectors: BTreeSet<u64>,
     /// Every I/O fails (the disk was pulled).
@@ -37,11 +39,19 @@ pub struct SimMember {
 
 impl SimMember {
     /// A member whose data area reads `fill` (zeros for a new array, garbage for a spare that
-    /// must be rebuilt) and whose bitmap area is `bitmap`.
-    pub fn new(data_bytes: usize, fill: impl Fn(usize) -> u8, bitmap: &[u8]) -> SimMember {
-        let mut current: Vec<u8> = (0..data_bytes).map(fill).collect();
+    /// must be rebuilt), whose bitmap area is `bitmap`, and with a log ring of `log_bytes`
+    /// (reading `fill` too).
+    pub fn new(
+        data_bytes: usize,
+        fill: impl Fn(usize) -> u8,
+        bitmap: &[u8],
+        log_bytes: usize,
+    ) -> SimMember {
+        let mut current: Vec<u8> = (0..data_bytes).map(&fill).collect();
         current.extend_from_slice(bitmap);
+        current.extend((0..log_bytes).map(fill));
         SimMember {
+            bitmap_bytes: bitmap.len(),
             durable: current.clone(),
             current,
             volatile: Vec::new(),
@@ -55,9 +65,13 @@ impl SimMember {
     }
 
     /// Where an area's sector is in the byte space.
-    pub fn offset(&self, bitmap_area: bool, sector: u64) -> usize {
+    pub fn offset(&self, area: IoArea, sector: u64) -> usize {
         let at = usize::try_from(sector).expect("small members") * SECTOR;
-        if bitmap_area { self.data_bytes + at } else { at }
+        match area {
+            IoArea::Data => at,
+            IoArea::Bitmap => self.data_bytes + at,
+            IoArea::Log => self.data_bytes + self.bitmap_bytes + at,
+        }
     }
 
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> bool {
@@ -165,6 +179,31 @@ impl SimMember {
 
     /// The bitmap area as it would be read at a restart.
     pub fn bitmap_image(&self) -> Vec<u8> {
-        self.current[self.data_bytes..].to_vec()
+        self.current[self.data_bytes..self.data_bytes + self.bitmap_bytes].to_vec()
+    }
+
+    /// Writes `data` durably at `offset` whatever the member's fault flags (a restart's
+    /// replay of the log, before the engine runs).
+    pub fn restore(&mut self, offset: usize, data: &[u8]) {
+        self.current[offset..offset + data.len()].copy_from_slice(data);
+        self.durable[offset..offset + data.len()].copy_from_slice(data);
+        let (first, end) = ((offset / SECTOR) as u64, ((offset + data.len()) / SECTOR) as u64);
+        self.bad_sectors.retain(|s| !(first..end).contains(s));
+    }
+
+    /// Whether a data-area range reads without errors.
+    pub fn readable(&self, offset: usize, len: usize) -> bool {
+        let (first, end) = ((offset / SECTOR) as u64, ((offset + len) / SECTOR) as u64);
+        !self.pulled && self.bad_sectors.range(first..end).next().is_none()
+    }
+
+    /// The log ring as it would be read at a restart.
+    pub fn log_ring(&self) -> &[u8] {
+        &self.current[self.data_bytes + self.bitmap_bytes..]
+    }
+
+    /// The data area's bytes now (for the log's replay at a restart).
+    pub fn data(&self, offset: usize, len: usize) -> &[u8] {
+        &self.current[offset..offset + len]
     }
 }

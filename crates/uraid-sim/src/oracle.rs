@@ -45,6 +45,10 @@ pub fn decode(sector: u64, data: &[u8]) -> Option<u64> {
     (data == want).then_some(id)
 }
 
+/// A sector's contents after a restart when they are no write's (a block that was being
+/// written, on a member lost across a power cut): any read of it is accepted until a write.
+pub const UNKNOWN: u64 = u64::MAX;
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     id: u64,
@@ -121,6 +125,14 @@ impl Oracle {
         for (i, got) in data.chunks(SECTOR).enumerate() {
             let s = watch.sector + i as u64;
             let h = &self.history[s as usize];
+            let before = h
+                .iter()
+                .filter(|e| e.completed.is_some_and(|c| c < watch.submitted))
+                .max_by_key(|e| e.completed)
+                .map_or(self.base[s as usize], |e| e.id);
+            if before == UNKNOWN {
+                continue;
+            }
             let Some(id) = decode(s, got) else {
                 return Err(format!("array sector {s}: data no write put there"));
             };

@@ -16,6 +16,13 @@ pub struct SimStats {
     pub sectors_verified: u64,
     pub member_ios: u64,
     pub power_cuts: u64,
+    /// Power cuts with members lost (before the cut and not yet rebuilt, or pulled right
+    /// after it): the write hole's case.
+    pub power_cuts_degraded: u64,
+    /// Members pulled right after a power cut, before the restart.
+    pub lost_after_cut: u64,
+    /// Parity blocks rewritten from the partial parity log at restarts.
+    pub log_replays: u64,
     /// Member sectors resynced after power cuts, and what a full resync would have covered.
     pub resync_sectors: u64,
     pub resync_capacity: u64,
@@ -38,6 +45,9 @@ impl SimStats {
         self.sectors_verified += o.sectors_verified;
         self.member_ios += o.member_ios;
         self.power_cuts += o.power_cuts;
+        self.power_cuts_degraded += o.power_cuts_degraded;
+        self.lost_after_cut += o.lost_after_cut;
+        self.log_replays += o.log_replays;
         self.resync_sectors += o.resync_sectors;
         self.resync_capacity += o.resync_capacity;
         self.members_pulled += o.members_pulled;

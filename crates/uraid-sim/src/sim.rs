@@ -76,13 +76,16 @@ impl Sim {
         }
         let members: Vec<SimMember> = (0..cfg.members)
             .map(|_| {
-                let mut m = SimMember::new(data_bytes, |_| 0, &bitmap);
+                let mut m = SimMember::new(data_bytes, |_| 0, &bitmap, cfg.log_bytes());
                 m.speed = if rng.random_bool(0.2) { 1 } else { 8 };
                 m
             })
             .collect();
         if let Some(wi) = cfg.write_intent(bitmap) {
             array.enable_write_intent(&wi);
+        }
+        if let Some(log) = cfg.log(1) {
+            array.enable_partial_parity_log(&log);
         }
         let oracle = Oracle::new(array.size_sectors());
         Sim {
@@ -123,6 +126,13 @@ impl Sim {
             && (io.op == MemberOp::Flush
                 || (io.sector.0..io.sector.0 + io.sectors).contains(&member_sector));
         let bitmap = io.area == IoArea::Bitmap && io.member.get() == member;
+        if io.area == IoArea::Log {
+            eprintln!(
+                "step {} {what} log {:?} member {} tag {} {}+{}",
+                self.step, io.op, io.member, io.tag.0, io.sector.0, io.sectors
+            );
+            return;
+        }
         if !covers && !bitmap {
             return;
         }
@@ -210,11 +220,12 @@ impl Sim {
             let waiting: Vec<String> = self.user.values().map(|u| format!("{u:?}")).collect();
             return Err(self.fail(format!(
                 "stalled: no member I/O, requests outstanding: {} (failed members {:?}, \
-                 recovering {:?}, bitmap {:?})",
+                 recovering {:?}, bitmap {:?}, log {:?})",
                 waiting.join(", "),
                 self.array.failed_members(),
                 self.array.recovering(),
-                self.array.write_intent_debug()
+                self.array.write_intent_debug(),
+                self.array.log_debug()
             )));
         }
         Ok(())
@@ -258,7 +269,7 @@ impl Sim {
         let f = self.inflight.swap_remove(index);
         let io = f.io;
         let member = &mut self.members[io.member.get()];
-        let offset = member.offset(io.area == IoArea::Bitmap, io.sector.0);
+        let offset = member.offset(io.area, io.sector.0);
         let sabotage = self.cfg.sabotage;
         let ok = match io.op {
             MemberOp::Read => {
