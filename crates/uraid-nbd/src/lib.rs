@@ -29,7 +29,9 @@ mod transmission;
 mod window;
 pub mod wire;
 
-pub use backend::{BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend};
+pub use backend::{
+    BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend, SegmentsDone, SegmentsOp,
+};
 pub use server::{ListenAddr, Server, ServerHandle};
 pub use stats::ServerStats;
 

@@ -12,9 +12,13 @@
 //! Costs per request, kept low because they are paid at every request (`uraid bench serve`):
 //! requests are read through a buffer (many headers per read syscall at high queue depths),
 //! payload and reply buffers are recycled (`BufferPool`), and a large reply goes out as one
-//! vectored write of its header and data, not a small write then a large one.
+//! vectored write of its header and data, not a small write then a large one. Reads and writes
+//! hold their data in the segments the backend asks for (`BlockBackend::segment_bytes`: the
+//! runtime's rows, one per worker), so that a request spanning rows is never cut or joined by
+//! copying: a write's payload is read from the socket straight into its segments, a read's
+//! reply is sent from them.
 
-use crate::backend::{BackendError, BackendOp};
+use crate::backend::{BackendError, BackendOp, SegmentsOp};
 use crate::pool::BufferPool;
 use crate::server::Shared;
 use crate::socket::Socket;
@@ -46,8 +50,8 @@ struct Reply {
 }
 
 enum Body {
-    /// A read's data (at `offset_bytes`, for the structured OFFSET_DATA chunk).
-    Data { offset_bytes: u64, data: Vec<u8> },
+    /// A read's data, in segments (at `offset_bytes`, for the structured OFFSET_DATA chunk).
+    Data { offset_bytes: u64, data: Vec<Vec<u8>> },
     /// Success without data, or an error (never zero) with a message for structured replies.
     Status { error: u32, message: String },
 }
@@ -138,24 +142,34 @@ impl Reader {
         self.window.acquire(charge_bytes);
         let op = match r.command {
             wire::CMD_READ => {
-                let buf = self.pool.take(r.len_bytes as usize);
-                BackendOp::ReadInto { offset_bytes: r.offset_bytes, buf }
+                let bufs = self.segments(r);
+                Submission::Segments(SegmentsOp::Read { offset_bytes: r.offset_bytes, bufs })
             }
             wire::CMD_WRITE => {
-                let mut buf = self.pool.take(r.len_bytes as usize);
-                if let Err(e) = self.input.read_exact(&mut buf) {
-                    self.window.release(charge_bytes);
-                    return Err(e);
+                let mut bufs = self.segments(r);
+                for buf in &mut bufs {
+                    if let Err(e) = self.input.read_exact(buf) {
+                        self.window.release(charge_bytes);
+                        return Err(e);
+                    }
                 }
-                BackendOp::Write { offset_bytes: r.offset_bytes, buf, fua: fua(r) }
+                let (offset_bytes, fua) = (r.offset_bytes, fua(r));
+                Submission::Segments(SegmentsOp::Write { offset_bytes, bufs, fua })
             }
             wire::CMD_WRITE_ZEROES => {
                 // Zeros written, not discarded: a trim need not read back as zeros everywhere.
                 let buf = vec![0; r.len_bytes as usize];
-                BackendOp::Write { offset_bytes: r.offset_bytes, buf, fua: fua(r) }
+                Submission::Whole(BackendOp::Write {
+                    offset_bytes: r.offset_bytes,
+                    buf,
+                    fua: fua(r),
+                })
             }
-            wire::CMD_FLUSH => BackendOp::Flush,
-            wire::CMD_TRIM => BackendOp::Discard { offset_bytes: r.offset_bytes, len_bytes: len },
+            wire::CMD_FLUSH => Submission::Whole(BackendOp::Flush),
+            wire::CMD_TRIM => {
+                let (offset_bytes, len_bytes) = (r.offset_bytes, len);
+                Submission::Whole(BackendOp::Discard { offset_bytes, len_bytes })
+            }
             other => unreachable!("check() refuses command {other}"),
         };
         self.shared.count(r);
@@ -163,7 +177,14 @@ impl Reader {
         Ok(())
     }
 
-    fn submit(&self, r: &Request, op: BackendOp, charge_bytes: u64) {
+    /// Pool buffers for a read's data or a write's payload, cut as the backend asks.
+    fn segments(&self, r: &Request) -> Vec<Vec<u8>> {
+        let lens = self.shared.backend.segment_bytes(r.offset_bytes, r.len_bytes);
+        assert_eq!(lens.iter().sum::<usize>(), r.len_bytes as usize, "segments cover it");
+        lens.into_iter().map(|n| self.pool.take(n)).collect()
+    }
+
+    fn submit(&self, r: &Request, op: Submission, charge_bytes: u64) {
         let (tx, shared, handle) = (self.tx.clone(), self.shared.clone(), r.handle);
         let (read, offset_bytes) = (r.command == wire::CMD_READ, r.offset_bytes);
         // A trim with FUA: the discard, then a flush, then the reply.
@@ -175,13 +196,33 @@ impl Reader {
         }
         let (backend, pool) = (self.shared.backend.clone(), self.pool.clone());
         let read_at = read.then_some(offset_bytes);
+        let op = match op {
+            Submission::Segments(op) => {
+                let done = move |result: Result<(), BackendError>, segments: Vec<Vec<u8>>| {
+                    if result.is_err() {
+                        // A failed read's buffers carry no reply: the next requests' buffers.
+                        pool.give_all(segments);
+                        let result = result.map(|()| Vec::new());
+                        return answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                    }
+                    let result = result.map(|()| segments);
+                    answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                };
+                return self.shared.backend.submit_segments(op, Box::new(done));
+            }
+            Submission::Whole(op) => op,
+        };
         self.shared.backend.submit(
             op,
             Box::new(move |result| {
                 if flush_after && result.is_ok() {
-                    let done = move |r| answer(&tx, &shared, &pool, handle, r, None, charge_bytes);
+                    let done = move |r: Result<Vec<u8>, _>| {
+                        let r = r.map(|b| vec![b]);
+                        answer(&tx, &shared, &pool, handle, r, None, charge_bytes);
+                    };
                     return backend.submit(BackendOp::Flush, Box::new(done));
                 }
+                let result = result.map(|b| vec![b]);
                 answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
             }),
         );
@@ -192,21 +233,28 @@ impl Reader {
     }
 }
 
-/// Turns a backend completion into the reply (`read_at`: the request was a read at that offset).
+/// What goes to the backend: reads and writes in segments, the rest whole.
+enum Submission {
+    Segments(SegmentsOp),
+    Whole(BackendOp),
+}
+
+/// Turns a backend completion into the reply (`read_at`: the request was a read at that
+/// offset). `result` holds the request's buffers (a read's data), when there are any.
 fn answer(
     tx: &Sender<Reply>,
     shared: &Shared,
     pool: &BufferPool,
     handle: u64,
-    result: Result<Vec<u8>, BackendError>,
+    result: Result<Vec<Vec<u8>>, BackendError>,
     read_at: Option<u64>,
     charge_bytes: u64,
 ) {
     let body = match (result, read_at) {
         (Ok(data), Some(offset_bytes)) => Body::Data { offset_bytes, data },
         (Ok(written), None) => {
-            // A write's payload (or nothing), done with: the next request's buffer.
-            pool.give(written);
+            // A write's payload (or nothing), done with: the next requests' buffers.
+            pool.give_all(written);
             ok()
         }
         (Err(e), _) => {
@@ -271,8 +319,9 @@ fn write_replies(
                 broken = encode(&mut out, &reply, structured).is_err();
             }
             if let Body::Data { data, .. } = reply.body {
-                bump(&shared.counters.read_bytes, data.len() as u64);
-                pool.give(data);
+                let bytes = data.iter().map(Vec::len).sum::<usize>();
+                bump(&shared.counters.read_bytes, bytes as u64);
+                pool.give_all(data);
             }
             window.release(reply.charge_bytes);
             next = rx.try_recv().ok();
@@ -296,7 +345,8 @@ fn encode(out: &mut BufWriter<Socket>, reply: &Reply, structured: bool) -> io::R
             out.write_all(&wire::structured_reply(done, wire::REPLY_TYPE_NONE, handle, 0))
         }
         (Body::Data { offset_bytes, data }, true) => {
-            let len = u32::try_from(data.len() + 8).expect("reads are at most the block maximum");
+            let bytes = data.iter().map(Vec::len).sum::<usize>();
+            let len = u32::try_from(bytes + 8).expect("reads are at most the block maximum");
             let kind = wire::REPLY_TYPE_OFFSET_DATA;
             let chunk = wire::structured_reply(wire::REPLY_FLAG_DONE, kind, handle, len);
             let mut head = [0; wire::STRUCTURED_REPLY_BYTES + 8];
@@ -318,16 +368,18 @@ fn encode(out: &mut BufWriter<Socket>, reply: &Reply, structured: bool) -> io::R
     }
 }
 
-/// A reply header and its data. Small data is copied into the reply buffer (many replies per
-/// syscall); large data goes straight to the socket with its header in one vectored write,
-/// after what the buffer holds, so the bytes stay in order.
-fn write_data(out: &mut BufWriter<Socket>, head: &[u8], data: &[u8]) -> io::Result<()> {
-    if data.len() < REPLY_DIRECT_BYTES {
+/// A reply header and its data (in segments). Small data is copied into the reply buffer
+/// (many replies per syscall); large data goes straight to the socket with its header in one
+/// vectored write, after what the buffer holds, so the bytes stay in order.
+fn write_data(out: &mut BufWriter<Socket>, head: &[u8], data: &[Vec<u8>]) -> io::Result<()> {
+    if data.iter().map(Vec::len).sum::<usize>() < REPLY_DIRECT_BYTES {
         out.write_all(head)?;
-        return out.write_all(data);
+        return data.iter().try_for_each(|d| out.write_all(d));
     }
     out.flush()?;
-    let mut parts = [IoSlice::new(head), IoSlice::new(data)];
+    let mut parts = Vec::with_capacity(data.len() + 1);
+    parts.push(IoSlice::new(head));
+    parts.extend(data.iter().map(|d| IoSlice::new(d)));
     let mut parts = &mut parts[..];
     while !parts.is_empty() {
         match out.get_mut().write_vectored(parts) {
