@@ -258,3 +258,59 @@ impl BlockBackend for MemoryBackend {
         done(self.run(op));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that cuts at 4 KiB but has no `submit_segments` of its own: the default
+    /// joins the segments for `submit` and cuts the result back into the same lengths.
+    struct Cutting(MemoryBackend);
+
+    impl BlockBackend for Cutting {
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+
+        fn preferred_block_bytes(&self) -> u32 {
+            4096
+        }
+
+        fn submit(&self, op: BackendOp, done: BackendDone) {
+            self.0.submit(op, done);
+        }
+
+        fn segment_bytes(&self, offset_bytes: u64, len_bytes: u32) -> Vec<usize> {
+            let first = 4096 - (offset_bytes % 4096) as usize;
+            let first = first.min(len_bytes as usize);
+            let rest = len_bytes as usize - first;
+            std::iter::once(first)
+                .chain((0..rest.div_ceil(4096)).map(|i| (rest - i * 4096).min(4096)))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn default_segments_join_and_cut_back_to_the_same_lengths() {
+        let b = Cutting(MemoryBackend::new(64 << 10, 4096));
+        let lens = b.segment_bytes(1024, 10_240);
+        assert_eq!(lens, vec![3072, 4096, 3072]);
+        let data: Vec<u8> = (0..10_240u32).map(|i| (i % 253) as u8).collect();
+        let bufs = cut(data.clone(), &lens);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let op = SegmentsOp::Write { offset_bytes: 1024, bufs, fua: false };
+        let tx2 = tx.clone();
+        b.submit_segments(op, Box::new(move |r, segs| tx2.send((r, segs)).unwrap()));
+        let (r, segs) = rx.recv().unwrap();
+        r.unwrap();
+        assert_eq!(segs.iter().map(Vec::len).collect::<Vec<_>>(), lens, "written, cut back");
+        let bufs = lens.iter().map(|&n| vec![0; n]).collect();
+        let op = SegmentsOp::Read { offset_bytes: 1024, bufs };
+        b.submit_segments(op, Box::new(move |r, segs| tx.send((r, segs)).unwrap()));
+        let (r, segs) = rx.recv().unwrap();
+        r.unwrap();
+        assert_eq!(segs.iter().map(Vec::len).collect::<Vec<_>>(), lens);
+        assert_eq!(segs.concat(), data, "read back in the same segments");
+        assert_eq!(b.0.snapshot(1024, 10_240), data);
+    }
+}

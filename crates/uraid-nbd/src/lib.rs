@@ -22,6 +22,7 @@ pub mod client;
 pub mod fuzzing;
 mod handshake;
 mod pool;
+mod reply;
 mod server;
 mod socket;
 mod stats;
