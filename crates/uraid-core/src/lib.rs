@@ -8,6 +8,7 @@ pub mod array;
 pub mod buffer;
 pub mod constants;
 pub mod error;
+mod fast_hash;
 pub mod geometry;
 pub mod layout;
 pub mod ppl;

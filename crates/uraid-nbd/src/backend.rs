@@ -33,6 +33,20 @@ pub enum BackendOp {
 /// Called once with the read data (or the write's buffer, or an empty `Vec`), or the error.
 pub type BackendDone = Box<dyn FnOnce(Result<Vec<u8>, BackendError>) + Send>;
 
+/// A read or write whose buffer is in segments, cut where `BlockBackend::segment_bytes` says
+/// (the server reads payloads into them and sends replies from them, vectored).
+#[derive(Debug)]
+pub enum SegmentsOp {
+    /// Fills `bufs` in order from `offset_bytes`, whatever they hold.
+    Read { offset_bytes: u64, bufs: Vec<Vec<u8>> },
+    /// Writes `bufs` in order at `offset_bytes`; with `fua`, durable when done.
+    Write { offset_bytes: u64, bufs: Vec<Vec<u8>>, fua: bool },
+}
+
+/// Called once with the segments (read data, or the written buffers) or the error; the
+/// segments come back on error too, for reuse.
+pub type SegmentsDone = Box<dyn FnOnce(Result<(), BackendError>, Vec<Vec<u8>>) + Send>;
+
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BackendError {
@@ -54,6 +68,59 @@ pub trait BlockBackend: Send + Sync + 'static {
     fn preferred_block_bytes(&self) -> u32;
 
     fn submit(&self, op: BackendOp, done: BackendDone);
+
+    /// Where to cut a read or write of `len_bytes` at `offset_bytes` so that
+    /// `submit_segments` moves it without copying: the segments' lengths, in order. By
+    /// default one segment.
+    fn segment_bytes(&self, offset_bytes: u64, len_bytes: u32) -> Vec<usize> {
+        let _ = offset_bytes;
+        vec![len_bytes as usize]
+    }
+
+    /// As `submit` for a read or write in segments. By default the segments are joined into
+    /// one buffer for `submit` and cut again afterwards (no copy for a single segment).
+    fn submit_segments(&self, op: SegmentsOp, done: SegmentsDone) {
+        let (op, lens) = match op {
+            SegmentsOp::Read { offset_bytes, bufs } => {
+                let lens: Vec<usize> = bufs.iter().map(Vec::len).collect();
+                (BackendOp::ReadInto { offset_bytes, buf: join(bufs) }, lens)
+            }
+            SegmentsOp::Write { offset_bytes, bufs, fua } => {
+                let lens: Vec<usize> = bufs.iter().map(Vec::len).collect();
+                (BackendOp::Write { offset_bytes, buf: join(bufs), fua }, lens)
+            }
+        };
+        self.submit(
+            op,
+            Box::new(move |result| match result {
+                Ok(buf) => done(Ok(()), cut(buf, &lens)),
+                Err(e) => done(Err(e), Vec::new()),
+            }),
+        );
+    }
+}
+
+/// One buffer of `bufs`' bytes (the first one itself when it is alone).
+fn join(mut bufs: Vec<Vec<u8>>) -> Vec<u8> {
+    if bufs.len() == 1 {
+        return bufs.pop().expect("one");
+    }
+    bufs.concat()
+}
+
+/// `buf` cut into segments of `lens` (`buf` itself for one segment).
+fn cut(buf: Vec<u8>, lens: &[usize]) -> Vec<Vec<u8>> {
+    assert_eq!(lens.iter().sum::<usize>(), buf.len(), "the segments cover the buffer");
+    if lens.len() == 1 {
+        return vec![buf];
+    }
+    let mut at = 0;
+    lens.iter()
+        .map(|&n| {
+            at += n;
+            buf[at - n..at].to_vec()
+        })
+        .collect()
 }
 
 /// The uraid array. The runtime does not publish its geometry, so it prefers 4 KiB (its
@@ -81,6 +148,24 @@ impl BlockBackend for Runtime {
         };
         Runtime::submit(self, op, move |c: Completed| {
             done(c.result.map(|()| c.buf).map_err(|e| runtime_error(&e)));
+        });
+    }
+
+    /// The runtime's cut among its workers: each segment goes to its worker's engine as it
+    /// is, so a request spanning rows is neither cut nor joined by copying.
+    fn segment_bytes(&self, offset_bytes: u64, len_bytes: u32) -> Vec<usize> {
+        Runtime::segment_bytes(self, offset_bytes, u64::from(len_bytes))
+    }
+
+    fn submit_segments(&self, op: SegmentsOp, done: SegmentsDone) {
+        let op = match op {
+            SegmentsOp::Read { offset_bytes, bufs } => Op::ReadSegments { offset_bytes, bufs },
+            SegmentsOp::Write { offset_bytes, bufs, fua } => {
+                Op::WriteSegments { offset_bytes, bufs, fua }
+            }
+        };
+        Runtime::submit(self, op, move |c: Completed| {
+            done(c.result.map_err(|e| runtime_error(&e)), c.segments);
         });
     }
 }
@@ -171,5 +256,61 @@ impl BlockBackend for MemoryBackend {
 
     fn submit(&self, op: BackendOp, done: BackendDone) {
         done(self.run(op));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that cuts at 4 KiB but has no `submit_segments` of its own: the default
+    /// joins the segments for `submit` and cuts the result back into the same lengths.
+    struct Cutting(MemoryBackend);
+
+    impl BlockBackend for Cutting {
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+
+        fn preferred_block_bytes(&self) -> u32 {
+            4096
+        }
+
+        fn submit(&self, op: BackendOp, done: BackendDone) {
+            self.0.submit(op, done);
+        }
+
+        fn segment_bytes(&self, offset_bytes: u64, len_bytes: u32) -> Vec<usize> {
+            let first = 4096 - (offset_bytes % 4096) as usize;
+            let first = first.min(len_bytes as usize);
+            let rest = len_bytes as usize - first;
+            std::iter::once(first)
+                .chain((0..rest.div_ceil(4096)).map(|i| (rest - i * 4096).min(4096)))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn default_segments_join_and_cut_back_to_the_same_lengths() {
+        let b = Cutting(MemoryBackend::new(64 << 10, 4096));
+        let lens = b.segment_bytes(1024, 10_240);
+        assert_eq!(lens, vec![3072, 4096, 3072]);
+        let data: Vec<u8> = (0..10_240u32).map(|i| (i % 253) as u8).collect();
+        let bufs = cut(data.clone(), &lens);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let op = SegmentsOp::Write { offset_bytes: 1024, bufs, fua: false };
+        let tx2 = tx.clone();
+        b.submit_segments(op, Box::new(move |r, segs| tx2.send((r, segs)).unwrap()));
+        let (r, segs) = rx.recv().unwrap();
+        r.unwrap();
+        assert_eq!(segs.iter().map(Vec::len).collect::<Vec<_>>(), lens, "written, cut back");
+        let bufs = lens.iter().map(|&n| vec![0; n]).collect();
+        let op = SegmentsOp::Read { offset_bytes: 1024, bufs };
+        b.submit_segments(op, Box::new(move |r, segs| tx.send((r, segs)).unwrap()));
+        let (r, segs) = rx.recv().unwrap();
+        r.unwrap();
+        assert_eq!(segs.iter().map(Vec::len).collect::<Vec<_>>(), lens);
+        assert_eq!(segs.concat(), data, "read back in the same segments");
+        assert_eq!(b.0.snapshot(1024, 10_240), data);
     }
 }

@@ -22,6 +22,7 @@ pub mod client;
 pub mod fuzzing;
 mod handshake;
 mod pool;
+mod reply;
 mod server;
 mod socket;
 mod stats;
@@ -29,7 +30,9 @@ mod transmission;
 mod window;
 pub mod wire;
 
-pub use backend::{BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend};
+pub use backend::{
+    BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend, SegmentsDone, SegmentsOp,
+};
 pub use server::{ListenAddr, Server, ServerHandle};
 pub use stats::ServerStats;
 

@@ -38,6 +38,13 @@ impl BufferPool {
         buf
     }
 
+    /// Returns every buffer of `bufs` (a request's segments) for reuse.
+    pub fn give_all(&self, bufs: Vec<Vec<u8>>) {
+        for b in bufs {
+            self.give(b);
+        }
+    }
+
     /// Returns `buf` for reuse, or frees it when the pool is full.
     pub fn give(&self, mut buf: Vec<u8>) {
         if buf.capacity() == 0 {

@@ -12,16 +12,21 @@
 //! Costs per request, kept low because they are paid at every request (`uraid bench serve`):
 //! requests are read through a buffer (many headers per read syscall at high queue depths),
 //! payload and reply buffers are recycled (`BufferPool`), and a large reply goes out as one
-//! vectored write of its header and data, not a small write then a large one.
+//! vectored write of its header and data, not a small write then a large one (`reply`). Reads
+//! and writes hold their data in the segments the backend asks for (`BlockBackend::
+//! segment_bytes`: the runtime's rows, one per worker), so that a request spanning rows is
+//! never cut or joined by copying: a write's payload is read from the socket straight into its
+//! segments, a read's reply is sent from them.
 
-use crate::backend::{BackendError, BackendOp};
+use crate::backend::{BackendError, BackendOp, SegmentsOp};
 use crate::pool::BufferPool;
+use crate::reply::{Body, Reply, encode};
 use crate::server::Shared;
 use crate::socket::Socket;
 use crate::stats::bump;
 use crate::window::Window;
 use crate::wire::{self, Request};
-use std::io::{self, BufReader, BufWriter, IoSlice, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -36,20 +41,6 @@ pub(crate) enum End {
     Closed,
     /// A request header without NBD_REQUEST_MAGIC: the stream cannot be trusted any further.
     BadMagic(u32),
-}
-
-/// One reply, queued for the writer. `charge_bytes` is returned to the window once sent.
-struct Reply {
-    handle: u64,
-    body: Body,
-    charge_bytes: u64,
-}
-
-enum Body {
-    /// A read's data (at `offset_bytes`, for the structured OFFSET_DATA chunk).
-    Data { offset_bytes: u64, data: Vec<u8> },
-    /// Success without data, or an error (never zero) with a message for structured replies.
-    Status { error: u32, message: String },
 }
 
 /// Serves requests on `socket` until the client disconnects, then drains: returns once every
@@ -84,8 +75,6 @@ const IN_FLIGHT_BYTES_MAX: u64 = 256 << 20;
 /// Read-ahead of the request stream: 32 pipelined 4 KiB writes and their headers, or a few
 /// hundred read requests, per read syscall. Larger payloads bypass it.
 const INPUT_BUFFER_BYTES: usize = 128 << 10;
-/// Replies with at least this much data skip the reply buffer (no copy into it).
-const REPLY_DIRECT_BYTES: usize = 64 << 10;
 
 struct Reader {
     input: BufReader<Socket>,
@@ -138,24 +127,34 @@ impl Reader {
         self.window.acquire(charge_bytes);
         let op = match r.command {
             wire::CMD_READ => {
-                let buf = self.pool.take(r.len_bytes as usize);
-                BackendOp::ReadInto { offset_bytes: r.offset_bytes, buf }
+                let bufs = self.segments(r);
+                Submission::Segments(SegmentsOp::Read { offset_bytes: r.offset_bytes, bufs })
             }
             wire::CMD_WRITE => {
-                let mut buf = self.pool.take(r.len_bytes as usize);
-                if let Err(e) = self.input.read_exact(&mut buf) {
-                    self.window.release(charge_bytes);
-                    return Err(e);
+                let mut bufs = self.segments(r);
+                for buf in &mut bufs {
+                    if let Err(e) = self.input.read_exact(buf) {
+                        self.window.release(charge_bytes);
+                        return Err(e);
+                    }
                 }
-                BackendOp::Write { offset_bytes: r.offset_bytes, buf, fua: fua(r) }
+                let (offset_bytes, fua) = (r.offset_bytes, fua(r));
+                Submission::Segments(SegmentsOp::Write { offset_bytes, bufs, fua })
             }
             wire::CMD_WRITE_ZEROES => {
                 // Zeros written, not discarded: a trim need not read back as zeros everywhere.
                 let buf = vec![0; r.len_bytes as usize];
-                BackendOp::Write { offset_bytes: r.offset_bytes, buf, fua: fua(r) }
+                Submission::Whole(BackendOp::Write {
+                    offset_bytes: r.offset_bytes,
+                    buf,
+                    fua: fua(r),
+                })
             }
-            wire::CMD_FLUSH => BackendOp::Flush,
-            wire::CMD_TRIM => BackendOp::Discard { offset_bytes: r.offset_bytes, len_bytes: len },
+            wire::CMD_FLUSH => Submission::Whole(BackendOp::Flush),
+            wire::CMD_TRIM => {
+                let (offset_bytes, len_bytes) = (r.offset_bytes, len);
+                Submission::Whole(BackendOp::Discard { offset_bytes, len_bytes })
+            }
             other => unreachable!("check() refuses command {other}"),
         };
         self.shared.count(r);
@@ -163,7 +162,14 @@ impl Reader {
         Ok(())
     }
 
-    fn submit(&self, r: &Request, op: BackendOp, charge_bytes: u64) {
+    /// Pool buffers for a read's data or a write's payload, cut as the backend asks.
+    fn segments(&self, r: &Request) -> Vec<Vec<u8>> {
+        let lens = self.shared.backend.segment_bytes(r.offset_bytes, r.len_bytes);
+        assert_eq!(lens.iter().sum::<usize>(), r.len_bytes as usize, "segments cover it");
+        lens.into_iter().map(|n| self.pool.take(n)).collect()
+    }
+
+    fn submit(&self, r: &Request, op: Submission, charge_bytes: u64) {
         let (tx, shared, handle) = (self.tx.clone(), self.shared.clone(), r.handle);
         let (read, offset_bytes) = (r.command == wire::CMD_READ, r.offset_bytes);
         // A trim with FUA: the discard, then a flush, then the reply.
@@ -175,13 +181,33 @@ impl Reader {
         }
         let (backend, pool) = (self.shared.backend.clone(), self.pool.clone());
         let read_at = read.then_some(offset_bytes);
+        let op = match op {
+            Submission::Segments(op) => {
+                let done = move |result: Result<(), BackendError>, segments: Vec<Vec<u8>>| {
+                    if result.is_err() {
+                        // A failed read's buffers carry no reply: the next requests' buffers.
+                        pool.give_all(segments);
+                        let result = result.map(|()| Vec::new());
+                        return answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                    }
+                    let result = result.map(|()| segments);
+                    answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                };
+                return self.shared.backend.submit_segments(op, Box::new(done));
+            }
+            Submission::Whole(op) => op,
+        };
         self.shared.backend.submit(
             op,
             Box::new(move |result| {
                 if flush_after && result.is_ok() {
-                    let done = move |r| answer(&tx, &shared, &pool, handle, r, None, charge_bytes);
+                    let done = move |r: Result<Vec<u8>, _>| {
+                        let r = r.map(|b| vec![b]);
+                        answer(&tx, &shared, &pool, handle, r, None, charge_bytes);
+                    };
                     return backend.submit(BackendOp::Flush, Box::new(done));
                 }
+                let result = result.map(|b| vec![b]);
                 answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
             }),
         );
@@ -192,21 +218,28 @@ impl Reader {
     }
 }
 
-/// Turns a backend completion into the reply (`read_at`: the request was a read at that offset).
+/// What goes to the backend: reads and writes in segments, the rest whole.
+enum Submission {
+    Segments(SegmentsOp),
+    Whole(BackendOp),
+}
+
+/// Turns a backend completion into the reply (`read_at`: the request was a read at that
+/// offset). `result` holds the request's buffers (a read's data), when there are any.
 fn answer(
     tx: &Sender<Reply>,
     shared: &Shared,
     pool: &BufferPool,
     handle: u64,
-    result: Result<Vec<u8>, BackendError>,
+    result: Result<Vec<Vec<u8>>, BackendError>,
     read_at: Option<u64>,
     charge_bytes: u64,
 ) {
     let body = match (result, read_at) {
         (Ok(data), Some(offset_bytes)) => Body::Data { offset_bytes, data },
         (Ok(written), None) => {
-            // A write's payload (or nothing), done with: the next request's buffer.
-            pool.give(written);
+            // A write's payload (or nothing), done with: the next requests' buffers.
+            pool.give_all(written);
             ok()
         }
         (Err(e), _) => {
@@ -271,8 +304,9 @@ fn write_replies(
                 broken = encode(&mut out, &reply, structured).is_err();
             }
             if let Body::Data { data, .. } = reply.body {
-                bump(&shared.counters.read_bytes, data.len() as u64);
-                pool.give(data);
+                let bytes = data.iter().map(Vec::len).sum::<usize>();
+                bump(&shared.counters.read_bytes, bytes as u64);
+                pool.give_all(data);
             }
             window.release(reply.charge_bytes);
             next = rx.try_recv().ok();
@@ -285,59 +319,6 @@ fn write_replies(
             s.shutdown(Shutdown::Both);
         }
     }
-}
-
-fn encode(out: &mut BufWriter<Socket>, reply: &Reply, structured: bool) -> io::Result<()> {
-    let handle = reply.handle;
-    match (&reply.body, structured) {
-        (Body::Data { data, .. }, false) => write_data(out, &wire::simple_reply(0, handle), data),
-        (Body::Data { data, .. }, true) if data.is_empty() => {
-            let done = wire::REPLY_FLAG_DONE;
-            out.write_all(&wire::structured_reply(done, wire::REPLY_TYPE_NONE, handle, 0))
-        }
-        (Body::Data { offset_bytes, data }, true) => {
-            let len = u32::try_from(data.len() + 8).expect("reads are at most the block maximum");
-            let kind = wire::REPLY_TYPE_OFFSET_DATA;
-            let chunk = wire::structured_reply(wire::REPLY_FLAG_DONE, kind, handle, len);
-            let mut head = [0; wire::STRUCTURED_REPLY_BYTES + 8];
-            head[..wire::STRUCTURED_REPLY_BYTES].copy_from_slice(&chunk);
-            head[wire::STRUCTURED_REPLY_BYTES..].copy_from_slice(&offset_bytes.to_be_bytes());
-            write_data(out, &head, data)
-        }
-        (Body::Status { error, .. }, false) => out.write_all(&wire::simple_reply(*error, handle)),
-        (Body::Status { error: 0, .. }, true) => out.write_all(&wire::simple_reply(0, handle)),
-        (Body::Status { error, message }, true) => {
-            let message = &message.as_bytes()[..message.len().min(wire::STRING_BYTES_MAX)];
-            let len = 6 + message.len() as u32;
-            let kind = wire::REPLY_TYPE_ERROR;
-            out.write_all(&wire::structured_reply(wire::REPLY_FLAG_DONE, kind, handle, len))?;
-            out.write_all(&error.to_be_bytes())?;
-            out.write_all(&(message.len() as u16).to_be_bytes())?;
-            out.write_all(message)
-        }
-    }
-}
-
-/// A reply header and its data. Small data is copied into the reply buffer (many replies per
-/// syscall); large data goes straight to the socket with its header in one vectored write,
-/// after what the buffer holds, so the bytes stay in order.
-fn write_data(out: &mut BufWriter<Socket>, head: &[u8], data: &[u8]) -> io::Result<()> {
-    if data.len() < REPLY_DIRECT_BYTES {
-        out.write_all(head)?;
-        return out.write_all(data);
-    }
-    out.flush()?;
-    let mut parts = [IoSlice::new(head), IoSlice::new(data)];
-    let mut parts = &mut parts[..];
-    while !parts.is_empty() {
-        match out.get_mut().write_vectored(parts) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut parts, n),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// The error a request gets before it reaches the backend, if any (the protocol's rules).

@@ -54,6 +54,10 @@ pub enum RuntimeError {
     Worker { worker: usize, message: String },
     #[error("the runtime shut down (or a worker died) before the request finished")]
     Gone,
+    /// `Op::ReadSegments` / `WriteSegments` with buffers not cut as `Runtime::segment_bytes`
+    /// says.
+    #[error("request buffers of {found:?} bytes, where the array cuts {expected:?}")]
+    Segments { expected: Vec<usize>, found: Vec<usize> },
     #[error("spawning worker {worker}: {message}")]
     Spawn { worker: usize, message: String },
 }

@@ -38,7 +38,7 @@ impl Runtime {
         if sectors == 0 || end.is_none_or(|end| end > self.member_sectors) {
             let size = self.member_sectors;
             let e = ArrayError::OutOfRange { sector: member_sector, sectors, size };
-            return done(Completed { result: Err(e.into()), buf: Vec::new() });
+            return done(Completed::whole(Err(e.into()), Vec::new()));
         }
         // A member-sector row (one chunk of each member) is an array row: same workers.
         let spans = request::split(member_sector, sectors, self.chunk_sectors, self.workers());

@@ -13,6 +13,11 @@
 //! and back so that the returned buffer still holds what was written). `RuntimeStats::
 //! split_bytes_copied` counts them. Example: chunk 64 KiB, 3 data disks (192 KiB rows), a 256
 //! KiB read at 0: pieces 192 + 64 KiB on workers 0 and 1, 64 KiB copied at reassembly.
+//!
+//! A caller that can hold its buffer in pieces avoids those copies: `Op::ReadSegments` and
+//! `Op::WriteSegments` take one `Vec` per piece, cut where `Runtime::segment_bytes` says, each
+//! goes to its worker's engine as it is and comes back in `Completed::segments`, untouched by
+//! the runtime (the NBD server reads payloads into them and writes replies from them, vectored).
 
 use crate::RuntimeError;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +35,29 @@ pub enum Op {
     Flush,
     /// The range reads back as zeros afterwards.
     Discard { offset_bytes: u64, len_bytes: u64 },
+    /// As `Read`, into `bufs` in order, which must be cut as `Runtime::segment_bytes` says
+    /// (else the request fails with `RuntimeError::Segments`): nothing is copied to cut or join.
+    ReadSegments { offset_bytes: u64, bufs: Vec<Vec<u8>> },
+    /// As `Write`, from `bufs` cut as for `ReadSegments`.
+    WriteSegments { offset_bytes: u64, bufs: Vec<Vec<u8>>, fua: bool },
 }
 
-/// A finished request: its result and the caller's buffer (empty for Flush and Discard).
+/// A finished request: its result and the caller's buffer (empty for Flush and Discard), or
+/// its buffers for `ReadSegments` and `WriteSegments`.
 #[derive(Debug)]
 pub struct Completed {
     pub result: Result<(), RuntimeError>,
     pub buf: Vec<u8>,
+    /// The buffers of `ReadSegments` / `WriteSegments`, in order (empty for other requests).
+    pub segments: Vec<Vec<u8>>,
+}
+
+impl Completed {
+    /// A request that ends with `buf` (and no segments).
+    #[must_use]
+    pub fn whole(result: Result<(), RuntimeError>, buf: Vec<u8>) -> Completed {
+        Completed { result, buf, segments: Vec::new() }
+    }
 }
 
 /// Called once, on the thread of the worker that finished the last piece: it must be quick
@@ -75,6 +96,9 @@ pub(crate) struct Parent {
     state: Mutex<ParentState>,
     /// The runtime's `split_bytes_copied`.
     copied: Arc<AtomicU64>,
+    /// The caller gave the pieces' buffers (`Op::ReadSegments`, `WriteSegments`): they go
+    /// back as they are, not joined.
+    segmented: bool,
 }
 
 struct ParentState {
@@ -95,7 +119,14 @@ impl Parent {
             bufs: (0..pieces).map(|_| Vec::new()).collect(),
             done: Some(done),
         };
-        Arc::new(Parent { state: Mutex::new(state), copied })
+        Arc::new(Parent { state: Mutex::new(state), copied, segmented: false })
+    }
+
+    /// A request whose pieces' buffers are the caller's segments, returned unjoined.
+    pub fn segmented(pieces: usize, done: Callback, copied: Arc<AtomicU64>) -> Arc<Parent> {
+        let mut parent = Parent::new(pieces, done, copied);
+        Arc::get_mut(&mut parent).expect("not shared yet").segmented = true;
+        parent
     }
 
     /// Records one piece's end; the last one reassembles and calls back (outside the lock).
@@ -116,8 +147,11 @@ impl Parent {
             (std::mem::take(&mut s.bufs), s.error.take(), done)
         };
         let (bufs, error, done) = finished;
-        let buf = self.reassemble(bufs);
-        done(Completed { result: error.map_or(Ok(()), Err), buf });
+        let result = error.map_or(Ok(()), Err);
+        if self.segmented {
+            return done(Completed { result, buf: Vec::new(), segments: bufs });
+        }
+        done(Completed::whole(result, self.reassemble(bufs)));
     }
 
     fn reassemble(&self, mut bufs: Vec<Vec<u8>>) -> Vec<u8> {

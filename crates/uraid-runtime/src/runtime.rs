@@ -165,6 +165,12 @@ impl Runtime {
             Op::Write { offset_bytes, buf, fua } => {
                 self.submit_data(PieceOp::Write { fua }, offset_bytes, buf, done);
             }
+            Op::ReadSegments { offset_bytes, bufs } => {
+                self.submit_segments(PieceOp::Read, offset_bytes, bufs, done);
+            }
+            Op::WriteSegments { offset_bytes, bufs, fua } => {
+                self.submit_segments(PieceOp::Write { fua }, offset_bytes, bufs, done);
+            }
             Op::Flush => {
                 let parent = Parent::new(self.workers(), done, self.copied.clone());
                 for w in 0..self.workers() {
@@ -174,7 +180,7 @@ impl Runtime {
             Op::Discard { offset_bytes, len_bytes } => {
                 let (sector, sectors) = match self.check(offset_bytes, len_bytes) {
                     Ok(range) => range,
-                    Err(e) => return done(Completed { result: Err(e), buf: Vec::new() }),
+                    Err(e) => return done(Completed::whole(Err(e), Vec::new())),
                 };
                 let spans = request::split(sector, sectors, self.row_sectors, self.workers());
                 let parent = Parent::new(spans.len(), done, self.copied.clone());
@@ -199,7 +205,7 @@ impl Runtime {
         let len_bytes = buf.len() as u64;
         let (sector, sectors) = match self.check(offset_bytes, len_bytes) {
             Ok(range) => range,
-            Err(e) => return done(Completed { result: Err(e), buf }),
+            Err(e) => return done(Completed::whole(Err(e), buf)),
         };
         let spans: Vec<Span> = request::split(sector, sectors, self.row_sectors, self.workers());
         let copy = matches!(op, PieceOp::Write { .. });
@@ -209,6 +215,43 @@ impl Runtime {
             request::split_buf(buf, &spans, copy, &self.copied)
         };
         let parent = Parent::new(spans.len(), done, self.copied.clone());
+        for (i, (s, b)) in spans.iter().zip(bufs).enumerate() {
+            self.send(s.worker, op, Sector(s.sector), b, i, &parent);
+        }
+    }
+
+    /// Where a read or write of `len_bytes` at `offset_bytes` is cut among the workers: the
+    /// byte lengths of its pieces, in order, which `Op::ReadSegments` / `WriteSegments` take
+    /// as separate buffers so that nothing is copied. One piece for a request inside a row
+    /// (and for one the runtime will refuse: unaligned or out of range).
+    #[must_use]
+    pub fn segment_bytes(&self, offset_bytes: u64, len_bytes: u64) -> Vec<usize> {
+        let Ok((sector, sectors)) = self.check(offset_bytes, len_bytes) else {
+            return vec![usize::try_from(len_bytes).expect("a request fits in memory")];
+        };
+        request::split(sector, sectors, self.row_sectors, self.workers())
+            .iter()
+            .map(|s| usize::try_from(s.sectors * SECTOR_BYTES).expect("a piece fits in memory"))
+            .collect()
+    }
+
+    /// Sends each of the caller's buffers as one piece, when they are cut as the rows are.
+    fn submit_segments(&self, op: PieceOp, offset_bytes: u64, bufs: Vec<Vec<u8>>, done: Callback) {
+        let len_bytes = bufs.iter().map(|b| b.len() as u64).sum();
+        let (sector, sectors) = match self.check(offset_bytes, len_bytes) {
+            Ok(range) => range,
+            Err(e) => return done(Completed { result: Err(e), buf: Vec::new(), segments: bufs }),
+        };
+        let spans = request::split(sector, sectors, self.row_sectors, self.workers());
+        let fits = spans.len() == bufs.len()
+            && spans.iter().zip(&bufs).all(|(s, b)| s.sectors * SECTOR_BYTES == b.len() as u64);
+        if !fits {
+            let expected = self.segment_bytes(offset_bytes, len_bytes);
+            let found = bufs.iter().map(Vec::len).collect();
+            let e = RuntimeError::Segments { expected, found };
+            return done(Completed { result: Err(e), buf: Vec::new(), segments: bufs });
+        }
+        let parent = Parent::segmented(spans.len(), done, self.copied.clone());
         for (i, (s, b)) in spans.iter().zip(bufs).enumerate() {
             self.send(s.worker, op, Sector(s.sector), b, i, &parent);
         }

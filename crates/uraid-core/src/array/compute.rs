@@ -24,7 +24,7 @@ impl Array {
         }
         let pieces: Vec<Piece> =
             self.batch(id).iter().filter(|p| p.kind == Kind::Write).cloned().collect();
-        if method == WriteMethod::FullStripe {
+        if matches!(method, WriteMethod::FullStripe | WriteMethod::DataOnly) {
             self.plan_skip_copy(id, &pieces);
         }
         if method == WriteMethod::ReadModifyWrite {
@@ -41,9 +41,11 @@ impl Array {
     /// md's skip_copy: a data block that the batch's last write to it covers whole goes to the
     /// member straight from that request's buffer, and parity is computed from there: no copy
     /// into the head. Not for batches that also read (they are served from the head) nor for
-    /// zero writes (no buffer). Only for full-stripe writes: after a partial-stripe write the
-    /// head keeps the new data, so that the next write to the stripe (a sequential writer's
-    /// next request, at iodepth 1) finds it up to date instead of reading it back.
+    /// zero writes (no buffer). Only for full-stripe writes and writes with no parity (RAID0,
+    /// or the parity member lost): after a partial-stripe write the head keeps the new data, so
+    /// that the next write to the stripe (a sequential writer's next request, at iodepth 1)
+    /// finds it up to date instead of reading it back; with no parity to compute, a later
+    /// write never needs the other blocks, and a whole block is never read back.
     fn plan_skip_copy(&mut self, id: HeadId, pieces: &[Piece]) {
         if self.batch(id).iter().any(|p| p.kind == Kind::Read) {
             return;

@@ -22,12 +22,13 @@ pub use ppl::PartialParityLogConfig;
 pub use sync::{MISMATCHES_KEPT, Mismatch, SyncKind};
 pub use write_intent::{BITMAP_PAGE_BYTES, WriteIntentConfig};
 
+use crate::fast_hash::{HashMap, HashSet};
 use crate::geometry::Geometry;
 use crate::request::{BlockRange, split_by_chunk, split_by_head};
 use crate::stripe::{HeadId, StripeCache, StripeKey};
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 use handle::{HeadState, Piece};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use thiserror::Error;
 
 /// Full-stripe writes that may overtake a held-back partial-stripe write before it starts
@@ -145,7 +146,7 @@ pub struct Array {
     delayed: Vec<HeadId>,
     /// Heads with pieces not yet handled (see `handle::handle_or_defer`).
     deferred: Vec<HeadId>,
-    deferred_ids: std::collections::HashSet<HeadId>,
+    deferred_ids: HashSet<HeadId>,
     /// While `handle_deferred` runs: whether other I/O was busy when it began.
     busy_before_settle: Option<bool>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
@@ -192,18 +193,18 @@ impl Array {
             mismatches: Vec::new(),
             geometry: g,
             unit_sectors,
-            heads: HashMap::new(),
+            heads: HashMap::default(),
             requests: Vec::new(),
             free_slots: Vec::new(),
-            inflight: HashMap::new(),
+            inflight: HashMap::default(),
             queue: VecDeque::new(),
             waiting: VecDeque::new(),
-            waiting_keys: HashMap::new(),
+            waiting_keys: HashMap::default(),
             done: Vec::new(),
             plugged: false,
             delayed: Vec::new(),
             deferred: Vec::new(),
-            deferred_ids: std::collections::HashSet::new(),
+            deferred_ids: HashSet::default(),
             busy_before_settle: None,
             full_stripe_writes: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),

@@ -9,7 +9,7 @@
 
 use super::head::{StripeHead, StripeKey};
 use super::lru::Lru;
-use std::collections::HashMap;
+use crate::fast_hash::HashMap;
 
 /// md's default `stripe_cache_size`.
 pub const STRIPE_CACHE_SIZE_DEFAULT: usize = 256;
@@ -49,7 +49,7 @@ impl StripeCache {
     pub fn new(capacity: usize, members: usize, unit_bytes: usize) -> StripeCache {
         let mut cache = StripeCache {
             slots: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: HashMap::default(),
             lru: Lru::new(),
             free: Vec::new(),
             allocated: 0,
