@@ -207,8 +207,9 @@ fn goal(op: Op, mode: Mode, ratio: f64, bound_fraction: f64) -> (String, bool) {
     }
 }
 
-/// Pieces in which the reference writes: `xor_gen` uses ordinary stores below 256 KiB per call.
-const REF_STORE_CHUNK: usize = 64 << 10;
+/// Pieces in which the reference writes: `xor_gen` of no sources writes zeros, with ordinary
+/// stores in calls this small.
+const REF_STORE_CHUNK: usize = uraid_parity::ORDINARY_STORES_BELOW / 2;
 
 fn measure_memory(bytes: usize, timing: Timing) -> MemoryRates {
     let mut arena = Arena::new(1, 1 << 20, bytes, 7);
@@ -363,8 +364,7 @@ impl<'a> Kernels<'a> {
             }
         };
         for out in outputs {
-            // Ordinary stores: `xor_gen` of no sources writes zeros, in pieces too small for its
-            // non-temporal path.
+            // Ordinary stores (see REF_STORE_CHUNK).
             for chunk in out.chunks_mut(REF_STORE_CHUNK) {
                 uraid_parity::xor_gen(chunk, &[]);
             }

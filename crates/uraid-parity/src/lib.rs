@@ -22,6 +22,40 @@ pub use backend::{BACKEND_ENV, Backend, backend};
 /// distinct only for `i < 255`, which is why md stops there too.
 pub const MAX_DATA_BLOCKS: usize = 254;
 
+/// Calls that move fewer bytes than this (inputs and outputs) always write their outputs with
+/// ordinary stores; larger ones bypass the caches when the outputs are not cached already and
+/// are vector-aligned (see `x86/generic.rs`). Benchmarks that want ordinary stores stay below it.
+pub const ORDINARY_STORES_BELOW: usize = 16 << 10;
+
+/// How calls of at least [`ORDINARY_STORES_BELOW`] bytes write their outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stores {
+    /// Non-temporal stores when the stripe's first source line is not in a cache (the default).
+    Probe,
+    /// Always ordinary stores.
+    Ordinary,
+    /// Always non-temporal stores (where the outputs are vector-aligned).
+    NonTemporal,
+}
+
+static STORES: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Overrides the choice of stores for the whole process: for tests, which must reach both
+/// paths whatever the caches hold, and for measuring one against the other. Results never
+/// depend on it.
+pub fn set_stores(s: Stores) {
+    STORES.store(s as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[must_use]
+pub fn stores() -> Stores {
+    match STORES.load(std::sync::atomic::Ordering::Relaxed) {
+        1 => Stores::Ordinary,
+        2 => Stores::NonTemporal,
+        _ => Stores::Probe,
+    }
+}
+
 /// One block of a RAID6 stripe handed to [`raid6_recover`].
 #[derive(Debug)]
 pub enum Block<'a> {

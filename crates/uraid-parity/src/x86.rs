@@ -8,6 +8,7 @@
 //! "multiply by c" modulo 0x11d. (`vgf2p8mulb` is no use: its polynomial is AES's 0x11b.)
 
 mod generic;
+mod probe;
 mod vectors;
 
 use crate::scalar::Delta;

@@ -3,7 +3,7 @@
 //! lengths and misalignments.
 
 use proptest::prelude::*;
-use uraid_parity::{Backend, gf};
+use uraid_parity::{Backend, Stores, gf};
 
 /// The backends this CPU runs besides the reference.
 fn fast_backends() -> Vec<Backend> {
@@ -156,9 +156,18 @@ fn placed(len: usize, skew: usize) -> (Vec<u8>, usize) {
 
 /// The paths that short random blocks never reach: wide XOR in column tiles (more than 8
 /// sources, blocks longer than a tile, tile ends and odd tails) and non-temporal stores (calls
-/// of at least 256 KiB with vector-aligned outputs), with aligned and misaligned outputs.
+/// of at least `ORDINARY_STORES_BELOW` bytes with vector-aligned outputs), with aligned and
+/// misaligned outputs, and each kind of store forced (whether the probe would choose
+/// non-temporal stores depends on what the caches hold).
 #[test]
 fn large_and_wide_calls_match_reference() {
+    for stores in [Stores::NonTemporal, Stores::Ordinary, Stores::Probe] {
+        uraid_parity::set_stores(stores);
+        large_and_wide_calls(stores);
+    }
+}
+
+fn large_and_wide_calls(stores: Stores) {
     let cases = [
         (9, 8192 * 2),
         (9, 8192 * 2 + 77),
@@ -169,6 +178,8 @@ fn large_and_wide_calls_match_reference() {
         (8, 1 << 17),
         (4, (1 << 20) / 4 + 31),
         (254, 4096 + 3),
+        (4, 4096),
+        (3, 8192 + 32),
     ];
     for (i, &(n, len)) in cases.iter().enumerate() {
         let src = blocks(i as u64 + 1, n, len, 0);
@@ -186,7 +197,7 @@ fn large_and_wide_calls_match_reference() {
                 be.xor_gen(&mut d[at..at + len], &srcs);
                 assert!(
                     d[at..at + len] == want[..],
-                    "{} xor n={n} len={len} skew={skew}",
+                    "{} xor n={n} len={len} skew={skew} {stores:?}",
                     be.name()
                 );
                 d[at..at + len].copy_from_slice(&src[0]);

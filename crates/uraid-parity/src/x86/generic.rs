@@ -30,12 +30,13 @@ fn prefetch<const AHEAD: usize>(src: *const u8, off: usize) {
     }
 }
 
-/// Calls moving at least this many bytes (inputs and outputs) write their outputs with
-/// non-temporal stores when the caller's outputs leave the core (`stream`): such a stripe fills
-/// L2 or more anyway, and a non-temporal store spares the read for ownership that an
-/// ordinary store of a line not in cache costs (on the measuring machine, writing a 512 MiB
-/// buffer ran at ~12 GB/s with ordinary stores, ~33 GB/s non-temporal).
-pub(crate) const NT_MIN_BYTES: usize = 256 << 10;
+/// Calls moving at least this many bytes (inputs and outputs) may write their outputs with
+/// non-temporal stores, when the caller's outputs leave the core (`stream`) and their stripe is
+/// not in a cache (see `use_nt` and `probe.rs`). An ordinary store of a line not in cache also
+/// reads it (a read for ownership: 20% more traffic for a 4-wide XOR); a non-temporal store of a
+/// line that is cached evicts it and sends it to DRAM, which halved in-cache rows. Below this
+/// size the probe's ~15 ns would cost more than 5% of an in-cache call.
+pub(crate) const NT_MIN_BYTES: usize = crate::ORDINARY_STORES_BELOW;
 
 /// Above this many sources, `xor_gen` works in column tiles of [`XOR_TILE`] bytes and takes the
 /// sources [`XOR_CHUNK`] at a time per tile, the partial parity staying in L1/L2 between the
@@ -44,12 +45,33 @@ pub(crate) const XOR_CHUNK: usize = 8;
 pub(crate) const XOR_TILE: usize = 8192;
 
 /// Whether the outputs get non-temporal stores: only when the caller asked (`stream`), the call
-/// moves at least [`NT_MIN_BYTES`] and every output is vector-aligned (which the instruction needs).
+/// moves at least [`NT_MIN_BYTES`], every output is vector-aligned (which the instruction needs)
+/// and the first source's first line missed the caches (the other sources' first lines are
+/// prefetched during the probe, so that its miss overlaps theirs instead of adding to them).
+/// A source, not an output: after non-temporal stores the outputs are never cached, so probing
+/// them would keep choosing non-temporal stores for a stripe that is otherwise in cache.
 #[inline(always)]
-fn use_nt<V: Vector>(stream: bool, blocks: usize, len: usize, outs: &[*mut u8]) -> bool {
-    stream
+fn use_nt<V: Vector>(
+    stream: bool,
+    blocks: usize,
+    len: usize,
+    outs: &[*mut u8],
+    mut srcs: impl Iterator<Item = *const u8>,
+) -> bool {
+    if !(stream
         && blocks.saturating_mul(len) >= NT_MIN_BYTES
-        && outs.iter().all(|p| (*p as usize).is_multiple_of(V::BYTES))
+        && outs.iter().all(|p| (*p as usize).is_multiple_of(V::BYTES)))
+    {
+        return false;
+    }
+    match crate::stores() {
+        crate::Stores::Ordinary => false,
+        crate::Stores::NonTemporal => true,
+        // SAFETY: every source is a slice of `len` >= 1 bytes (the size check above).
+        crate::Stores::Probe => {
+            srcs.next().is_some_and(|first| unsafe { !super::probe::cached(first, srcs) })
+        }
+    }
 }
 
 #[inline(always)]
@@ -132,7 +154,7 @@ pub(crate) unsafe fn xor_gen<V: Vector, const UNROLL: usize, const PF: usize>(
             store_out(a, d.add(off), nt);
         }
     }
-    let nt = use_nt::<V>(stream, srcs.len() + 1, len, &[d]);
+    let nt = use_nt::<V>(stream, srcs.len() + 1, len, &[d], srcs.iter().map(|s| s.as_ptr()));
     // Tiles end on whole groups (XOR_TILE is a multiple of every backend's group), so every
     // pass over a tile but the last covers it exactly; the last leaves the scalar tail.
     let (chunk, tile) = if srcs.len() > XOR_CHUNK {
@@ -228,9 +250,8 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
             store_out(q, qp.add(off), nt);
         }
     }
-    // Non-temporal only from 8 data blocks: with 4 the L3-resident 4 x 1 MiB P+Q ran at less
-    // than half its speed with them, while streaming gained less than 10%.
-    let nt = data.len() >= 8 && use_nt::<V>(stream, data.len() + 2, len, &[pp.unwrap_or(qp), qp]);
+    let srcs = data.iter().flatten().map(|d| d.as_ptr());
+    let nt = use_nt::<V>(stream, data.len() + 2, len, &[qp, pp.unwrap_or(qp)], srcs);
     let off = groups!(V, len, 0, UNROLL, |off| {
         unsafe { group::<V, UNROLL, PF>(pp, qp, data, top, off, nt) }
     });
