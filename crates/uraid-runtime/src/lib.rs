@@ -8,6 +8,7 @@
 //!   array-wide state (failed members, FLUSH on every worker), stats, shutdown.
 //! - `request`: cutting requests at row boundaries and putting them back together.
 //! - `worker`: one worker's loop.
+//! - `log`: where the partial parity log's rings are on the members.
 //! - `source`: where each worker's member instances come from (files opened again per worker,
 //!   or `shared_memory`, a memory medium every worker's handle shares).
 //!
@@ -16,12 +17,14 @@
 //! before that engine plans its next request.
 
 mod lifecycle;
+pub mod log;
 mod request;
 pub mod runtime;
 pub mod shared_memory;
 pub mod source;
 mod worker;
 
+pub use log::LogSetup;
 pub use request::{Callback, Completed, Op};
 pub use runtime::{
     MIN_STRIPE_HEADS_PER_WORKER, Runtime, RuntimeConfig, RuntimeStats, WriteIntentSetup,
@@ -60,4 +63,8 @@ pub enum RuntimeError {
     Segments { expected: Vec<usize>, found: Vec<usize> },
     #[error("spawning worker {worker}: {message}")]
     Spawn { worker: usize, message: String },
+    #[error(
+        "partial parity log rings of {ring_bytes} bytes hold too few stripe heads of {unit_bytes} bytes"
+    )]
+    LogTooSmall { ring_bytes: u64, unit_bytes: u64 },
 }

@@ -5,6 +5,7 @@
 //! once, each request going straight into its workers' channels with no lock of the runtime's.
 
 use crate::RuntimeError;
+use crate::log::LogSetup;
 use crate::request::{self, Callback, Completed, Op, Parent, Piece, PieceOp, Span};
 use crate::source::MemberSource;
 use crate::worker::{ArrayWide, Msg, Worker, WorkerView};
@@ -80,12 +81,30 @@ impl Runtime {
         config: &RuntimeConfig,
         members: &dyn MemberSource,
     ) -> Result<Runtime, RuntimeError> {
+        Self::start_with_log(config, None, members)
+    }
+
+    /// As `start`, with the partial parity log on (`log`: where its rings are): worker `i`
+    /// writes ring `i`, so at most `log.rings` workers run. The caller replays what an
+    /// earlier run left in the rings before (`uraid-md` does at assemble).
+    pub fn start_with_log(
+        config: &RuntimeConfig,
+        log: Option<&LogSetup>,
+        members: &dyn MemberSource,
+    ) -> Result<Runtime, RuntimeError> {
         let g = config.array.geometry.clone();
         let workers = config
             .workers
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
             .max(1);
         let workers = if config.write_intent.is_some() { 1 } else { workers };
+        let workers = log.map_or(workers, |l| workers.min(l.rings.max(1)));
+        if let Some(l) = log {
+            let unit_bytes = config.array.stripe_size_bytes;
+            if !l.fits(unit_bytes / SECTOR_BYTES) {
+                return Err(RuntimeError::LogTooSmall { ring_bytes: l.ring_bytes(), unit_bytes });
+            }
+        }
         assert!(g.raid_disks() <= 64, "the failed-member set is a 64-bit mask");
         if members.member_count() != g.raid_disks() {
             let found = members.member_count();
@@ -112,6 +131,9 @@ impl Runtime {
             if let Some(wi) = &config.write_intent {
                 array.enable_write_intent(&wi.config);
             }
+            if let Some(l) = log {
+                array.enable_partial_parity_log(&l.engine_config());
+            }
             let opened: Result<Vec<_>, _> = (0..g.raid_disks())
                 .map(|m| members.open(m).map_err(|e| open_error(w, m, e)))
                 .collect();
@@ -120,6 +142,10 @@ impl Runtime {
             let mut driver = Driver::new(opened).with_data_offset_bytes(config.data_offset_bytes);
             if let Some(wi) = &config.write_intent {
                 driver = driver.with_bitmap_offset_bytes(wi.offset_bytes);
+            }
+            if let Some(l) = log {
+                // Spares and replacements swap the member under the driver: same offset.
+                driver = driver.with_log_offset_bytes(l.ring_offset_bytes(w));
             }
             let (tx, rx) = mpsc::channel();
             let mut worker = Worker::new(w, array, driver, rx, rt.wide.clone());
