@@ -136,7 +136,11 @@ impl Worker {
         let mut open = true;
         let mut stalled_turns = 0u32;
         loop {
-            let idle = self.pieces.is_empty() && self.driver.in_flight() == 0;
+            // The engine may still have work no piece waits on: writes acknowledged once
+            // their log entries were durable, a log reset. It is idle only without those.
+            let idle = self.pieces.is_empty()
+                && self.driver.in_flight() == 0
+                && (self.broken.is_some() || !self.array.busy());
             let mut taken = 0;
             if idle {
                 if !open {
@@ -158,7 +162,9 @@ impl Worker {
             self.turn(taken == 0);
             // The engine never stays busy with nothing in flight for long (held writes start
             // when it goes idle); many such turns in a row is a stall, not a workload.
-            let spinning = self.driver.in_flight() == 0 && !self.pieces.is_empty();
+            let spinning = self.driver.in_flight() == 0
+                && self.broken.is_none()
+                && (!self.pieces.is_empty() || self.array.busy());
             stalled_turns = if spinning { stalled_turns + 1 } else { 0 };
             assert!(stalled_turns < 1_000_000, "worker {} stalled: {}", self.index, self.report());
         }
