@@ -10,6 +10,7 @@
 //! end. A clean stop writes the resync position (MaxSector when there is nothing left) and
 //! clears the bitmap.
 
+use crate::log_start;
 use crate::members::{SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at, read_candidate};
 use crate::meta::{Device, Metadata, Role};
 use crate::runner::{Action, SyncQueue};
@@ -21,12 +22,12 @@ use std::thread::JoinHandle;
 use thiserror::Error;
 use uraid_core::array::{ArrayConfig, WriteIntentConfig};
 use uraid_core::{Geometry, Layout};
-use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan, plan};
+use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan};
 use uraid_format::{
     BITMAP_SUPER_BYTES, BitmapSuper, Level, MAX_SECTOR, Superblock1, Uuid, WriteIntentBitmap,
 };
 use uraid_io::FileOptions;
-use uraid_runtime::{Runtime, RuntimeConfig, RuntimeError, WriteIntentSetup};
+use uraid_runtime::{LogSetup, Runtime, RuntimeConfig, RuntimeError, WriteIntentSetup};
 
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -86,6 +87,10 @@ pub struct ArrayInfo {
     pub max_degraded: u32,
     pub data_disks: u32,
     pub bitmap_chunk_bytes: Option<u64>,
+    /// Where the partial parity log is on every member; None: no room, the write hole open.
+    pub log: Option<crate::ppl::LogArea>,
+    /// Parity blocks the log's replay rewrote at assemble (after a crash).
+    pub log_replayed: u64,
 }
 
 pub(crate) struct Inner {
@@ -110,25 +115,24 @@ impl MdArray {
     pub fn assemble(paths: &[PathBuf], options: &MdOptions) -> Result<MdArray, MdError> {
         let candidates: Vec<_> = paths.iter().map(|p| read_candidate(p)).collect();
         let opts = AssembleOptions { uuid: options.uuid, force: options.force };
-        let plan = plan(&candidates, &opts)?;
+        let plan = log_start::plan_with_log(&candidates, &opts, options)?;
         let base = freshest_superblock(&plan, &candidates)?;
         let (bitmap, image) = read_bitmap(&plan, &base)?;
-        let info = array_info(&plan, bitmap.as_ref())?;
-        let mut devices = Vec::new();
-        for (slot, member) in plan.slots.iter().enumerate() {
-            let Some(m) = member else { continue };
-            let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Slot(slot as u32))?;
-            d.recovery_offset = m.recovery_offset_sectors;
-            d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
-            devices.push(d);
-        }
-        for m in &plan.spares {
-            let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Spare)?;
-            d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
-            devices.push(d);
-        }
+        let mut info = array_info(&plan, bitmap.as_ref())?;
+        info.log = log_start::announce(
+            &info.name,
+            log_start::array_log_area(
+                &plan,
+                &candidates,
+                &base,
+                bitmap.as_ref(),
+                options.stripe_size_bytes,
+            ),
+        );
+        let area = info.log;
+        let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
-        let mut meta = Metadata::new(base, devices, bitmap);
+        let mut meta = Metadata::new(base.clone(), devices, bitmap);
         let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
         for d in &meta.devices {
             if let (Role::Slot(slot), Some(_)) = (d.role, d.recovery_offset) {
@@ -136,6 +140,9 @@ impl MdArray {
             }
         }
         if !meta.is_clean() {
+            if let Some(area) = area {
+                info.log_replayed = log_start::replay_at_assemble(&info, &plan, &base, area)?;
+            }
             let resync = resync_ranges(&info, &meta, image.as_deref(), bitmap_stale);
             queue.resync_cp = resync.first().map_or(MAX_SECTOR, |r| r.0);
             queue.pending.push_back(Action::Resync {
@@ -149,7 +156,8 @@ impl MdArray {
         meta.write_bitmap(None)
             .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
         fail_on_error(meta.write())?;
-        let runtime = start_runtime(&info, &meta, &plan, image, options)?;
+        let log = area.map(|a| crate::ppl::log_setup(a, info.uuid.0, meta.events));
+        let runtime = start_runtime(&info, &meta, &plan, image, log.as_ref(), options)?;
         let inner = Arc::new(Inner {
             runtime: Arc::new(runtime),
             meta: Mutex::new(meta),
@@ -206,6 +214,13 @@ impl MdArray {
         let failed = runtime.failed_members();
         runtime.shutdown()?;
         let mut meta = inner.meta.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if let Some(area) = inner.info.log {
+            // Everything is durable: nothing is left to replay (see `ppl::clear_log`).
+            let setup = crate::ppl::log_setup(area, inner.info.uuid.0, meta.events);
+            let paths = meta.devices.iter().filter(|d| d.role != Role::Faulty).map(|d| &*d.path);
+            crate::ppl::clear_log(&setup, paths)
+                .map_err(|e| MdError::Refused(format!("clearing the partial parity log: {e}")))?;
+        }
         let queue = inner.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
         meta.set_resync_offset(queue.resync_cp);
         meta.events += 1;
@@ -222,6 +237,27 @@ impl MdArray {
         .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
         fail_on_error(meta.write())
     }
+}
+
+/// Every member in a slot, then the spares, opened to keep their superblocks.
+fn open_devices(
+    plan: &AssemblyPlan,
+    candidates: &[uraid_format::assemble::Candidate],
+) -> Result<Vec<Device>, MdError> {
+    let mut devices = Vec::new();
+    for (slot, member) in plan.slots.iter().enumerate() {
+        let Some(m) = member else { continue };
+        let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Slot(slot as u32))?;
+        d.recovery_offset = m.recovery_offset_sectors;
+        d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
+        devices.push(d);
+    }
+    for m in &plan.spares {
+        let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Spare)?;
+        d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
+        devices.push(d);
+    }
+    Ok(devices)
 }
 
 fn open_device(name: &str, dev_number: u32, uuid: Uuid, role: Role) -> Result<Device, MdError> {
@@ -249,7 +285,7 @@ fn fail_on_error(errors: Vec<(usize, std::io::Error)>) -> Result<(), MdError> {
 }
 
 /// The superblock of a member with the plan's (freshest) event count.
-fn freshest_superblock(
+pub(crate) fn freshest_superblock(
     plan: &AssemblyPlan,
     candidates: &[uraid_format::assemble::Candidate],
 ) -> Result<Superblock1, MdError> {
@@ -277,11 +313,13 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
         max_degraded: plan.max_degraded(),
         data_disks: plan.data_disks(),
         bitmap_chunk_bytes: bitmap.map(|b| u64::from(b.chunk_bytes)),
+        log: None,
+        log_replayed: 0,
     })
 }
 
 /// The bitmap superblock and whole on-disk image (superblock + bits) of the first member.
-fn read_bitmap(
+pub(crate) fn read_bitmap(
     plan: &AssemblyPlan,
     base: &Superblock1,
 ) -> Result<(Option<BitmapSuper>, Option<Vec<u8>>), MdError> {
@@ -329,22 +367,27 @@ fn resync_ranges(
     ranges
 }
 
-fn start_runtime(
-    info: &ArrayInfo,
-    meta: &Metadata,
-    plan: &AssemblyPlan,
-    image: Option<Vec<u8>>,
-    options: &MdOptions,
-) -> Result<Runtime, MdError> {
+/// The engine's geometry of the array.
+pub(crate) fn geometry_of(info: &ArrayInfo) -> Result<Geometry, MdError> {
     let level = core_level(info.level).ok_or_else(|| {
         MdError::Refused(format!("uraid runs RAID 4, 5 and 6, not {}", info.level))
     })?;
     let layout =
         Layout::from_md(level, info.layout).map_err(|e| MdError::Geometry(e.to_string()))?;
-    let geometry = Geometry::new(level, layout, info.raid_disks as usize, info.chunk_sectors * 512)
-        .map_err(|e| MdError::Geometry(e.to_string()))?;
+    Geometry::new(level, layout, info.raid_disks as usize, info.chunk_sectors * 512)
+        .map_err(|e| MdError::Geometry(e.to_string()))
+}
+
+fn start_runtime(
+    info: &ArrayInfo,
+    meta: &Metadata,
+    plan: &AssemblyPlan,
+    image: Option<Vec<u8>>,
+    log: Option<&LogSetup>,
+    options: &MdOptions,
+) -> Result<Runtime, MdError> {
     let array = ArrayConfig {
-        geometry,
+        geometry: geometry_of(info)?,
         stripe_size_bytes: options.stripe_size_bytes,
         stripe_cache_size: options.stripe_cache_size,
         member_sectors: info.member_sectors,
@@ -373,15 +416,6 @@ fn start_runtime(
         data_offset_bytes: info.data_offset_sectors * 512,
         write_intent,
     };
-    let missing = plan.missing_slots();
-    let paths = plan
-        .slots
-        .iter()
-        .enumerate()
-        .map(|(s, m)| {
-            m.as_ref().filter(|_| !missing.contains(&(s as u32))).map(|m| PathBuf::from(&m.name))
-        })
-        .collect();
-    let source = SlotSource { paths, options: options.file_options };
-    Ok(Runtime::start(&cfg, &source)?)
+    let source = SlotSource { paths: log_start::slot_paths(plan), options: options.file_options };
+    Ok(Runtime::start_with_log(&cfg, log, &source)?)
 }

@@ -6,13 +6,16 @@
 //! - `array`: `MdArray`, an assembled running array and md's verbs on it.
 //! - `sync`: the background process shared by resync, recovery, check and repair.
 //! - `control`: the control socket the `uraid` verbs talk to.
+//! - `ppl`: the partial parity log's place on the members and its replay after a crash.
 //! - `status`: what a running array reports.
 
 pub mod array;
 pub mod control;
+mod log_start;
 pub mod members;
 pub mod meta;
 mod ops;
+pub mod ppl;
 mod report;
 mod runner;
 pub mod status;

@@ -1,0 +1,112 @@
+//! The partial parity log at assemble (`ppl` has the area and the replay): whether the array
+//! gets one, md's "cannot start dirty degraded array" lifted when the crashed run kept it,
+//! and the replay before the engine starts.
+
+use crate::array::{MdError, freshest_superblock, geometry_of, read_bitmap};
+use crate::ppl::{self, LogArea, ReplayTarget};
+use crate::{ArrayInfo, MdOptions};
+use std::path::PathBuf;
+use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan, Candidate, plan};
+use uraid_format::{BitmapSuper, Superblock1};
+
+/// Each slot's member in sync (None: empty, or still being rebuilt): what the runtime opens,
+/// and what a replay reads and writes.
+pub(crate) fn slot_paths(plan: &AssemblyPlan) -> Vec<Option<PathBuf>> {
+    let missing = plan.missing_slots();
+    plan.slots
+        .iter()
+        .enumerate()
+        .map(|(s, m)| {
+            m.as_ref().filter(|_| !missing.contains(&(s as u32))).map(|m| PathBuf::from(&m.name))
+        })
+        .collect()
+}
+
+/// The log's area, when there is room for it on every member in a slot and its rings hold
+/// the engine's stripe heads (`stripe_size_bytes`).
+pub(crate) fn array_log_area(
+    plan: &AssemblyPlan,
+    candidates: &[Candidate],
+    base: &Superblock1,
+    bitmap: Option<&BitmapSuper>,
+    stripe_size_bytes: u64,
+) -> Option<LogArea> {
+    let bitmap_bytes = bitmap.map(|b| b.reserved_bytes() as u64);
+    let area = ppl::log_area(base, bitmap_bytes)?;
+    let free_everywhere = plan.slots.iter().flatten().all(|m| {
+        let sb = candidates[m.candidate].superblock_area.as_ref().ok();
+        sb.and_then(|a| Superblock1::decode(a).ok())
+            .is_some_and(|sb| ppl::area_free_on(area, &sb, bitmap_bytes))
+    });
+    let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
+    (free_everywhere && setup.fits(stripe_size_bytes / 512)).then_some(area)
+}
+
+/// Says once when the array has no log, and why that matters.
+pub(crate) fn announce(name: &str, area: Option<LogArea>) -> Option<LogArea> {
+    if area.is_none() {
+        eprintln!(
+            "uraid: {name}: no room for the partial parity log before the data (it needs {} KiB): \
+             the write hole stays open (a crash followed by the loss of a member may corrupt \
+             the stripes being written)",
+            ppl::MIN_LOG_BYTES / 1024
+        );
+    }
+    area
+}
+
+/// md's assembly rules, except that a dirty degraded array starts without --force when the
+/// run that stopped last kept the log: its replay makes the stripes it was writing
+/// consistent, which is what md's refusal is about (the kernel lifts it for its own PPL too).
+pub(crate) fn plan_with_log(
+    candidates: &[Candidate],
+    opts: &AssembleOptions,
+    options: &MdOptions,
+) -> Result<AssemblyPlan, MdError> {
+    let refused = match plan(candidates, opts) {
+        Err(e @ AssembleError::DirtyDegraded { .. }) => e,
+        other => return Ok(other?),
+    };
+    let mut forced = plan(candidates, &AssembleOptions { force: true, ..*opts })?;
+    let base = freshest_superblock(&forced, candidates)?;
+    let (bitmap, _) = read_bitmap(&forced, &base)?;
+    let Some(area) =
+        array_log_area(&forced, candidates, &base, bitmap.as_ref(), options.stripe_size_bytes)
+    else {
+        return Err(refused.into());
+    };
+    let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
+    let found = ppl::read_log(&setup, &slot_paths(&forced), base.events)
+        .map_err(|e| MdError::Refused(format!("reading the partial parity log: {e}")))?;
+    if found.epoch.is_none() {
+        return Err(refused.into());
+    }
+    forced.forced = false;
+    Ok(forced)
+}
+
+/// After a crash (`base` says active): replays the log into the members in sync, before the
+/// engine starts and before any resync. Returns the parity blocks rewritten.
+pub(crate) fn replay_at_assemble(
+    info: &ArrayInfo,
+    plan: &AssemblyPlan,
+    base: &Superblock1,
+    area: LogArea,
+) -> Result<u64, MdError> {
+    let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
+    let paths = slot_paths(plan);
+    let geometry = geometry_of(info)?;
+    let target = ReplayTarget {
+        geometry: &geometry,
+        member_sectors: info.member_sectors,
+        data_offset_bytes: info.data_offset_sectors * 512,
+        members: &paths,
+    };
+    let replay = || ppl::read_log(&setup, &paths, base.events)?.replay(&target);
+    let replayed =
+        replay().map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
+    if replayed > 0 {
+        eprintln!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.name);
+    }
+    Ok(replayed)
+}

@@ -1,0 +1,311 @@
+//! The partial parity log on md members (records and engine: `uraid_core::ppl`, the rings:
+//! `uraid_runtime::LogSetup`): where it lives, and its replay at assemble after a crash.
+//!
+//! Where. md leaves room between its metadata (superblock, bitmap, bad block log) and the data:
+//! mostly the reshape headroom mdadm reserves (about 0.1% of the device, up to 128 MiB), which
+//! the kernel never touches outside a reshape, and uraid never reshapes. The log takes the
+//! largest free 4 KiB-aligned gap there, at most 16 MiB and at least 256 KiB (else there is no
+//! log and the write hole stays open, as with md without its PPL). The gap comes from the
+//! superblock alone, so every run finds the same one, and is cut into `LOG_RINGS` fixed rings.
+//!
+//! Replay. After a crash (the superblocks say active), before the engine starts and before any
+//! resync: every ring of every member in sync is read, only the newest run's records count
+//! (the epoch: md's events at that run's assemble), and each live entry's parity block is
+//! rewritten from its partial parity and the modified blocks as the members hold them now
+//! (`uraid_core::ppl::replayed_parity`; a missing member's blocks count as zeros). The stripe
+//! is then consistent, so a member missing now, or lost later, is rebuilt right.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use uraid_core::ppl::{
+    LOG_HEADER_BYTES, LogParity, RingScan, entries_to_replay, replayed_parity, scan_ring,
+};
+use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
+use uraid_format::Superblock1;
+use uraid_runtime::LogSetup;
+
+/// Rings the area is cut into: an array with the log runs at most this many workers.
+pub const LOG_RINGS: usize = 8;
+pub const MAX_LOG_BYTES: u64 = 16 << 20;
+pub const MIN_LOG_BYTES: u64 = 256 << 10;
+const ALIGN: u64 = 4096;
+/// What md reads and writes at the superblock's offset (the superblock and its roles).
+const SUPERBLOCK_BYTES: u64 = 4096;
+
+/// The log's area on every member: bytes from the device's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogArea {
+    pub offset_bytes: u64,
+    pub bytes: u64,
+}
+
+/// What md keeps before the data on a member, as byte ranges `[start, end)` from the device's
+/// start: everything up to the end of the superblock, the bitmap (`bitmap_bytes`: its on-disk
+/// size, superblock included), the bad block log and md's own PPL. None when the superblock
+/// has a bitmap whose size is not known.
+#[must_use]
+pub fn reserved_ranges(sb: &Superblock1, bitmap_bytes: Option<u64>) -> Option<Vec<(u64, u64)>> {
+    let sb_at = sb.super_offset_sectors * SECTOR_BYTES;
+    let from_sb = |sectors: i64, bytes: u64| {
+        let start = sb_at.checked_add_signed(sectors * 512).unwrap_or(0);
+        (start, start + bytes)
+    };
+    let mut ranges = vec![(0, sb_at + SUPERBLOCK_BYTES)];
+    if sb.has_bitmap() {
+        ranges.push(from_sb(i64::from(sb.bitmap_offset_sectors), bitmap_bytes?));
+    }
+    if sb.bblog_size_sectors > 0 {
+        let bytes = u64::from(sb.bblog_size_sectors) * SECTOR_BYTES;
+        ranges.push(from_sb(i64::from(sb.bblog_offset_sectors), bytes));
+    }
+    if let Some((offset, size)) = sb.ppl() {
+        ranges.push(from_sb(i64::from(offset), u64::from(size) * SECTOR_BYTES));
+    }
+    Some(ranges)
+}
+
+/// The largest 4 KiB-aligned gap before `data_offset_bytes` that no range covers, capped at
+/// `MAX_LOG_BYTES` (from its start); None when it is under `MIN_LOG_BYTES`.
+#[must_use]
+pub fn free_area(reserved: &[(u64, u64)], data_offset_bytes: u64) -> Option<LogArea> {
+    let mut ranges = reserved.to_vec();
+    ranges.push((data_offset_bytes, u64::MAX));
+    ranges.sort_unstable();
+    let mut best: Option<LogArea> = None;
+    let mut free_from = 0u64;
+    for &(start, end) in &ranges {
+        let (lo, hi) =
+            (free_from.next_multiple_of(ALIGN), start.min(data_offset_bytes) / ALIGN * ALIGN);
+        if hi > lo && best.is_none_or(|b| hi - lo > b.bytes) {
+            best = Some(LogArea { offset_bytes: lo, bytes: hi - lo });
+        }
+        free_from = free_from.max(end);
+    }
+    best.filter(|b| b.bytes >= MIN_LOG_BYTES)
+        .map(|b| LogArea { bytes: b.bytes.min(MAX_LOG_BYTES), ..b })
+}
+
+/// The log's area on a member with this superblock (see `reserved_ranges`).
+#[must_use]
+pub fn log_area(sb: &Superblock1, bitmap_bytes: Option<u64>) -> Option<LogArea> {
+    free_area(&reserved_ranges(sb, bitmap_bytes)?, sb.data_offset_sectors * SECTOR_BYTES)
+}
+
+/// Whether `area` is free on a member with this superblock too (members written by other
+/// tools may place their bad block logs elsewhere).
+#[must_use]
+pub fn area_free_on(area: LogArea, sb: &Superblock1, bitmap_bytes: Option<u64>) -> bool {
+    let end = area.offset_bytes + area.bytes;
+    reserved_ranges(sb, bitmap_bytes).is_some_and(|r| {
+        r.iter().all(|&(s, e)| e <= area.offset_bytes || s >= end)
+            && sb.data_offset_sectors * SECTOR_BYTES >= end
+    })
+}
+
+/// Where the array's data is and who holds it, for a replay.
+pub struct ReplayTarget<'a> {
+    pub geometry: &'a Geometry,
+    pub member_sectors: u64,
+    pub data_offset_bytes: u64,
+    /// Per slot: the member in sync there, or None (missing, or still being rebuilt).
+    pub members: &'a [Option<PathBuf>],
+}
+
+/// What the rings hold: per ring, a scan of each member in sync, of the newest run only.
+pub struct FoundLog {
+    rings: Vec<Vec<RingScan>>,
+    /// The newest run's epoch, when some ring holds a record of this array: the run that
+    /// stopped last had the log (a clean stop clears it, see `clear_log`).
+    pub epoch: Option<u64>,
+}
+
+fn open_members(members: &[Option<PathBuf>]) -> io::Result<Vec<Option<File>>> {
+    members
+        .iter()
+        .map(|p| p.as_ref().map(|p| OpenOptions::new().read(true).write(true).open(p)).transpose())
+        .collect()
+}
+
+/// Reads every ring of every member in `members` (per slot; None: not in sync). `events`:
+/// md's events before this assemble (no run of this array logged a later epoch).
+pub fn read_log(
+    setup: &LogSetup,
+    members: &[Option<PathBuf>],
+    events: u64,
+) -> io::Result<FoundLog> {
+    let files = open_members(members)?;
+    let mut rings: Vec<Vec<RingScan>> = vec![Vec::new(); setup.rings];
+    let mut bytes = vec![0u8; usize::try_from(setup.ring_bytes()).expect("a ring fits")];
+    for (ring, scans) in rings.iter_mut().enumerate() {
+        for (m, file) in files.iter().enumerate() {
+            let Some(file) = file else { continue };
+            if let Err(e) = file.read_exact_at(&mut bytes, setup.ring_offset_bytes(ring)) {
+                eprintln!(
+                    "uraid: member {m}: reading log ring {ring}: {e} (left out of the replay)"
+                );
+                continue;
+            }
+            scans.push(scan_ring(&bytes, setup.uuid, DiskIndex(m as u16)));
+        }
+    }
+    // Only the newest run's records: a ring that run did not use holds an older run's.
+    let epoch = rings
+        .iter()
+        .flatten()
+        .flat_map(|s| &s.headers)
+        .map(|h| h.0)
+        .filter(|&epoch| epoch <= events)
+        .max();
+    for s in rings.iter_mut().flatten() {
+        s.headers.retain(|h| Some(h.0) == epoch);
+        s.entries.retain(|e| Some(e.epoch) == epoch);
+    }
+    Ok(FoundLog { rings, epoch })
+}
+
+impl FoundLog {
+    /// Rewrites each live entry's parity block (see the module docs); returns how many.
+    /// Every member written is synced before this returns.
+    pub fn replay(&self, target: &ReplayTarget<'_>) -> io::Result<u64> {
+        let files = open_members(target.members)?;
+        let mut written = vec![false; files.len()];
+        let mut replayed = 0;
+        let g = target.geometry;
+        for found in self.rings.iter().flat_map(|scans| entries_to_replay(scans)) {
+            let member = found.member.get();
+            let sector = found.entry.member_sector;
+            let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
+            let parity_disk = match found.entry.parity {
+                LogParity::P => map.p_disk,
+                LogParity::Q => map.q_disk,
+            };
+            let inside = sector + found.unit_sectors <= target.member_sectors;
+            let Some(file) =
+                files[member].as_ref().filter(|_| inside && parity_disk == Some(found.member))
+            else {
+                eprintln!(
+                    "uraid: a log entry for member {member} sector {sector} does not fit the array; skipped"
+                );
+                continue;
+            };
+            let unit = usize::try_from(found.unit_sectors * SECTOR_BYTES).expect("a unit fits");
+            let at = target.data_offset_bytes + sector * SECTOR_BYTES;
+            // A block that cannot be read counts as lost, as a missing member's.
+            let data: Vec<Option<Vec<u8>>> = files
+                .iter()
+                .map(|f| {
+                    let mut b = vec![0u8; unit];
+                    f.as_ref()?.read_exact_at(&mut b, at).ok().map(|()| b)
+                })
+                .collect();
+            let data: Vec<Option<&[u8]>> = data.iter().map(Option::as_deref).collect();
+            let slot = |m: usize| match map.roles[m] {
+                DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
+                _ => 0,
+            };
+            let block = found.block.as_deref().unwrap_or(&[]);
+            file.write_all_at(&replayed_parity(&found.entry, block, unit, &data, slot), at)?;
+            written[member] = true;
+            replayed += 1;
+        }
+        for (file, _) in files.iter().zip(&written).filter(|(_, w)| **w) {
+            file.as_ref().expect("written members are open").sync_data()?;
+        }
+        Ok(replayed)
+    }
+}
+
+/// Zeroes the start of every ring on `members` (after a clean stop: nothing is left to
+/// replay), so that a later crash of a run without the log (the kernel's) is never taken for
+/// one this log covers.
+pub fn clear_log<'a>(setup: &LogSetup, members: impl Iterator<Item = &'a Path>) -> io::Result<()> {
+    let zeros = vec![0u8; LOG_HEADER_BYTES];
+    for path in members {
+        let file = OpenOptions::new().write(true).open(path)?;
+        for ring in 0..setup.rings {
+            file.write_all_at(&zeros, setup.ring_offset_bytes(ring))?;
+        }
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
+/// The rings on `area`: `LOG_RINGS` of them, for the array `uuid`, this run's `epoch`.
+#[must_use]
+pub fn log_setup(area: LogArea, uuid: [u8; 16], epoch: u64) -> LogSetup {
+    LogSetup { offset_bytes: area.offset_bytes, bytes: area.bytes, rings: LOG_RINGS, uuid, epoch }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u64 = 1024;
+
+    #[test]
+    fn the_gap_after_md_metadata_and_before_the_data() {
+        // The fixtures' layout (mdadm 4.2, 2 MiB members): superblock at 4 KiB, bitmap at
+        // sb + 8 sectors (4 KiB), bad block log at sb + 16 sectors (4 KiB), data at 1 MiB.
+        let with_bitmap = [(0, 8 * KIB), (8 * KIB, 12 * KIB), (12 * KIB, 16 * KIB)];
+        let area = free_area(&with_bitmap, 1024 * KIB).unwrap();
+        assert_eq!(area, LogArea { offset_bytes: 16 * KIB, bytes: 1008 * KIB });
+        // Without a bitmap the bad block log sits at the same place: the same gap.
+        let without = [(0, 8 * KIB), (12 * KIB, 16 * KIB)];
+        assert_eq!(free_area(&without, 1024 * KIB), Some(area));
+        // A bigger bitmap (64 KiB room) moves it on; a large headroom is capped at 16 MiB.
+        let big = [(0, 8 * KIB), (8 * KIB, 72 * KIB), (72 * KIB, 76 * KIB)];
+        let area = free_area(&big, 129 << 20).unwrap();
+        assert_eq!(area, LogArea { offset_bytes: 76 * KIB, bytes: MAX_LOG_BYTES });
+        // A bad block log at the end of the room (mdadm's fallback) leaves the gap before it.
+        let end = [(0, 8 * KIB), (1020 * KIB, 1024 * KIB)];
+        assert_eq!(
+            free_area(&end, 1024 * KIB),
+            Some(LogArea { offset_bytes: 8 * KIB, bytes: 1012 * KIB })
+        );
+        // Unaligned neighbours shrink the gap to whole 4 KiB blocks.
+        let odd = [(0, 8 * KIB + 512), (600 * KIB + 512, 601 * KIB)];
+        assert_eq!(
+            free_area(&odd, 1024 * KIB),
+            Some(LogArea { offset_bytes: 12 * KIB, bytes: 588 * KIB })
+        );
+        // Too little room: no log.
+        assert_eq!(free_area(&with_bitmap, 256 * KIB), None);
+        assert_eq!(free_area(&with_bitmap, 272 * KIB).map(|a| a.bytes), Some(256 * KIB));
+    }
+
+    #[test]
+    fn a_superblocks_reserved_ranges() {
+        let array = uraid_format::create::NewArray {
+            set_uuid: uraid_format::Uuid([3; 16]),
+            name: "t",
+            level: uraid_format::Level::Raid5,
+            layout: 2,
+            chunk_sectors: 128,
+            raid_disks: 4,
+            size_sectors: 2048,
+            data_offset_sectors: 2048,
+            ctime_seconds: 1,
+            utime_seconds: 1,
+            events: 1,
+            clean: true,
+            internal_bitmap: true,
+        };
+        let roles: Vec<_> = (0..4).map(uraid_format::DevRole::Active).collect();
+        let member = uraid_format::create::NewMember {
+            dev_number: 0,
+            device_uuid: uraid_format::Uuid([1; 16]),
+            device_sectors: 4096,
+            dev_roles: &roles,
+        };
+        let sb = uraid_format::create::build_superblock(&array, &member).unwrap();
+        assert_eq!(reserved_ranges(&sb, None), None, "a bitmap of unknown size");
+        let area = log_area(&sb, Some(4 * KIB)).unwrap();
+        assert_eq!(area, LogArea { offset_bytes: 16 * KIB, bytes: 1008 * KIB });
+        assert!(area_free_on(area, &sb, Some(4 * KIB)));
+        let mut other = sb.clone();
+        other.bblog_offset_sectors = 100; // inside the area
+        assert!(!area_free_on(area, &other, Some(4 * KIB)));
+    }
+}

@@ -1,0 +1,224 @@
+//! The write hole, closed on real files. Method: an array on sparse files (RAID5 of 4, RAID6
+//! of 5) is assembled; pattern A is written over the first row and flushed; then pattern B
+//! over one 4 KiB block of it, not flushed (a partial-stripe write: read-modify-write, which
+//! logs the partial parity first). The member files are copied while the array still runs:
+//! a crash image, dirty, with B on its data member and in its parity. In the copy the parity
+//! block(s) of that stripe are put back to what they were after A (the crash lost the parity
+//! write), and a member holding an unmodified data block of the stripe is deleted. Assembled
+//! from what is left (dirty and degraded: no --force needed, the log is replayed), that block
+//! must read as A. The negative control: the same image with the log area zeroed needs
+//! --force and reads garbage there (A xor B's change), so the test can fail.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use uraid_core::{Geometry, Layout, Level, StripeNumber};
+use uraid_format::create::{NewArray, NewMember, build_superblock};
+use uraid_format::{DevRole, Superblock1, Uuid};
+use uraid_md::{MdArray, MdOptions, ppl};
+
+mod common;
+use common::{fill, superblock, tempdir};
+
+const MEMBER_BYTES: u64 = 8 << 20;
+const DATA_OFFSET: u64 = 1 << 20;
+const CHUNK: u64 = 64 << 10;
+const BLOCK: usize = 4096;
+
+/// `n` zeroed members of a clean array at `level` (md numbers: 5 or 6) in `dir`.
+fn make(dir: &Path, level: uraid_format::Level, n: usize) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("m{i}.img"))).collect();
+    let array = NewArray {
+        set_uuid: Uuid([0x42; 16]),
+        name: "hole",
+        level,
+        layout: 2,
+        chunk_sectors: (CHUNK / 512) as u32,
+        raid_disks: n as u32,
+        size_sectors: (MEMBER_BYTES - DATA_OFFSET) / 512,
+        data_offset_sectors: DATA_OFFSET / 512,
+        ctime_seconds: 1,
+        utime_seconds: 1,
+        events: 1,
+        clean: true,
+        internal_bitmap: false,
+    };
+    let roles: Vec<DevRole> = (0..n as u16).map(DevRole::Active).collect();
+    for (i, p) in paths.iter().enumerate() {
+        let f = std::fs::File::create(p).unwrap();
+        f.set_len(MEMBER_BYTES).unwrap();
+        let member = NewMember {
+            dev_number: i as u32,
+            device_uuid: Uuid([i as u8 + 1; 16]),
+            device_sectors: MEMBER_BYTES / 512,
+            dev_roles: &roles,
+        };
+        f.write_all_at(&build_superblock(&array, &member).unwrap().encode(), 4096).unwrap();
+    }
+    paths
+}
+
+fn options() -> MdOptions {
+    MdOptions { workers: Some(2), ..MdOptions::default() }
+}
+
+fn read_member(path: &Path, at: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    std::fs::File::open(path).unwrap().read_exact_at(&mut b, at).unwrap();
+    b
+}
+
+fn write_member(path: &Path, at: u64, data: &[u8]) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(data, at).unwrap();
+}
+
+fn copy_all(from: &[PathBuf], dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    from.iter()
+        .map(|p| {
+            let to = dir.join(p.file_name().unwrap());
+            std::fs::copy(p, &to).unwrap();
+            to
+        })
+        .collect()
+}
+
+fn log_area(path: &Path) -> ppl::LogArea {
+    ppl::log_area(&superblock(path), None).expect("room for the log")
+}
+
+/// The crash: returns the crash image's members, A, B, and which slot holds the unmodified
+/// block that is read back (data chunk 1 of row 0).
+fn crash_image(
+    dir: &Path,
+    level: uraid_format::Level,
+    n: usize,
+) -> (Vec<PathBuf>, Vec<u8>, Vec<u8>, usize) {
+    let core_level = if n == 4 { Level::Raid5 } else { Level::Raid6 };
+    let g = Geometry::new(core_level, Layout::from_md(core_level, 2).unwrap(), n, CHUNK).unwrap();
+    let map = g.stripe_map(StripeNumber(0)).clone();
+    let parity: Vec<usize> = map.p_disk.iter().chain(&map.q_disk).map(|d| d.get()).collect();
+    let live = make(&dir.join("live"), level, n);
+    let md = MdArray::assemble(&live, &options()).unwrap();
+    assert!(md.info().log.is_some(), "the array has room for the log");
+    let rt = md.runtime().clone();
+    let row = g.data_disks() * CHUNK as usize;
+    let a = fill(1, row);
+    rt.write_at(0, &a).unwrap();
+    rt.flush().unwrap();
+    // The parity blocks of the stripe's first 4 KiB after A.
+    let old: Vec<Vec<u8>> =
+        parity.iter().map(|&m| read_member(&live[m], DATA_OFFSET, BLOCK)).collect();
+    let mut want_p = vec![0u8; BLOCK];
+    for k in 0..g.data_disks() {
+        let block = &a[k * CHUNK as usize..][..BLOCK];
+        want_p.iter_mut().zip(block).for_each(|(p, b)| *p ^= b);
+    }
+    assert_eq!(
+        old[0], want_p,
+        "P after A is the xor of A's blocks (the test reads the right member)"
+    );
+    let b = fill(2, BLOCK);
+    rt.write_at(0, &b).unwrap();
+    let stats = rt.stats().array;
+    assert!(stats.stripe_writes_rmw + stats.stripe_writes_rcw > 0, "B is a partial-stripe write");
+    // The engine may acknowledge a logged write before its writes in place: the crash image
+    // is taken once B is on its data member and in every parity block.
+    let d0 = map.data_disk[0].get();
+    let landed = || {
+        read_member(&live[d0], DATA_OFFSET, BLOCK) == b
+            && parity
+                .iter()
+                .zip(&old)
+                .all(|(&m, old)| read_member(&live[m], DATA_OFFSET, BLOCK) != *old)
+    };
+    assert!(common::wait_for(landed), "B's writes in place reached the members");
+    let crash = copy_all(&live, &dir.join("crash"));
+    drop(rt);
+    md.stop().unwrap();
+    assert!(!superblock(&crash[0]).is_clean(), "copied while the array ran: dirty");
+    for (&m, old) in parity.iter().zip(&old) {
+        assert!(&read_member(&crash[m], DATA_OFFSET, BLOCK) != old, "B reached parity {m}");
+        write_member(&crash[m], DATA_OFFSET, old); // the parity write lost in the crash
+    }
+    let victim = map.data_disk[1].get();
+    (crash, a, b, victim)
+}
+
+fn without(paths: &[PathBuf], slot: usize) -> Vec<PathBuf> {
+    std::fs::remove_file(&paths[slot]).unwrap();
+    paths.iter().enumerate().filter(|(i, _)| *i != slot).map(|(_, p)| p.clone()).collect()
+}
+
+fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize) {
+    let dir = tempdir(tag);
+    let (crash, a, b, victim) = crash_image(dir.path(), level, n);
+    let control = copy_all(&crash, &dir.path().join("control"));
+
+    let left = without(&crash, victim);
+    let md = MdArray::assemble(&left, &options()).expect("dirty and degraded, with the log");
+    assert!(md.info().log_replayed >= 1, "the partial parity was replayed");
+    eprintln!("{tag}: {} parity blocks replayed", md.info().log_replayed);
+    let rt = md.runtime().clone();
+    let got = rt.read_at(CHUNK, BLOCK).unwrap();
+    assert!(got == a[CHUNK as usize..][..BLOCK], "the block on the lost member reads as A");
+    let mut want = a.clone();
+    want[..BLOCK].copy_from_slice(&b);
+    assert!(rt.read_at(0, want.len()).unwrap() == want, "the whole row: A with B");
+    drop(rt);
+    md.stop().unwrap();
+
+    // Negative control: no log to replay. md's refusal is back, and --force reads garbage.
+    let area = log_area(&control[0]);
+    for p in &control {
+        write_member(p, area.offset_bytes, &vec![0u8; area.bytes as usize]);
+    }
+    let left = without(&control, victim);
+    let refused = MdArray::assemble(&left, &options()).err().expect("dirty degraded, no log");
+    assert!(refused.to_string().contains("cannot start dirty degraded array"), "{refused}");
+    let md = MdArray::assemble(&left, &MdOptions { force: true, ..options() }).unwrap();
+    assert_eq!(md.info().log_replayed, 0);
+    let got = md.runtime().read_at(CHUNK, BLOCK).unwrap();
+    assert!(got != a[CHUNK as usize..][..BLOCK], "without the replay the block is rebuilt wrong");
+    md.stop().unwrap();
+}
+
+#[test]
+fn raid5_write_hole_closed_by_the_log() {
+    write_hole_closed("hole-r5", uraid_format::Level::Raid5, 4);
+}
+
+#[test]
+fn raid6_write_hole_closed_by_the_log() {
+    write_hole_closed("hole-r6", uraid_format::Level::Raid6, 5);
+}
+
+#[test]
+fn a_clean_stop_leaves_nothing_to_replay() {
+    let dir = tempdir("hole-clean");
+    let paths = make(dir.path(), uraid_format::Level::Raid5, 4);
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    md.runtime().write_at(0, &fill(3, 3 * CHUNK as usize)).unwrap();
+    md.runtime().write_at(8192, &fill(4, BLOCK)).unwrap();
+    md.stop().unwrap();
+    let sb: Superblock1 = superblock(&paths[0]);
+    assert!(sb.is_clean());
+    let area = log_area(&paths[0]);
+    let setup = ppl::log_setup(area, sb.set_uuid.0, sb.events);
+    let members: Vec<Option<PathBuf>> = paths.iter().cloned().map(Some).collect();
+    let found = ppl::read_log(&setup, &members, sb.events).unwrap();
+    assert_eq!(found.epoch, None, "a clean stop clears the log");
+    // Dirty by hand (as a crash of a run without the log would leave it) and degraded: md's
+    // refusal stands, there is nothing to replay.
+    for p in &paths {
+        let mut sb = superblock(p);
+        sb.resync_offset_sectors = 0;
+        write_member(p, 4096, &sb.encode());
+    }
+    let err = MdArray::assemble(&paths[1..], &options()).err().expect("refused");
+    assert!(err.to_string().contains("cannot start dirty degraded array"), "{err}");
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    assert_eq!(md.info().log_replayed, 0);
+    md.stop().unwrap();
+}
