@@ -13,6 +13,7 @@
 
 mod bitmap;
 pub mod cpu;
+mod ppl;
 pub mod random_write;
 pub mod read;
 mod rebuild;
@@ -143,7 +144,7 @@ fn ratio(value: f64, base: Option<f64>) -> Option<f64> {
 /// A family of workloads: its name and the function that measures its rows.
 type Family = (&'static str, fn(&IoBenchOptions) -> Result<Vec<Row>>);
 
-const FAMILIES: [Family; 8] = [
+const FAMILIES: [Family; 9] = [
     ("random_write", random_write::run),
     ("seq_write", seq_write::run),
     ("read", read::run),
@@ -152,6 +153,7 @@ const FAMILIES: [Family; 8] = [
     ("workers", workers::run),
     ("rebuild", rebuild::run),
     ("bitmap", bitmap::run),
+    ("ppl", ppl::run),
 ];
 
 /// Runs the selected families and prints their rows as they come.

@@ -159,6 +159,7 @@ fn measure<M: Member>(rig: &mut Rig<M>, reqs: Vec<Req>, iodepth: usize) -> Resul
         .iter()
         .map(|r| match r {
             Req::Read { bytes, .. } | Req::Write { bytes, .. } => *bytes as u64,
+            Req::Flush => 0,
         })
         .sum();
     let user_reads = reqs.len() as u64;

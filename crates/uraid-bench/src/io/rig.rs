@@ -80,6 +80,7 @@ impl Spec {
 pub enum Req {
     Read { sector: u64, bytes: usize },
     Write { sector: u64, bytes: usize },
+    Flush,
 }
 
 pub struct Rig<M: Member> {
@@ -232,6 +233,31 @@ impl<M: Member> Rig<M> {
         }
     }
 
+    /// Performs `reqs` as fio does, open loop: a new request goes in as soon as one of the
+    /// `iodepth` outstanding is acknowledged (`run` instead waits for the array to go idle
+    /// between batches, which hides work done after an acknowledgement). Ends when every
+    /// request is done and the array is idle.
+    pub fn run_open(&mut self, reqs: impl IntoIterator<Item = Req>, iodepth: usize) -> Result<()> {
+        assert!(iodepth > 0, "a queue holds at least one request");
+        self.set_plugged(false);
+        let mut reqs = reqs.into_iter().peekable();
+        while reqs.peek().is_some() || !self.outstanding.is_empty() {
+            while self.outstanding.len() < iodepth
+                && let Some(req) = reqs.next()
+            {
+                self.submit(req);
+            }
+            let idle = self.driver.in_flight() == 0 && !self.array.busy();
+            if idle && !self.outstanding.is_empty() {
+                bail!("stalled with {} requests outstanding", self.outstanding.len());
+            }
+            self.driver.turn(&mut self.array, true).context("driving the array")?;
+            self.collect()?;
+        }
+        self.driver.run_until_idle(&mut self.array).context("draining the array")?;
+        self.collect()
+    }
+
     /// Timing mode, for CPU measurements: a request of the same kind, place and size as one done
     /// before in this mode reuses that request's buffer as it came back, with no fill, no model
     /// update and no check (a write then writes again what the region already holds; a read
@@ -259,10 +285,12 @@ impl<M: Member> Rig<M> {
             match req {
                 Req::Read { sector, .. } => self.array.submit_read(id, Sector(sector), buf),
                 Req::Write { sector, .. } => self.array.submit_write(id, Sector(sector), buf),
+                Req::Flush => self.array.submit_flush(id),
             }
             return;
         }
         match req {
+            Req::Flush => self.array.submit_flush(id),
             Req::Read { sector, bytes } => {
                 self.array.submit_read(id, Sector(sector), vec![0; bytes]);
             }
@@ -305,5 +333,6 @@ fn key(req: Req) -> (bool, u64, usize) {
     match req {
         Req::Read { sector, bytes } => (false, sector, bytes),
         Req::Write { sector, bytes } => (true, sector, bytes),
+        Req::Flush => (false, u64::MAX, 0),
     }
 }

@@ -42,7 +42,7 @@ enum BenchWhat {
         #[arg(long)]
         json: bool,
         /// Only these families: random_write, seq_write, read, throughput, cpu, workers,
-        /// rebuild, bitmap.
+        /// rebuild, bitmap, ppl.
         #[arg(long = "only", value_name = "FAMILY")]
         only: Vec<String>,
         /// Smaller working sets (what the tests run; a smoke run, not the published figures).
