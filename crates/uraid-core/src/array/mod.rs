@@ -151,8 +151,6 @@ pub struct Array {
     busy_before_settle: Option<bool>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
-    /// Member writes queued or in flight for batches already acknowledged (`ppl`).
-    background_ios: usize,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
     read_errors: Vec<u32>,
     /// Per member: `Some(offset)` while it is being recovered (in sync below `offset` member
@@ -209,7 +207,6 @@ impl Array {
             deferred_ids: HashSet::default(),
             busy_before_settle: None,
             full_stripe_writes: 0,
-            background_ios: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             next_tag: 0,
             stats: ArrayStats::default(),

@@ -584,11 +584,7 @@ impl Array {
             }
             Reset::No | Reset::Draining => {
                 l.writing += heads.len();
-                let ids: Vec<HeadId> = heads.iter().map(|h| h.0).collect();
                 l.logged.extend(heads);
-                for id in ids {
-                    self.ack_logged_writes(id);
-                }
                 self.wake_log_waiters();
             }
         }
@@ -639,31 +635,6 @@ impl Array {
         for (slot, _) in ready {
             let req = self.request_mut(slot);
             req.outstanding -= 1;
-            self.finish_if_done(slot);
-        }
-    }
-
-    /// A partial-stripe batch whose entries are durable is acknowledged now, before its
-    /// writes in place (md's raid5-cache does the same in write-back mode): a crash from here
-    /// on loses at most these unflushed writes, never other data (the replay restores its
-    /// parity), and until the writes complete the head holds the new data, so reads see it. A
-    /// flush waits for them (it resets the log, which drains every logged write). Not for
-    /// FUA writes (durable on completion) nor for blocks written straight from the request's
-    /// buffer (full stripes: the buffer is needed until then).
-    fn ack_logged_writes(&mut self, id: HeadId) {
-        let Some(st) = self.heads.get(&id) else { return };
-        let writes = st.batch.iter().any(|p| p.kind == super::Kind::Write);
-        if !writes || !st.skip_copy.is_empty() || st.error.is_some() || self.batch_fua(id) {
-            return;
-        }
-        if self.method(id) == Some(WriteMethod::FullStripe) {
-            return;
-        }
-        let slots: Vec<usize> =
-            st.batch.iter().filter(|p| p.kind == super::Kind::Write).map(|p| p.slot).collect();
-        self.state(id).acked_early = true;
-        for slot in slots {
-            self.request_mut(slot).outstanding -= 1;
             self.finish_if_done(slot);
         }
     }
