@@ -48,6 +48,8 @@ pub enum Sabotage {
     FlushesDoNothing,
     /// One byte of every 64th member read comes back flipped.
     CorruptReads,
+    /// Restarts after power cuts skip the partial parity log's replay (the write hole open).
+    NoLogReplay,
 }
 
 impl SimConfig {

@@ -3,7 +3,7 @@
 //! parity log), the log is replayed, the engine restarts, a resync runs when every member is
 //! there, and the whole array is judged against what the oracle allows.
 
-use crate::config::SIM_UUID;
+use crate::config::{SIM_UUID, Sabotage};
 use crate::oracle::{UNKNOWN, decode};
 use crate::report::SimFailure;
 use crate::sim::Sim;
@@ -133,7 +133,7 @@ impl Sim {
     /// modified blocks as they are now (unreadable ones count as zeros: they were being
     /// written).
     fn replay_log(&mut self, gone: &[bool]) {
-        if self.cfg.log_ring_sectors.is_none() {
+        if self.cfg.log_ring_sectors.is_none() || self.cfg.sabotage == Some(Sabotage::NoLogReplay) {
             return;
         }
         let scans: Vec<_> = (0..self.members.len())

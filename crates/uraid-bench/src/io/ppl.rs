@@ -17,8 +17,7 @@
 //! * 4 KiB sequential writes at iodepth 1 (partial stripes one after another).
 //!
 //! Requests go in open loop (`Rig::run_open`: a new one as soon as one is acknowledged, as fio
-//! does), so that a partial-stripe write acknowledged once its log entry is durable (before
-//! its writes in place) counts as the client sees it; the time ends when the array is idle.
+//! does); the time ends when the array is idle.
 //!
 //! Figures: the with/without ratio of simulated throughput (goal >= 0.90 random, >= 0.97
 //! sequential), and log bytes written per user byte. After every pass the array is read back
