@@ -102,7 +102,13 @@ pub(crate) fn replay_at_assemble(
         data_offset_bytes: info.data_offset_sectors * 512,
         members: &paths,
     };
-    let replay = || ppl::read_log(&setup, &paths, base.events)?.replay(&target);
+    // Replayed and durable, the records have served: cleared, so that they are never
+    // replayed again over data a later run (perhaps the kernel's) changed.
+    let replay = || {
+        let replayed = ppl::read_log(&setup, &paths, base.events)?.replay(&target)?;
+        ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
+        Ok::<u64, std::io::Error>(replayed)
+    };
     let replayed =
         replay().map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
     if replayed > 0 {

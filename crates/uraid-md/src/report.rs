@@ -54,6 +54,8 @@ impl Inner {
             mismatch_sectors: self.runtime.mismatches().1,
             sync_speed_min_kib: speed.min_kib,
             sync_speed_max_kib: speed.max_kib,
+            log_bytes: info.log.map_or(0, |l| l.bytes),
+            log_replayed: info.log_replayed,
         }
     }
 

@@ -42,6 +42,13 @@ pub struct ArrayStatus {
     /// md's sync_speed_min and sync_speed_max, KiB/s of each member.
     pub sync_speed_min_kib: u64,
     pub sync_speed_max_kib: u64,
+    /// Bytes of the partial parity log's area on each member; 0: no log, the write hole is
+    /// open.
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// Parity blocks the log's replay rewrote when the array started (after a crash).
+    #[serde(default)]
+    pub log_replayed: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,6 +234,18 @@ fn progress_line(sync: &SyncStatus) -> String {
 /// A size as mdadm --detail prints it: KiB, then a human form from 5000 KiB up.
 ///
 /// Example: 4290772992 bytes is "4190208 (4.00 GiB 4.29 GB)".
+/// uraid's own row: whether the partial parity log closes the write hole.
+fn write_hole(s: &ArrayStatus) -> String {
+    if s.log_bytes == 0 {
+        return "open (no room for the partial parity log)".into();
+    }
+    format!(
+        "closed (partial parity log {}K, {} parity blocks replayed at start)",
+        s.log_bytes / 1024,
+        s.log_replayed
+    )
+}
+
 fn detail_size(bytes: u64) -> String {
     let kib = bytes / 1024;
     let (binary, decimal, unit) = if bytes >= 2 << 30 {
@@ -262,6 +281,7 @@ pub fn render_detail(s: &ArrayStatus) -> String {
         ("Spare Devices", spares.to_string()),
         ("Layout", s.layout.clone()),
         ("Chunk Size", format!("{}K", s.chunk_bytes / 1024)),
+        ("Write Hole", write_hole(s)),
     ];
     rows.extend(sync_rows(s));
     rows.extend([
@@ -397,6 +417,8 @@ mod tests {
             mismatch_sectors: 0,
             sync_speed_min_kib: 1000,
             sync_speed_max_kib: 200_000,
+            log_bytes: 1008 << 10,
+            log_replayed: 3,
         }
     }
 
@@ -481,6 +503,7 @@ mod tests {
             "     Spare Devices : 1",
             "            Layout : left-symmetric",
             "        Chunk Size : 512K",
+            "        Write Hole : closed (partial parity log 1008K, 3 parity blocks replayed at start)",
             "    Rebuild Status : 27% complete",
             "            Events : 42",
             "    Number   RaidDevice   State",
