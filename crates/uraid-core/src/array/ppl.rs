@@ -58,17 +58,11 @@ struct Waiting {
 /// A head's entries: per parity member, its entry and partial parity block.
 type Entries = Vec<(DiskIndex, LogEntry, Option<Vec<u8>>)>;
 
-/// One member's share of a log write in flight.
-struct LogWrite {
-    buf: BlockBuf,
-}
-
-/// Per stripe head (by its first member sector): the members written since everything was
-/// last durable, the generation of its newest entry, and logged writes still in flight.
+/// Per stripe head (by its first member sector): the sectors written since everything was
+/// last durable, and logged writes still in flight.
 #[derive(Clone, Default)]
 struct Live {
     modified: Vec<(usize, SectorMask)>,
-    generation: u64,
     writing: u32,
 }
 
@@ -104,7 +98,8 @@ pub(super) struct PartialParityLog {
     /// The generation in flight: writes outstanding, its heads (and whether each counts in
     /// `live`).
     in_flight: Option<(usize, Vec<(HeadId, bool)>)>,
-    writes: Vec<LogWrite>,
+    /// The buffers of the log writes in flight (`IoBuf::Log` indexes them).
+    writes: Vec<BlockBuf>,
     reset: Reset,
     /// Logged heads whose in-place writes have not completed.
     writing: usize,
@@ -426,21 +421,13 @@ impl Array {
         let heads: Vec<_> = l.waiting.drain(..take).collect();
         l.generation += 1;
         let generation = l.generation;
+        let ids = heads.iter().map(|w| (w.id, !w.entries.is_empty())).collect();
+        l.in_flight = Some((0, ids));
         let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
             vec![Vec::new(); self.failed.len()];
-        for Waiting { entries, .. } in &heads {
-            for (m, e, b) in entries {
-                per_member[m.get()].push((e.clone(), b.clone()));
-            }
+        for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
+            per_member[m.get()].push((e, b));
         }
-        let mut ids = Vec::new();
-        for Waiting { id, entries, .. } in &heads {
-            ids.push((*id, !entries.is_empty()));
-            if let Some(e) = entries.first() {
-                l.live.get_mut(&e.1.member_sector).expect("admitted").generation = generation;
-            }
-        }
-        l.in_flight = Some((0, ids));
         let mut members = [0u8; 32];
         for (m, entries) in per_member.iter().enumerate() {
             if !entries.is_empty() && live_members.contains(&m) {
@@ -451,7 +438,7 @@ impl Array {
             if entries.is_empty() || !live_members.contains(&m) {
                 continue;
             }
-            self.queue_log_write(DiskIndex(m as u16), generation, members, &entries);
+            self.queue_log_write(DiskIndex(m as u16), generation, members, entries);
         }
         if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
             self.log_generation_done();
@@ -463,9 +450,10 @@ impl Array {
         member: DiskIndex,
         generation: u64,
         members: [u8; 32],
-        entries: &[(LogEntry, Option<Vec<u8>>)],
+        entries: Vec<(LogEntry, Option<Vec<u8>>)>,
     ) {
         let l = self.ppl.as_mut().expect("a log");
+        let (entries, blocks): (Vec<LogEntry>, Vec<Option<Vec<u8>>>) = entries.into_iter().unzip();
         let header = LogHeader {
             uuid: l.cfg.uuid,
             epoch: l.cfg.epoch,
@@ -473,10 +461,9 @@ impl Array {
             tail: l.tail,
             unit_sectors: l.unit_sectors as u32,
             members,
-            entries: entries.iter().map(|(e, _)| e.clone()).collect(),
+            entries,
         };
         let sectors = header.sectors();
-        let blocks: Vec<Option<Vec<u8>>> = entries.iter().map(|(_, b)| b.clone()).collect();
         let bytes = header.encode_generation(&blocks);
         let mut buf = BlockBuf::zeroed((sectors * 512) as usize);
         buf.copy_from_slice(&bytes);
@@ -493,7 +480,7 @@ impl Array {
             l.log_writes += 1;
             l.log_bytes += buf.len() as u64;
         }
-        l.writes.push(LogWrite { buf });
+        l.writes.push(buf);
         if let Some(f) = l.in_flight.as_mut() {
             f.0 += 1;
         }
@@ -571,7 +558,7 @@ impl Array {
                     members[m.get() / 8] |= 1 << (m.get() % 8);
                 }
                 for m in live {
-                    self.queue_log_write(m, generation, members, &[]);
+                    self.queue_log_write(m, generation, members, Vec::new());
                 }
                 if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
                     self.log_generation_done();
@@ -655,6 +642,6 @@ impl Array {
 
     /// The bytes of a log write.
     pub(super) fn log_buf(&self, index: usize) -> &[u8] {
-        &self.ppl.as_ref().expect("a log").writes[index].buf
+        &self.ppl.as_ref().expect("a log").writes[index]
     }
 }
