@@ -26,15 +26,14 @@
 //! machine would flip it): the bitmap with its one worker over no bitmap with one worker, and
 //! over no bitmap with the default workers.
 
-use super::recording::Recording;
-use super::rig::{Req, Rig, Spec};
+use super::rig::{Modelled, Req, Rig, Spec};
 use super::{Goal, IoBenchOptions, Prng, Row};
 use anyhow::{Result, ensure};
 use std::sync::mpsc;
 use std::time::Instant;
 use uraid_core::array::{ArrayConfig, BITMAP_PAGE_BYTES, WriteIntentConfig};
 use uraid_core::{Level, SECTOR_BYTES};
-use uraid_io::{Clock, DiskModel, Driver, IoOp, ManualClock, MediaAccess, MemoryMember, Throttled};
+use uraid_io::{Clock, DiskModel, IoOp, ManualClock, MediaAccess};
 use uraid_runtime::{Op, Runtime, RuntimeConfig, SharedMemorySource, WriteIntentSetup};
 
 const FAMILY: &str = "bitmap";
@@ -75,8 +74,6 @@ const HDD: Disk = Disk {
     names: ["hdd_bm_4k", "hdd_bm_64k", "hdd_bm_1m", "hdd_bm_64m"],
 };
 const IODEPTHS: [usize; 2] = [16, 1];
-
-type Modelled = Throttled<MemoryMember, ManualClock>;
 
 /// One pass of the workload: simulated seconds and what the members received.
 #[derive(Clone, Copy, Debug, Default)]
@@ -166,16 +163,8 @@ fn modelled_rows(spec: &Spec, disk: &Disk, writes: usize) -> Result<Vec<Row>> {
 
 /// Modelled members with room for the bitmap after the data area, where the driver puts it.
 fn rig(spec: &Spec, model: DiskModel, clock: &ManualClock) -> Result<Rig<Modelled>> {
-    let room = bitmap_bytes(spec, BS);
-    let size = usize::try_from(spec.member_bytes)? + room;
-    let disk =
-        |name: &str, size| Throttled::new(MemoryMember::new(name, size), model, clock.clone());
-    let members = (0..spec.members).map(|i| disk(&format!("disk{i}"), size)).collect();
-    let mut rig = Rig::new(spec, members)?;
-    let placeholder = Driver::new(vec![Box::new(Recording::new(disk("none", 0)))]);
-    let driver = std::mem::replace(&mut rig.driver, placeholder);
-    rig.driver = driver.with_bitmap_offset_bytes(spec.member_bytes);
-    Ok(rig)
+    let at = spec.member_bytes;
+    Rig::modelled(spec, model, clock, bitmap_bytes(spec, BS), |d| d.with_bitmap_offset_bytes(at))
 }
 
 /// Member sectors per bit and bits for `chunk`-byte bitmap chunks.

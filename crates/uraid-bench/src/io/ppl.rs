@@ -23,20 +23,17 @@
 //! sequential), and log bytes written per user byte. After every pass the array is read back
 //! and checked against what was written.
 
-use super::recording::Recording;
-use super::rig::{Req, Rig, Spec};
+use super::rig::{Modelled, Req, Rig, Spec};
 use super::{Goal, IoBenchOptions, Prng, Row};
 use anyhow::{Result, ensure};
 use uraid_core::array::PartialParityLogConfig;
 use uraid_core::{Level, SECTOR_BYTES};
-use uraid_io::{Clock, DiskModel, Driver, ManualClock, MemoryMember, Throttled};
+use uraid_io::{Clock, DiskModel, ManualClock};
 
 const FAMILY: &str = "ppl";
 const KIB: u64 = 1024;
 const BS: u64 = 4 * KIB;
 const RINGS: [(u64, &str); 2] = [(2 << 20, "2M"), (128 * KIB, "128K")];
-
-type Modelled = Throttled<MemoryMember, ManualClock>;
 
 const SSD: DiskModel =
     DiskModel { bandwidth_bytes_per_s: 200_000_000, iops_max: 0, latency_ns: 100_000, seek_ns: 0 };
@@ -187,14 +184,6 @@ fn measure(spec: &Spec, model: DiskModel, disk: &str, w: &Workload) -> Result<Ve
 
 /// Modelled members with room for the log ring after the data area.
 fn rig(spec: &Spec, model: DiskModel, clock: &ManualClock) -> Result<Rig<Modelled>> {
-    let room = usize::try_from(RINGS[0].0)?;
-    let size = usize::try_from(spec.member_bytes)? + room;
-    let disk =
-        |name: &str, size| Throttled::new(MemoryMember::new(name, size), model, clock.clone());
-    let members = (0..spec.members).map(|i| disk(&format!("disk{i}"), size)).collect();
-    let mut rig = Rig::new(spec, members)?;
-    let placeholder = Driver::new(vec![Box::new(Recording::new(disk("none", 0)))]);
-    let driver = std::mem::replace(&mut rig.driver, placeholder);
-    rig.driver = driver.with_log_offset_bytes(spec.member_bytes);
-    Ok(rig)
+    let at = spec.member_bytes;
+    Rig::modelled(spec, model, clock, usize::try_from(RINGS[0].0)?, |d| d.with_log_offset_bytes(at))
 }

@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use uraid_core::array::{Array, ArrayConfig, ReqId};
 use uraid_core::stripe::STRIPE_CACHE_SIZE_DEFAULT;
 use uraid_core::{DiskIndex, DiskRole, Geometry, Level, SECTOR_BYTES, Sector, StripeNumber};
-use uraid_io::{CountersSnapshot, Driver, DriverError, Member, MemoryMember};
+use uraid_io::{
+    CountersSnapshot, DiskModel, Driver, DriverError, ManualClock, Member, MemoryMember, Throttled,
+};
 
 /// An array's shape and its members' size.
 #[derive(Clone, Debug)]
@@ -106,6 +108,32 @@ impl Rig<MemoryMember> {
         let members =
             (0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect();
         Rig::new(spec, members)
+    }
+}
+
+/// A memory member that behaves, in simulated time, like a modelled disk.
+pub type Modelled = Throttled<MemoryMember, ManualClock>;
+
+impl Rig<Modelled> {
+    /// An array on zeroed memory members modelled as `model` on `clock`, each with
+    /// `extra_bytes` after its data area for what `place` tells the driver lives there (the
+    /// bitmap, the log rings).
+    pub fn modelled(
+        spec: &Spec,
+        model: DiskModel,
+        clock: &ManualClock,
+        extra_bytes: usize,
+        place: impl FnOnce(Driver<Recording<Modelled>>) -> Driver<Recording<Modelled>>,
+    ) -> Result<Rig<Modelled>> {
+        let size = usize::try_from(spec.member_bytes)? + extra_bytes;
+        let disk =
+            |name: &str, size| Throttled::new(MemoryMember::new(name, size), model, clock.clone());
+        let members = (0..spec.members).map(|i| disk(&format!("disk{i}"), size)).collect();
+        let mut rig = Rig::new(spec, members)?;
+        // The driver's builders take it by value: a member-less stand-in holds its place.
+        let stand_in = Driver::new(vec![Box::new(Recording::new(disk("none", 0)))]);
+        rig.driver = place(std::mem::replace(&mut rig.driver, stand_in));
+        Ok(rig)
     }
 }
 
