@@ -12,50 +12,19 @@
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::{Geometry, Layout, Level, StripeNumber};
-use uraid_format::create::{NewArray, NewMember, build_superblock};
-use uraid_format::{DevRole, Superblock1, Uuid};
+use uraid_format::Superblock1;
 use uraid_md::{MdArray, MdOptions, ppl};
 
 mod common;
-use common::{fill, superblock, tempdir};
+use common::{CHUNK_SECTORS, DATA_OFFSET_SECTORS, fill, make_array_at, superblock, tempdir};
 
-const MEMBER_BYTES: u64 = 8 << 20;
-const DATA_OFFSET: u64 = 1 << 20;
-const CHUNK: u64 = 64 << 10;
+const DATA_OFFSET: u64 = DATA_OFFSET_SECTORS * 512;
+const CHUNK: u64 = CHUNK_SECTORS as u64 * 512;
 const BLOCK: usize = 4096;
 
-/// `n` zeroed members of a clean array at `level` (md numbers: 5 or 6) in `dir`.
+/// `n` zeroed members of a clean array at `level` in `dir`, no bitmap.
 fn make(dir: &Path, level: uraid_format::Level, n: usize) -> Vec<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("m{i}.img"))).collect();
-    let array = NewArray {
-        set_uuid: Uuid([0x42; 16]),
-        name: "hole",
-        level,
-        layout: 2,
-        chunk_sectors: (CHUNK / 512) as u32,
-        raid_disks: n as u32,
-        size_sectors: (MEMBER_BYTES - DATA_OFFSET) / 512,
-        data_offset_sectors: DATA_OFFSET / 512,
-        ctime_seconds: 1,
-        utime_seconds: 1,
-        events: 1,
-        clean: true,
-        internal_bitmap: false,
-    };
-    let roles: Vec<DevRole> = (0..n as u16).map(DevRole::Active).collect();
-    for (i, p) in paths.iter().enumerate() {
-        let f = std::fs::File::create(p).unwrap();
-        f.set_len(MEMBER_BYTES).unwrap();
-        let member = NewMember {
-            dev_number: i as u32,
-            device_uuid: Uuid([i as u8 + 1; 16]),
-            device_sectors: MEMBER_BYTES / 512,
-            dev_roles: &roles,
-        };
-        f.write_all_at(&build_superblock(&array, &member).unwrap().encode(), 4096).unwrap();
-    }
-    paths
+    make_array_at(dir, level, n, None)
 }
 
 fn options() -> MdOptions {

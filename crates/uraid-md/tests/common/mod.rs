@@ -15,13 +15,24 @@ pub const CHUNK_SECTORS: u32 = 128;
 /// `n` members of a RAID6 (assume-clean, zeroed) in `dir`; with `bitmap_chunk_bytes`, an
 /// internal write-intent bitmap of that chunk size.
 pub fn make_array(dir: &Path, n: usize, bitmap_chunk_bytes: Option<u32>) -> Vec<PathBuf> {
+    make_array_at(dir, Level::Raid6, n, bitmap_chunk_bytes)
+}
+
+/// `make_array` at any `level` (md's left-symmetric layout), creating `dir` if need be.
+pub fn make_array_at(
+    dir: &Path,
+    level: Level,
+    n: usize,
+    bitmap_chunk_bytes: Option<u32>,
+) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
     let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("m{i}.img"))).collect();
     let size_sectors = (MEMBER_BYTES / 512 - DATA_OFFSET_SECTORS) / u64::from(CHUNK_SECTORS)
         * u64::from(CHUNK_SECTORS);
     let array = NewArray {
         set_uuid: Uuid([7; 16]),
         name: "lifecycle",
-        level: Level::Raid6,
+        level,
         layout: 2,
         chunk_sectors: CHUNK_SECTORS,
         raid_disks: n as u32,
