@@ -541,6 +541,14 @@ impl Array {
             return;
         }
         self.stats.read_errors_corrected += writes.len() as u64;
+        if self.log_covers_rewrite(id, &writes) {
+            // Parity rebuilt from data written since the last flush: a crash could undo some
+            // of that data but keep the parity, so the rewrite is logged like a write (found
+            // by the simulator: a Q rewritten after an rmw that could not read it).
+            self.state(id).writes = writes;
+            self.start_writing(id);
+            return;
+        }
         self.issue(id, &writes, MemberOp::Write);
         self.state(id).phase = Phase::Writing { outstanding: writes.len(), intent: false };
     }

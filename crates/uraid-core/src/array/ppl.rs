@@ -210,7 +210,11 @@ impl Array {
             return true;
         }
         let method = self.method(id);
-        let entries = if !discard && matches!(method, Some(WriteMethod::DataOnly) | None) {
+        let parity_rewrite = self.writes_parity(id);
+        let entries = if !discard
+            && !parity_rewrite
+            && matches!(method, Some(WriteMethod::DataOnly) | None)
+        {
             None
         } else {
             // No live parity member: nothing to log.
@@ -238,12 +242,29 @@ impl Array {
         false
     }
 
+    /// Whether the head's pending writes include a parity block.
+    fn writes_parity(&self, id: HeadId) -> bool {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        self.heads[&id].writes.iter().any(|w| Some(*w) == map.p_disk || Some(*w) == map.q_disk)
+    }
+
+    /// Whether a read-error rewrite of `writes` must be logged: it rewrites parity of a
+    /// stripe with data written since the last durable point.
+    pub(super) fn log_covers_rewrite(&self, id: HeadId, writes: &[DiskIndex]) -> bool {
+        let Some(l) = self.ppl.as_ref() else { return false };
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        l.live.contains_key(&self.head_member_range(id).0)
+            && writes.iter().any(|w| Some(*w) == map.p_disk || Some(*w) == map.q_disk)
+    }
+
     /// The head's entries (P's and Q's, on their members; none when no parity member is
     /// live).
     fn log_entries(&mut self, id: HeadId, discard: bool) -> Entries {
         let key = self.head_member_range(id).0;
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        // A parity block rebuilt over a read error is written too: it needs its entry.
         let lost = self.lost(id);
+        let writes = self.heads[&id].writes.clone();
         let unit = self.unit_sectors;
         let l = self.ppl.as_ref().expect("a log");
         let mut entry = LogEntry {
@@ -271,7 +292,9 @@ impl Array {
         let parities: Vec<(DiskIndex, LogParity)> =
             [(map.p_disk, LogParity::P), (map.q_disk, LogParity::Q)]
                 .into_iter()
-                .filter_map(|(d, p)| d.filter(|d| !lost[d.get()]).map(|d| (d, p)))
+                .filter_map(|(d, p)| {
+                    d.filter(|d| !lost[d.get()] || writes.contains(d)).map(|d| (d, p))
+                })
                 .collect();
         let mut out = Vec::new();
         for (member, parity) in parities {
