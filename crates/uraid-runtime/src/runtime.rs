@@ -431,5 +431,6 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         read_errors_corrected: a.read_errors_corrected + b.read_errors_corrected,
         stripe_discards: a.stripe_discards + b.stripe_discards,
         mismatch_sectors: a.mismatch_sectors + b.mismatch_sectors,
+        writes_acked_when_logged: a.writes_acked_when_logged + b.writes_acked_when_logged,
     }
 }

@@ -96,7 +96,21 @@ fn run_many(
                     if seed >= start + seeds {
                         break;
                     }
-                    match run_seed(seed, faults) {
+                    // A panic in the engine is a failure of its seed, reported as one.
+                    let outcome = std::panic::catch_unwind(|| run_seed(seed, faults))
+                        .unwrap_or_else(|p| {
+                            let message = p
+                                .downcast_ref::<&str>()
+                                .map(ToString::to_string)
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_default();
+                            Err(SimFailure {
+                                seed,
+                                step: 0,
+                                message: format!("panicked: {message}"),
+                            })
+                        });
+                    match outcome {
                         Ok((stats, _)) => total.lock().expect("no panics").add(&stats),
                         Err(f) => {
                             stop.store(true, Ordering::Relaxed);
@@ -164,8 +178,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
     );
     println!(
         "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
-         parity blocks replayed from the partial parity log",
-        t.power_cuts_degraded, t.lost_after_cut, t.log_replays
+         parity blocks replayed from the partial parity log; {} writes acknowledged once logged",
+        t.power_cuts_degraded, t.lost_after_cut, t.log_replays, t.acked_when_logged
     );
     println!(
         "  spares rebuilt: {}; checks with 0 mismatches: {}; lone writes at md's minimum I/O: {}",

@@ -23,6 +23,8 @@ pub struct SimStats {
     pub lost_after_cut: u64,
     /// Parity blocks rewritten from the partial parity log at restarts.
     pub log_replays: u64,
+    /// Writes the engine acknowledged once logged, before their writes in place.
+    pub acked_when_logged: u64,
     /// Member sectors resynced after power cuts, and what a full resync would have covered.
     pub resync_sectors: u64,
     pub resync_capacity: u64,
@@ -48,6 +50,7 @@ impl SimStats {
         self.power_cuts_degraded += o.power_cuts_degraded;
         self.lost_after_cut += o.lost_after_cut;
         self.log_replays += o.log_replays;
+        self.acked_when_logged += o.acked_when_logged;
         self.resync_sectors += o.resync_sectors;
         self.resync_capacity += o.resync_capacity;
         self.members_pulled += o.members_pulled;

@@ -57,6 +57,7 @@ impl Sim {
         self.plugged = false;
         self.stats.power_cuts += 1;
         self.replay_log(&gone);
+        self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
         // The restart: a new engine over what the members hold.
         self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
         for (m, g) in gone.iter().enumerate() {

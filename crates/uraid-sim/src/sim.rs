@@ -202,6 +202,7 @@ impl Sim {
             self.collect()?;
         }
         self.finish()?;
+        self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
         Ok((self.stats, self.trace))
     }
 

@@ -54,6 +54,8 @@ pub(super) enum Phase {
     LogWait,
 }
 
+// Independent flags of one batch's progress, not a state that an enum would name better.
+#[allow(clippy::struct_excessive_bools)]
 pub(super) struct HeadState {
     /// Pieces waiting for the next batch.
     queued: Vec<Piece>,
@@ -79,6 +81,11 @@ pub(super) struct HeadState {
     /// slot, byte offset in its buffer. The head's own copy of them is stale afterwards.
     pub(super) skip_copy: Vec<(DiskIndex, usize, usize)>,
     pub(super) error: Option<ArrayError>,
+    /// The batch's writes were acknowledged once their log entries were durable (see
+    /// `ppl::ack_logged_writes`): its write pieces are done, their slots maybe reused.
+    pub(super) acked_early: bool,
+    /// When its reads for the batch's writes started (`ppl`'s group commit counter).
+    pub(super) write_reads_started: u64,
 }
 
 /// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
@@ -162,6 +169,8 @@ impl Array {
             suspect: Vec::new(),
             skip_copy: Vec::new(),
             error: None,
+            acked_early: false,
+            write_reads_started: 0,
         };
         self.heads.insert(id, state);
         self.handle_or_defer(id);
@@ -181,8 +190,11 @@ impl Array {
 
     /// Whether other I/O is queued or in flight (or announced by a plug): a partial-stripe
     /// write that needs reads may then wait for more writes to fill its stripe.
+    /// Writes in place of batches already acknowledged (see `ppl::ack_logged_writes`) do not
+    /// count: no client waits on them to send more, so holding for them only adds their latency.
     fn others_busy(&self) -> bool {
-        self.plugged || !self.queue.is_empty() || !self.inflight.is_empty()
+        // (`inflight` holds every I/O issued, the queued ones too.)
+        self.plugged || self.inflight.len() > self.background_ios
     }
 
     /// Handles the heads that received pieces since the last call. Whether other I/O is busy
@@ -230,6 +242,7 @@ impl Array {
                 st.writes_done = false;
                 st.error = None;
                 st.suspect.clear();
+                st.acked_early = false;
             }
             let has_writes = st.batch.iter().any(|p| p.kind == Kind::Write);
             let first = st.batch.first().map(|p| p.kind);
@@ -344,7 +357,10 @@ impl Array {
             self.compute_and_write(id);
         } else {
             self.issue(id, &reads, MemberOp::Read);
-            self.state(id).phase = Phase::Reading { for_write: true, outstanding: reads.len() };
+            let started = self.log_write_reads_started();
+            let st = self.state(id);
+            st.phase = Phase::Reading { for_write: true, outstanding: reads.len() };
+            st.write_reads_started = started;
         }
     }
 
@@ -404,6 +420,9 @@ impl Array {
         }
         let sector = Sector(self.head_member_range(id).0);
         let fua = op == MemberOp::Write && self.batch_fua(id);
+        if op == MemberOp::Write && self.heads[&id].acked_early {
+            self.background_ios += members.len();
+        }
         for &member in members {
             let tag = self.new_tag();
             let direct = self.heads[&id].skip_copy.iter().find(|s| s.0 == member);
@@ -437,6 +456,9 @@ impl Array {
         let dev = &mut self.cache.head_mut(id).devs[member.get()];
         let was_read = dev.io == DevIo::Reading;
         dev.io = DevIo::Idle;
+        if !was_read && st.acked_early {
+            self.background_ios -= 1;
+        }
         dev.dirty = false;
         // A discarded block is zeros on the member, a skip_copy block went from the request
         // buffer: either way the head's copy is stale.
@@ -584,11 +606,12 @@ impl Array {
     }
 
     /// Whether a request in the batch asked for FUA.
-    fn batch_fua(&self, id: HeadId) -> bool {
-        self.heads[&id]
-            .batch
-            .iter()
-            .any(|p| p.kind == Kind::Write && self.requests[p.slot].as_ref().is_some_and(|r| r.fua))
+    pub(super) fn batch_fua(&self, id: HeadId) -> bool {
+        let st = &self.heads[&id];
+        !st.acked_early
+            && st.batch.iter().any(|p| {
+                p.kind == Kind::Write && self.requests[p.slot].as_ref().is_some_and(|r| r.fua)
+            })
     }
 
     /// The members whose blocks this head must rebuild rather than read: failed members and
@@ -641,9 +664,13 @@ impl Array {
         let st = self.state(id);
         let error = st.error.take();
         let batch = std::mem::take(&mut st.batch);
+        let acked = std::mem::take(&mut st.acked_early);
         st.method = None;
         st.skip_copy.clear();
         for piece in batch {
+            if acked && piece.kind == Kind::Write {
+                continue; // completed when its log entries were durable
+            }
             let req = self.request_mut(piece.slot);
             req.outstanding -= 1;
             if let Some(e) = &error {

@@ -95,4 +95,7 @@ pub struct ArrayStats {
     /// Sectors (per member) whose parity did not match their data at a check, repair or
     /// resync: md's mismatch_cnt.
     pub mismatch_sectors: u64,
+    /// Writes acknowledged once their partial parity log entries were durable, before their
+    /// writes in place completed.
+    pub writes_acked_when_logged: u64,
 }

@@ -151,6 +151,8 @@ pub struct Array {
     busy_before_settle: Option<bool>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
+    /// Member writes queued or in flight for batches already acknowledged (`ppl`).
+    background_ios: usize,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
     read_errors: Vec<u32>,
     /// Per member: `Some(offset)` while it is being recovered (in sync below `offset` member
@@ -207,6 +209,7 @@ impl Array {
             deferred_ids: HashSet::default(),
             busy_before_settle: None,
             full_stripe_writes: 0,
+            background_ios: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             next_tag: 0,
             stats: ArrayStats::default(),
@@ -310,8 +313,10 @@ impl Array {
     /// oldest starts (the newest is the likeliest to be filled by the requests waiting). While
     /// I/O is in flight, its completions free heads and the held ones stay held.
     fn start_delayed_when_idle(&mut self) {
+        // Writes in place of acknowledged batches (`ppl::ack_logged_writes`) hold no client
+        // back: they do not keep held writes waiting either.
         let nothing_in_flight =
-            self.queue.is_empty() && self.inflight.is_empty() && self.deferred.is_empty();
+            self.inflight.len() <= self.background_ios && self.deferred.is_empty();
         if nothing_in_flight && !self.plugged {
             self.start_delayed();
         } else if nothing_in_flight && !self.waiting.is_empty() {

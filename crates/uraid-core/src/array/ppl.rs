@@ -19,6 +19,14 @@
 //! the sectors of a block a write leaves alone were not being written, and stay in the
 //! partial parity even when that member is lost.
 //!
+//! Acknowledging. A partial-stripe write (not FUA, not written from the request's buffer) is
+//! acknowledged once its entries are durable, before its writes in place, as md's raid5-cache
+//! does in write-back mode: it is unflushed, so a power cut may lose it, and the replay keeps
+//! everything else intact; until its writes complete the head holds the data, and a flush waits
+//! for them (it resets the log, which drains every logged write). Generations are group
+//! commits: one waits for the heads that started their reads before its oldest head was
+//! admitted, so that a queue's worth of writes shares one log write per member.
+//!
 //! Retiring the log. Each engine has a ring per member. A reset waits for every logged write
 //! to complete, flushes every member, and writes an empty header with the new tail at the
 //! ring's start on every member; everything older is retired. A reset happens when a
@@ -53,6 +61,9 @@ struct Waiting {
     id: HeadId,
     discard: bool,
     entries: Entries,
+    /// `write_reads` when it was admitted: heads whose reads started before may join its
+    /// generation (group commit).
+    after: u64,
 }
 
 /// A head's entries: per parity member, its entry and partial parity block.
@@ -103,6 +114,8 @@ pub(super) struct PartialParityLog {
     reset: Reset,
     /// Logged heads whose in-place writes have not completed.
     writing: usize,
+    /// Counts heads that started reads for their writes (see `Waiting::after`).
+    write_reads: u64,
     pub(super) log_writes: u64,
     pub(super) log_bytes: u64,
     pub(super) resets: u64,
@@ -136,6 +149,7 @@ impl Array {
             log_bytes: 0,
             resets: 0,
             unprotected: 0,
+            write_reads: 0,
         });
     }
 
@@ -237,7 +251,8 @@ impl Array {
             None if l.started => return true,
             None => Vec::new(),
         };
-        l.waiting.push(Waiting { id, discard, entries });
+        let after = l.write_reads;
+        l.waiting.push(Waiting { id, discard, entries, after });
         self.state(id).phase = Phase::LogWait;
         false
     }
@@ -412,6 +427,17 @@ impl Array {
             return;
         }
         if l.reset != Reset::No || l.waiting.is_empty() {
+            return;
+        }
+        // Group commit: heads that started reading for their writes before the oldest waiting
+        // head was admitted join this generation rather than wait a whole log write for the
+        // next (a log write per member per generation: the fewer generations, the fewer I/Os
+        // and 4 KiB headers). Heads that started later do not hold it: no starvation.
+        let oldest = l.waiting[0].after;
+        if self.heads.values().any(|st| {
+            matches!(st.phase, Phase::Reading { for_write: true, .. })
+                && st.write_reads_started <= oldest
+        }) {
             return;
         }
         let live_members: Vec<usize> =
@@ -594,7 +620,13 @@ impl Array {
             }
             Reset::No | Reset::Draining => {
                 l.writing += heads.len();
+                // Only heads with entries: their writes keep the rings busy, so a flush resets the log
+                // and waits for them; a head with none would let a flush overtake its writes.
+                let ids: Vec<HeadId> = heads.iter().filter(|h| h.1).map(|h| h.0).collect();
                 l.logged.extend(heads);
+                for id in ids {
+                    self.ack_logged_writes(id);
+                }
                 self.wake_log_waiters();
             }
         }
@@ -635,11 +667,11 @@ impl Array {
                     live.modified.clone_from(&entries[0].1.modified);
                     live.writing += 1;
                     l.on_ring.insert(key);
-                    l.waiting.push(Waiting { id: w.id, discard: w.discard, entries });
+                    l.waiting.push(Waiting { entries, ..w });
                 }
                 // Nothing to log any more (a full-stripe write whose older entry is retired):
                 // it may write at once, counted as logged by an empty generation.
-                _ => l.waiting.push(Waiting { id: w.id, discard: w.discard, entries: Vec::new() }),
+                _ => l.waiting.push(Waiting { entries: Vec::new(), ..w }),
             }
         }
         for (slot, _) in ready {
@@ -647,6 +679,46 @@ impl Array {
             req.outstanding -= 1;
             self.finish_if_done(slot);
         }
+    }
+
+    /// A partial-stripe batch whose entries are durable is acknowledged now, before its
+    /// writes in place (md's raid5-cache does the same in write-back mode): a crash from here
+    /// on loses at most these unflushed writes, never other data (the replay restores its
+    /// parity), and until the writes complete the head holds the new data, so reads see it. A
+    /// flush waits for them (it resets the log, which drains every logged write). Not for
+    /// FUA writes (durable on completion) nor for blocks written straight from the request's
+    /// buffer (full stripes: the buffer is needed until then).
+    fn ack_logged_writes(&mut self, id: HeadId) {
+        let Some(st) = self.heads.get(&id) else { return };
+        let writes = st.batch.iter().any(|p| p.kind == super::Kind::Write);
+        // Acknowledged already: this generation logs a rewrite over a read error.
+        if !writes
+            || st.acked_early
+            || !st.skip_copy.is_empty()
+            || st.error.is_some()
+            || self.batch_fua(id)
+        {
+            return;
+        }
+        if self.method(id) == Some(WriteMethod::FullStripe) {
+            return;
+        }
+        let slots: Vec<usize> =
+            st.batch.iter().filter(|p| p.kind == super::Kind::Write).map(|p| p.slot).collect();
+        self.state(id).acked_early = true;
+        self.stats.writes_acked_when_logged += slots.len() as u64;
+        for slot in slots {
+            self.request_mut(slot).outstanding -= 1;
+            self.finish_if_done(slot);
+        }
+    }
+
+    /// A head starts reads for its writes: its number for the group commit (0 with no log).
+    pub(super) fn log_write_reads_started(&mut self) -> u64 {
+        self.ppl.as_mut().map_or(0, |l| {
+            l.write_reads += 1;
+            l.write_reads
+        })
     }
 
     fn wake_log_waiters(&mut self) {
