@@ -49,6 +49,8 @@ pub enum MdError {
 pub struct MdOptions {
     /// Start a dirty degraded array (mdadm --force).
     pub force: bool,
+    /// How a crash is recovered from (mdadm's --consistency-policy).
+    pub consistency_policy: ConsistencyPolicy,
     /// Assemble the array with this UUID (default: the first member's).
     pub uuid: Option<Uuid>,
     /// md's stripe_size and stripe_cache_size.
@@ -63,6 +65,7 @@ impl Default for MdOptions {
     fn default() -> MdOptions {
         MdOptions {
             force: false,
+            consistency_policy: ConsistencyPolicy::Ppl,
             uuid: None,
             stripe_size_bytes: 4096,
             stripe_cache_size: 1024,
@@ -71,6 +74,17 @@ impl Default for MdOptions {
             file_options: FileOptions { direct: true, io_uring: true, ring_entries: 128 },
         }
     }
+}
+
+/// mdadm's consistency policies that uraid runs: with `Ppl` (the default) the partial
+/// parity log closes the write hole; with `Resync` it stays open, as md leaves it by default,
+/// and a crash is recovered by resync alone (by the bitmap when the array has one). A log an
+/// earlier run left after a crash is replayed either way: it protects what that run wrote.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConsistencyPolicy {
+    #[default]
+    Ppl,
+    Resync,
 }
 
 /// What does not change while the array runs.
@@ -87,8 +101,11 @@ pub struct ArrayInfo {
     pub max_degraded: u32,
     pub data_disks: u32,
     pub bitmap_chunk_bytes: Option<u64>,
-    /// Where the partial parity log is on every member; None: no room, the write hole open.
+    /// Where the partial parity log is on every member; None: no room, or turned off
+    /// (`log_off`): the write hole open.
     pub log: Option<crate::ppl::LogArea>,
+    /// The log was turned off (`ConsistencyPolicy::Resync`).
+    pub log_off: bool,
     /// Parity blocks the log's replay rewrote at assemble (after a crash).
     pub log_replayed: u64,
 }
@@ -119,17 +136,17 @@ impl MdArray {
         let base = freshest_superblock(&plan, &candidates)?;
         let (bitmap, image) = read_bitmap(&plan, &base)?;
         let mut info = array_info(&plan, bitmap.as_ref())?;
-        info.log = log_start::announce(
-            &info.name,
-            log_start::array_log_area(
-                &plan,
-                &candidates,
-                &base,
-                bitmap.as_ref(),
-                options.stripe_size_bytes,
-            ),
+        let area = log_start::array_log_area(
+            &plan,
+            &candidates,
+            &base,
+            bitmap.as_ref(),
+            options.stripe_size_bytes,
         );
-        let area = info.log;
+        info.log_off = options.consistency_policy == ConsistencyPolicy::Resync;
+        if !info.log_off {
+            info.log = log_start::announce(&info.name, area);
+        }
         let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
         let mut meta = Metadata::new(base.clone(), devices, bitmap);
@@ -156,7 +173,8 @@ impl MdArray {
         meta.write_bitmap(None)
             .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
         fail_on_error(meta.write())?;
-        let log = area.map(|a| crate::ppl::log_setup(a, info.uuid.0, meta.events));
+        // The replay (above) used the area whatever the policy; the engine logs only with it.
+        let log = info.log.map(|a| crate::ppl::log_setup(a, info.uuid.0, meta.events));
         let runtime = start_runtime(&info, &meta, &plan, image, log.as_ref(), options)?;
         let inner = Arc::new(Inner {
             runtime: Arc::new(runtime),
@@ -314,6 +332,7 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
         data_disks: plan.data_disks(),
         bitmap_chunk_bytes: bitmap.map(|b| u64::from(b.chunk_bytes)),
         log: None,
+        log_off: false,
         log_replayed: 0,
     })
 }

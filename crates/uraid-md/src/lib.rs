@@ -21,5 +21,5 @@ mod runner;
 pub mod status;
 pub mod sync;
 
-pub use array::{ArrayInfo, MdArray, MdError, MdOptions};
+pub use array::{ArrayInfo, ConsistencyPolicy, MdArray, MdError, MdOptions};
 pub use sync::{SyncControl, SyncSpeed};

@@ -56,6 +56,7 @@ impl Inner {
             sync_speed_max_kib: speed.max_kib,
             log_bytes: info.log.map_or(0, |l| l.bytes),
             log_replayed: info.log_replayed,
+            log_off: info.log_off,
         }
     }
 

@@ -49,6 +49,9 @@ pub struct ArrayStatus {
     /// Parity blocks the log's replay rewrote when the array started (after a crash).
     #[serde(default)]
     pub log_replayed: u64,
+    /// The log turned off (consistency policy resync): the write hole open by choice.
+    #[serde(default)]
+    pub log_off: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,6 +239,9 @@ fn progress_line(sync: &SyncStatus) -> String {
 /// Example: 4290772992 bytes is "4190208 (4.00 GiB 4.29 GB)".
 /// uraid's own row: whether the partial parity log closes the write hole.
 fn write_hole(s: &ArrayStatus) -> String {
+    if s.log_off {
+        return "open (consistency policy resync: no partial parity log)".into();
+    }
     if s.log_bytes == 0 {
         return "open (no room for the partial parity log)".into();
     }
@@ -419,6 +425,7 @@ mod tests {
             sync_speed_max_kib: 200_000,
             log_bytes: 1008 << 10,
             log_replayed: 3,
+            log_off: false,
         }
     }
 
@@ -484,6 +491,18 @@ mod tests {
         );
         sync.done_sectors = 0;
         assert!(progress_line(&sync).starts_with("[>....................]  check =  0.0%"));
+    }
+
+    #[test]
+    fn write_hole_row_says_why_it_is_open() {
+        let mut s = raid6_recovering();
+        s.log_off = true;
+        assert!(render_detail(&s).contains(
+            "        Write Hole : open (consistency policy resync: no partial parity log)"
+        ));
+        s.log_off = false;
+        s.log_bytes = 0;
+        assert!(render_detail(&s).contains("        Write Hole : open (no room for the partial"));
     }
 
     #[test]

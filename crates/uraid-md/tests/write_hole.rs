@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::{Geometry, Layout, Level, StripeNumber};
 use uraid_format::Superblock1;
-use uraid_md::{MdArray, MdOptions, ppl};
+use uraid_md::{ConsistencyPolicy, MdArray, MdOptions, ppl};
 
 mod common;
 use common::{CHUNK_SECTORS, DATA_OFFSET_SECTORS, fill, make_array_at, superblock, tempdir};
@@ -189,5 +189,44 @@ fn a_clean_stop_leaves_nothing_to_replay() {
     assert!(err.to_string().contains("cannot start dirty degraded array"), "{err}");
     let md = MdArray::assemble(&paths, &options()).unwrap();
     assert_eq!(md.info().log_replayed, 0);
+    md.stop().unwrap();
+}
+
+/// `--consistency-policy resync`: a log the crashed run left is still replayed (it protects
+/// what that run wrote), and from then on nothing is logged: after partial-stripe writes in
+/// the new run, every ring is still empty, and status says the hole is open by choice.
+#[test]
+fn the_resync_policy_replays_an_old_log_then_logs_nothing() {
+    let dir = tempdir("hole-policy");
+    let (crash, a, _, victim) = crash_image(dir.path(), uraid_format::Level::Raid5, 4);
+    let left = without(&crash, victim);
+    let resync = MdOptions { consistency_policy: ConsistencyPolicy::Resync, ..options() };
+    let md = MdArray::assemble(&left, &resync).expect("dirty and degraded, with the old log");
+    assert!(md.info().log_replayed >= 1, "the old run's partial parity was replayed");
+    assert!(md.info().log.is_none() && md.info().log_off, "no log in this run");
+    let rt = md.runtime().clone();
+    assert!(rt.read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK]);
+    let area = log_area(&left[0]);
+    let rings = || -> Vec<Vec<u8>> {
+        left.iter().map(|p| read_member(p, area.offset_bytes, area.bytes as usize)).collect()
+    };
+    let before = rings();
+    for k in 0..8u64 {
+        rt.write_at(k * 3 * CHUNK + 4096, &fill(10 + k, BLOCK)).unwrap();
+    }
+    let stats = rt.stats().array;
+    assert!(stats.stripe_writes_rmw + stats.stripe_writes_rcw + stats.stripe_writes_degraded > 0);
+    assert_eq!(stats.writes_acked_when_logged, 0);
+    // The rings as the members hold them while the array runs: untouched since the replay
+    // cleared them, and nothing on them to replay.
+    assert!(rings() == before, "nothing logged");
+    let sb = superblock(&left[0]);
+    let setup = ppl::log_setup(area, sb.set_uuid.0, sb.events);
+    let members: Vec<Option<PathBuf>> =
+        crash.iter().enumerate().map(|(i, p)| (i != victim).then(|| p.clone())).collect();
+    assert_eq!(ppl::read_log(&setup, &members, sb.events).unwrap().epoch, None);
+    drop(rt);
+    let status = md.status();
+    assert!(status.log_off && status.log_bytes == 0);
     md.stop().unwrap();
 }

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
-use uraid_md::{ArrayInfo, MdArray, MdOptions};
+use uraid_md::{ArrayInfo, ConsistencyPolicy, MdArray, MdOptions};
 use uraid_nbd::{BlockBackend, ListenAddr, Server, ServerConfig, ServerHandle};
 use uraid_ublk::{UblkConfig, UblkDevice};
 
@@ -68,6 +68,11 @@ pub struct ServeArgs {
     /// Assemble the array with this UUID (default: the first member's).
     #[arg(long)]
     pub(crate) uuid: Option<String>,
+    /// mdadm's --consistency-policy: ppl closes the write hole with the partial parity log
+    /// (when md's free space before the data has room for it); resync leaves it open, as md
+    /// does by default, and saves the log's cost (see the README's "Write hole").
+    #[arg(long, value_enum, default_value_t = Policy::Ppl)]
+    pub(crate) consistency_policy: Policy,
     /// md's stripe_size: the unit the stripe cache works in.
     #[arg(long, default_value = "4K")]
     pub(crate) stripe_size: String,
@@ -89,6 +94,12 @@ pub struct ServeArgs {
     pub(crate) ublk_id: Option<u32>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Policy {
+    Ppl,
+    Resync,
+}
+
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let demo = args.members.is_empty();
     let paths: Vec<PathBuf> = if demo {
@@ -98,6 +109,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let options = MdOptions {
         force: args.force,
+        consistency_policy: match args.consistency_policy {
+            Policy::Ppl => ConsistencyPolicy::Ppl,
+            Policy::Resync => ConsistencyPolicy::Resync,
+        },
         uuid: args.uuid.as_deref().map(str::parse).transpose()?,
         stripe_size_bytes: parse_size(&args.stripe_size)?,
         stripe_cache_size: args.stripe_cache_size,
