@@ -33,6 +33,7 @@ impl Sim {
             m.power_cut(&mut self.rng);
         }
         let allowed = self.oracle.after_power_cut();
+        let unreadable = self.unreadable_units();
         // The write hole's case: a member lost right after the cut (within redundancy).
         let failed: Vec<usize> = self.array.failed_members().iter().map(|d| d.get()).collect();
         let lost = self.lost_members().len();
@@ -75,7 +76,7 @@ impl Sim {
         if !degraded {
             self.resync_after_cut()?;
         }
-        let found = self.read_all(&allowed, &gone)?;
+        let found = self.read_all(&allowed, &gone, &unreadable)?;
         self.oracle.restart(&found);
         if !degraded {
             self.check_after_cut()?;
@@ -127,6 +128,21 @@ impl Sim {
             )));
         }
         Ok(())
+    }
+
+    /// Per member, the first sectors of the blocks a latent bad sector makes unreadable (on a
+    /// member about to fail: `faults` counts such a member as the loss): to a replay at the
+    /// cut they are lost too.
+    fn unreadable_units(&self) -> Vec<Vec<u64>> {
+        let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
+        self.members
+            .iter()
+            .map(|m| {
+                let mut units: Vec<u64> = m.bad_sectors.iter().map(|s| s - s % unit).collect();
+                units.dedup();
+                units
+            })
+            .collect()
     }
 
     /// What the runtime does before the engine starts: every surviving member's log ring is
@@ -182,9 +198,15 @@ impl Sim {
 
     /// Reads the whole array and judges it: each sector must hold a write `allowed` lists
     /// (the last flushed one or a later one), except that a sector on a member lost across
-    /// the cut that was being written (more than one allowed) may hold anything: md's PPL
-    /// promises the same. Returns which write each sector holds (`UNKNOWN`: not a write's).
-    fn read_all(&mut self, allowed: &[Vec<u64>], gone: &[bool]) -> Result<Vec<u64>, SimFailure> {
+    /// the cut (or in a block a latent bad sector made unreadable then) that was being written
+    /// (more than one allowed) may hold anything: md's PPL promises the same. Returns which write each sector holds (`UNKNOWN`: not a write's).
+    fn read_all(
+        &mut self,
+        allowed: &[Vec<u64>],
+        gone: &[bool],
+        unreadable: &[Vec<u64>],
+    ) -> Result<Vec<u64>, SimFailure> {
+        let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
         let size = self.array.size_sectors();
         let g = self.cfg.geometry();
         let mut found = Vec::with_capacity(size as usize);
@@ -196,8 +218,10 @@ impl Sim {
                 let s = start + i as u64;
                 let got = decode(s, sector).unwrap_or(UNKNOWN);
                 let ok = &allowed[s as usize];
-                let wild = ok.contains(&UNKNOWN)
-                    || (ok.len() > 1 && gone[g.map_sector(Sector(s)).disk.get()]);
+                let at = g.map_sector(Sector(s));
+                let (m, ms) = (at.disk.get(), at.member_sector.0);
+                let lost = gone[m] || unreadable[m].binary_search(&(ms - ms % unit)).is_ok();
+                let wild = ok.contains(&UNKNOWN) || (ok.len() > 1 && lost);
                 if !ok.contains(&got) && !wild {
                     let what =
                         if got == UNKNOWN { "garbage".to_owned() } else { format!("write {got}") };
