@@ -67,6 +67,9 @@ fn sigkill_mid_write_then_serve_again_resyncs_only_the_bitmap() {
     writer.join().unwrap();
     let last_started = started.load(Ordering::SeqCst);
     assert_eq!(examine_state(&members[0]), "active", "a killed server leaves the array dirty");
+    let records = examine_field(&members[0], "Log Records");
+    println!("after SIGKILL, examine says: Log Records : {records}");
+    assert!(records.contains("generation headers"), "the killed run's log is there: {records}");
 
     let server = Served::start(&dir, "crash", &members);
     let resync = wait_last_sync(&dir, "crash");
@@ -99,14 +102,19 @@ fn sigkill_mid_write_then_serve_again_resyncs_only_the_bitmap() {
     uraid_ok(&dir, &["stop", "crash"]);
     assert!(server.wait(Duration::from_secs(30)).success());
     assert_eq!(examine_state(&members[0]), "clean");
+    assert_eq!(examine_field(&members[0], "Log Records"), "none", "a clean stop clears it");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn examine_state(member: &std::path::Path) -> String {
+    examine_field(member, "State")
+}
+
+fn examine_field(member: &std::path::Path, key: &str) -> String {
     let out = std::process::Command::new(BIN).args(["examine", "--json"]).arg(member).output();
     let out = out.unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v[0]["fields"]["State"].as_str().unwrap().to_owned()
+    v[0]["fields"][key].as_str().unwrap_or_else(|| panic!("no {key}: {v:#}")).to_owned()
 }
 
 /// Waits for the resync the assembly queued to finish; its result.

@@ -232,6 +232,46 @@ pub fn clear_log<'a>(setup: &LogSetup, members: impl Iterator<Item = &'a Path>) 
     Ok(())
 }
 
+/// What one member's rings hold (for `uraid examine`): where the area is, and the records of
+/// this array found there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberLog {
+    pub area: LogArea,
+    /// Generation headers of this array, entries they list, and the newest run's epoch.
+    pub headers: usize,
+    pub entries: usize,
+    pub newest_epoch: Option<u64>,
+}
+
+/// Reads the log area of the member at `path` whose superblock is `sb` (its bitmap's size read
+/// from the member itself). None: no room for a log there.
+pub fn examine_member(path: &Path, sb: &Superblock1) -> io::Result<Option<MemberLog>> {
+    let file = File::open(path)?;
+    let bitmap_bytes = if sb.has_bitmap() {
+        let at = crate::members::SUPERBLOCK_OFFSET_BYTES
+            .checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
+            .ok_or_else(|| io::Error::other("bitmap offset before the device start"))?;
+        let mut head = vec![0u8; uraid_format::BITMAP_SUPER_BYTES];
+        file.read_exact_at(&mut head, at)?;
+        let bitmap = uraid_format::BitmapSuper::decode(&head).map_err(io::Error::other)?;
+        Some(bitmap.reserved_bytes() as u64)
+    } else {
+        None
+    };
+    let Some(area) = log_area(sb, bitmap_bytes) else { return Ok(None) };
+    let setup = log_setup(area, sb.set_uuid.0, sb.events);
+    let mut bytes = vec![0u8; usize::try_from(setup.ring_bytes()).expect("a ring fits")];
+    let mut log = MemberLog { area, headers: 0, entries: 0, newest_epoch: None };
+    for ring in 0..setup.rings {
+        file.read_exact_at(&mut bytes, setup.ring_offset_bytes(ring))?;
+        let scan = scan_ring(&bytes, setup.uuid, DiskIndex(0));
+        log.headers += scan.headers.len();
+        log.entries += scan.entries.len();
+        log.newest_epoch = log.newest_epoch.max(scan.headers.iter().map(|h| h.0).max());
+    }
+    Ok(Some(log))
+}
+
 /// The rings on `area`: `LOG_RINGS` of them, for the array `uuid`, this run's `epoch`.
 #[must_use]
 pub fn log_setup(area: LogArea, uuid: [u8; 16], epoch: u64) -> LogSetup {

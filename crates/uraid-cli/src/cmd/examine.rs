@@ -38,7 +38,8 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         };
         match decoded {
             Ok(superblock) => {
-                let fields = fields(&superblock);
+                let mut fields = fields(&superblock);
+                fields.extend(log_fields(path, &superblock));
                 if !args.json {
                     print_text(path, &fields);
                 }
@@ -120,6 +121,34 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
     let legend = "('A' == active, '.' == missing, 'R' == replacing)";
     fields.push(("Array State", format!("{} {legend}", sb.array_state())));
     fields
+}
+
+/// uraid's own rows: where the partial parity log lives on this member and what its rings
+/// hold (records of a run that has not stopped cleanly: a crash leaves them for the replay).
+fn log_fields(path: &str, sb: &Superblock1) -> Vec<(&'static str, String)> {
+    if !matches!(sb.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+        return Vec::new();
+    }
+    match uraid_md::ppl::examine_member(std::path::Path::new(path), sb) {
+        Ok(None) => vec![("Write Hole Log", "none (no room before the data)".to_owned())],
+        Ok(Some(log)) => {
+            let place = format!(
+                "{}K at {} sectors ({} rings)",
+                log.area.bytes / 1024,
+                log.area.offset_bytes / 512,
+                uraid_md::ppl::LOG_RINGS
+            );
+            let records = match log.newest_epoch {
+                None => "none".to_owned(),
+                Some(epoch) => format!(
+                    "{} entries in {} generation headers, newest run {epoch}",
+                    log.entries, log.headers
+                ),
+            };
+            vec![("Write Hole Log", place), ("Log Records", records)]
+        }
+        Err(e) => vec![("Write Hole Log", format!("cannot read: {e}"))],
+    }
 }
 
 /// The JSON object of one member: mdadm's fields by label, plus typed essentials.
