@@ -38,7 +38,7 @@ impl Sim {
     fn bad_members(&self) -> Vec<usize> {
         let lost = self.lost();
         (0..self.members.len())
-            .filter(|m| !lost.contains(m) && !self.members[*m].bad_sectors.is_empty())
+            .filter(|m| !lost.contains(m) && self.members[*m].has_bad_sectors())
             .collect()
     }
 

@@ -29,6 +29,10 @@ pub struct SimMember {
     bitmap_bytes: usize,
     /// Data-area sectors that fail to read until rewritten.
     pub bad_sectors: BTreeSet<u64>,
+    /// Bad sectors rewritten by writes still in the volatile cache: they read fine (from the
+    /// cache), but a power cut that loses the write leaves them bad (a disk remaps a
+    /// pending sector when the write reaches the medium).
+    remaps_pending: BTreeSet<u64>,
     /// Every I/O fails (the disk was pulled).
     pub pulled: bool,
     /// The next write fails (and md then fails the member).
@@ -58,6 +62,7 @@ impl SimMember {
             next_seq: 0,
             data_bytes,
             bad_sectors: BTreeSet::new(),
+            remaps_pending: BTreeSet::new(),
             pulled: false,
             fail_next_write: false,
             speed: 8,
@@ -96,11 +101,18 @@ impl SimMember {
         if offset < self.data_bytes {
             let first = (offset / SECTOR) as u64;
             let end = ((offset + data.len()) / SECTOR) as u64;
-            // Written sectors are remapped by the disk: they read fine again.
+            // Written sectors are remapped by the disk: they read fine again (for good once
+            // the write is durable).
+            let remapped: Vec<u64> = self.bad_sectors.range(first..end).copied().collect();
             self.bad_sectors.retain(|s| !(first..end).contains(s));
+            if !fua {
+                self.remaps_pending.extend(remapped);
+            }
         }
         if fua {
             self.durable[offset..offset + data.len()].copy_from_slice(data);
+            let (first, end) = ((offset / SECTOR) as u64, ((offset + data.len()) / SECTOR) as u64);
+            self.remaps_pending.retain(|s| !(first..end).contains(s));
             // Older cached writes to these sectors are superseded: a later flush or power cut
             // must not bring them back over the FUA data.
             self.drop_volatile(offset, offset + data.len());
@@ -145,6 +157,9 @@ impl SimMember {
             std::mem::take(&mut self.volatile).into_iter().partition(|v| v.seq < mark);
         for v in done {
             self.durable[v.offset..v.offset + v.data.len()].copy_from_slice(&v.data);
+            let (first, end) =
+                ((v.offset / SECTOR) as u64, ((v.offset + v.data.len()) / SECTOR) as u64);
+            self.remaps_pending.retain(|s| !(first..end).contains(s));
         }
         self.volatile = later;
         true
@@ -171,9 +186,12 @@ impl SimMember {
                 if rng.random_bool(0.5) {
                     let at = v.offset + i * SECTOR;
                     self.durable[at..at + SECTOR].copy_from_slice(sector);
+                    self.remaps_pending.remove(&((at / SECTOR) as u64));
                 }
             }
         }
+        // A rewrite that did not reach the medium left its sector pending: bad again.
+        self.bad_sectors.append(&mut self.remaps_pending);
         self.current.clone_from(&self.durable);
     }
 
@@ -189,6 +207,11 @@ impl SimMember {
         self.durable[offset..offset + data.len()].copy_from_slice(data);
         let (first, end) = ((offset / SECTOR) as u64, ((offset + data.len()) / SECTOR) as u64);
         self.bad_sectors.retain(|s| !(first..end).contains(s));
+    }
+
+    /// Whether some sector is bad, or will be again if the power goes now.
+    pub fn has_bad_sectors(&self) -> bool {
+        !self.bad_sectors.is_empty() || !self.remaps_pending.is_empty()
     }
 
     /// Whether a data-area range reads without errors.
