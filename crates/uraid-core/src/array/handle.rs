@@ -318,6 +318,13 @@ impl Array {
                 _ => {}
             }
         }
+        // A block of the log's union that failed to read is rebuilt before the write: its
+        // entry's partial parity needs it (else the write would go unprotected).
+        if self.log_union_unreadable(id) {
+            if let Ok(p) = plan_write_without_rmw(&view) {
+                plan = p;
+            }
+        }
         let fua = self.batch_fua(id);
         let others_busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);

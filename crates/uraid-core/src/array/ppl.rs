@@ -263,6 +263,17 @@ impl Array {
         self.heads[&id].writes.iter().any(|w| Some(*w) == map.p_disk || Some(*w) == map.q_disk)
     }
 
+    /// Whether a data block in the log's union for this head failed to read (a member not
+    /// failed): the head must rebuild it for its entry.
+    pub(super) fn log_union_unreadable(&self, id: HeadId) -> bool {
+        let Some(l) = self.ppl.as_ref() else { return false };
+        let Some(live) = l.live.get(&self.head_member_range(id).0) else { return false };
+        self.heads[&id]
+            .suspect
+            .iter()
+            .any(|m| !self.failed[m.get()] && live.modified.iter().any(|(d, _)| *d == m.get()))
+    }
+
     /// Whether a read-error rewrite of `writes` must be logged: it rewrites parity of a
     /// stripe with data written since the last durable point.
     pub(super) fn log_covers_rewrite(&self, id: HeadId, writes: &[DiskIndex]) -> bool {
