@@ -6,8 +6,8 @@ use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending};
 use crate::geometry::DiskRole;
 use crate::request::BlockRange;
 use crate::stripe::{
-    BlockView, Cover, DevIo, HeadId, StripeKey, StripeView, WriteMethod, plan_read, plan_write,
-    plan_write_without_rmw,
+    BlockView, Cover, DevIo, HeadId, StripeKey, StripeView, WriteMethod, WritePlan, plan_read,
+    plan_write, plan_write_without_rmw,
 };
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 
@@ -289,14 +289,15 @@ impl Array {
         blocks
     }
 
-    fn start_write(&mut self, id: HeadId) {
-        let blocks = self.view_blocks(id, true);
+    /// The write plan amended for blocks that failed to read here (not failed members).
+    fn plan_for_unreadable(
+        &self,
+        id: HeadId,
+        blocks: &[BlockView],
+        mut plan: WritePlan,
+    ) -> WritePlan {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
-        let Ok(mut plan) = plan_write(&view) else {
-            self.state(id).error = Some(ArrayError::BeyondRedundancy);
-            return;
-        };
+        let view = StripeView { level: self.geometry.level(), map, blocks };
         // Parity that failed to read (not a failed member) is recomputed from the data and
         // rewritten, which corrects the bad sector; planned as lost it would be left stale.
         let end = self.head_member_end(id);
@@ -307,7 +308,7 @@ impl Array {
             .filter(|&m| !matches!(map.roles[m], DiskRole::Data { .. }) && self.in_sync(m, end))
             .collect();
         if !unreadable_parity.is_empty() {
-            let mut blocks = blocks.clone();
+            let mut blocks = blocks.to_vec();
             for &m in &unreadable_parity {
                 blocks[m].failed = false;
                 blocks[m].uptodate = false;
@@ -320,11 +321,23 @@ impl Array {
         }
         // A block of the log's union that failed to read is rebuilt before the write: its
         // entry's partial parity needs it (else the write would go unprotected).
-        if self.log_union_unreadable(id) {
-            if let Ok(p) = plan_write_without_rmw(&view) {
-                plan = p;
-            }
+        if self.log_union_unreadable(id)
+            && let Ok(p) = plan_write_without_rmw(&view)
+        {
+            plan = p;
         }
+        plan
+    }
+
+    fn start_write(&mut self, id: HeadId) {
+        let blocks = self.view_blocks(id, true);
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
+        let Ok(plan) = plan_write(&view) else {
+            self.state(id).error = Some(ArrayError::BeyondRedundancy);
+            return;
+        };
+        let plan = self.plan_for_unreadable(id, &blocks, plan);
         let fua = self.batch_fua(id);
         let others_busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
