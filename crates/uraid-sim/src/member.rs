@@ -80,9 +80,8 @@ impl SimMember {
     }
 
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> bool {
-        let first = (offset / SECTOR) as u64;
-        let end = ((offset + buf.len()) / SECTOR) as u64;
-        let bad = offset < self.data_bytes && self.bad_sectors.range(first..end).next().is_some();
+        let bad = offset < self.data_bytes
+            && self.bad_sectors.range(sectors(offset, buf.len())).next().is_some();
         if self.pulled || bad {
             return false;
         }
@@ -98,21 +97,19 @@ impl SimMember {
             return false;
         }
         self.current[offset..offset + data.len()].copy_from_slice(data);
+        let written = sectors(offset, data.len());
         if offset < self.data_bytes {
-            let first = (offset / SECTOR) as u64;
-            let end = ((offset + data.len()) / SECTOR) as u64;
             // Written sectors are remapped by the disk: they read fine again (for good once
             // the write is durable).
-            let remapped: Vec<u64> = self.bad_sectors.range(first..end).copied().collect();
-            self.bad_sectors.retain(|s| !(first..end).contains(s));
+            let remapped: Vec<u64> = self.bad_sectors.range(written.clone()).copied().collect();
+            self.bad_sectors.retain(|s| !written.contains(s));
             if !fua {
                 self.remaps_pending.extend(remapped);
             }
         }
         if fua {
             self.durable[offset..offset + data.len()].copy_from_slice(data);
-            let (first, end) = ((offset / SECTOR) as u64, ((offset + data.len()) / SECTOR) as u64);
-            self.remaps_pending.retain(|s| !(first..end).contains(s));
+            self.remaps_pending.retain(|s| !written.contains(s));
             // Older cached writes to these sectors are superseded: a later flush or power cut
             // must not bring them back over the FUA data.
             self.drop_volatile(offset, offset + data.len());
@@ -157,9 +154,8 @@ impl SimMember {
             std::mem::take(&mut self.volatile).into_iter().partition(|v| v.seq < mark);
         for v in done {
             self.durable[v.offset..v.offset + v.data.len()].copy_from_slice(&v.data);
-            let (first, end) =
-                ((v.offset / SECTOR) as u64, ((v.offset + v.data.len()) / SECTOR) as u64);
-            self.remaps_pending.retain(|s| !(first..end).contains(s));
+            let written = sectors(v.offset, v.data.len());
+            self.remaps_pending.retain(|s| !written.contains(s));
         }
         self.volatile = later;
         true
@@ -205,8 +201,8 @@ impl SimMember {
     pub fn restore(&mut self, offset: usize, data: &[u8]) {
         self.current[offset..offset + data.len()].copy_from_slice(data);
         self.durable[offset..offset + data.len()].copy_from_slice(data);
-        let (first, end) = ((offset / SECTOR) as u64, ((offset + data.len()) / SECTOR) as u64);
-        self.bad_sectors.retain(|s| !(first..end).contains(s));
+        let written = sectors(offset, data.len());
+        self.bad_sectors.retain(|s| !written.contains(s));
     }
 
     /// Whether some sector is bad, or will be again if the power goes now.
@@ -216,8 +212,7 @@ impl SimMember {
 
     /// Whether a data-area range reads without errors.
     pub fn readable(&self, offset: usize, len: usize) -> bool {
-        let (first, end) = ((offset / SECTOR) as u64, ((offset + len) / SECTOR) as u64);
-        !self.pulled && self.bad_sectors.range(first..end).next().is_none()
+        !self.pulled && self.bad_sectors.range(sectors(offset, len)).next().is_none()
     }
 
     /// The log ring as it would be read at a restart.
@@ -229,4 +224,9 @@ impl SimMember {
     pub fn data(&self, offset: usize, len: usize) -> &[u8] {
         &self.current[offset..offset + len]
     }
+}
+
+/// The sectors bytes `[offset, offset + len)` cover.
+fn sectors(offset: usize, len: usize) -> std::ops::Range<u64> {
+    (offset / SECTOR) as u64..((offset + len) / SECTOR) as u64
 }

@@ -514,14 +514,7 @@ impl Array {
                 st.replan |= newly_lost;
                 let for_write = *for_write;
                 st.phase = Phase::Idle;
-                if std::mem::take(&mut st.replan) {
-                    // Plan again with the member failed (rebuild from parity, or refuse).
-                } else if for_write {
-                    self.compute_and_write(id);
-                } else {
-                    self.rebuild_failed(id);
-                    self.correct_read_errors(id);
-                }
+                self.reads_done(id, for_write);
             }
             Phase::SyncReading { outstanding } => {
                 *outstanding -= 1;
@@ -546,6 +539,23 @@ impl Array {
             }
         }
         self.handle(id);
+    }
+
+    /// The batch's member reads have all completed: compute and write, or serve the reads.
+    fn reads_done(&mut self, id: HeadId, for_write: bool) {
+        let st = self.state(id);
+        let (started, replan) = (st.write_reads_started, std::mem::take(&mut st.replan));
+        if for_write {
+            self.log_write_reads_done(started);
+        }
+        if replan {
+            // Plan again with the member failed (rebuild from parity, or refuse).
+        } else if for_write {
+            self.compute_and_write(id);
+        } else {
+            self.rebuild_failed(id);
+            self.correct_read_errors(id);
+        }
     }
 
     /// The batch's member writes (or discards) have all completed.

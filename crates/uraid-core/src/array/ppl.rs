@@ -43,7 +43,7 @@ use crate::geometry::DiskRole;
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogHeader, LogParity, MAX_LOG_ENTRIES, SectorMask};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// How the runtime set up the log for this engine.
 #[derive(Clone, Debug)]
@@ -116,6 +116,8 @@ pub(super) struct PartialParityLog {
     writing: usize,
     /// Counts heads that started reads for their writes (see `Waiting::after`).
     write_reads: u64,
+    /// The numbers of the heads whose reads for their writes are in flight.
+    reading: BTreeSet<u64>,
     pub(super) log_writes: u64,
     pub(super) log_bytes: u64,
     pub(super) resets: u64,
@@ -150,6 +152,7 @@ impl Array {
             resets: 0,
             unprotected: 0,
             write_reads: 0,
+            reading: BTreeSet::new(),
         });
     }
 
@@ -223,11 +226,9 @@ impl Array {
         if l.logged.contains_key(&id) {
             return true;
         }
-        let method = self.method(id);
-        let parity_rewrite = self.writes_parity(id);
         let entries = if !discard
-            && !parity_rewrite
-            && matches!(method, Some(WriteMethod::DataOnly) | None)
+            && matches!(self.method(id), Some(WriteMethod::DataOnly) | None)
+            && !self.writes_parity(id, &self.heads[&id].writes)
         {
             None
         } else {
@@ -257,10 +258,10 @@ impl Array {
         false
     }
 
-    /// Whether the head's pending writes include a parity block.
-    fn writes_parity(&self, id: HeadId) -> bool {
+    /// Whether `writes` (of head `id`) include a parity block.
+    fn writes_parity(&self, id: HeadId, writes: &[DiskIndex]) -> bool {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        self.heads[&id].writes.iter().any(|w| Some(*w) == map.p_disk || Some(*w) == map.q_disk)
+        writes.iter().any(|w| Some(*w) == map.p_disk || Some(*w) == map.q_disk)
     }
 
     /// Whether a data block in the log's union for this head failed to read (a member not
@@ -278,9 +279,7 @@ impl Array {
     /// stripe with data written since the last durable point.
     pub(super) fn log_covers_rewrite(&self, id: HeadId, writes: &[DiskIndex]) -> bool {
         let Some(l) = self.ppl.as_ref() else { return false };
-        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        l.live.contains_key(&self.head_member_range(id).0)
-            && writes.iter().any(|w| Some(*w) == map.p_disk || Some(*w) == map.q_disk)
+        l.live.contains_key(&self.head_member_range(id).0) && self.writes_parity(id, writes)
     }
 
     /// The head's entries (P's and Q's, on their members; none when no parity member is
@@ -444,11 +443,7 @@ impl Array {
         // head was admitted join this generation rather than wait a whole log write for the
         // next (a log write per member per generation: the fewer generations, the fewer I/Os
         // and 4 KiB headers). Heads that started later do not hold it: no starvation.
-        let oldest = l.waiting[0].after;
-        if self.heads.values().any(|st| {
-            matches!(st.phase, Phase::Reading { for_write: true, .. })
-                && st.write_reads_started <= oldest
-        }) {
+        if l.reading.first().is_some_and(|&started| started <= l.waiting[0].after) {
             return;
         }
         let live_members: Vec<usize> =
@@ -728,8 +723,16 @@ impl Array {
     pub(super) fn log_write_reads_started(&mut self) -> u64 {
         self.ppl.as_mut().map_or(0, |l| {
             l.write_reads += 1;
+            l.reading.insert(l.write_reads);
             l.write_reads
         })
+    }
+
+    /// The reads that head number `started` began for its writes have all completed.
+    pub(super) fn log_write_reads_done(&mut self, started: u64) {
+        if let Some(l) = self.ppl.as_mut() {
+            l.reading.remove(&started);
+        }
     }
 
     fn wake_log_waiters(&mut self) {
