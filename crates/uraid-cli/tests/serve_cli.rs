@@ -150,6 +150,16 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(err.contains(b[3].to_str().unwrap()), "the refusal names the member: {err}");
     assert_eq!(metadata_of(&mixed), before, "a refused serve wrote to a member");
 
+    // A consistency policy uraid does not run (journal: md's, with a journal device).
+    let before = metadata_of(&a);
+    let mut args = vec!["serve", "--consistency-policy", "journal"];
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("invalid value 'journal'") && err.contains("ppl, resync"), "{err}");
+    assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
+
     // A TCP port already taken: the array came up, so it is stopped cleanly again.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
