@@ -28,15 +28,24 @@
 //! | 96.. | entries, 64 bytes each |
 //!
 //! An entry: member sector of the stripe head (u64), flags (u32: bit 0 Q, else P; bit 1 a
-//! block follows; bit 2 sector masks follow), crc32c of its block (u32), a 256-bit mask of the
-//! members whose data blocks the writes may have changed (32 bytes), crc32c of its sector
-//! masks (u32), 12 reserved bytes. After the header, per entry in order: its block (unit
+//! block follows; bit 2 sector masks follow; bit 3 a range), crc32c of its block (u32), a
+//! 256-bit mask of the members whose data blocks the writes may have changed (32 bytes),
+//! crc32c of its sector masks (u32), the stripe heads a range covers (u32), 8 reserved bytes. After the header, per entry in order: its block (unit
 //! bytes), then, when some member's block is changed only in part, the changed sectors of
 //! each masked member in member order (unit sectors / 8 bytes each, bit `s % 8` of byte
 //! `s / 8` for sector `s`), padded to whole sectors. Partial blocks need it: the sectors of a
 //! block a write does not touch were not being written, and a replay must keep them in the
 //! partial parity even when that member is lost.
+//!
+//! A range entry (block-less) covers `span` stripe heads from its sector on: full-stripe
+//! writes of a sequential stream inside it go out with no log write of their own (the
+//! engine logs the range ahead of the stream). A replay cannot know which of its heads were
+//! written, so it resyncs each (`resynced_parity`): the parity is recomputed from the data
+//! when every member is there, and trusted where a member is lost (the lost block is rebuilt
+//! from it: right for a head nobody wrote, whatever for one being written).
 
+use crate::geometry::StripeMap;
+use crate::layout::Level;
 use crate::units::DiskIndex;
 
 pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
@@ -51,6 +60,7 @@ pub const MAX_LOG_ENTRIES: usize = (LOG_HEADER_BYTES - ENTRIES_AT) / ENTRY_BYTES
 const FLAG_Q: u32 = 1;
 const FLAG_BLOCK: u32 = 2;
 const FLAG_MASKS: u32 = 4;
+const FLAG_RANGE: u32 = 8;
 
 /// The sectors of one member's block a write changes: bit `s % 64` of word `s / 64`.
 pub type SectorMask = Vec<u64>;
@@ -88,6 +98,9 @@ pub struct LogEntry {
     /// crc32c of the partial parity block; None: no block, the parity is recomputed from all
     /// the data (every data block was being written).
     pub block_crc: Option<u32>,
+    /// Stripe heads covered from `member_sector` on: 1, or a range (block-less, every data
+    /// block modified) whose heads a replay resyncs (see the module docs).
+    pub span: u32,
 }
 
 impl LogEntry {
@@ -199,7 +212,8 @@ impl LogHeader {
             let masks = e.mask_area(u64::from(self.unit_sectors));
             let flags = u32::from(e.parity == LogParity::Q)
                 | if e.block_crc.is_some() { FLAG_BLOCK } else { 0 }
-                | if masks.is_some() { FLAG_MASKS } else { 0 };
+                | if masks.is_some() { FLAG_MASKS } else { 0 }
+                | if e.span > 1 { FLAG_RANGE } else { 0 };
             b[at..at + 8].copy_from_slice(&e.member_sector.to_le_bytes());
             b[at + 8..at + 12].copy_from_slice(&flags.to_le_bytes());
             b[at + 12..at + 16].copy_from_slice(&e.block_crc.unwrap_or(0).to_le_bytes());
@@ -208,6 +222,9 @@ impl LogHeader {
             }
             let mask_crc = masks.as_deref().map_or(0, crc32c::crc32c);
             b[at + 48..at + 52].copy_from_slice(&mask_crc.to_le_bytes());
+            if e.span > 1 {
+                b[at + 52..at + 56].copy_from_slice(&e.span.to_le_bytes());
+            }
         }
         let crc = crc32c::crc32c(&b);
         b[12..16].copy_from_slice(&crc.to_le_bytes());
@@ -254,9 +271,14 @@ impl LogHeader {
                     parity: if flags & FLAG_Q != 0 { LogParity::Q } else { LogParity::P },
                     modified,
                     block_crc: (flags & FLAG_BLOCK != 0).then(|| u32_at(b, at + 12)),
+                    span: if flags & FLAG_RANGE != 0 { u32_at(b, at + 52) } else { 1 },
                 }
             })
-            .collect();
+            .collect::<Vec<LogEntry>>();
+        // A range is block-less; a span of 0 is nobody's.
+        if entries.iter().any(|e| e.span == 0 || (e.span > 1 && e.block_crc.is_some())) {
+            return None;
+        }
         let header = LogHeader {
             uuid: b[16..32].try_into().expect("16 bytes"),
             epoch: u64_at(b, 32),
@@ -357,59 +379,140 @@ pub fn scan_ring(ring: &[u8], uuid: [u8; 16], member: DiskIndex) -> RingScan {
 /// ones: a generation some present member it was written to does not hold (or holds torn)
 /// never let its writes start. Per stripe head, the newest such generation is replayed, all
 /// its entries (P's and Q's together: from different generations they would disagree about a
-/// lost block).
+/// lost block). Ranges are left to `heads_to_resync`.
 #[must_use]
 pub fn entries_to_replay(scans: &[RingScan]) -> Vec<FoundEntry> {
-    use std::collections::{BTreeMap, BTreeSet};
-    let newest = scans
-        .iter()
-        .flat_map(|s| &s.headers)
-        .map(|h| (h.0, h.1, h.2))
-        .max()
-        .map_or((0, 0), |(epoch, _, tail)| (epoch, tail));
-    let present: BTreeSet<usize> = scans.iter().map(|s| s.member.get()).collect();
-    let held: BTreeSet<(usize, u64, u64)> =
-        scans.iter().flat_map(|s| s.headers.iter().map(|h| (s.member.get(), h.0, h.1))).collect();
-    let mut written: BTreeMap<(u64, u64), [u8; 32]> = BTreeMap::new();
-    for h in scans.iter().flat_map(|s| &s.headers) {
-        written.insert((h.0, h.1), h.3);
-    }
-    let complete = |epoch: u64, generation: u64| {
-        let mask = written.get(&(epoch, generation)).copied().unwrap_or([0; 32]);
-        (0..256)
-            .filter(|m| mask[m / 8] & (1 << (m % 8)) != 0)
-            .all(|m| !present.contains(&m) || held.contains(&(m, epoch, generation)))
-    };
-    let torn: BTreeSet<(u64, u64)> = scans
-        .iter()
-        .flat_map(|s| &s.entries)
-        .filter(|e| e.block.is_none())
-        .map(|e| (e.epoch, e.generation))
-        .collect();
-    let mut best: BTreeMap<u64, u64> = BTreeMap::new();
-    let live = |e: &FoundEntry| {
-        e.epoch == newest.0
-            && e.generation >= newest.1
-            && !torn.contains(&(e.epoch, e.generation))
-            && complete(e.epoch, e.generation)
-    };
-    for e in scans.iter().flat_map(|s| &s.entries).filter(|e| live(e)) {
-        let g = best.entry(e.entry.member_sector).or_insert(e.generation);
-        *g = (*g).max(e.generation);
-    }
+    let live = LiveEntries::new(scans);
     // A block-less entry for a write that did not cover its stripe is the engine's "could
     // not log this one" (see uraid-core's array::ppl): the head is left as it is.
     let unprotected = |e: &FoundEntry| {
         e.entry.block_crc.is_none()
             && !e.entry.modified.iter().all(|(_, m)| *m == full_mask(e.unit_sectors))
     };
-    scans
+    live.entries
         .iter()
-        .flat_map(|s| &s.entries)
-        .filter(|e| live(e) && best.get(&e.entry.member_sector) == Some(&e.generation))
+        .filter(|e| e.entry.span == 1 && live.newest(e.entry.member_sector) == Some(e.generation))
         .filter(|e| !unprotected(e))
-        .cloned()
+        .map(|e| (*e).clone())
         .collect()
+}
+
+/// The stripe heads (first member sector, sectors tall) that live ranges cover and no newer
+/// entry does, ascending: each is resynced (`resynced_parity`). A range is on the rings of
+/// its first head's P and Q members: wherever one is lost, the other holds it (RAID6), or
+/// the array has no redundancy left to mend (RAID5).
+#[must_use]
+pub fn heads_to_resync(scans: &[RingScan]) -> Vec<(u64, u64)> {
+    let live = LiveEntries::new(scans);
+    let mut heads = std::collections::BTreeSet::new();
+    for e in live.entries.iter().filter(|e| e.entry.span > 1) {
+        for sector in range_heads(e) {
+            if live.newest(sector) == Some(e.generation) {
+                heads.insert((sector, e.unit_sectors));
+            }
+        }
+    }
+    heads.into_iter().collect()
+}
+
+fn range_heads(e: &FoundEntry) -> impl Iterator<Item = u64> + '_ {
+    (0..u64::from(e.entry.span)).map(|i| e.entry.member_sector + i * e.unit_sectors)
+}
+
+/// The entries of the newest epoch's complete generations at or above its tail, and per
+/// stripe head the newest generation among them.
+struct LiveEntries<'a> {
+    entries: Vec<&'a FoundEntry>,
+    newest: std::collections::HashMap<u64, u64>,
+}
+
+impl<'a> LiveEntries<'a> {
+    fn new(scans: &'a [RingScan]) -> Self {
+        use std::collections::{BTreeMap, BTreeSet, HashMap};
+        let newest = scans
+            .iter()
+            .flat_map(|s| &s.headers)
+            .map(|h| (h.0, h.1, h.2))
+            .max()
+            .map_or((0, 0), |(epoch, _, tail)| (epoch, tail));
+        let present: BTreeSet<usize> = scans.iter().map(|s| s.member.get()).collect();
+        let held: BTreeSet<(usize, u64, u64)> = scans
+            .iter()
+            .flat_map(|s| s.headers.iter().map(|h| (s.member.get(), h.0, h.1)))
+            .collect();
+        let mut written: BTreeMap<(u64, u64), [u8; 32]> = BTreeMap::new();
+        for h in scans.iter().flat_map(|s| &s.headers) {
+            written.insert((h.0, h.1), h.3);
+        }
+        let complete = |epoch: u64, generation: u64| {
+            let mask = written.get(&(epoch, generation)).copied().unwrap_or([0; 32]);
+            (0..256)
+                .filter(|m| mask[m / 8] & (1 << (m % 8)) != 0)
+                .all(|m| !present.contains(&m) || held.contains(&(m, epoch, generation)))
+        };
+        let torn: BTreeSet<(u64, u64)> = scans
+            .iter()
+            .flat_map(|s| &s.entries)
+            .filter(|e| e.block.is_none())
+            .map(|e| (e.epoch, e.generation))
+            .collect();
+        let entries: Vec<&FoundEntry> = scans
+            .iter()
+            .flat_map(|s| &s.entries)
+            .filter(|e| {
+                e.epoch == newest.0
+                    && e.generation >= newest.1
+                    && !torn.contains(&(e.epoch, e.generation))
+                    && complete(e.epoch, e.generation)
+            })
+            .collect();
+        let mut by_head: HashMap<u64, u64> = HashMap::new();
+        for e in &entries {
+            for sector in range_heads(e) {
+                let g = by_head.entry(sector).or_insert(e.generation);
+                *g = (*g).max(e.generation);
+            }
+        }
+        LiveEntries { entries, newest: by_head }
+    }
+
+    fn newest(&self, sector: u64) -> Option<u64> {
+        self.newest.get(&sector).copied()
+    }
+}
+
+/// A range's stripe head at a replay (`blocks`: per member, None where lost or unreadable):
+/// the parity blocks to write, by member. Every member there: P (and Q) from the data. A
+/// data member lost (RAID6, one): its block is rebuilt from P, which is trusted (right if
+/// nobody wrote the head, and the head is consistent either way), and Q recomputed. A parity
+/// member lost: the other one from the data. As many lost as the level survives: nothing
+/// to mend.
+#[must_use]
+pub fn resynced_parity(
+    level: Level,
+    map: &StripeMap,
+    blocks: &[Option<&[u8]>],
+) -> Vec<(DiskIndex, Vec<u8>)> {
+    let mut lost: Vec<bool> = blocks.iter().map(Option::is_none).collect();
+    if lost.iter().filter(|l| **l).count() >= usize::from(level.max_degraded()) {
+        return Vec::new();
+    }
+    let Some(unit) = blocks.iter().flatten().map(|b| b.len()).next() else { return Vec::new() };
+    let data_lost = map.data_disk.iter().any(|d| lost[d.get()]);
+    let targets: Vec<DiskIndex> =
+        if data_lost { vec![map.q_disk] } else { vec![map.p_disk, map.q_disk] }
+            .into_iter()
+            .flatten()
+            .filter(|d| !lost[d.get()])
+            .collect();
+    for t in &targets {
+        lost[t.get()] = true;
+    }
+    let mut bufs: Vec<Vec<u8>> =
+        blocks.iter().map(|b| b.map_or_else(|| vec![0; unit], <[u8]>::to_vec)).collect();
+    let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
+    crate::reconstruct::reconstruct(level, map, &mut refs, &lost).expect("within redundancy");
+    targets.into_iter().map(|t| (t, std::mem::take(&mut bufs[t.get()]))).collect()
 }
 
 /// The parity block an entry restores: its partial parity plus the modified sectors of the
@@ -461,6 +564,7 @@ mod tests {
             parity,
             modified: Vec::new(),
             block_crc: (!block.is_empty()).then(|| crc32c::crc32c(block)),
+            span: 1,
         };
         for &m in members {
             e.add(m, 0, 8, 8);
@@ -526,6 +630,112 @@ mod tests {
         let scans = [scan, scan_ring(&other, [7; 16], DiskIndex(4))];
         assert!(entries_to_replay(&scans).is_empty());
         assert!(scan_ring(&ring, [8; 16], DiskIndex(3)).entries.is_empty(), "another array's log");
+    }
+
+    fn range(sector: u64, span: u32) -> LogEntry {
+        LogEntry { span, ..entry(sector, LogParity::P, &[0, 1, 2], &[]) }
+    }
+
+    #[test]
+    fn a_range_round_trips_and_yields_to_newer_entries() {
+        let h = header(5, 5, vec![range(16, 4)]);
+        assert_eq!(LogHeader::decode(&h.encode()), Some(h.clone()));
+        assert_eq!(h.sectors(), LOG_HEADER_SECTORS, "a range is block-less");
+        let mut bad = h.encode();
+        bad[96 + 52..96 + 56].fill(0); // a span of 0
+        let crc = {
+            let mut c = bad.clone();
+            c[12..16].fill(0);
+            crc32c::crc32c(&c)
+        };
+        bad[12..16].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(LogHeader::decode(&bad), None);
+        // Generation 4: an entry for head 32 (older than the range: the range wins there);
+        // generation 6: one for head 24 (newer: it is replayed, and the range skips it).
+        let block = vec![3u8; 4096];
+        let mut ring = header(4, 4, vec![entry(32, LogParity::P, &[1], &block)])
+            .encode_generation(&[Some(block.clone())]);
+        ring.extend(h.encode());
+        ring.extend(
+            header(6, 4, vec![entry(24, LogParity::P, &[1], &block)])
+                .encode_generation(&[Some(block.clone())]),
+        );
+        ring.resize(ring.len() + 4096, 0);
+        let scans = [scan_ring(&ring, [7; 16], DiskIndex(3))];
+        let entries = entries_to_replay(&scans);
+        assert_eq!(entries.len(), 1);
+        assert_eq!((entries[0].entry.member_sector, entries[0].generation), (24, 6));
+        assert_eq!(heads_to_resync(&scans), vec![(16, 8), (32, 8), (40, 8)]);
+    }
+
+    /// A RAID6 of 6 (4 data) at stripe 0, its blocks, and P and Q of `data`.
+    fn raid6_stripe(data: &[Vec<u8>]) -> (crate::geometry::Geometry, Vec<Vec<u8>>) {
+        let g =
+            crate::geometry::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 65536)
+                .expect("valid");
+        let map = g.stripe_map(crate::units::StripeNumber(0)).clone();
+        let mut blocks = vec![vec![0u8; 512]; 6];
+        for (slot, d) in map.data_disk.iter().enumerate() {
+            blocks[d.get()].clone_from(&data[slot]);
+        }
+        let (mut p, mut q) = (vec![0u8; 512], vec![0u8; 512]);
+        let syndrome: Vec<Option<&[u8]>> =
+            map.syndrome.iter().map(|d| d.map(|d| &blocks[d.get()][..])).collect();
+        uraid_parity::gen_syndrome(&mut p, &mut q, &syndrome);
+        blocks[map.p_disk.expect("P").get()] = p;
+        blocks[map.q_disk.expect("Q").get()] = q;
+        (g, blocks)
+    }
+
+    #[test]
+    fn resynced_parity_recomputes_when_all_are_there_and_trusts_p_where_one_is_lost() {
+        let data: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i * 41 + 3; 512]).collect();
+        let (g, good) = raid6_stripe(&data);
+        let map = g.stripe_map(crate::units::StripeNumber(0));
+        let (p, q) = (map.p_disk.expect("P").get(), map.q_disk.expect("Q").get());
+        let d0 = map.data_disk[0].get();
+        // Torn: data block 0 changed in place, P and Q not.
+        let mut torn = good.clone();
+        torn[d0] = vec![200u8; 512];
+        let mut data2 = data.clone();
+        data2[0] = vec![200u8; 512];
+        let (_, want) = raid6_stripe(&data2);
+        let all: Vec<Option<&[u8]>> = torn.iter().map(|b| Some(&b[..])).collect();
+        let mut got = resynced_parity(Level::Raid6, map, &all);
+        got.sort();
+        let mut expected =
+            vec![(DiskIndex(p as u16), want[p].clone()), (DiskIndex(q as u16), want[q].clone())];
+        expected.sort();
+        assert!(got == expected, "P and Q recomputed from the data as it is");
+        // An untouched head with a data member lost: P is trusted, Q comes back as it was.
+        let d1 = map.data_disk[1].get();
+        let mut one_lost: Vec<Option<&[u8]>> = good.iter().map(|b| Some(&b[..])).collect();
+        one_lost[d1] = None;
+        assert_eq!(
+            resynced_parity(Level::Raid6, map, &one_lost),
+            vec![(DiskIndex(q as u16), good[q].clone())]
+        );
+        // Torn and a data member lost: Q is made consistent with P and the data there.
+        let mut torn_lost: Vec<Option<&[u8]>> = torn.iter().map(|b| Some(&b[..])).collect();
+        torn_lost[d1] = None;
+        let new_q = resynced_parity(Level::Raid6, map, &torn_lost).remove(0).1;
+        let mut rebuilt = torn.clone();
+        rebuilt[q] = new_q;
+        let mut lost = vec![false; 6];
+        lost[d1] = true;
+        lost[p] = true; // rebuilt from Q alone, d1 must agree with P's view
+        let mut refs: Vec<&mut [u8]> = rebuilt.iter_mut().map(Vec::as_mut_slice).collect();
+        crate::reconstruct::reconstruct(Level::Raid6, map, &mut refs, &lost).expect("two lost");
+        assert_eq!(rebuilt[p], torn[p], "Q agrees with P about the lost block");
+        // P lost: Q from the data; two lost: nothing to mend.
+        let mut p_lost: Vec<Option<&[u8]>> = torn.iter().map(|b| Some(&b[..])).collect();
+        p_lost[p] = None;
+        assert_eq!(
+            resynced_parity(Level::Raid6, map, &p_lost),
+            vec![(DiskIndex(q as u16), want[q].clone())]
+        );
+        p_lost[d1] = None;
+        assert!(resynced_parity(Level::Raid6, map, &p_lost).is_empty());
     }
 
     #[test]

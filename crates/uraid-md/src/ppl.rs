@@ -20,7 +20,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::ppl::{
-    LOG_HEADER_BYTES, LogParity, RingScan, entries_to_replay, replayed_parity, scan_ring,
+    LOG_HEADER_BYTES, LogParity, RingScan, entries_to_replay, heads_to_resync, replayed_parity,
+    resynced_parity, scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
 use uraid_format::Superblock1;
@@ -209,6 +210,31 @@ impl FoundLog {
             file.write_all_at(&replayed_parity(&found.entry, block, unit, &data, slot), at)?;
             written[member] = true;
             replayed += 1;
+        }
+        for (sector, unit_sectors) in self.rings.iter().flat_map(|scans| heads_to_resync(scans)) {
+            if sector + unit_sectors > target.member_sectors {
+                eprintln!(
+                    "uraid: a log range's head at sector {sector} does not fit the array; skipped"
+                );
+                continue;
+            }
+            let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
+            let at = target.data_offset_bytes + sector * SECTOR_BYTES;
+            let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
+            let blocks: Vec<Option<Vec<u8>>> = files
+                .iter()
+                .map(|f| {
+                    let mut b = vec![0u8; unit];
+                    f.as_ref()?.read_exact_at(&mut b, at).ok().map(|()| b)
+                })
+                .collect();
+            let blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
+            for (m, block) in resynced_parity(g.level(), map, &blocks) {
+                let file = files[m.get()].as_ref().expect("a present member");
+                file.write_all_at(&block, at)?;
+                written[m.get()] = true;
+                replayed += 1;
+            }
         }
         for (file, _) in files.iter().zip(&written).filter(|(_, w)| **w) {
             file.as_ref().expect("written members are open").sync_data()?;

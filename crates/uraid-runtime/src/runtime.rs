@@ -432,5 +432,6 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         stripe_discards: a.stripe_discards + b.stripe_discards,
         mismatch_sectors: a.mismatch_sectors + b.mismatch_sectors,
         writes_acked_when_logged: a.writes_acked_when_logged + b.writes_acked_when_logged,
+        writes_under_log_range: a.writes_under_log_range + b.writes_under_log_range,
     }
 }

@@ -50,6 +50,8 @@ pub enum Sabotage {
     CorruptReads,
     /// Restarts after power cuts skip the partial parity log's replay (the write hole open).
     NoLogReplay,
+    /// Restarts replay the log's entries but not its ranges (sequential streams unprotected).
+    NoRangeResync,
 }
 
 impl SimConfig {

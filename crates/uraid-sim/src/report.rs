@@ -25,6 +25,10 @@ pub struct SimStats {
     pub log_replays: u64,
     /// Writes the engine acknowledged once logged, before their writes in place.
     pub acked_when_logged: u64,
+    /// Full-stripe writes that went out under a range of the log (no entry of their own),
+    /// and parity blocks the replay rewrote resyncing ranges.
+    pub writes_under_range: u64,
+    pub range_resyncs: u64,
     /// Member sectors resynced after power cuts, and what a full resync would have covered.
     pub resync_sectors: u64,
     pub resync_capacity: u64,
@@ -51,6 +55,8 @@ impl SimStats {
         self.lost_after_cut += o.lost_after_cut;
         self.log_replays += o.log_replays;
         self.acked_when_logged += o.acked_when_logged;
+        self.writes_under_range += o.writes_under_range;
+        self.range_resyncs += o.range_resyncs;
         self.resync_sectors += o.resync_sectors;
         self.resync_capacity += o.resync_capacity;
         self.members_pulled += o.members_pulled;

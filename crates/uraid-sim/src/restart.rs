@@ -9,7 +9,9 @@ use crate::report::SimFailure;
 use crate::sim::Sim;
 use rand::Rng;
 use uraid_core::array::{IoArea, MemberOp, ReqId, SyncKind};
-use uraid_core::ppl::{entries_to_replay, replayed_parity, scan_ring};
+use uraid_core::ppl::{
+    entries_to_replay, heads_to_resync, replayed_parity, resynced_parity, scan_ring,
+};
 use uraid_core::{DiskRole, SECTOR_BYTES, Sector, StripeNumber};
 
 impl Sim {
@@ -59,6 +61,7 @@ impl Sim {
         self.stats.power_cuts += 1;
         self.replay_log(&gone);
         self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
+        self.stats.writes_under_range += self.array.stats().writes_under_log_range;
         // The restart: a new engine over what the members hold.
         self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
         for (m, g) in gone.iter().enumerate() {
@@ -179,6 +182,38 @@ impl Sim {
             self.note(|| format!("log replay: member {parity} sector {sector} {:?}", found.entry));
             self.members[parity].restore(offset, &new);
             self.stats.log_replays += 1;
+        }
+        self.resync_ranges(&scans, gone);
+    }
+
+    /// The heads of live ranges: resynced from what every member holds now (an unreadable
+    /// block counts as lost).
+    fn resync_ranges(&mut self, scans: &[uraid_core::ppl::RingScan], gone: &[bool]) {
+        if self.cfg.sabotage == Some(Sabotage::NoRangeResync) {
+            return;
+        }
+        let g = self.cfg.geometry();
+        let member_end = self.array.size_sectors() / g.data_disks() as u64;
+        for (sector, unit_sectors) in heads_to_resync(scans) {
+            if sector + unit_sectors > member_end {
+                continue;
+            }
+            let unit = (unit_sectors * SECTOR_BYTES) as usize;
+            let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
+            let offset = self.members[0].offset(IoArea::Data, sector);
+            let blocks: Vec<Option<&[u8]>> = (0..self.members.len())
+                .map(|m| {
+                    let ok = !gone[m] && self.members[m].readable(offset, unit);
+                    ok.then(|| self.members[m].data(offset, unit))
+                })
+                .collect();
+            let writes = resynced_parity(g.level(), map, &blocks);
+            self.note(|| format!("log resync: sector {sector}, writes {}", writes.len()));
+            for (m, block) in writes {
+                self.members[m.get()].restore(offset, &block);
+                self.stats.log_replays += 1;
+                self.stats.range_resyncs += 1;
+            }
         }
     }
 

@@ -40,6 +40,7 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
     assert!(total.power_cuts_degraded > 500 && total.lost_after_cut > 100, "{total:?}");
     assert!(total.log_replays > 1000, "{total:?}");
     assert!(total.acked_when_logged > 50_000, "{total:?}");
+    assert!(total.writes_under_range > 5_000 && total.range_resyncs > 1_000, "{total:?}");
 }
 
 /// Seeds that found engine or lifecycle bugs (each fixed with its own regression test in the
@@ -86,6 +87,12 @@ fn members_that_ignore_flushes_are_caught_at_a_power_cut() {
 #[test]
 fn a_restart_that_skips_the_log_replay_is_caught() {
     let failure = first_failure(Sabotage::NoLogReplay).expect("caught");
+    assert!(failure.contains("after the power cut"), "{failure}");
+}
+
+#[test]
+fn a_restart_that_skips_the_ranges_resync_is_caught() {
+    let failure = first_failure(Sabotage::NoRangeResync).expect("caught");
     assert!(failure.contains("after the power cut"), "{failure}");
 }
 

@@ -98,4 +98,7 @@ pub struct ArrayStats {
     /// Writes acknowledged once their partial parity log entries were durable, before their
     /// writes in place completed.
     pub writes_acked_when_logged: u64,
+    /// Full-stripe writes that went out inside a durable range of the log (a sequential
+    /// stream's), with no log write of their own.
+    pub writes_under_log_range: u64,
 }

@@ -27,6 +27,15 @@
 //! commits: one waits for the heads that started their reads before its oldest head was
 //! admitted, so that a queue's worth of writes shares one log write per member.
 //!
+//! Sequential streams. A full-stripe write whose previous stripe head was written since the
+//! last reset logs a range instead of its own entry: a block-less entry covering the heads
+//! ahead of it (1 MiB per member; 256 MiB once the stream runs into a range). Full-stripe writes inside a durable range go out at once with no log write:
+//! a sequential stream logs once per range, not once per generation (a seek each on a
+//! disk). A replay resyncs every head of a live range (`crate::ppl::resynced_parity`), so a
+//! range never covers a head with an entry of its own on the rings (it ends before the
+//! first), a head with one logs again, and a stream that would make a fifth range live
+//! resets the log first: a replay resyncs about 1 GiB a member at most.
+//!
 //! Retiring the log. Each engine has a ring per member. A reset waits for every logged write
 //! to complete, flushes every member, and writes an empty header with the new tail at the
 //! ring's start on every member; everything older is retired. A reset happens when a
@@ -43,7 +52,14 @@ use crate::geometry::DiskRole;
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogHeader, LogParity, MAX_LOG_ENTRIES, SectorMask};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// A stream's first range: member sectors ahead of its head (1 MiB).
+const FIRST_RANGE_SECTORS: u64 = 2048;
+/// A range for a stream that ran into one (256 MiB a member).
+const MAX_RANGE_SECTORS: u64 = 524_288;
+/// Durable ranges at once before the log is reset (a replay resyncs them all).
+const MAX_LIVE_RANGES: usize = 4;
 
 /// How the runtime set up the log for this engine.
 #[derive(Clone, Debug)]
@@ -64,6 +80,14 @@ struct Waiting {
     /// `write_reads` when it was admitted: heads whose reads started before may join its
     /// generation (group commit).
     after: u64,
+    /// A full-stripe write inside a range still to be logged: no entries of its own.
+    ranged: bool,
+}
+
+/// Whether a full-stripe write is inside a range (see the module docs).
+enum Cover {
+    Durable,
+    Pending,
 }
 
 /// A head's entries: per parity member, its entry and partial parity block.
@@ -75,6 +99,8 @@ type Entries = Vec<(DiskIndex, LogEntry, Option<Vec<u8>>)>;
 struct Live {
     modified: Vec<(usize, SectorMask)>,
     writing: u32,
+    /// Written only under ranges: no entry of its own on the rings.
+    ranged: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +122,10 @@ pub(super) struct PartialParityLog {
     live: HashMap<u64, Live>,
     /// Heads with an entry on the ring since the last reset.
     on_ring: HashSet<u64>,
+    /// Durable ranges since the last reset: start -> end (member sectors; disjoint).
+    ranges: BTreeMap<u64, u64>,
+    /// Ranges waiting for their generation: start -> (end, the head that logs it).
+    pending_ranges: BTreeMap<u64, (u64, HeadId)>,
     /// Heads whose entries for the current batch are durable (and whether they count in
     /// `live`).
     logged: std::collections::BTreeMap<HeadId, bool>,
@@ -139,6 +169,8 @@ impl Array {
             write_at: vec![0; self.failed.len()],
             live: HashMap::new(),
             on_ring: HashSet::new(),
+            ranges: BTreeMap::new(),
+            pending_ranges: BTreeMap::new(),
             logged: std::collections::BTreeMap::new(),
             waiting: Vec::new(),
             flush_waiters: Vec::new(),
@@ -226,6 +258,28 @@ impl Array {
         if l.logged.contains_key(&id) {
             return true;
         }
+        let after = l.write_reads;
+        let whole = !discard && self.method(id) == Some(WriteMethod::FullStripe);
+        match self.range_cover(id).filter(|_| whole) {
+            Some(Cover::Durable) => {
+                self.mark_ranged(id);
+                let l = self.ppl.as_mut().expect("checked");
+                l.logged.insert(id, true);
+                l.writing += 1;
+                self.stats.writes_under_log_range += 1;
+                return true;
+            }
+            Some(Cover::Pending) => {
+                self.mark_ranged(id);
+                self.stats.writes_under_log_range += 1;
+                let l = self.ppl.as_mut().expect("checked");
+                let entries = Vec::new();
+                l.waiting.push(Waiting { id, discard, entries, after, ranged: true });
+                self.state(id).phase = Phase::LogWait;
+                return false;
+            }
+            None => {}
+        }
         let entries = if !discard
             && matches!(self.method(id), Some(WriteMethod::DataOnly) | None)
             && !self.writes_parity(id, &self.heads[&id].writes)
@@ -244,6 +298,7 @@ impl Array {
                     live.modified.clone_from(&e.1.modified);
                 }
                 live.writing += 1;
+                live.ranged = false;
                 l.on_ring.insert(key);
                 entries
             }
@@ -252,10 +307,91 @@ impl Array {
             None if l.started => return true,
             None => Vec::new(),
         };
-        let after = l.write_reads;
-        l.waiting.push(Waiting { id, discard, entries, after });
+        l.waiting.push(Waiting { id, discard, entries, after, ranged: false });
         self.state(id).phase = Phase::LogWait;
         false
+    }
+
+    /// Whether head `id` (a full-stripe write) is inside a range: a durable one (it may write
+    /// now; not while a reset is wanted, which would wait for it) or one still to be logged.
+    /// Not a head with an entry of its own on the rings: the replay takes the newest.
+    fn range_cover(&self, id: HeadId) -> Option<Cover> {
+        let l = self.ppl.as_ref()?;
+        let key = self.head_member_range(id).0;
+        if l.live.get(&key).is_some_and(|v| !v.ranged) {
+            return None;
+        }
+        if l.reset == Reset::No && l.ranges.range(..=key).next_back().is_some_and(|r| *r.1 > key) {
+            return Some(Cover::Durable);
+        }
+        let pending = l.pending_ranges.range(..=key).next_back();
+        pending.is_some_and(|r| r.1.0 > key).then_some(Cover::Pending)
+    }
+
+    /// A full-stripe write under a range: its head counts as written since the last reset
+    /// (a later partial write's entry covers every data block) and keeps the rings busy.
+    fn mark_ranged(&mut self, id: HeadId) {
+        let key = self.head_member_range(id).0;
+        let unit = self.unit_sectors;
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let mut entry = LogEntry {
+            member_sector: key,
+            parity: LogParity::P,
+            modified: Vec::new(),
+            block_crc: None,
+            span: 1,
+        };
+        for d in &map.data_disk {
+            entry.add(d.get(), 0, unit, unit);
+        }
+        let l = self.ppl.as_mut().expect("a log");
+        let live = l.live.entry(key).or_insert_with(|| Live { ranged: true, ..Live::default() });
+        live.modified = entry.modified;
+        live.writing += 1;
+        l.on_ring.insert(key);
+    }
+
+    /// The heads a full-stripe write at `key` logs a range for (1: its own entry only). A
+    /// stream continues one whose previous head is in a range (the longest) or was written
+    /// since the last reset (the first). It ends before the first head with an entry
+    /// of its own, the next range, or the members' end.
+    fn range_span(&mut self, key: u64) -> u32 {
+        let l = self.ppl.as_mut().expect("a log");
+        // Pending ranges do not count: a reset recomputes them (their heads wait).
+        if l.ranges.len() >= MAX_LIVE_RANGES {
+            if l.reset == Reset::No {
+                l.reset = Reset::Draining;
+            }
+            return 1;
+        }
+        let l = self.ppl.as_ref().expect("a log");
+        let unit = self.unit_sectors;
+        let containing = |at: u64| {
+            let durable = l.ranges.range(..=at).next_back().filter(|r| *r.1 > at);
+            let pending = l.pending_ranges.range(..=at).next_back().filter(|r| r.1.0 > at);
+            durable.map(|r| *r.1 - *r.0).or(pending.map(|r| r.1.0 - *r.0))
+        };
+        let Some(prev) = key.checked_sub(unit) else { return 1 };
+        if containing(key).is_some() {
+            return 1;
+        }
+        let len = match containing(prev) {
+            Some(_) => MAX_RANGE_SECTORS,
+            None if l.live.contains_key(&prev) => FIRST_RANGE_SECTORS,
+            None => return 1,
+        };
+        let member_end = self.size_sectors / self.geometry.data_disks() as u64;
+        let mut end = (key + len.max(unit)).min(member_end);
+        let next = |m: &dyn Fn() -> Option<u64>| m().unwrap_or(u64::MAX);
+        end = end
+            .min(next(&|| l.ranges.range(key + 1..).next().map(|r| *r.0)))
+            .min(next(&|| l.pending_ranges.range(key + 1..).next().map(|r| *r.0)));
+        for (k, v) in &l.live {
+            if !v.ranged && *k > key && *k < end {
+                end = *k;
+            }
+        }
+        u32::try_from((end - key) / unit).unwrap_or(u32::MAX).max(1)
     }
 
     /// Whether `writes` (of head `id`) include a parity block.
@@ -286,6 +422,8 @@ impl Array {
     /// live).
     fn log_entries(&mut self, id: HeadId, discard: bool) -> Entries {
         let key = self.head_member_range(id).0;
+        let whole = discard || self.method(id) == Some(WriteMethod::FullStripe);
+        let span = if whole && !discard { self.range_span(key) } else { 1 };
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         // A parity block rebuilt over a read error is written too: it needs its entry.
         let lost = self.lost(id);
@@ -297,8 +435,8 @@ impl Array {
             parity: LogParity::P,
             modified: l.live.get(&key).map(|v| v.modified.clone()).unwrap_or_default(),
             block_crc: None,
+            span,
         };
-        let whole = discard || self.method(id) == Some(WriteMethod::FullStripe);
         if whole {
             // Logged too, block-less (as md's PPL does): a replay recomputes the parity from
             // the data, so that a torn full-stripe write on an array that is (or becomes)
@@ -336,6 +474,10 @@ impl Array {
                 None
             };
             out.push((member, e, block));
+        }
+        if entry.span > 1 && !out.is_empty() {
+            let end = key + u64::from(entry.span) * unit;
+            self.ppl.as_mut().expect("a log").pending_ranges.insert(key, (end, id));
         }
         out
     }
@@ -476,7 +618,7 @@ impl Array {
         let heads: Vec<_> = l.waiting.drain(..take).collect();
         l.generation += 1;
         let generation = l.generation;
-        let ids = heads.iter().map(|w| (w.id, !w.entries.is_empty())).collect();
+        let ids = heads.iter().map(|w| (w.id, !w.entries.is_empty() || w.ranged)).collect();
         l.in_flight = Some((0, ids));
         let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
             vec![Vec::new(); self.failed.len()];
@@ -597,6 +739,7 @@ impl Array {
                 l.live.retain(|_, v| v.writing > 0);
                 let keep: HashSet<u64> = l.live.keys().copied().collect();
                 l.on_ring = keep;
+                l.ranges.clear();
                 l.generation += 1;
                 l.tail = l.generation;
                 l.write_at.fill(0);
@@ -626,6 +769,14 @@ impl Array {
             }
             Reset::No | Reset::Draining => {
                 l.writing += heads.len();
+                // Their ranges are durable: full-stripe writes inside them may go at once.
+                let owners: HashSet<HeadId> = heads.iter().map(|h| h.0).collect();
+                let (done, pending): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                    std::mem::take(&mut l.pending_ranges)
+                        .into_iter()
+                        .partition(|r| owners.contains(&r.1.1));
+                l.pending_ranges = pending;
+                l.ranges.extend(done.into_iter().map(|(start, (end, _))| (start, end)));
                 // Only heads with entries: their writes keep the rings busy, so a flush resets the log
                 // and waits for them; a head with none would let a flush overtake its writes.
                 let ids: Vec<HeadId> = heads.iter().filter(|h| h.1).map(|h| h.0).collect();
@@ -651,16 +802,27 @@ impl Array {
             l.reset = Reset::Draining;
         }
         let waiting = std::mem::take(&mut l.waiting);
+        l.pending_ranges.clear();
         for w in &waiting {
             let key = self.head_member_range(w.id).0;
             let l = self.ppl.as_mut().expect("a log");
-            if !w.entries.is_empty() {
+            if !w.entries.is_empty() || w.ranged {
                 l.live.remove(&key);
                 l.on_ring.remove(&key);
             }
         }
         for w in waiting {
-            let entries = if w.entries.is_empty() {
+            let whole = !w.discard && self.method(w.id) == Some(WriteMethod::FullStripe);
+            if w.ranged || !w.entries.is_empty() {
+                // Inside a range still to be logged (by a head ahead in the queue).
+                if whole && matches!(self.range_cover(w.id), Some(Cover::Pending)) {
+                    self.mark_ranged(w.id);
+                    let l = self.ppl.as_mut().expect("a log");
+                    l.waiting.push(Waiting { entries: Vec::new(), ranged: true, ..w });
+                    continue;
+                }
+            }
+            let entries = if w.entries.is_empty() && !w.ranged {
                 None
             } else {
                 Some(self.log_entries(w.id, w.discard)).filter(|e| !e.is_empty())
@@ -672,12 +834,13 @@ impl Array {
                     let live = l.live.entry(key).or_default();
                     live.modified.clone_from(&entries[0].1.modified);
                     live.writing += 1;
+                    live.ranged = false;
                     l.on_ring.insert(key);
-                    l.waiting.push(Waiting { entries, ..w });
+                    l.waiting.push(Waiting { entries, ranged: false, ..w });
                 }
                 // Nothing to log any more (a full-stripe write whose older entry is retired):
                 // it may write at once, counted as logged by an empty generation.
-                _ => l.waiting.push(Waiting { entries: Vec::new(), ..w }),
+                _ => l.waiting.push(Waiting { entries: Vec::new(), ranged: false, ..w }),
             }
         }
         for (slot, _) in ready {
