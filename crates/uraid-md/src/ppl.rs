@@ -229,7 +229,9 @@ impl FoundLog {
                 })
                 .collect();
             let blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
-            for (m, block) in resynced_parity(g.level(), map, &blocks) {
+            let writes = resynced_parity(g.level(), map, &blocks);
+            // Most heads of a range were never torn: only parity that changes is written.
+            for (m, block) in writes.into_iter().filter(|(m, b)| blocks[m.get()] != Some(&b[..])) {
                 let file = files[m.get()].as_ref().expect("a present member");
                 file.write_all_at(&block, at)?;
                 written[m.get()] = true;
