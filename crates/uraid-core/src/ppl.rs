@@ -398,7 +398,8 @@ pub fn entries_to_replay(scans: &[RingScan]) -> Vec<FoundEntry> {
 }
 
 /// The stripe heads (first member sector, sectors tall) that live ranges cover and no newer
-/// entry does, ascending: each is resynced (`resynced_parity`). A range is on the rings of
+/// entry does (nor an entry of the head's own in the range's generation: it is replayed),
+/// ascending: each is resynced (`resynced_parity`). A range is on the rings of
 /// its first head's P and Q members: wherever one is lost, the other holds it (RAID6), or
 /// the array has no redundancy left to mend (RAID5).
 #[must_use]
@@ -407,7 +408,8 @@ pub fn heads_to_resync(scans: &[RingScan]) -> Vec<(u64, u64)> {
     let mut heads = std::collections::BTreeSet::new();
     for e in live.entries.iter().filter(|e| e.entry.span > 1) {
         for sector in range_heads(e) {
-            if live.newest(sector) == Some(e.generation) {
+            let own = live.own.get(&sector).is_some_and(|g| *g >= e.generation);
+            if live.newest(sector) == Some(e.generation) && !own {
                 heads.insert((sector, e.unit_sectors));
             }
         }
@@ -424,6 +426,8 @@ fn range_heads(e: &FoundEntry) -> impl Iterator<Item = u64> + '_ {
 struct LiveEntries<'a> {
     entries: Vec<&'a FoundEntry>,
     newest: std::collections::HashMap<u64, u64>,
+    /// Per head, the newest generation of an entry of its own (not a range).
+    own: std::collections::HashMap<u64, u64>,
 }
 
 impl<'a> LiveEntries<'a> {
@@ -467,13 +471,18 @@ impl<'a> LiveEntries<'a> {
             })
             .collect();
         let mut by_head: HashMap<u64, u64> = HashMap::new();
+        let mut own: HashMap<u64, u64> = HashMap::new();
         for e in &entries {
             for sector in range_heads(e) {
                 let g = by_head.entry(sector).or_insert(e.generation);
                 *g = (*g).max(e.generation);
             }
+            if e.entry.span == 1 {
+                let g = own.entry(e.entry.member_sector).or_insert(e.generation);
+                *g = (*g).max(e.generation);
+            }
         }
-        LiveEntries { entries, newest: by_head }
+        LiveEntries { entries, newest: by_head, own }
     }
 
     fn newest(&self, sector: u64) -> Option<u64> {
@@ -655,17 +664,21 @@ mod tests {
         let block = vec![3u8; 4096];
         let mut ring = header(4, 4, vec![entry(32, LogParity::P, &[1], &block)])
             .encode_generation(&[Some(block.clone())]);
-        ring.extend(h.encode());
+        // Generation 5 also holds an entry of head 40's own: it is replayed, not resynced.
+        let h5 = header(5, 5, vec![range(16, 4), entry(40, LogParity::P, &[1], &block)]);
+        ring.extend(h5.encode_generation(&[None, Some(block.clone())]));
         ring.extend(
             header(6, 4, vec![entry(24, LogParity::P, &[1], &block)])
                 .encode_generation(&[Some(block.clone())]),
         );
         ring.resize(ring.len() + 4096, 0);
         let scans = [scan_ring(&ring, [7; 16], DiskIndex(3))];
-        let entries = entries_to_replay(&scans);
-        assert_eq!(entries.len(), 1);
-        assert_eq!((entries[0].entry.member_sector, entries[0].generation), (24, 6));
-        assert_eq!(heads_to_resync(&scans), vec![(16, 8), (32, 8), (40, 8)]);
+        let entries: Vec<(u64, u64)> = entries_to_replay(&scans)
+            .iter()
+            .map(|e| (e.entry.member_sector, e.generation))
+            .collect();
+        assert_eq!(entries, vec![(40, 5), (24, 6)]);
+        assert_eq!(heads_to_resync(&scans), vec![(16, 8), (32, 8)]);
     }
 
     /// A RAID6 of 6 (4 data) at stripe 0, its blocks, and P and Q of `data`.

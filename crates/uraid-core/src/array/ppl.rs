@@ -29,10 +29,11 @@
 //!
 //! Sequential streams. A full-stripe write whose previous stripe head was written since the
 //! last reset logs a range instead of its own entry: a block-less entry covering the heads
-//! ahead of it (1 MiB per member; 256 MiB once the stream runs into a range). Full-stripe writes inside a durable range go out at once with no log write:
-//! a sequential stream logs once per range, not once per generation (a seek each on a
-//! disk). A replay resyncs every head of a live range (`crate::ppl::resynced_parity`), so a
-//! range never covers a head with an entry of its own on the rings (it ends before the
+//! ahead of it (1 MiB per member; 256 MiB once the stream runs into a range). Full-stripe
+//! writes inside a durable range go out at once with no log write: a sequential stream logs
+//! once per range, not once per generation (a seek each on a disk). A replay resyncs every
+//! head of a live range (`crate::ppl::resynced_parity`) but those with a newer entry of their
+//! own, so a range never covers a head with an older one on the rings (it ends before the
 //! first), a head with one logs again, and a stream that would make a fifth range live
 //! resets the log first: a replay resyncs about 1 GiB a member at most.
 //!
