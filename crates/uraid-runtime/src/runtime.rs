@@ -423,6 +423,7 @@ fn bits(mask: u64) -> Vec<usize> {
 fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
     ArrayStats {
         reads_bypassed: a.reads_bypassed + b.reads_bypassed,
+        writes_bypassed: a.writes_bypassed + b.writes_bypassed,
         bytes_copied: a.bytes_copied + b.bytes_copied,
         stripe_writes_full: a.stripe_writes_full + b.stripe_writes_full,
         stripe_writes_rmw: a.stripe_writes_rmw + b.stripe_writes_rmw,

@@ -82,6 +82,8 @@ impl MemberIo {
 pub struct ArrayStats {
     /// Member reads issued straight into a user buffer (the cache bypassed).
     pub reads_bypassed: u64,
+    /// Member writes issued straight from a user buffer (RAID0: no stripe head).
+    pub writes_bypassed: u64,
     /// User bytes copied between user buffers and stripe head buffers.
     pub bytes_copied: u64,
     pub stripe_writes_full: u64,

@@ -10,6 +10,7 @@
 //! `take_completed`. Nothing here blocks, sleeps or reads a clock.
 
 mod compute;
+mod direct_write;
 mod durability;
 mod handle;
 pub mod io;
@@ -104,6 +105,11 @@ enum Pending {
     },
     Head {
         head: HeadId,
+        member: DiskIndex,
+    },
+    /// A RAID0 write from the request's buffer (`direct_write`).
+    DirectWrite {
+        slot: usize,
         member: DiskIndex,
     },
     Flush {
@@ -288,7 +294,9 @@ impl Array {
         let Some(slot) = self.admit(id, sector, buf) else { return };
         self.request_mut(slot).fua = fua;
         let sectors = self.request_sectors(slot);
-        self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
+        if !self.direct_write(slot, sector, sectors) {
+            self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
+        }
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
         self.start_delayed_when_idle();
@@ -378,6 +386,7 @@ impl Array {
                 self.finish_if_done(slot);
             }
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
+            Pending::DirectWrite { slot, member } => self.direct_write_done(slot, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
