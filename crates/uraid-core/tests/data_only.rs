@@ -63,3 +63,23 @@ fn raid0_direct_write_error_fails_the_request() {
     assert_eq!(a.failed_members(), vec![DiskIndex(1)]);
     assert_eq!(mem.total().writes, 4, "one member write per chunk, the failed one too");
 }
+
+/// RAID0 discards: the partial stripes are zeros written straight to the members (no read),
+/// the whole stripe between is discarded; reads see zeros there and the data elsewhere.
+#[test]
+fn raid0_discard_writes_zeros_at_its_ends_without_reads() {
+    let mut a = array(Level::Raid0, 4, 64 << 10, 4096);
+    let mut mem = Mem::new(4);
+    let bytes = 3 * 4 * (64 << 10);
+    let mut data = pattern(9, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    // From 1 sector into stripe 0 to 7 sectors into stripe 2 (a stripe is 512 sectors).
+    let (from, to) = (1u64, 2 * 512 + 7);
+    a.submit_discard(uraid_core::array::ReqId(7), uraid_core::Sector(from), to - from);
+    for (_, r, _) in run(&mut a, &mut mem) {
+        r.unwrap();
+    }
+    data[from as usize * 512..to as usize * 512].fill(0);
+    assert_eq!(mem.total().reads, 0, "no read for the partial stripes");
+    assert_eq!(read(&mut a, &mut mem, 0, bytes), data, "zeros in the range, data around it");
+}

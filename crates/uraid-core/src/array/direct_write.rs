@@ -1,9 +1,12 @@
-//! RAID0 writes straight to the members, as md's raid0 does: with no parity there is nothing a
-//! stripe head adds to a write but its cost (a head per `stripe_size` unit, a read for a
-//! partial block). Each chunk piece of the request is one member write from the request's
-//! buffer. Not while a write-intent bitmap or the partial parity log is on (their writes are
-//! ordered by the heads), nor with a member failed (the heads report what cannot be
-//! written), nor over a stripe head still holding the range (a discard in flight).
+//! RAID0 without stripe heads, as md's raid0 is: with no parity there is nothing a head adds
+//! to a write but its cost (a head per `stripe_size` unit, a read for a partial block). Each
+//! chunk piece of a write is one member write from the request's buffer; the partial stripes
+//! of a discard are zeros written the same way (whole stripes are still discarded by heads,
+//! which write no data). So no head ever holds data, and reads go to the members too: nothing
+//! can be stale (a read racing a write or discard may see either side, as on any disk).
+//!
+//! Not while a write-intent bitmap or the partial parity log is on (their writes are ordered
+//! by the heads), nor with a member failed (the heads report what cannot be done).
 
 use super::{Array, IoArea, IoBuf, MemberIo, MemberOp, Pending};
 use crate::layout::Level;
@@ -11,42 +14,49 @@ use crate::request::split_by_chunk;
 use crate::units::{DiskIndex, Sector};
 
 impl Array {
-    /// Sends request `slot`'s write (`[sector, +sectors)`) straight to the members, if it may
-    /// go that way (see the module docs); false: it goes through the stripe heads.
-    pub(super) fn direct_write(&mut self, slot: usize, sector: Sector, sectors: u64) -> bool {
-        if self.geometry.level() != Level::Raid0
-            || self.write_intent.is_some()
-            || self.ppl.is_some()
-            || self.failed.iter().any(|f| *f)
-        {
-            return false;
+    /// Whether RAID0 I/O goes straight to the members (see the module docs).
+    pub(super) fn raid0_direct(&self) -> bool {
+        self.geometry.level() == Level::Raid0
+            && self.write_intent.is_none()
+            && self.ppl.is_none()
+            && !self.failed.iter().any(|f| *f)
+    }
+
+    /// Queues request `slot`'s sectors `[sector, +sectors)` (at `buf_sector` in its buffer;
+    /// zeros for a discard) as member writes, a chunk piece each (a unit each for zeros).
+    pub(super) fn direct_write(
+        &mut self,
+        slot: usize,
+        sector: Sector,
+        sectors: u64,
+        buf_sector: u64,
+    ) {
+        let (fua, zeroes) = (self.request(slot).fua, self.request(slot).zeroes);
+        let step = if zeroes { self.unit_sectors } else { u64::MAX };
+        for p in split_by_chunk(&self.geometry, sector, sectors).collect::<Vec<_>>() {
+            let mut done = 0;
+            while done < p.sectors {
+                let n = (p.sectors - done).min(step);
+                let offset =
+                    usize::try_from((buf_sector + p.buf_sector + done) * crate::SECTOR_BYTES)
+                        .expect("fits");
+                let tag = self.new_tag();
+                self.queue.push_back(MemberIo {
+                    tag,
+                    member: p.addr.disk,
+                    op: MemberOp::Write,
+                    sector: Sector(p.addr.member_sector.0 + done),
+                    sectors: n,
+                    buf: if zeroes { IoBuf::Zeros } else { IoBuf::Request { slot, offset } },
+                    fua,
+                    area: IoArea::Data,
+                });
+                self.inflight.insert(tag, Pending::DirectWrite { slot, member: p.addr.disk });
+                self.request_mut(slot).outstanding += 1;
+                self.stats.writes_bypassed += 1;
+                done += n;
+            }
         }
-        let pieces: Vec<_> = split_by_chunk(&self.geometry, sector, sectors).collect();
-        if pieces
-            .iter()
-            .any(|p| self.head_for_newer_data(p.addr.stripe, p.addr.member_sector.0, p.sectors))
-        {
-            return false;
-        }
-        let fua = self.request(slot).fua;
-        for p in pieces {
-            let tag = self.new_tag();
-            let offset = usize::try_from(p.buf_sector * crate::SECTOR_BYTES).expect("fits");
-            self.queue.push_back(MemberIo {
-                tag,
-                member: p.addr.disk,
-                op: MemberOp::Write,
-                sector: p.addr.member_sector,
-                sectors: p.sectors,
-                buf: IoBuf::Request { slot, offset },
-                fua,
-                area: IoArea::Data,
-            });
-            self.inflight.insert(tag, Pending::DirectWrite { slot, member: p.addr.disk });
-            self.request_mut(slot).outstanding += 1;
-            self.stats.writes_bypassed += 1;
-        }
-        true
     }
 
     /// A direct write completed; a failed one fails its member (RAID0 has no redundancy: the

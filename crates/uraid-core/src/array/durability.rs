@@ -63,12 +63,20 @@ impl Array {
         let end = sector.0 + sectors;
         let whole_from = sector.0.div_ceil(stripe) * stripe;
         let whole_to = end / stripe * stripe;
+        // The partial stripes: zeros written (straight to the members on RAID0).
+        let zeros = |a: &mut Self, from: u64, to: u64| {
+            if a.raid0_direct() {
+                a.direct_write(slot, Sector(from), to - from, 0);
+            } else {
+                a.add_head_pieces(slot, Kind::Write, 0, from, to - from);
+            }
+        };
         if whole_from < whole_to {
-            self.add_head_pieces(slot, Kind::Write, 0, sector.0, whole_from - sector.0);
+            zeros(self, sector.0, whole_from);
             self.add_head_pieces(slot, Kind::Discard, 0, whole_from, whole_to - whole_from);
-            self.add_head_pieces(slot, Kind::Write, 0, whole_to, end - whole_to);
+            zeros(self, whole_to, end);
         } else {
-            self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
+            zeros(self, sector.0, end);
         }
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);

@@ -35,6 +35,8 @@ pub enum IoBuf {
     Head { head: HeadId, member: DiskIndex, offset: usize },
     /// No data moves (flush, discard).
     None,
+    /// Zeros (the engine's unit of zeros: at most a stripe unit).
+    Zeros,
     /// The write-intent bitmap's image (`write_intent`), at this byte offset.
     Bitmap { offset: usize },
     /// A partial parity log write's buffer (`ppl`).

@@ -266,9 +266,12 @@ impl Array {
         let Some(slot) = self.admit(id, sector, buf) else { return };
         let sectors = self.request_sectors(slot);
         let pieces: Vec<_> = split_by_chunk(&self.geometry, sector, sectors).collect();
+        let raid0_direct = self.raid0_direct();
         for p in pieces {
-            let routed = self.head_for_newer_data(p.addr.stripe, p.addr.member_sector.0, p.sectors);
-            if routed || self.stripe_missing_data(p.addr.stripe) {
+            let routed = !raid0_direct
+                && (self.head_for_newer_data(p.addr.stripe, p.addr.member_sector.0, p.sectors)
+                    || self.stripe_missing_data(p.addr.stripe));
+            if routed {
                 self.add_head_pieces(
                     slot,
                     Kind::Read,
@@ -294,7 +297,9 @@ impl Array {
         let Some(slot) = self.admit(id, sector, buf) else { return };
         self.request_mut(slot).fua = fua;
         let sectors = self.request_sectors(slot);
-        if !self.direct_write(slot, sector, sectors) {
+        if self.raid0_direct() {
+            self.direct_write(slot, sector, sectors, 0);
+        } else {
             self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
         }
         self.request_mut(slot).outstanding -= 1;
@@ -348,6 +353,7 @@ impl Array {
                 &self.cache.head(head).buffers[member.get()][offset..offset + len]
             }
             IoBuf::None => &[],
+            IoBuf::Zeros => &self.zeros[..len],
             IoBuf::Bitmap { offset } => self.bitmap_buf(offset, len),
             IoBuf::Log { index } => &self.log_buf(index)[..len],
         }
@@ -363,7 +369,7 @@ impl Array {
             IoBuf::Head { head, member, offset } => {
                 &mut self.cache.head_mut(head).buffers[member.get()][offset..offset + len]
             }
-            IoBuf::None | IoBuf::Bitmap { .. } | IoBuf::Log { .. } => {
+            IoBuf::None | IoBuf::Zeros | IoBuf::Bitmap { .. } | IoBuf::Log { .. } => {
                 assert_ne!(io.op, MemberOp::Read, "the bitmap and log are written, never read");
                 &mut []
             }
