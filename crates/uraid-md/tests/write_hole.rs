@@ -268,18 +268,20 @@ fn a_torn_stream_under_a_range_is_resynced() {
     rt.write_at(0, &c).unwrap();
     assert!(rt.stats().array.writes_under_log_range > 0, "the stream went out under ranges");
     let map = |r: u64| g.stripe_map(StripeNumber(r)).clone();
+    // C and its P on the members (the engine acknowledges before every write lands).
     let landed = || {
         (0..4u64).all(|r| {
             let m = map(r);
-            (0..3).all(|slot| {
+            let mut p = vec![0u8; CHUNK as usize];
+            let data = (0..3).all(|slot| {
                 let want = &c[r as usize * row + slot * CHUNK as usize..][..CHUNK as usize];
+                p.iter_mut().zip(want).for_each(|(p, b)| *p ^= b);
                 read_member(&live[m.data_disk[slot].get()], chunk_at(r), CHUNK as usize) == want
-            })
+            });
+            data && read_member(&live[m.p_disk.unwrap().get()], chunk_at(r), CHUNK as usize) == p
         })
     };
-    assert!(common::wait_for(landed), "C reached the members");
-    // Settle the parity writes too (they go with the data; a moment more for the last).
-    std::thread::sleep(common::SECOND / 4);
+    assert!(common::wait_for(landed), "C and its parity reached the members");
     let crash = copy_all(&live, &dir.path().join("crash"));
     drop(rt);
     md.stop().unwrap();
