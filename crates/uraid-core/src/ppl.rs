@@ -30,10 +30,11 @@
 //! An entry: member sector of the stripe head (u64), flags (u32: bit 0 Q, else P; bit 1 a
 //! block follows; bit 2 sector masks follow; bit 3 a range), crc32c of its block (u32), a
 //! 256-bit mask of the members whose data blocks the writes may have changed (32 bytes),
-//! crc32c of its sector masks (u32), the stripe heads a range covers (u32), 8 reserved bytes. After the header, per entry in order: its block (unit
-//! bytes), then, when some member's block is changed only in part, the changed sectors of
-//! each masked member in member order (unit sectors / 8 bytes each, bit `s % 8` of byte
-//! `s / 8` for sector `s`), padded to whole sectors. Partial blocks need it: the sectors of a
+//! crc32c of its sector masks (u32), the stripe heads a range covers (u32), 8 reserved
+//! bytes. After the header, per entry in order: its block (unit bytes), then, when some
+//! member's block is changed only in part, the changed sectors of each masked member in
+//! member order (unit sectors / 8 bytes each, bit `s % 8` of byte `s / 8` for sector `s`),
+//! padded to whole sectors. Partial blocks need it: the sectors of a
 //! block a write does not touch were not being written, and a replay must keep them in the
 //! partial parity even when that member is lost.
 //!

@@ -193,14 +193,7 @@ impl FoundLog {
             };
             let unit = usize::try_from(found.unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
-            // A block that cannot be read counts as lost, as a missing member's.
-            let data: Vec<Option<Vec<u8>>> = files
-                .iter()
-                .map(|f| {
-                    let mut b = vec![0u8; unit];
-                    f.as_ref()?.read_exact_at(&mut b, at).ok().map(|()| b)
-                })
-                .collect();
+            let data = read_blocks(&files, at, unit);
             let data: Vec<Option<&[u8]>> = data.iter().map(Option::as_deref).collect();
             let slot = |m: usize| match map.roles[m] {
                 DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
@@ -221,13 +214,7 @@ impl FoundLog {
             let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            let blocks: Vec<Option<Vec<u8>>> = files
-                .iter()
-                .map(|f| {
-                    let mut b = vec![0u8; unit];
-                    f.as_ref()?.read_exact_at(&mut b, at).ok().map(|()| b)
-                })
-                .collect();
+            let blocks = read_blocks(&files, at, unit);
             let blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
             let writes = resynced_parity(g.level(), map, &blocks);
             // Most heads of a range were never torn: only parity that changes is written.
@@ -243,6 +230,18 @@ impl FoundLog {
         }
         Ok(replayed)
     }
+}
+
+/// Every member's `unit` bytes at `at`: None where the member is missing or the read fails (a
+/// block that cannot be read counts as lost, as a missing member's).
+fn read_blocks(files: &[Option<File>], at: u64, unit: usize) -> Vec<Option<Vec<u8>>> {
+    files
+        .iter()
+        .map(|f| {
+            let mut b = vec![0u8; unit];
+            f.as_ref()?.read_exact_at(&mut b, at).ok().map(|()| b)
+        })
+        .collect()
 }
 
 /// Zeroes the start of every ring on `members` (after a clean stop: nothing is left to

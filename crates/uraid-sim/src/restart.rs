@@ -167,12 +167,7 @@ impl Sim {
             let sector = found.entry.member_sector;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
             let offset = self.members[parity].offset(IoArea::Data, sector);
-            let data: Vec<Option<&[u8]>> = (0..self.members.len())
-                .map(|m| {
-                    let ok = !gone[m] && self.members[m].readable(offset, unit);
-                    ok.then(|| self.members[m].data(offset, unit))
-                })
-                .collect();
+            let data = self.blocks_at(offset, unit, gone);
             let slot = |m: usize| match map.roles[m] {
                 DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
                 _ => 0,
@@ -201,12 +196,7 @@ impl Sim {
             let unit = (unit_sectors * SECTOR_BYTES) as usize;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
             let offset = self.members[0].offset(IoArea::Data, sector);
-            let blocks: Vec<Option<&[u8]>> = (0..self.members.len())
-                .map(|m| {
-                    let ok = !gone[m] && self.members[m].readable(offset, unit);
-                    ok.then(|| self.members[m].data(offset, unit))
-                })
-                .collect();
+            let blocks = self.blocks_at(offset, unit, gone);
             let writes = resynced_parity(g.level(), map, &blocks);
             self.note(|| format!("log resync: sector {sector}, writes {}", writes.len()));
             for (m, block) in writes {
@@ -215,6 +205,17 @@ impl Sim {
                 self.stats.range_resyncs += 1;
             }
         }
+    }
+
+    /// Every member's `unit` bytes at `offset` as a replay sees them: None where the member
+    /// is gone or the block unreadable.
+    fn blocks_at(&self, offset: usize, unit: usize, gone: &[bool]) -> Vec<Option<&[u8]>> {
+        (0..self.members.len())
+            .map(|m| {
+                let ok = !gone[m] && self.members[m].readable(offset, unit);
+                ok.then(|| self.members[m].data(offset, unit))
+            })
+            .collect()
     }
 
     /// What `--watch` prints at a power cut: the engine's bitmap and each member's.

@@ -50,7 +50,9 @@ use super::handle::Phase;
 use super::{Array, IoArea, IoBuf, MemberIo, MemberOp, Pending};
 use crate::buffer::BlockBuf;
 use crate::geometry::DiskRole;
-use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogHeader, LogParity, MAX_LOG_ENTRIES, SectorMask};
+use crate::ppl::{
+    LOG_HEADER_SECTORS, LogEntry, LogHeader, LogParity, MAX_LOG_ENTRIES, SectorMask, full_mask,
+};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -154,6 +156,18 @@ pub(super) struct PartialParityLog {
     pub(super) resets: u64,
     /// Writes that could not be logged (a block of their union unreadable): unprotected.
     pub(super) unprotected: u64,
+}
+
+impl PartialParityLog {
+    /// Whether a durable range holds member sector `at`.
+    fn durable_range(&self, at: u64) -> bool {
+        self.ranges.range(..=at).next_back().is_some_and(|(_, end)| *end > at)
+    }
+
+    /// Whether a range still to be logged holds member sector `at`.
+    fn pending_range(&self, at: u64) -> bool {
+        self.pending_ranges.range(..=at).next_back().is_some_and(|(_, (end, _))| *end > at)
+    }
 }
 
 impl Array {
@@ -322,32 +336,30 @@ impl Array {
         if l.live.get(&key).is_some_and(|v| !v.ranged) {
             return None;
         }
-        if l.reset == Reset::No && l.ranges.range(..=key).next_back().is_some_and(|r| *r.1 > key) {
+        if l.reset == Reset::No && l.durable_range(key) {
             return Some(Cover::Durable);
         }
-        let pending = l.pending_ranges.range(..=key).next_back();
-        pending.is_some_and(|r| r.1.0 > key).then_some(Cover::Pending)
+        l.pending_range(key).then_some(Cover::Pending)
+    }
+
+    /// Every data block of head `id`'s stripe, whole (ascending by member): the union of a
+    /// full-stripe write.
+    fn whole_stripe_modified(&self, id: HeadId) -> Vec<(usize, SectorMask)> {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let mut modified: Vec<(usize, SectorMask)> =
+            map.data_disk.iter().map(|d| (d.get(), full_mask(self.unit_sectors))).collect();
+        modified.sort_unstable_by_key(|m| m.0);
+        modified
     }
 
     /// A full-stripe write under a range: its head counts as written since the last reset
     /// (a later partial write's entry covers every data block) and keeps the rings busy.
     fn mark_ranged(&mut self, id: HeadId) {
         let key = self.head_member_range(id).0;
-        let unit = self.unit_sectors;
-        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        let mut entry = LogEntry {
-            member_sector: key,
-            parity: LogParity::P,
-            modified: Vec::new(),
-            block_crc: None,
-            span: 1,
-        };
-        for d in &map.data_disk {
-            entry.add(d.get(), 0, unit, unit);
-        }
+        let modified = self.whole_stripe_modified(id);
         let l = self.ppl.as_mut().expect("a log");
         let live = l.live.entry(key).or_insert_with(|| Live { ranged: true, ..Live::default() });
-        live.modified = entry.modified;
+        live.modified = modified;
         live.writing += 1;
         l.on_ring.insert(key);
     }
@@ -367,26 +379,26 @@ impl Array {
         }
         let l = self.ppl.as_ref().expect("a log");
         let unit = self.unit_sectors;
-        let containing = |at: u64| {
-            let durable = l.ranges.range(..=at).next_back().filter(|r| *r.1 > at);
-            let pending = l.pending_ranges.range(..=at).next_back().filter(|r| r.1.0 > at);
-            durable.map(|r| *r.1 - *r.0).or(pending.map(|r| r.1.0 - *r.0))
-        };
+        let in_range = |at: u64| l.durable_range(at) || l.pending_range(at);
         let Some(prev) = key.checked_sub(unit) else { return 1 };
-        if containing(key).is_some() {
+        if in_range(key) {
             return 1;
         }
-        let len = match containing(prev) {
-            Some(_) => MAX_RANGE_SECTORS,
-            None if l.live.contains_key(&prev) => FIRST_RANGE_SECTORS,
-            None => return 1,
+        let len = if in_range(prev) {
+            MAX_RANGE_SECTORS
+        } else if l.live.contains_key(&prev) {
+            FIRST_RANGE_SECTORS
+        } else {
+            return 1;
         };
         let member_end = self.size_sectors / self.geometry.data_disks() as u64;
-        let mut end = (key + len.max(unit)).min(member_end);
-        let next = |m: &dyn Fn() -> Option<u64>| m().unwrap_or(u64::MAX);
-        end = end
-            .min(next(&|| l.ranges.range(key + 1..).next().map(|r| *r.0)))
-            .min(next(&|| l.pending_ranges.range(key + 1..).next().map(|r| *r.0)));
+        let next_durable = l.ranges.range(key + 1..).next().map(|r| *r.0);
+        let next_pending = l.pending_ranges.range(key + 1..).next().map(|r| *r.0);
+        let mut end = [Some(key + len.max(unit)), Some(member_end), next_durable, next_pending]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("some end");
         for (k, v) in &l.live {
             if !v.ranged && *k > key && *k < end {
                 end = *k;
@@ -442,9 +454,7 @@ impl Array {
             // Logged too, block-less (as md's PPL does): a replay recomputes the parity from
             // the data, so that a torn full-stripe write on an array that is (or becomes)
             // degraded leaves P and Q consistent with each other and with what is there.
-            for d in &map.data_disk {
-                entry.add(d.get(), 0, unit, unit);
-            }
+            entry.modified = self.whole_stripe_modified(id);
         } else {
             for p in self.batch(id).iter().filter(|p| p.kind == super::Kind::Write) {
                 for b in &p.blocks {
