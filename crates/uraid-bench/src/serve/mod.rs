@@ -36,6 +36,8 @@ pub struct ServeBenchOptions {
     pub rounds: Option<usize>,
     /// Only these jobs (seq_read, seq_write, rand_read, rand_write); all when empty.
     pub only: Vec<String>,
+    /// Only these uraid targets (raid0, raid5); all when empty. nbdkit always runs.
+    pub targets: Vec<String>,
 }
 
 const KIB: u64 = 1024;
@@ -102,7 +104,10 @@ pub fn run(opts: &ServeBenchOptions, out: &mut dyn Write) -> Result<()> {
     let rounds = opts.rounds.unwrap_or(if opts.quick { 1 } else { 3 }).max(1);
     let dir = SocketDir::new()?;
     let mut targets = Vec::new();
-    for spec in TARGETS {
+    let wanted = |s: &Spec| {
+        s.level.is_none() || opts.targets.is_empty() || opts.targets.iter().any(|t| t == s.name)
+    };
+    for spec in TARGETS.into_iter().filter(wanted) {
         let t = Target::start(spec, &dir.0, size_bytes)?;
         fio::prefill(&t.uri(), size_bytes).with_context(|| format!("prefilling {}", spec.name))?;
         targets.push(t);

@@ -72,6 +72,9 @@ enum BenchWhat {
         /// Only these jobs: seq_read, seq_write, rand_read, rand_write.
         #[arg(long = "only", value_name = "JOB")]
         only: Vec<String>,
+        /// Only these uraid targets: raid0, raid5 (nbdkit, the baseline, always runs).
+        #[arg(long = "target", value_name = "TARGET")]
+        target: Vec<String>,
     },
 }
 
@@ -85,13 +88,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             let opts = uraid_bench::io::IoBenchOptions { json, only: only.clone(), small: quick };
             uraid_bench::io::run(&opts, &mut std::io::stdout().lock())
         }
-        BenchWhat::Serve { json, quick, runtime, rounds, ref only } => {
+        BenchWhat::Serve { json, quick, runtime, rounds, ref only, ref target } => {
             let opts = uraid_bench::serve::ServeBenchOptions {
                 json,
                 quick,
                 runtime_s: runtime,
                 rounds,
                 only: only.clone(),
+                targets: target.clone(),
             };
             uraid_bench::serve::run(&opts, &mut std::io::stdout().lock())
         }
