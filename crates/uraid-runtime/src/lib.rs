@@ -6,6 +6,8 @@
 //!
 //! - `runtime`: `Runtime::start`, `submit` with a completion callback, blocking helpers,
 //!   array-wide state (failed members, FLUSH on every worker), stats, shutdown.
+//! - `completions`: a turn's completions delivered as a batch, work deferred to its end.
+//! - `plug`: a submitting thread's burst held and sent to each worker as one message.
 //! - `request`: cutting requests at row boundaries and putting them back together.
 //! - `worker`: one worker's loop.
 //! - `log`: where the partial parity log's rings are on the members.
@@ -16,14 +18,17 @@
 //! two engines write the same parity; a member failed by any engine is failed in every engine
 //! before that engine plans its next request.
 
+pub mod completions;
 mod lifecycle;
 pub mod log;
+mod plug;
 mod request;
 pub mod runtime;
 pub mod shared_memory;
 pub mod source;
 mod worker;
 
+pub use completions::after_completions;
 pub use log::LogSetup;
 pub use request::{Callback, Completed, Op};
 pub use runtime::{

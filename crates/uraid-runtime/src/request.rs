@@ -91,6 +91,13 @@ pub(crate) struct Piece {
     pub parent: Arc<Parent>,
 }
 
+impl Piece {
+    /// Fails the piece: its worker is gone.
+    pub fn gone(self) {
+        self.parent.piece_done(self.index, Err(RuntimeError::Gone), self.buf);
+    }
+}
+
 /// The request the pieces belong to.
 pub(crate) struct Parent {
     state: Mutex<ParentState>,

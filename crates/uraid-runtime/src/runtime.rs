@@ -6,6 +6,7 @@
 
 use crate::RuntimeError;
 use crate::log::LogSetup;
+use crate::plug;
 use crate::request::{self, Callback, Completed, Op, Parent, Piece, PieceOp, Span};
 use crate::source::MemberSource;
 use crate::worker::{ArrayWide, Msg, Worker, WorkerView};
@@ -306,9 +307,27 @@ impl Runtime {
         parent: &Arc<Parent>,
     ) {
         let piece = Piece { op, sector, buf, index, parent: parent.clone() };
+        let Some(piece) = plug::hold(self.id(), w, &self.senders[w], piece) else { return };
         if let Err(mpsc::SendError(Msg::Piece(p))) = self.senders[w].send(Msg::Piece(piece)) {
-            p.parent.piece_done(p.index, Err(RuntimeError::Gone), p.buf);
+            p.gone();
         }
+    }
+
+    /// Holds what this thread submits from now on until `unplug`, then sends each worker its
+    /// share in one message (see `plug`). The thread must unplug before it waits for
+    /// anything those requests may need, their answers included.
+    pub fn plug(&self) {
+        plug::plug();
+    }
+
+    /// Sends what this thread held since `plug` and stops holding.
+    pub fn unplug(&self) {
+        plug::unplug();
+    }
+
+    /// This runtime, among the runtimes a thread may hold pieces for.
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.wide) as usize
     }
 
     /// Reads `len_bytes` at `offset_bytes`, waiting for the answer.
@@ -335,6 +354,8 @@ impl Runtime {
         self.submit(op, move |c| {
             let _ = tx.send(c);
         });
+        // A plugged caller would wait for a piece it holds itself.
+        self.unplug();
         // The callback dropped unsent: a worker died holding the request.
         rx.recv().map_err(|_| RuntimeError::Gone)
     }

@@ -33,6 +33,8 @@ pub(crate) const BITMAP_TICK: Duration = Duration::from_secs(5);
 
 pub(crate) enum Msg {
     Piece(Piece),
+    /// A plugged thread's burst (see `plug`).
+    Pieces(Vec<Piece>),
     /// This worker's share of md's stripe_cache_size.
     CacheSize(usize),
     /// A member comes back (a spare in its slot): in sync below `offset` member sectors.
@@ -214,6 +216,7 @@ impl Worker {
     fn accept(&mut self, msg: Msg) {
         match msg {
             Msg::Piece(piece) => self.submit(piece),
+            Msg::Pieces(pieces) => pieces.into_iter().for_each(|p| self.submit(p)),
             Msg::CacheSize(heads) => {
                 self.array.set_stripe_cache_size(heads).expect("the runtime sends at least 1");
             }
@@ -301,10 +304,16 @@ impl Worker {
     }
 
     /// Shares this engine's new failures and adopts everyone else's.
+    /// Runs before every piece is planned: in the common case (nothing new anywhere) it
+    /// only reads the shared mask, so that the workers do not bounce its cache line.
     fn sync_failures(&mut self) {
         let mine = mask(&self.array.failed_members());
         let newly = mine & !self.known_failed;
-        let all = self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly;
+        let all = if newly == 0 {
+            self.wide.failed_mask.load(Ordering::Acquire)
+        } else {
+            self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly
+        };
         let adopt = all & !mine;
         self.known_failed = mine | all;
         for m in 0..64 {
@@ -312,14 +321,24 @@ impl Worker {
                 self.array.fail_member(DiskIndex(m));
             }
         }
-        self.view.failed_mask.store(all, Ordering::Release);
+        // Only this worker writes its view.
+        if self.view.failed_mask.load(Ordering::Relaxed) != all {
+            self.view.failed_mask.store(all, Ordering::Release);
+        }
     }
 
     fn complete(&mut self) {
-        for (id, result, buf) in self.array.take_completed() {
-            let piece = self.pieces.remove(&id.0).expect("a completion for a piece in flight");
-            piece.parent.piece_done(piece.index, result.map_err(RuntimeError::from), buf);
+        let done = self.array.take_completed();
+        if done.is_empty() {
+            return;
         }
+        let pieces = &mut self.pieces;
+        crate::completions::deliver_batch(|| {
+            for (id, result, buf) in done {
+                let piece = pieces.remove(&id.0).expect("a completion for a piece in flight");
+                piece.parent.piece_done(piece.index, result.map_err(RuntimeError::from), buf);
+            }
+        });
     }
 
     /// After a driver error every piece fails; the engine has nothing in flight any more.

@@ -1,0 +1,60 @@
+//! Plugging, in the block layer's sense: a thread that submits a burst of requests (an NBD
+//! connection working through the requests one socket read brought in) holds their pieces and
+//! sends each worker its share as one message when it unplugs. A worker asleep in its channel
+//! is then woken once per burst, not once per request: `uraid bench serve` measured those
+//! futex wakes at about a tenth of the connection thread's CPU on 4 KiB random writes at
+//! iodepth 32.
+//!
+//! The plug is the thread's own (a thread-local): submitting never takes a lock for it, and
+//! nothing held is visible to another thread. The rule that keeps it safe: a plugged thread
+//! unplugs before it waits for anything (a socket read, room in a window, an answer), since
+//! the held pieces may be what it would wait for. `Runtime`'s own blocking helpers unplug
+//! first.
+
+use crate::request::Piece;
+use crate::worker::Msg;
+use std::cell::RefCell;
+use std::sync::mpsc::{SendError, Sender};
+
+/// Pieces held for one worker of one runtime (its channel, cloned, so unplugging needs no
+/// runtime at hand).
+struct Held {
+    runtime: usize,
+    worker: usize,
+    tx: Sender<Msg>,
+    pieces: Vec<Piece>,
+}
+
+thread_local! {
+    /// `None`: not plugged, pieces go out at once.
+    static PLUG: RefCell<Option<Vec<Held>>> = const { RefCell::new(None) };
+}
+
+/// Starts holding this thread's pieces (no effect when already plugged).
+pub(crate) fn plug() {
+    PLUG.with_borrow_mut(|p| {
+        p.get_or_insert_with(Vec::new);
+    });
+}
+
+/// Sends everything held, a message per worker, and stops holding.
+pub(crate) fn unplug() {
+    let Some(held) = PLUG.with_borrow_mut(Option::take) else { return };
+    for h in held {
+        if let Err(SendError(Msg::Pieces(pieces))) = h.tx.send(Msg::Pieces(h.pieces)) {
+            pieces.into_iter().for_each(Piece::gone);
+        }
+    }
+}
+
+/// Holds `piece` for `worker` of `runtime` when this thread is plugged; else gives it back.
+pub(crate) fn hold(runtime: usize, worker: usize, tx: &Sender<Msg>, piece: Piece) -> Option<Piece> {
+    PLUG.with_borrow_mut(|p| {
+        let Some(held) = p else { return Some(piece) };
+        match held.iter_mut().find(|h| h.runtime == runtime && h.worker == worker) {
+            Some(h) => h.pieces.push(piece),
+            None => held.push(Held { runtime, worker, tx: tx.clone(), pieces: vec![piece] }),
+        }
+        None
+    })
+}
