@@ -77,6 +77,14 @@ pub trait BlockBackend: Send + Sync + 'static {
         vec![len_bytes as usize]
     }
 
+    /// Hold what this thread submits from now on, to start it in one go at `unplug` (the
+    /// block layer's plugging: the runtime wakes each worker once per burst). The caller
+    /// unplugs before it waits for anything. By default nothing is held.
+    fn plug(&self) {}
+
+    /// Start what this thread held since `plug`, and hold nothing more.
+    fn unplug(&self) {}
+
     /// As `submit` for a read or write in segments. By default the segments are joined into
     /// one buffer for `submit` and cut again afterwards (no copy for a single segment).
     fn submit_segments(&self, op: SegmentsOp, done: SegmentsDone) {
@@ -155,6 +163,14 @@ impl BlockBackend for Runtime {
     /// is, so a request spanning rows is neither cut nor joined by copying.
     fn segment_bytes(&self, offset_bytes: u64, len_bytes: u32) -> Vec<usize> {
         Runtime::segment_bytes(self, offset_bytes, u64::from(len_bytes))
+    }
+
+    fn plug(&self) {
+        Runtime::plug(self);
+    }
+
+    fn unplug(&self) {
+        Runtime::unplug(self);
     }
 
     fn submit_segments(&self, op: SegmentsOp, done: SegmentsDone) {

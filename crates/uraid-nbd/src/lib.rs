@@ -5,6 +5,7 @@
 //! - `handshake`: fixed newstyle negotiation (EXPORT_NAME, INFO, GO, LIST, ABORT,
 //!   STRUCTURED_REPLY; anything else is NBD_REP_ERR_UNSUP).
 //! - `transmission`: one connection's requests, pipelined; replies as completions arrive.
+//! - `output`: a connection's replies, sent by the threads that complete them, in batches.
 //! - `server`: listeners, threads, shutdown with drain, stats.
 //! - `backend`: the `BlockBackend` trait, its impl for `uraid_runtime::Runtime`, `MemoryBackend`.
 //! - `client`: a minimal blocking client (tests, crash tests).
@@ -21,6 +22,7 @@ pub mod client;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handshake;
+mod output;
 mod pool;
 mod reply;
 mod server;

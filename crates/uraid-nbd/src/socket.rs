@@ -3,7 +3,11 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+
+/// A Unix socket's send buffer: 4 x 1 MiB replies.
+const SEND_BUFFER_BYTES: usize = 4 << 20;
 
 #[derive(Debug)]
 pub(crate) enum Socket {
@@ -19,6 +23,17 @@ impl Socket {
         })
     }
 
+    /// Room for a few large replies in a Unix socket's send buffer (up to the system's
+    /// net.core.wmem_max), so that the worker that read the data sends it while it is in its
+    /// cache, without waiting, instead of handing most of it to the backlog thread. TCP sizes
+    /// its buffers itself (setting one would turn that off).
+    pub fn enlarge_send_buffer(&self) {
+        if let Socket::Unix(s) = self {
+            // Best effort: the kernel caps it, and the default works, only slower.
+            let _ = socket2::SockRef::from(s).set_send_buffer_size(SEND_BUFFER_BYTES);
+        }
+    }
+
     /// Shutting the read side wakes a thread blocked reading it (the read returns end of
     /// file) while replies still go out: how the server stops a connection and drains it.
     pub fn shutdown(&self, how: Shutdown) {
@@ -27,6 +42,15 @@ impl Socket {
             Socket::Tcp(s) => s.shutdown(how),
             Socket::Unix(s) => s.shutdown(how),
         };
+    }
+}
+
+impl AsFd for Socket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Socket::Tcp(s) => s.as_fd(),
+            Socket::Unix(s) => s.as_fd(),
+        }
     }
 }
 

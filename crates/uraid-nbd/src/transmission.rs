@@ -19,17 +19,17 @@
 //! segments, a read's reply is sent from them.
 
 use crate::backend::{BackendError, BackendOp, SegmentsOp};
+use crate::output::Output;
 use crate::pool::BufferPool;
-use crate::reply::{Body, Reply, encode};
+use crate::reply::{Body, Reply};
 use crate::server::Shared;
 use crate::socket::Socket;
 use crate::stats::bump;
 use crate::window::Window;
 use crate::wire::{self, Request};
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::net::Shutdown;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, Sender};
 
 /// Why a connection's transmission ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -48,23 +48,32 @@ pub(crate) enum End {
 pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -> io::Result<End> {
     let window = Arc::new(Window::new(IN_FLIGHT_REQUESTS_MAX, IN_FLIGHT_BYTES_MAX));
     let pool = Arc::new(BufferPool::default());
-    let (tx, rx) = mpsc::channel();
-    let output = socket.try_clone()?;
-    let writer = {
-        let (window, shared, pool) = (window.clone(), shared.clone(), pool.clone());
+    socket.enlarge_send_buffer();
+    let output = Arc::new(Output::new(
+        socket.try_clone()?,
+        structured,
+        window.clone(),
+        pool.clone(),
+        shared.clone(),
+    ));
+    let backlog = {
+        let output = output.clone();
         std::thread::Builder::new()
-            .name("nbd-writer".into())
-            .spawn(move || write_replies(output, &rx, structured, &window, &shared, &pool))?
+            .name("nbd-backlog".into())
+            .spawn(move || output.send_backlog())?
     };
     let input = BufReader::with_capacity(INPUT_BUFFER_BYTES, socket);
-    let mut reader = Reader { input, shared: shared.clone(), tx, window, pool };
+    let mut reader = Reader { input, shared: shared.clone(), output: output.clone(), window, pool };
     let end = reader.run();
     if end != End::Closed {
         // Nothing more will be read; replies still go out on the write side.
         reader.input.get_ref().shutdown(Shutdown::Read);
     }
-    drop(reader);
-    writer.join().expect("the reply writer does not panic");
+    // Every request read is answered (or its reply discarded, the client gone) before the
+    // connection ends.
+    reader.window.wait_empty();
+    output.close();
+    backlog.join().expect("the backlog thread does not panic");
     Ok(end)
 }
 
@@ -79,18 +88,31 @@ const INPUT_BUFFER_BYTES: usize = 128 << 10;
 struct Reader {
     input: BufReader<Socket>,
     shared: Arc<Shared>,
-    tx: Sender<Reply>,
+    output: Arc<Output>,
     window: Arc<Window>,
     pool: Arc<BufferPool>,
 }
 
 impl Reader {
+    /// Reads and submits requests until the client is done. Requests read from one socket
+    /// read go to the backend plugged, as one burst, started before the reader next waits
+    /// (for the socket, or for room in the window).
     fn run(&mut self) -> End {
+        let end = self.requests();
+        self.shared.backend.unplug();
+        end
+    }
+
+    fn requests(&mut self) -> End {
         loop {
             let mut header = [0; wire::REQUEST_BYTES];
+            if self.input.buffer().len() < header.len() {
+                self.shared.backend.unplug();
+            }
             if self.input.read_exact(&mut header).is_err() {
                 return End::Closed;
             }
+            self.shared.backend.plug();
             let request = match Request::decode(&header) {
                 Ok(r) => r,
                 Err(magic) => return End::BadMagic(magic),
@@ -112,19 +134,22 @@ impl Reader {
         let check = check(&self.shared, r);
         if r.command == wire::CMD_WRITE && check.is_err() {
             // Consumed in small pieces, never held: the stream stays in step, memory does not
-            // grow with a hostile length.
+            // grow with a hostile length. (Rare: what is held goes first.)
+            self.shared.backend.unplug();
             io::copy(&mut (&mut self.input).take(payload), &mut io::sink())
                 .and_then(|n| if n == payload { Ok(()) } else { Err(eof()) })?;
         }
         let charge_bytes = if r.command == wire::CMD_READ { len } else { payload };
         if let Err(error) = check {
-            self.window.acquire(0);
+            let backend = &self.shared.backend;
+            self.window.acquire_or(0, || backend.unplug());
             bump(&self.shared.counters.errors, 1);
             let message = format!("request refused: {}", error_name(error));
             self.reply(r.handle, Body::Status { error, message }, 0);
             return Ok(());
         }
-        self.window.acquire(charge_bytes);
+        let backend = &self.shared.backend;
+        self.window.acquire_or(charge_bytes, || backend.unplug());
         let op = match r.command {
             wire::CMD_READ => {
                 let bufs = self.segments(r);
@@ -132,6 +157,10 @@ impl Reader {
             }
             wire::CMD_WRITE => {
                 let mut bufs = self.segments(r);
+                if self.input.buffer().len() < payload as usize {
+                    // The payload is still on its way: what is held goes first.
+                    self.shared.backend.unplug();
+                }
                 for buf in &mut bufs {
                     if let Err(e) = self.input.read_exact(buf) {
                         self.window.release(charge_bytes);
@@ -170,14 +199,14 @@ impl Reader {
     }
 
     fn submit(&self, r: &Request, op: Submission, charge_bytes: u64) {
-        let (tx, shared, handle) = (self.tx.clone(), self.shared.clone(), r.handle);
+        let (out, shared, handle) = (self.output.clone(), self.shared.clone(), r.handle);
         let (read, offset_bytes) = (r.command == wire::CMD_READ, r.offset_bytes);
         // A trim with FUA: the discard, then a flush, then the reply.
         let flush_after = r.command == wire::CMD_TRIM && fua(r);
         if r.len_bytes == 0 && r.command != wire::CMD_FLUSH {
             // Nothing to do, and the runtime wants at least a sector.
             let body = if read { Body::Data { offset_bytes, data: Vec::new() } } else { ok() };
-            return send(&tx, Reply { handle, body, charge_bytes });
+            return out.push(Reply { handle, body, charge_bytes });
         }
         let (backend, pool) = (self.shared.backend.clone(), self.pool.clone());
         let read_at = read.then_some(offset_bytes);
@@ -188,10 +217,10 @@ impl Reader {
                         // A failed read's buffers carry no reply: the next requests' buffers.
                         pool.give_all(segments);
                         let result = result.map(|()| Vec::new());
-                        return answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                        return answer(&out, &shared, &pool, handle, result, read_at, charge_bytes);
                     }
                     let result = result.map(|()| segments);
-                    answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                    answer(&out, &shared, &pool, handle, result, read_at, charge_bytes);
                 };
                 return self.shared.backend.submit_segments(op, Box::new(done));
             }
@@ -203,18 +232,18 @@ impl Reader {
                 if flush_after && result.is_ok() {
                     let done = move |r: Result<Vec<u8>, _>| {
                         let r = r.map(|b| vec![b]);
-                        answer(&tx, &shared, &pool, handle, r, None, charge_bytes);
+                        answer(&out, &shared, &pool, handle, r, None, charge_bytes);
                     };
                     return backend.submit(BackendOp::Flush, Box::new(done));
                 }
                 let result = result.map(|b| vec![b]);
-                answer(&tx, &shared, &pool, handle, result, read_at, charge_bytes);
+                answer(&out, &shared, &pool, handle, result, read_at, charge_bytes);
             }),
         );
     }
 
     fn reply(&self, handle: u64, body: Body, charge_bytes: u64) {
-        send(&self.tx, Reply { handle, body, charge_bytes });
+        self.output.push(Reply { handle, body, charge_bytes });
     }
 }
 
@@ -227,7 +256,7 @@ enum Submission {
 /// Turns a backend completion into the reply (`read_at`: the request was a read at that
 /// offset). `result` holds the request's buffers (a read's data), when there are any.
 fn answer(
-    tx: &Sender<Reply>,
+    out: &Arc<Output>,
     shared: &Shared,
     pool: &BufferPool,
     handle: u64,
@@ -247,7 +276,7 @@ fn answer(
             Body::Status { error: nbd_error(&e), message: e.to_string() }
         }
     };
-    send(tx, Reply { handle, body, charge_bytes });
+    out.push(Reply { handle, body, charge_bytes });
 }
 
 /// The one place backend errors become NBD error values.
@@ -256,11 +285,6 @@ fn nbd_error(e: &BackendError) -> u32 {
         BackendError::OutOfRange { .. } | BackendError::Unaligned { .. } => wire::EINVAL,
         _ => wire::EIO,
     }
-}
-
-fn send(tx: &Sender<Reply>, reply: Reply) {
-    // The writer outlives every sender (it ends when they are all gone): this cannot fail.
-    tx.send(reply).expect("the reply writer is running");
 }
 
 fn ok() -> Body {
@@ -281,43 +305,6 @@ fn error_name(error: u32) -> &'static str {
         wire::EINVAL => "EINVAL: bad command, flags, range, alignment or length",
         wire::ENOSPC => "ENOSPC: write beyond the end of the export",
         _ => "error",
-    }
-}
-
-/// Writes replies as they arrive, flushing when none is waiting. After a write error (the
-/// client is gone) it keeps taking replies, to free their window and let the reader finish.
-fn write_replies(
-    output: Socket,
-    rx: &Receiver<Reply>,
-    structured: bool,
-    window: &Window,
-    shared: &Shared,
-    pool: &BufferPool,
-) {
-    let shutdown = output.try_clone().ok();
-    let mut out = BufWriter::with_capacity(256 << 10, output);
-    let mut broken = false;
-    while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        while let Some(reply) = next {
-            if !broken {
-                broken = encode(&mut out, &reply, structured).is_err();
-            }
-            if let Body::Data { data, .. } = reply.body {
-                let bytes = data.iter().map(Vec::len).sum::<usize>();
-                bump(&shared.counters.read_bytes, bytes as u64);
-                pool.give_all(data);
-            }
-            window.release(reply.charge_bytes);
-            next = rx.try_recv().ok();
-        }
-        if !broken {
-            broken = out.flush().is_err();
-        }
-        if broken && let Some(s) = &shutdown {
-            // Wake the reader: with no way to answer, reading more is pointless.
-            s.shutdown(Shutdown::Both);
-        }
     }
 }
 

@@ -4,38 +4,69 @@
 
 use std::sync::{Condvar, Mutex, PoisonError};
 
+#[derive(Default)]
+struct State {
+    requests: u64,
+    bytes: u64,
+    /// The reader waits for room (a release must wake it).
+    waiting: bool,
+}
+
 pub(crate) struct Window {
     requests_max: u64,
     bytes_max: u64,
-    /// (requests, bytes) in flight.
-    state: Mutex<(u64, u64)>,
+    state: Mutex<State>,
     freed: Condvar,
 }
 
 impl Window {
     pub fn new(requests_max: u64, bytes_max: u64) -> Window {
         assert!(requests_max > 0, "a window holds at least one request");
-        Window { requests_max, bytes_max, state: Mutex::new((0, 0)), freed: Condvar::new() }
+        Window { requests_max, bytes_max, state: Mutex::default(), freed: Condvar::new() }
     }
 
-    /// Waits for room for one more request of `bytes`. A request larger than the whole
-    /// window still goes through when nothing else is in flight, so no request waits forever.
-    pub fn acquire(&self, bytes: u64) {
+    /// Waits for room for one more request of `bytes`, calling `before_wait` (once, unlocked)
+    /// first if it has to wait: the reader starts the requests it holds, which may be what
+    /// frees the room. A request larger than the whole window still goes through when
+    /// nothing else is in flight, so no request waits forever.
+    pub fn acquire_or(&self, bytes: u64, before_wait: impl FnOnce()) {
+        let full = |s: &State| {
+            s.requests > 0 && (s.requests >= self.requests_max || s.bytes + bytes > self.bytes_max)
+        };
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while s.0 > 0 && (s.0 >= self.requests_max || s.1 + bytes > self.bytes_max) {
+        if full(&s) {
+            drop(s);
+            before_wait();
+            s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            while full(&s) {
+                s.waiting = true;
+                s = self.freed.wait(s).unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        s.requests += 1;
+        s.bytes += bytes;
+    }
+
+    /// Waits until nothing is in flight.
+    pub fn wait_empty(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while s.requests > 0 {
+            s.waiting = true;
             s = self.freed.wait(s).unwrap_or_else(PoisonError::into_inner);
         }
-        s.0 += 1;
-        s.1 += bytes;
     }
 
     pub fn release(&self, bytes: u64) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        assert!(s.0 > 0, "released a request that was never acquired");
-        assert!(s.1 >= bytes, "released {bytes} bytes of {} in flight", s.1);
-        s.0 -= 1;
-        s.1 -= bytes;
-        self.freed.notify_all();
+        assert!(s.requests > 0, "released a request that was never acquired");
+        assert!(s.bytes >= bytes, "released {bytes} bytes of {} in flight", s.bytes);
+        s.requests -= 1;
+        s.bytes -= bytes;
+        // The condvar's wake is a syscall even with nobody waiting: paid only when the reader
+        // waits (the window is rarely full).
+        if std::mem::take(&mut s.waiting) {
+            self.freed.notify_all();
+        }
     }
 }
 
@@ -48,12 +79,12 @@ mod tests {
     #[test]
     fn a_full_window_waits_for_a_release() {
         let w = Arc::new(Window::new(2, 100));
-        w.acquire(60);
-        w.acquire(0);
+        w.acquire_or(60, || {});
+        w.acquire_or(0, || {});
         let (tx, rx) = std::sync::mpsc::channel();
         let w2 = w.clone();
         let t = std::thread::spawn(move || {
-            w2.acquire(50);
+            w2.acquire_or(50, || {});
             tx.send(()).unwrap();
         });
         assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "two in flight: waits");
@@ -63,7 +94,7 @@ mod tests {
         rx.recv_timeout(Duration::from_secs(5)).expect("room after the releases");
         t.join().unwrap();
         w.release(50);
-        w.acquire(1000);
+        w.acquire_or(1000, || {});
         w.release(1000);
     }
 }

@@ -141,3 +141,36 @@ fn requests_spanning_rows_are_moved_in_segments_without_copies() {
     }
     assert_eq!(rt.stats().split_bytes_copied, 0, "nothing cut or joined by copying");
 }
+
+/// Goal: a client that stops reading its replies stalls only itself. Replies are sent by the
+/// workers that finish the requests, never waiting on a socket; what a full socket will not
+/// take goes to that connection's backlog thread. Method: one client pipelines 24 MiB of
+/// reads (far more than socket buffers hold) and reads nothing; meanwhile another client's
+/// writes and reads on the same workers complete; then the first reads every reply, each
+/// with the right data.
+#[test]
+fn a_client_not_reading_its_replies_stalls_only_itself() {
+    let rt = Arc::new(runtime(Level::Raid5, 5, 64 * KIB, 4 * MIB));
+    let (_server, _h, addr) = serve(rt.clone(), 256 * KIB as u32);
+    let data = pattern(77, 4 * MIB);
+    rt.write_at(0, &data).unwrap();
+    let mut stalled = Client::connect_tcp_structured(addr, "").unwrap();
+    let mut handles = HashMap::new();
+    for i in 0..24u64 {
+        let at = (i % 4) * MIB as u64;
+        handles.insert(stalled.send(wire::CMD_READ, 0, at, MIB as u32, &[]).unwrap(), at);
+    }
+    let mut other = Client::connect_tcp(addr, "").unwrap();
+    for i in 0..16u64 {
+        let (at, more) = (8 * MIB as u64 + i * 256 * KIB as u64, pattern(100 + i, 256 * KIB));
+        other.write(at, &more, i % 4 == 0).unwrap();
+        assert_same(&other.read(at, more.len() as u32).unwrap(), &more, "beside a stalled one");
+    }
+    for _ in 0..24 {
+        let r = stalled.receive().unwrap();
+        assert_eq!(r.error, 0);
+        let at = handles.remove(&r.handle).expect("a reply per request") as usize;
+        assert_same(&r.data, &data[at..at + MIB], "a read answered while stalled");
+    }
+    assert!(handles.is_empty());
+}
