@@ -13,6 +13,7 @@ mod compute;
 mod direct_write;
 mod durability;
 mod handle;
+mod inflight;
 pub mod io;
 mod ppl;
 mod sync;
@@ -139,7 +140,7 @@ pub struct Array {
     failed: Vec<bool>,
     requests: Vec<Option<Request>>,
     free_slots: Vec<usize>,
-    inflight: HashMap<IoTag, Pending>,
+    inflight: inflight::InFlight,
     queue: VecDeque<MemberIo>,
     /// Stripe-head work waiting for a free head.
     waiting: VecDeque<(StripeKey, Piece)>,
@@ -171,7 +172,6 @@ pub struct Array {
     mismatches: Vec<Mismatch>,
     /// A stripe unit of zeros: the source of the zero writes of partial-stripe discards.
     zeros: Box<[u8]>,
-    next_tag: u64,
     stats: ArrayStats,
     write_intent: Option<write_intent::WriteIntent>,
     ppl: Option<ppl::PartialParityLog>,
@@ -204,7 +204,7 @@ impl Array {
             heads: HashMap::default(),
             requests: Vec::new(),
             free_slots: Vec::new(),
-            inflight: HashMap::default(),
+            inflight: inflight::InFlight::default(),
             queue: VecDeque::new(),
             waiting: VecDeque::new(),
             waiting_keys: HashMap::default(),
@@ -217,7 +217,6 @@ impl Array {
             full_stripe_writes: 0,
             background_ios: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
-            next_tag: 0,
             stats: ArrayStats::default(),
             write_intent: None,
             ppl: None,
@@ -378,7 +377,7 @@ impl Array {
 
     /// Reports a member I/O done (`ok`) or failed; a failure fails the member.
     pub fn complete_io(&mut self, tag: IoTag, ok: bool) {
-        let pending = self.inflight.remove(&tag).expect("completion of an I/O in flight");
+        let pending = self.inflight.remove(tag).expect("completion of an I/O in flight");
         match pending {
             Pending::Direct { slot, piece_sector, sectors, buf_sector } => {
                 if !ok {
@@ -544,8 +543,7 @@ impl Array {
     }
 
     fn new_tag(&mut self) -> IoTag {
-        self.next_tag += 1;
-        IoTag(self.next_tag)
+        self.inflight.new_tag()
     }
 
     /// Whether a data block of this stripe is on a failed member. Reads of such a stripe go

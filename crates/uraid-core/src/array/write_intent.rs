@@ -308,21 +308,22 @@ impl Array {
     /// generation is in flight (the image is lent to it). Called when the runtime asks for
     /// member I/O, so that every write of a turn shares one generation.
     pub(super) fn start_bitmap_generation(&mut self) {
+        // Runs at every settle (each member I/O of a turn): nothing is allocated until there
+        // is a bitmap with changes to write.
+        let Some(wi) = self.write_intent.as_ref() else { return };
+        if wi.in_flight.is_some()
+            || (wi.want_set.is_empty()
+                && wi.want_clear.is_empty()
+                && wi.header.is_none()
+                && !wi.rewrite_all)
+        {
+            return;
+        }
         let live: Vec<DiskIndex> = (0..self.failed.len())
             .filter(|&m| !self.failed[m])
             .map(|m| DiskIndex(m as u16))
             .collect();
-        let Some(wi) = self.write_intent.as_mut() else { return };
-        let nothing = wi.want_set.is_empty()
-            && wi.want_clear.is_empty()
-            && wi.header.is_none()
-            && !wi.rewrite_all;
-        if wi.in_flight.is_some() {
-            return;
-        }
-        if nothing {
-            return;
-        }
+        let wi = self.write_intent.as_mut().expect("checked");
         let mut changes = Vec::new();
         for c in std::mem::take(&mut wi.want_set) {
             changes.push((c, true));
