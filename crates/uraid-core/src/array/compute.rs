@@ -2,7 +2,7 @@
 //! (by the planned method), rebuild blocks of failed members, copy read data out.
 
 use super::handle::Piece;
-use super::{Array, Kind};
+use super::{Array, Kind, PerMember};
 use crate::geometry::DiskRole;
 use crate::layout::Level;
 use crate::reconstruct::reconstruct;
@@ -121,10 +121,11 @@ impl Array {
             self.skip_copy_source(id, d.get()).unwrap_or(&head.buffers[d.get()])
         };
         if let Some(q) = q.as_mut() {
-            let data: Vec<Option<&[u8]>> = map.syndrome.iter().map(|d| d.map(source)).collect();
+            let data: PerMember<Option<&[u8]>> =
+                map.syndrome.iter().map(|d| d.map(source)).collect();
             uraid_parity::gen_syndrome(&mut p, q, &data);
         } else {
-            let data: Vec<&[u8]> = map.data_disk.iter().map(|&d| source(d)).collect();
+            let data: PerMember<&[u8]> = map.data_disk.iter().map(|&d| source(d)).collect();
             uraid_parity::xor_gen(&mut p, &data);
         }
         let lost = self.lost(id);

@@ -2,7 +2,7 @@
 //! decide with the planners, issue the member reads, compute, issue the member writes, serve
 //! the batch's reads, release the head. Pieces that arrive meanwhile form the next batch.
 
-use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending};
+use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending, PerMember};
 use crate::geometry::DiskRole;
 use crate::request::BlockRange;
 use crate::stripe::{
@@ -67,7 +67,7 @@ pub(super) struct HeadState {
     /// The members lost when the batch's reads were planned: if another is lost by the time
     /// they complete (failed by another head's I/O, or by the runtime), what was read may
     /// not rebuild what is missing now, so the batch plans again.
-    planned_lost: Vec<bool>,
+    planned_lost: PerMember<bool>,
     /// When the batch was first held back (kept across re-plans so it cannot starve).
     delayed_since: Option<u64>,
     /// The hold is over (array idle, or overtaken too often): start even if others are busy.
@@ -161,7 +161,7 @@ impl Array {
             phase: Phase::Idle,
             writes_done: false,
             replan: false,
-            planned_lost: Vec::new(),
+            planned_lost: PerMember::new(),
             delayed_since: None,
             hold_released: false,
             method: None,
@@ -266,12 +266,12 @@ impl Array {
         }
     }
 
-    fn view_blocks(&self, id: HeadId, writes: bool) -> Vec<BlockView> {
+    fn view_blocks(&self, id: HeadId, writes: bool) -> PerMember<BlockView> {
         let head = self.cache.head(id);
         let map = self.geometry.stripe_map(head.key.stripe);
         let st = &self.heads[&id];
         let lost = self.lost(id);
-        let mut blocks: Vec<BlockView> = (0..self.failed.len())
+        let mut blocks: PerMember<BlockView> = (0..self.failed.len())
             .map(|m| BlockView {
                 failed: lost[m],
                 uptodate: head.devs[m].uptodate,
@@ -646,9 +646,10 @@ impl Array {
 
     /// The members whose blocks this head must rebuild rather than read: failed members and
     /// those whose read failed here.
-    pub(super) fn lost(&self, id: HeadId) -> Vec<bool> {
+    pub(super) fn lost(&self, id: HeadId) -> PerMember<bool> {
         let end = self.head_member_end(id);
-        let mut lost: Vec<bool> = (0..self.failed.len()).map(|m| !self.in_sync(m, end)).collect();
+        let mut lost: PerMember<bool> =
+            (0..self.failed.len()).map(|m| !self.in_sync(m, end)).collect();
         for m in &self.heads[&id].suspect {
             lost[m.get()] = true;
         }

@@ -31,6 +31,10 @@ use crate::stripe::{HeadId, StripeCache, StripeKey};
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 use handle::{HeadState, Piece};
 use std::collections::VecDeque;
+
+/// One entry per member, on the stack for arrays of up to 32 members (no allocation per head
+/// step on the hot path).
+pub(crate) type PerMember<T> = smallvec::SmallVec<[T; 32]>;
 use thiserror::Error;
 
 /// Full-stripe writes that may overtake a held-back partial-stripe write before it starts
