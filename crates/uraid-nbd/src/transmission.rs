@@ -1,18 +1,19 @@
 //! The transmission phase of one connection: this thread reads requests without waiting for
-//! answers and submits each to the backend; a writer thread sends the replies in the order the
+//! answers and submits them to the backend (plugged: what one socket read brought in goes as
+//! one burst); the threads that complete them send the replies (`output`), in the order the
 //! backend completes them (the protocol allows any order; the handle pairs them up).
 //!
 //! Invariants: a request is answered only from its backend completion, so a write is never
 //! acknowledged before the backend finished it; every request read whole gets exactly one
-//! reply (the writer ends only when every completion has sent its reply, which is also how a
-//! connection drains); a request cut short by the client gets none and touches nothing.
-//! In-flight requests are bounded (`Window`) so a client cannot make the server buffer without
-//! limit.
+//! reply (the connection ends only when its window is empty, every reply sent or, the client
+//! gone, discarded: that is how it drains); a request cut short by the client gets none and
+//! touches nothing. In-flight requests are bounded (`Window`) so a client cannot make the
+//! server buffer without limit.
 //!
 //! Costs per request, kept low because they are paid at every request (`uraid bench serve`):
 //! requests are read through a buffer (many headers per read syscall at high queue depths),
-//! payload and reply buffers are recycled (`BufferPool`), and a large reply goes out as one
-//! vectored write of its header and data, not a small write then a large one (`reply`). Reads
+//! payload and reply buffers are recycled (`BufferPool`), and replies go out in batches, one
+//! vectored send each, data from where it lies (`reply`). Reads
 //! and writes hold their data in the segments the backend asks for (`BlockBackend::
 //! segment_bytes`: the runtime's rows, one per worker), so that a request spanning rows is
 //! never cut or joined by copying: a write's payload is read from the socket straight into its

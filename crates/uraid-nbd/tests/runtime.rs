@@ -160,12 +160,21 @@ fn a_client_not_reading_its_replies_stalls_only_itself() {
         let at = (i % 4) * MIB as u64;
         handles.insert(stalled.send(wire::CMD_READ, 0, at, MIB as u32, &[]).unwrap(), at);
     }
-    let mut other = Client::connect_tcp(addr, "").unwrap();
-    for i in 0..16u64 {
-        let (at, more) = (8 * MIB as u64 + i * 256 * KIB as u64, pattern(100 + i, 256 * KIB));
-        other.write(at, &more, i % 4 == 0).unwrap();
-        assert_same(&other.read(at, more.len() as u32).unwrap(), &more, "beside a stalled one");
-    }
+    // On its own thread, so that a worker stuck on the stalled socket fails the test in time
+    // instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut other = Client::connect_tcp(addr, "").unwrap();
+        for i in 0..16u64 {
+            let (at, more) = (8 * MIB as u64 + i * 256 * KIB as u64, pattern(100 + i, 256 * KIB));
+            other.write(at, &more, i % 4 == 0).unwrap();
+            assert_same(&other.read(at, more.len() as u32).unwrap(), &more, "beside a stalled one");
+        }
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("another client is served while one reads none of its replies");
     for _ in 0..24 {
         let r = stalled.receive().unwrap();
         assert_eq!(r.error, 0);
