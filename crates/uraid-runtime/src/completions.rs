@@ -7,18 +7,26 @@
 //! On a thread that is not delivering completions (a request refused before it reached a
 //! worker, a backend that completes inline), deferred work runs at once.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 type Deferred = Box<dyn FnOnce()>;
 
 thread_local! {
     /// `Some` while this thread delivers a batch: what runs once it is delivered.
     static DEFERRED: RefCell<Option<Vec<Deferred>>> = const { RefCell::new(None) };
+    /// Whether this thread delivers a batch. A flag without a destructor, read first, so that
+    /// threads that never deliver one (an NBD connection's) never touch `DEFERRED`, whose
+    /// destructor registration would outlive them on a thread that never ends (libFuzzer's
+    /// leak check reported it).
+    static DELIVERING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` once the batch of completions this thread is delivering has been delivered, or
 /// at once when it delivers none.
 pub fn after_completions(f: impl FnOnce() + 'static) {
+    if !DELIVERING.get() {
+        return f();
+    }
     let f = DEFERRED.with_borrow_mut(|d| match d {
         Some(list) => {
             list.push(Box::new(f));
@@ -36,7 +44,9 @@ pub fn after_completions(f: impl FnOnce() + 'static) {
 pub(crate) fn deliver_batch(deliver: impl FnOnce()) {
     let outer = DEFERRED.with_borrow_mut(|d| d.replace(Vec::new()));
     assert!(outer.is_none(), "batches do not nest");
+    DELIVERING.set(true);
     deliver();
+    DELIVERING.set(false);
     let deferred = DEFERRED.with_borrow_mut(Option::take).expect("the batch's list");
     for f in deferred {
         f();

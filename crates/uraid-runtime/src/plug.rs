@@ -13,7 +13,7 @@
 
 use crate::request::Piece;
 use crate::worker::Msg;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::mpsc::{SendError, Sender};
 
 /// Pieces held for one worker of one runtime (its channel, cloned, so unplugging needs no
@@ -28,10 +28,16 @@ struct Held {
 thread_local! {
     /// `None`: not plugged, pieces go out at once.
     static PLUG: RefCell<Option<Vec<Held>>> = const { RefCell::new(None) };
+    /// Whether `PLUG` is `Some`: a flag without a destructor, read first, so that threads
+    /// that never plug never touch `PLUG` (see `completions` for why that matters).
+    static PLUGGED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Starts holding this thread's pieces (no effect when already plugged).
 pub(crate) fn plug() {
+    if PLUGGED.replace(true) {
+        return;
+    }
     PLUG.with_borrow_mut(|p| {
         p.get_or_insert_with(Vec::new);
     });
@@ -39,6 +45,9 @@ pub(crate) fn plug() {
 
 /// Sends everything held, a message per worker, and stops holding.
 pub(crate) fn unplug() {
+    if !PLUGGED.replace(false) {
+        return;
+    }
     let Some(held) = PLUG.with_borrow_mut(Option::take) else { return };
     for h in held {
         if let Err(SendError(Msg::Pieces(pieces))) = h.tx.send(Msg::Pieces(h.pieces)) {
@@ -49,6 +58,9 @@ pub(crate) fn unplug() {
 
 /// Holds `piece` for `worker` of `runtime` when this thread is plugged; else gives it back.
 pub(crate) fn hold(runtime: usize, worker: usize, tx: &Sender<Msg>, piece: Piece) -> Option<Piece> {
+    if !PLUGGED.get() {
+        return Some(piece);
+    }
     PLUG.with_borrow_mut(|p| {
         let Some(held) = p else { return Some(piece) };
         match held.iter_mut().find(|h| h.runtime == runtime && h.worker == worker) {
