@@ -26,7 +26,7 @@ pub use write_intent::{BITMAP_PAGE_BYTES, WriteIntentConfig};
 
 use crate::fast_hash::{HashMap, HashSet};
 use crate::geometry::Geometry;
-use crate::request::{BlockRange, split_by_chunk, split_by_head};
+use crate::request::{split_by_chunk, split_by_head};
 use crate::stripe::{HeadId, StripeCache, StripeKey};
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 use handle::{HeadState, Piece};
@@ -590,11 +590,11 @@ impl Array {
     ) {
         for work in split_by_head(&self.geometry, self.unit_sectors, Sector(array_sector), sectors)
         {
-            let blocks: Vec<BlockRange> = work
-                .blocks
-                .iter()
-                .map(|b| BlockRange { buf_sector: b.buf_sector + buf_sector, ..*b })
-                .collect();
+            // The head's own list, shifted to the request buffer in place (no second list).
+            let mut blocks = work.blocks;
+            for b in &mut blocks {
+                b.buf_sector += buf_sector;
+            }
             self.request_mut(slot).outstanding += 1;
             self.add_piece(work.key, Piece { slot, kind, blocks });
         }
