@@ -13,11 +13,11 @@
 //! Costs per request, kept low because they are paid at every request (`uraid bench serve`):
 //! requests are read through a buffer (many headers per read syscall at high queue depths),
 //! payload and reply buffers are recycled (`BufferPool`), and replies go out in batches, one
-//! vectored send each, data from where it lies (`reply`). Reads
-//! and writes hold their data in the segments the backend asks for (`BlockBackend::
-//! segment_bytes`: the runtime's rows, one per worker), so that a request spanning rows is
-//! never cut or joined by copying: a write's payload is read from the socket straight into its
-//! segments, a read's reply is sent from them.
+//! vectored send each, data from where it lies (`reply`). Reads and writes hold their data in
+//! the segments the backend asks for (`BlockBackend::segment_bytes`: the runtime's rows, one
+//! per worker), so that a request spanning rows is never cut or joined by copying: a write's
+//! payload is read from the socket straight into its segments, a read's reply is sent from
+//! them.
 
 use crate::backend::{BackendError, BackendOp, SegmentsOp};
 use crate::output::Output;
@@ -142,15 +142,13 @@ impl Reader {
         }
         let charge_bytes = if r.command == wire::CMD_READ { len } else { payload };
         if let Err(error) = check {
-            let backend = &self.shared.backend;
-            self.window.acquire_or(0, || backend.unplug());
+            self.acquire(0);
             bump(&self.shared.counters.errors, 1);
             let message = format!("request refused: {}", error_name(error));
             self.reply(r.handle, Body::Status { error, message }, 0);
             return Ok(());
         }
-        let backend = &self.shared.backend;
-        self.window.acquire_or(charge_bytes, || backend.unplug());
+        self.acquire(charge_bytes);
         let op = match r.command {
             wire::CMD_READ => {
                 let bufs = self.segments(r);
@@ -190,6 +188,13 @@ impl Reader {
         self.shared.count(r);
         self.submit(r, op, charge_bytes);
         Ok(())
+    }
+
+    /// Room in the window for a request of `bytes`; what is held is started first if the
+    /// reader has to wait (it may be what frees the room).
+    fn acquire(&self, bytes: u64) {
+        let backend = &self.shared.backend;
+        self.window.acquire_or(bytes, || backend.unplug());
     }
 
     /// Pool buffers for a read's data or a write's payload, cut as the backend asks.

@@ -12,8 +12,8 @@ use std::cell::{Cell, RefCell};
 type Deferred = Box<dyn FnOnce()>;
 
 thread_local! {
-    /// `Some` while this thread delivers a batch: what runs once it is delivered.
-    static DEFERRED: RefCell<Option<Vec<Deferred>>> = const { RefCell::new(None) };
+    /// What runs once the batch this thread delivers is delivered.
+    static DEFERRED: RefCell<Vec<Deferred>> = const { RefCell::new(Vec::new()) };
     /// Whether this thread delivers a batch. A flag without a destructor, read first, so that
     /// threads that never deliver one (an NBD connection's) never touch `DEFERRED`, whose
     /// destructor registration would outlive them on a thread that never ends (libFuzzer's
@@ -24,17 +24,9 @@ thread_local! {
 /// Runs `f` once the batch of completions this thread is delivering has been delivered, or
 /// at once when it delivers none.
 pub fn after_completions(f: impl FnOnce() + 'static) {
-    if !DELIVERING.get() {
-        return f();
-    }
-    let f = DEFERRED.with_borrow_mut(|d| match d {
-        Some(list) => {
-            list.push(Box::new(f));
-            None
-        }
-        None => Some(f),
-    });
-    if let Some(f) = f {
+    if DELIVERING.get() {
+        DEFERRED.with_borrow_mut(|d| d.push(Box::new(f)));
+    } else {
         f();
     }
 }
@@ -42,13 +34,10 @@ pub fn after_completions(f: impl FnOnce() + 'static) {
 /// Delivers a batch: runs `deliver` (which calls the requests' callbacks), then what they
 /// deferred, in the order they deferred it. Work deferred by deferred work runs at once.
 pub(crate) fn deliver_batch(deliver: impl FnOnce()) {
-    let outer = DEFERRED.with_borrow_mut(|d| d.replace(Vec::new()));
-    assert!(outer.is_none(), "batches do not nest");
-    DELIVERING.set(true);
+    assert!(!DELIVERING.replace(true), "batches do not nest");
     deliver();
     DELIVERING.set(false);
-    let deferred = DEFERRED.with_borrow_mut(Option::take).expect("the batch's list");
-    for f in deferred {
+    for f in DEFERRED.with_borrow_mut(std::mem::take) {
         f();
     }
 }

@@ -26,21 +26,16 @@ struct Held {
 }
 
 thread_local! {
-    /// `None`: not plugged, pieces go out at once.
-    static PLUG: RefCell<Option<Vec<Held>>> = const { RefCell::new(None) };
-    /// Whether `PLUG` is `Some`: a flag without a destructor, read first, so that threads
-    /// that never plug never touch `PLUG` (see `completions` for why that matters).
+    /// What this thread holds while plugged.
+    static PLUG: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+    /// Whether this thread is plugged: a flag without a destructor, read first, so that
+    /// threads that never plug never touch `PLUG` (see `completions` for why that matters).
     static PLUGGED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Starts holding this thread's pieces (no effect when already plugged).
 pub(crate) fn plug() {
-    if PLUGGED.replace(true) {
-        return;
-    }
-    PLUG.with_borrow_mut(|p| {
-        p.get_or_insert_with(Vec::new);
-    });
+    PLUGGED.set(true);
 }
 
 /// Sends everything held, a message per worker, and stops holding.
@@ -48,8 +43,7 @@ pub(crate) fn unplug() {
     if !PLUGGED.replace(false) {
         return;
     }
-    let Some(held) = PLUG.with_borrow_mut(Option::take) else { return };
-    for h in held {
+    for h in PLUG.with_borrow_mut(std::mem::take) {
         if let Err(SendError(Msg::Pieces(pieces))) = h.tx.send(Msg::Pieces(h.pieces)) {
             pieces.into_iter().for_each(Piece::gone);
         }
@@ -61,12 +55,11 @@ pub(crate) fn hold(runtime: usize, worker: usize, tx: &Sender<Msg>, piece: Piece
     if !PLUGGED.get() {
         return Some(piece);
     }
-    PLUG.with_borrow_mut(|p| {
-        let Some(held) = p else { return Some(piece) };
+    PLUG.with_borrow_mut(|held| {
         match held.iter_mut().find(|h| h.runtime == runtime && h.worker == worker) {
             Some(h) => h.pieces.push(piece),
             None => held.push(Held { runtime, worker, tx: tx.clone(), pieces: vec![piece] }),
         }
-        None
-    })
+    });
+    None
 }

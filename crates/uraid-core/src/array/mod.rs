@@ -31,11 +31,11 @@ use crate::stripe::{HeadId, StripeCache, StripeKey};
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 use handle::{HeadState, Piece};
 use std::collections::VecDeque;
+use thiserror::Error;
 
 /// One entry per member, on the stack for arrays of up to 32 members (no allocation per head
 /// step on the hot path).
 pub(crate) type PerMember<T> = smallvec::SmallVec<[T; 32]>;
-use thiserror::Error;
 
 /// Full-stripe writes that may overtake a held-back partial-stripe write before it starts
 /// anyway (md's `preread_bypass_threshold`; md defaults to 1, which lets a sequential stream's
