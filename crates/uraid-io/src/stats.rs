@@ -23,6 +23,9 @@ pub struct EngineStats {
     pub reads_bypassed: u64,
     pub bytes_copied: u64,
     pub stripe_writes_full: u64,
+    /// Whole stripes written as one batch each (their heads' worth is in `stripe_writes_full`).
+    #[serde(default)]
+    pub stripe_batches: u64,
     pub stripe_writes_rmw: u64,
     pub stripe_writes_rcw: u64,
     pub stripe_writes_degraded: u64,
@@ -59,6 +62,7 @@ impl EngineStats {
             reads_bypassed: s.reads_bypassed,
             bytes_copied: s.bytes_copied,
             stripe_writes_full: s.stripe_writes_full,
+            stripe_batches: s.stripe_batches,
             stripe_writes_rmw: s.stripe_writes_rmw,
             stripe_writes_rcw: s.stripe_writes_rcw,
             stripe_writes_degraded: s.stripe_writes_degraded,

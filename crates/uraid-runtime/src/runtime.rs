@@ -447,6 +447,7 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         writes_bypassed: a.writes_bypassed + b.writes_bypassed,
         bytes_copied: a.bytes_copied + b.bytes_copied,
         stripe_writes_full: a.stripe_writes_full + b.stripe_writes_full,
+        stripe_batches: a.stripe_batches + b.stripe_batches,
         stripe_writes_rmw: a.stripe_writes_rmw + b.stripe_writes_rmw,
         stripe_writes_rcw: a.stripe_writes_rcw + b.stripe_writes_rcw,
         stripe_writes_degraded: a.stripe_writes_degraded + b.stripe_writes_degraded,

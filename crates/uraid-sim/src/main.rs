@@ -188,7 +188,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.writes_under_range
     );
     println!(
-        "  spares rebuilt: {}; checks with 0 mismatches: {}; lone writes at md's minimum I/O: {}",
-        t.spares_rebuilt, t.checks, t.io_count_checks
+        "  spares rebuilt: {}; checks with 0 mismatches: {}; lone writes at md's minimum I/O: {}; \
+         whole stripes written as batches: {}",
+        t.spares_rebuilt, t.checks, t.io_count_checks, t.stripe_batches
     );
 }

@@ -41,9 +41,10 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
         e.reads_bypassed, e.bytes_copied
     );
     println!(
-        "stripe writes: full {}  rmw {}  rcw {}  degraded {}   discards {}   \
-         read errors corrected {}   mismatch_cnt {}",
+        "stripe writes: full {} ({} whole stripes batched)  rmw {}  rcw {}  degraded {}   \
+         discards {}   read errors corrected {}   mismatch_cnt {}",
         e.stripe_writes_full,
+        e.stripe_batches,
         e.stripe_writes_rmw,
         e.stripe_writes_rcw,
         e.stripe_writes_degraded,

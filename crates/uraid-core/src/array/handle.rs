@@ -150,8 +150,12 @@ impl Array {
         self.cache.lookup(key).filter(|id| self.heads.contains_key(id))
     }
 
-    /// Takes a head for the piece; gives the piece back when no head is free.
+    /// Takes a head for the piece; gives the piece back when no head is free, or while its
+    /// stripe is being written as a batch (`batch_write`: its completion starts waiting work).
     fn start_piece(&mut self, key: StripeKey, piece: Piece) -> Result<(), Piece> {
+        if self.batches.writing(key.stripe) {
+            return Err(piece);
+        }
         let Some(id) = self.cache.get(key) else {
             return Err(piece);
         };
@@ -780,7 +784,7 @@ impl Array {
     }
 
     /// Starts delayed heads that full-stripe writes have overtaken too often (no starvation).
-    fn start_overtaken(&mut self) {
+    pub(super) fn start_overtaken(&mut self) {
         let now = self.full_stripe_writes;
         self.start_delayed_if(|since| now - since > super::PREREAD_BYPASS_THRESHOLD);
     }

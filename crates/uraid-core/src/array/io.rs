@@ -41,6 +41,8 @@ pub enum IoBuf {
     Bitmap { offset: usize },
     /// A partial parity log write's buffer (`ppl`).
     Log { index: usize },
+    /// A full-stripe batch's P (`parity` 0) or Q (1) (`batch_write`).
+    Batch { index: usize, parity: u8 },
 }
 
 /// Which part of the member an I/O addresses.
@@ -102,6 +104,9 @@ pub struct ArrayStats {
     /// Writes acknowledged once their partial parity log entries were durable, before their
     /// writes in place completed.
     pub writes_acked_when_logged: u64,
+    /// Whole stripes written as one batch each, with no stripe head (`stripe_writes_full`
+    /// counts their heads' worth too).
+    pub stripe_batches: u64,
     /// Full-stripe writes that went out inside a durable range of the log (a sequential
     /// stream's), with no log write of their own.
     pub writes_under_log_range: u64,

@@ -3,12 +3,15 @@
 //! A read inside a chunk on a healthy member goes straight to that member into the caller's
 //! buffer (no copy), unless the stripe head for it holds newer data. Everything else goes
 //! through stripe heads (`handle.rs`): writes are planned per head by `stripe::plan_write`
-//! (full stripe, rmw or rcw by the fewest reads), degraded reads by `stripe::plan_read`.
+//! (full stripe, rmw or rcw by the fewest reads), degraded reads by `stripe::plan_read`; but a
+//! stripe a write covers whole, with nothing else going on in it, is one batch with no head
+//! (`batch_write.rs`).
 //!
 //! The runtime loop: `submit_*`, then repeatedly take `next_io`, perform it with the buffer from
 //! `io_buf`/`io_buf_mut`, and report `complete_io`; finished requests come out of
 //! `take_completed`. Nothing here blocks, sleeps or reads a clock.
 
+mod batch_write;
 mod compute;
 mod direct_write;
 mod durability;
@@ -28,7 +31,7 @@ use crate::fast_hash::{HashMap, HashSet};
 use crate::geometry::Geometry;
 use crate::request::{split_by_chunk, split_by_head};
 use crate::stripe::{HeadId, StripeCache, StripeKey};
-use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
+use crate::units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
 use handle::{HeadState, Piece};
 use std::collections::VecDeque;
 use thiserror::Error;
@@ -121,6 +124,11 @@ enum Pending {
         slot: usize,
         member: DiskIndex,
     },
+    /// A member write of a full-stripe batch (`batch_write`).
+    Batch {
+        index: usize,
+        member: DiskIndex,
+    },
     /// A write-intent bitmap page write.
     Bitmap {
         member: DiskIndex,
@@ -179,6 +187,7 @@ pub struct Array {
     stats: ArrayStats,
     write_intent: Option<write_intent::WriteIntent>,
     ppl: Option<ppl::PartialParityLog>,
+    batches: batch_write::Batches,
 }
 
 impl Array {
@@ -224,6 +233,7 @@ impl Array {
             stats: ArrayStats::default(),
             write_intent: None,
             ppl: None,
+            batches: batch_write::Batches::default(),
         })
     }
 
@@ -303,11 +313,38 @@ impl Array {
         if self.raid0_direct() {
             self.direct_write(slot, sector, sectors, 0);
         } else {
-            self.add_head_pieces(slot, Kind::Write, 0, sector.0, sectors);
+            self.write_by_stripes(slot, sector.0, sectors);
         }
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
         self.start_delayed_when_idle();
+    }
+
+    /// Queues request `slot`'s write of `[sector, +sectors)`: the stripes it covers whole as
+    /// batches where they may be (`batch_write`), the rest on their stripe heads.
+    fn write_by_stripes(&mut self, slot: usize, sector: u64, sectors: u64) {
+        let stripe_sectors = self.geometry.stripe_data_sectors();
+        let end = sector + sectors;
+        // The start of what is not yet queued.
+        let mut heads_from = sector;
+        let mut whole = sector.div_ceil(stripe_sectors) * stripe_sectors;
+        while whole + stripe_sectors <= end {
+            let buf_offset = usize::try_from((whole - sector) * SECTOR_BYTES).expect("fits");
+            if self.try_batch_write(slot, StripeNumber(whole / stripe_sectors), buf_offset) {
+                self.add_write_pieces(slot, heads_from, whole);
+                heads_from = whole + stripe_sectors;
+            }
+            whole += stripe_sectors;
+        }
+        self.add_write_pieces(slot, heads_from, end);
+    }
+
+    /// Queues request `slot`'s write of array sectors `[from, to)` on their stripe heads.
+    fn add_write_pieces(&mut self, slot: usize, from: u64, to: u64) {
+        if from < to {
+            let buf_sector = from - self.request(slot).sector.0;
+            self.add_head_pieces(slot, Kind::Write, buf_sector, from, to - from);
+        }
     }
 
     /// Announces a batch of submissions (the block layer's plugging): until `unplug`,
@@ -359,6 +396,7 @@ impl Array {
             IoBuf::Zeros => &self.zeros[..len],
             IoBuf::Bitmap { offset } => self.bitmap_buf(offset, len),
             IoBuf::Log { index } => &self.log_buf(index)[..len],
+            IoBuf::Batch { index, parity } => &self.batch_parity_buf(index, parity)[..len],
         }
     }
 
@@ -372,8 +410,12 @@ impl Array {
             IoBuf::Head { head, member, offset } => {
                 &mut self.cache.head_mut(head).buffers[member.get()][offset..offset + len]
             }
-            IoBuf::None | IoBuf::Zeros | IoBuf::Bitmap { .. } | IoBuf::Log { .. } => {
-                assert_ne!(io.op, MemberOp::Read, "the bitmap and log are written, never read");
+            IoBuf::None
+            | IoBuf::Zeros
+            | IoBuf::Bitmap { .. }
+            | IoBuf::Log { .. }
+            | IoBuf::Batch { .. } => {
+                assert_ne!(io.op, MemberOp::Read, "engine-owned buffers are written, never read");
                 &mut []
             }
         }
@@ -397,6 +439,7 @@ impl Array {
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
             Pending::DirectWrite { slot, member } => self.direct_write_done(slot, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
+            Pending::Batch { index, member } => self.batch_write_done(index, member, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
             Pending::Log { member } => self.log_io_done(member, ok),

@@ -54,7 +54,7 @@ use crate::ppl::{
     LOG_HEADER_SECTORS, LogEntry, LogHeader, LogParity, MAX_LOG_ENTRIES, SectorMask, full_mask,
 };
 use crate::stripe::{HeadId, WriteMethod};
-use crate::units::{DiskIndex, Sector};
+use crate::units::{DiskIndex, Sector, StripeNumber};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// A stream's first range: member sectors ahead of its head (1 MiB).
@@ -342,10 +342,10 @@ impl Array {
         l.pending_range(key).then_some(Cover::Pending)
     }
 
-    /// Every data block of head `id`'s stripe, whole (ascending by member): the union of a
-    /// full-stripe write.
-    fn whole_stripe_modified(&self, id: HeadId) -> Vec<(usize, SectorMask)> {
-        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+    /// Every data block of `stripe`, whole (ascending by member): the union of a full-stripe
+    /// write.
+    fn whole_stripe_modified(&self, stripe: StripeNumber) -> Vec<(usize, SectorMask)> {
+        let map = self.geometry.stripe_map(stripe);
         let mut modified: Vec<(usize, SectorMask)> =
             map.data_disk.iter().map(|d| (d.get(), full_mask(self.unit_sectors))).collect();
         modified.sort_unstable_by_key(|m| m.0);
@@ -356,12 +356,54 @@ impl Array {
     /// (a later partial write's entry covers every data block) and keeps the rings busy.
     fn mark_ranged(&mut self, id: HeadId) {
         let key = self.head_member_range(id).0;
-        let modified = self.whole_stripe_modified(id);
+        let modified = self.whole_stripe_modified(self.cache.head(id).key.stripe);
+        self.mark_ranged_at(key, modified);
+    }
+
+    fn mark_ranged_at(&mut self, key: u64, modified: Vec<(usize, SectorMask)>) {
         let l = self.ppl.as_mut().expect("a log");
         let live = l.live.entry(key).or_insert_with(|| Live { ranged: true, ..Live::default() });
         live.modified = modified;
         live.writing += 1;
         l.on_ring.insert(key);
+    }
+
+    /// A batch of full-stripe writes (`batch_write`) to the heads of `stripe` at member
+    /// sectors `[start, +sectors)`: true if it may go now, every head there being inside a
+    /// durable range (they count as written under it until `log_batch_done`, which keeps a
+    /// reset waiting for them); false if one is not, and the write goes through the heads,
+    /// which log what it needs.
+    pub(super) fn log_admit_batch(
+        &mut self,
+        stripe: StripeNumber,
+        start: u64,
+        sectors: u64,
+    ) -> bool {
+        let Some(l) = self.ppl.as_ref() else { return true };
+        let unit = self.unit_sectors;
+        let keys = (start..start + sectors).step_by(usize::try_from(unit).expect("fits"));
+        let covered = |k: u64| l.durable_range(k) && l.live.get(&k).is_none_or(|v| v.ranged);
+        if l.reset != Reset::No || !keys.clone().all(covered) {
+            return false;
+        }
+        let modified = self.whole_stripe_modified(stripe);
+        let heads = usize::try_from(sectors / unit).expect("fits");
+        for key in keys {
+            self.mark_ranged_at(key, modified.clone());
+        }
+        self.ppl.as_mut().expect("checked").writing += heads;
+        self.stats.writes_under_log_range += heads as u64;
+        true
+    }
+
+    /// A batch admitted by `log_admit_batch` has written.
+    pub(super) fn log_batch_done(&mut self, start: u64, sectors: u64) {
+        let unit = self.unit_sectors;
+        let Some(l) = self.ppl.as_mut() else { return };
+        for key in (start..start + sectors).step_by(usize::try_from(unit).expect("fits")) {
+            l.live.get_mut(&key).expect("a batch's head is live").writing -= 1;
+            l.writing -= 1;
+        }
     }
 
     /// The heads a full-stripe write at `key` logs a range for (1: its own entry only). A
@@ -454,7 +496,7 @@ impl Array {
             // Logged too, block-less (as md's PPL does): a replay recomputes the parity from
             // the data, so that a torn full-stripe write on an array that is (or becomes)
             // degraded leaves P and Q consistent with each other and with what is there.
-            entry.modified = self.whole_stripe_modified(id);
+            entry.modified = self.whole_stripe_modified(self.cache.head(id).key.stripe);
         } else {
             for p in self.batch(id).iter().filter(|p| p.kind == super::Kind::Write) {
                 for b in &p.blocks {

@@ -291,6 +291,24 @@ impl Array {
         false
     }
 
+    /// As `write_intent_admit` for a write that does not wait (`batch_write`): true if its
+    /// chunks are ready (now counted as written); false if not (the bits are asked for, and
+    /// the write goes through stripe heads, which wait for them).
+    pub(super) fn write_intent_try(&mut self, sector: u64, sectors: u64) -> bool {
+        let Some(wi) = self.write_intent.as_mut() else { return true };
+        let chunks = wi.chunks_of(sector, sectors);
+        for c in chunks.clone() {
+            wi.want(c);
+        }
+        if !chunks.clone().all(|c| wi.ready(c)) {
+            return false;
+        }
+        for c in chunks {
+            *wi.writing.entry(c).or_default() += 1;
+        }
+        true
+    }
+
     /// After head writes to `[sector, +sectors)` complete.
     pub(super) fn write_intent_done(&mut self, sector: u64, sectors: u64) {
         let Some(wi) = self.write_intent.as_mut() else { return };

@@ -117,6 +117,23 @@ impl StripeCache {
         self.by_key.get(&key).copied()
     }
 
+    /// Drops an inactive head's cached stripe (its blocks would go stale: the stripe is being
+    /// written around the cache). False, and nothing changes, if the head is held.
+    pub fn forget(&mut self, key: StripeKey) -> bool {
+        let Some(&id) = self.by_key.get(&key) else { return true };
+        if self.head(id).users > 0 {
+            return false;
+        }
+        self.lru.remove(id.0);
+        self.by_key.remove(&key);
+        if self.allocated > self.capacity {
+            self.free_slot(id); // the pool is shrinking
+        } else {
+            self.free.push(id);
+        }
+        true
+    }
+
     /// Releases one hold. The last one puts the head on the LRU, or frees it while the pool is
     /// shrinking.
     pub fn put(&mut self, id: HeadId) {

@@ -1,0 +1,229 @@
+//! Full-stripe writes in batches (md's stripe batching: raid5.c's `batch_head`). A write that
+//! covers every data chunk of a stripe needs no reads and no cached blocks: its parity comes
+//! from the request's buffer alone. Through stripe heads it would still cost a head per
+//! `stripe_size` unit (64 for a MiB at 4 KiB) and a member I/O per unit and member; md chains
+//! such heads so that one handles them all. Here the whole stripe is one batch: parity computed
+//! once over the chunk, one member write per member (data straight from the request's buffer,
+//! P and Q from a pooled buffer), no head taken.
+//!
+//! Only where nothing else is going on in the stripe: every member healthy and in sync there,
+//! no head of the stripe held or waited for (cached idle heads are dropped: their blocks
+//! would go stale), its write-intent bits durable and, with the partial parity log, every
+//! head inside a durable range (a sequential stream's). Otherwise the write goes through the
+//! heads as before, which set bits and log ranges, so that the stream's next stripes batch.
+//! While a batch is in flight no head of its stripe starts (`start_piece` waits for it), so a
+//! later write or a degraded read of the stripe never sees it half written.
+
+use super::{Array, ArrayError, IoArea, IoBuf, MemberIo, MemberOp, Pending, PerMember};
+use crate::buffer::BlockBuf;
+use crate::geometry::DiskRole;
+use crate::layout::Level;
+use crate::stripe::StripeKey;
+use crate::units::{DiskIndex, SECTOR_BYTES, StripeNumber};
+
+/// Parity buffers kept for reuse (each a chunk): enough for a queue of batches in flight.
+const PARITY_BUFFERS_KEPT: usize = 32;
+
+pub(super) struct BatchWrite {
+    slot: usize,
+    stripe: StripeNumber,
+    outstanding: usize,
+    /// P, then Q on RAID6.
+    parity: Vec<BlockBuf>,
+}
+
+/// The batches in flight, by index (`Pending::Batch`, `IoBuf::Batch`).
+#[derive(Default)]
+pub(super) struct Batches {
+    slots: Vec<Option<BatchWrite>>,
+    free_slots: Vec<usize>,
+    /// Stripes with a batch in flight.
+    stripes: crate::fast_hash::HashMap<u64, usize>,
+    spare_parity: Vec<BlockBuf>,
+}
+
+impl Batches {
+    pub(super) fn writing(&self, stripe: StripeNumber) -> bool {
+        !self.stripes.is_empty() && self.stripes.contains_key(&stripe.0)
+    }
+}
+
+impl Array {
+    /// Writes request `slot`'s whole stripe `stripe` (at byte `buf_offset` of its buffer) as
+    /// one batch if nothing else is going on there; false if it must go through the heads.
+    pub(super) fn try_batch_write(
+        &mut self,
+        slot: usize,
+        stripe: StripeNumber,
+        buf_offset: usize,
+    ) -> bool {
+        if !self.batch_allowed(slot, stripe) {
+            return false;
+        }
+        let chunk = self.geometry.chunk_sectors();
+        let start = stripe.0 * chunk;
+        if !self.write_intent_try(start, chunk) {
+            return false;
+        }
+        if !self.log_admit_batch(stripe, start, chunk) {
+            self.write_intent_done(start, chunk);
+            return false;
+        }
+        for unit in 0..self.units_per_chunk() {
+            let forgotten = self.cache.forget(StripeKey { stripe, unit });
+            debug_assert!(forgotten, "checked: no head of the stripe is held");
+        }
+        let parity = self.batch_parity(slot, stripe, buf_offset);
+        let heads = self.units_per_chunk();
+        self.stats.stripe_writes_full += u64::from(heads);
+        self.stats.stripe_batches += 1;
+        self.full_stripe_writes += u64::from(heads);
+        let index = self.batches.free_slots.pop().unwrap_or(self.batches.slots.len());
+        if index == self.batches.slots.len() {
+            self.batches.slots.push(None);
+        }
+        let chunk_bytes = usize::try_from(chunk * SECTOR_BYTES).expect("a chunk fits");
+        let bufs: PerMember<IoBuf> = self
+            .geometry
+            .stripe_map(stripe)
+            .roles
+            .iter()
+            .map(|role| match *role {
+                DiskRole::Data { slot: data_slot, .. } => IoBuf::Request {
+                    slot,
+                    offset: buf_offset + usize::from(data_slot) * chunk_bytes,
+                },
+                DiskRole::P => IoBuf::Batch { index, parity: 0 },
+                DiskRole::Q => IoBuf::Batch { index, parity: 1 },
+            })
+            .collect();
+        let fua = self.request(slot).fua;
+        let members = bufs.len();
+        for (m, buf) in bufs.into_iter().enumerate() {
+            let member = DiskIndex(m as u16);
+            let tag = self.new_tag();
+            self.queue.push_back(MemberIo {
+                tag,
+                member,
+                op: MemberOp::Write,
+                sector: crate::Sector(start),
+                sectors: chunk,
+                buf,
+                fua,
+                area: IoArea::Data,
+            });
+            self.inflight.insert(tag, Pending::Batch { index, member });
+        }
+        self.batches.slots[index] = Some(BatchWrite { slot, stripe, outstanding: members, parity });
+        self.batches.stripes.insert(stripe.0, index);
+        self.request_mut(slot).outstanding += 1;
+        self.start_overtaken();
+        true
+    }
+
+    fn units_per_chunk(&self) -> u32 {
+        u32::try_from(self.geometry.chunk_sectors() / self.unit_sectors).expect("fits")
+    }
+
+    /// Whether stripe `stripe` may be written as one batch now (see the module docs; the
+    /// bitmap and the log are asked last, as they count the write when they agree).
+    fn batch_allowed(&self, slot: usize, stripe: StripeNumber) -> bool {
+        let chunk = self.geometry.chunk_sectors();
+        let (start, end) = (stripe.0 * chunk, (stripe.0 + 1) * chunk);
+        self.geometry.level() != Level::Raid0
+            && !self.request(slot).zeroes
+            && !self.batches.writing(stripe)
+            && (0..self.failed.len()).all(|m| self.in_sync_range(m, start, end))
+            && (0..self.units_per_chunk()).all(|unit| {
+                let key = StripeKey { stripe, unit };
+                self.held_head(key).is_none() && !self.waiting_keys.contains_key(&key)
+            })
+    }
+
+    /// P (and Q) of the stripe's data, all in the request's buffer from `buf_offset`.
+    fn batch_parity(
+        &mut self,
+        slot: usize,
+        stripe: StripeNumber,
+        buf_offset: usize,
+    ) -> Vec<BlockBuf> {
+        let chunk_bytes =
+            usize::try_from(self.geometry.chunk_sectors() * SECTOR_BYTES).expect("fits");
+        let raid6 = self.geometry.level() == Level::Raid6;
+        let mut take = || {
+            self.batches
+                .spare_parity
+                .pop()
+                .filter(|b| b.len() == chunk_bytes)
+                .unwrap_or_else(|| BlockBuf::zeroed(chunk_bytes))
+        };
+        let mut p = take();
+        let mut q = raid6.then(take);
+        let map = self.geometry.stripe_map(stripe);
+        let buf = &self.request(slot).buf;
+        let data = |slot: usize| {
+            let at = buf_offset + slot * chunk_bytes;
+            &buf[at..at + chunk_bytes]
+        };
+        if let Some(q) = q.as_mut() {
+            let sources: PerMember<Option<&[u8]>> = map
+                .syndrome
+                .iter()
+                .map(|d| {
+                    d.map(|d| match map.roles[d.get()] {
+                        DiskRole::Data { slot, .. } => data(usize::from(slot)),
+                        DiskRole::P | DiskRole::Q => unreachable!("the syndrome holds data"),
+                    })
+                })
+                .collect();
+            uraid_parity::gen_syndrome(&mut p, q, &sources);
+        } else {
+            let sources: PerMember<&[u8]> = (0..map.data_disk.len()).map(data).collect();
+            uraid_parity::xor_gen(&mut p, &sources);
+        }
+        let mut parity = vec![p];
+        parity.extend(q);
+        parity
+    }
+
+    /// The bytes a batch's parity write sends.
+    pub(super) fn batch_parity_buf(&self, index: usize, parity: u8) -> &[u8] {
+        let batch = self.batches.slots[index].as_ref().expect("a batch in flight");
+        &batch.parity[usize::from(parity)]
+    }
+
+    /// A batch's member write completed. A failed write fails its member (the stripe stays
+    /// consistent: parity was computed over all the new data); the write fails only if that
+    /// takes the array beyond its redundancy. When all are done, heads waiting for the
+    /// stripe start.
+    pub(super) fn batch_write_done(&mut self, index: usize, member: DiskIndex, ok: bool) {
+        let batch = self.batches.slots[index].as_mut().expect("a batch in flight");
+        let slot = batch.slot;
+        batch.outstanding -= 1;
+        let finished = batch.outstanding == 0;
+        if !ok {
+            self.failed[member.get()] = true;
+            if self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded() {
+                self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
+            }
+        }
+        if !finished {
+            return;
+        }
+        let batch = self.batches.slots[index].take().expect("a batch in flight");
+        self.batches.free_slots.push(index);
+        self.batches.stripes.remove(&batch.stripe.0);
+        for p in batch.parity {
+            if self.batches.spare_parity.len() < PARITY_BUFFERS_KEPT {
+                self.batches.spare_parity.push(p);
+            }
+        }
+        let chunk = self.geometry.chunk_sectors();
+        let start = batch.stripe.0 * chunk;
+        self.write_intent_done(start, chunk);
+        self.log_batch_done(start, chunk);
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+        self.start_waiting();
+    }
+}
