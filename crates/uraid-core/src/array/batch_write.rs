@@ -203,7 +203,7 @@ impl Array {
         let finished = batch.outstanding == 0;
         if !ok {
             self.failed[member.get()] = true;
-            if self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded() {
+            if self.beyond_redundancy() {
                 self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
             }
         }

@@ -88,7 +88,7 @@ impl Array {
     pub(super) fn flush_done(&mut self, slot: usize, member: DiskIndex, ok: bool) {
         if !ok {
             self.failed[member.get()] = true;
-            if self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded() {
+            if self.beyond_redundancy() {
                 self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
             }
         }

@@ -505,7 +505,7 @@ impl Array {
         } else {
             self.failed[member.get()] = true;
         }
-        let too_many = self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded();
+        let too_many = self.beyond_redundancy();
         let newly_lost = self.lost_since_planned(id);
         let st = self.state(id);
         match &mut st.phase {

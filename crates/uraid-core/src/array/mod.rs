@@ -589,6 +589,11 @@ impl Array {
         self.queue.push_back(io);
     }
 
+    /// More members failed than the level survives.
+    fn beyond_redundancy(&self) -> bool {
+        self.failed.iter().filter(|f| **f).count() > self.geometry.max_degraded()
+    }
+
     fn new_tag(&mut self) -> IoTag {
         self.inflight.new_tag()
     }

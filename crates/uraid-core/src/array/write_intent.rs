@@ -273,30 +273,22 @@ impl Array {
     /// chunks are counted as written); false if it waits for a bitmap generation (the head is
     /// parked in `Phase::BitmapWait` and `start_writing` is called again for it).
     pub(super) fn write_intent_admit(&mut self, id: HeadId, sector: u64, sectors: u64) -> bool {
-        let Some(wi) = self.write_intent.as_mut() else { return true };
-        let chunks = wi.chunks_of(sector, sectors);
-        // Wanting a chunk cancels a clear not yet applied, which may make it ready at once:
-        // parking then would wait for a generation that never comes (found by the simulator).
-        for c in chunks.clone() {
-            wi.want(c);
-        }
-        if chunks.clone().all(|c| wi.ready(c)) {
-            for c in chunks {
-                *wi.writing.entry(c).or_default() += 1;
-            }
+        if self.write_intent_try(sector, sectors) {
             return true;
         }
-        wi.waiters.push(id);
+        self.write_intent.as_mut().expect("only a bitmap refuses").waiters.push(id);
         self.state(id).phase = Phase::BitmapWait;
         false
     }
 
-    /// As `write_intent_admit` for a write that does not wait (`batch_write`): true if its
-    /// chunks are ready (now counted as written); false if not (the bits are asked for, and
-    /// the write goes through stripe heads, which wait for them).
+    /// Whether writes to member sectors `[sector, +sectors)` may go now: true if their chunks
+    /// are ready (now counted as written); false if not (their bits are asked for; a head
+    /// then waits for them, a batch goes through its heads instead).
     pub(super) fn write_intent_try(&mut self, sector: u64, sectors: u64) -> bool {
         let Some(wi) = self.write_intent.as_mut() else { return true };
         let chunks = wi.chunks_of(sector, sectors);
+        // Wanting a chunk cancels a clear not yet applied, which may make it ready at once:
+        // parking then would wait for a generation that never comes (found by the simulator).
         for c in chunks.clone() {
             wi.want(c);
         }
