@@ -4,33 +4,11 @@
 
 mod common;
 
-use common::{Mem, array, pattern, read, run, write};
-use uraid_core::array::{Array, ArrayError, MemberIo, MemberOp, ReqId, SyncKind};
+use common::{Mem, array, assert_consistent, assert_rebuilds, pattern, read, run, write};
+use uraid_core::array::{Array, ArrayError, MemberIo, MemberOp, ReqId};
 use uraid_core::{DiskIndex, Level, Sector};
 
-const CHUNK: u64 = 64 << 10;
-
-/// No parity mismatch on the first `stripes` stripes (md's check).
-fn assert_consistent(a: &mut Array, mem: &mut Mem, stripes: u64) {
-    let before = a.mismatches().1;
-    a.submit_sync(ReqId(9_000), SyncKind::Check, Sector(0), stripes * CHUNK / 512);
-    for (_, r, _) in run(a, mem) {
-        r.unwrap();
-    }
-    assert_eq!(a.mismatches().1, before, "parity matches the data");
-}
-
-/// Every data block of the first `stripes` stripes, read with each member failed in turn
-/// (rebuilt from parity), is `data`.
-fn assert_rebuilds(level: Level, members: usize, mem: &mut Mem, stripes: u64, data: &[u8]) {
-    for failed in 0..members {
-        let mut a = array(level, members, CHUNK, 4096);
-        a.fail_member(DiskIndex(failed as u16));
-        let bytes = usize::try_from(stripes * CHUNK).unwrap()
-            * (members - usize::from(level.max_degraded()));
-        assert_eq!(read(&mut a, mem, 0, bytes), data, "member {failed} failed");
-    }
-}
+const CHUNK: u64 = common::CHUNK_64K;
 
 #[test]
 fn a_whole_stripe_is_one_write_per_member_and_no_read() {

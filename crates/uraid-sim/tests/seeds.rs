@@ -41,7 +41,7 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
     assert!(total.log_replays > 1000, "{total:?}");
     assert!(total.acked_when_logged > 50_000, "{total:?}");
     assert!(total.writes_under_range > 5_000 && total.range_resyncs > 1_000, "{total:?}");
-    // Whole stripes written as batches, no stripe head (2000 seeds: 3,613 of them).
+    // Whole stripes written as batches, no stripe head (2000 seeds: 12,148 of them).
     assert!(total.stripe_batches > 1_000, "{total:?}");
 }
 
@@ -73,10 +73,15 @@ fn a_seed_replays_exactly() {
 }
 
 fn first_failure(sabotage: Sabotage) -> Option<String> {
+    first_failure_where(sabotage, |_| true)
+}
+
+/// The first failure among seeds 0..200 run with `sabotage` that `wanted` accepts.
+fn first_failure_where(sabotage: Sabotage, wanted: impl Fn(&str) -> bool) -> Option<String> {
     (0..200).find_map(|seed| {
         let mut cfg = SimConfig::from_seed(seed, true);
         cfg.sabotage = Some(sabotage);
-        Sim::new(cfg).run().err().map(|f| f.to_string())
+        Sim::new(cfg).run().err().map(|f| f.to_string()).filter(|f| wanted(f))
     })
 }
 
@@ -94,8 +99,11 @@ fn a_restart_that_skips_the_log_replay_is_caught() {
 
 #[test]
 fn a_restart_that_skips_the_ranges_resync_is_caught() {
-    let failure = first_failure(Sabotage::NoRangeResync).expect("caught");
-    assert!(failure.contains("after the power cut"), "{failure}");
+    // Some seeds catch it first as parity left inconsistent (the final check); others as a
+    // lost member's block rebuilt wrong after the cut, which is what the resync is for.
+    let failure =
+        first_failure_where(Sabotage::NoRangeResync, |f| f.contains("after the power cut"));
+    assert!(failure.is_some(), "caught after a power cut");
 }
 
 #[test]

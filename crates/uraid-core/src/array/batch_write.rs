@@ -8,12 +8,14 @@
 //!
 //! Only where nothing else is going on in the stripe: every member healthy and in sync there,
 //! no head of the stripe held or waited for (cached idle heads are dropped: their blocks
-//! would go stale), its write-intent bits durable and, with the partial parity log, every
-//! head inside a durable range (a sequential stream's). Otherwise the write goes through the
-//! heads as before, which set bits and log ranges, so that the stream's next stripes batch.
-//! While a batch is in flight no head of its stripe starts (`start_piece` waits for it), so a
-//! later write or a degraded read of the stripe never sees it half written.
+//! would go stale) and its write-intent bits durable. Otherwise the write goes through the
+//! heads as before, which set bits, so that the stream's next stripes batch. With the partial
+//! parity log, a batch outside a durable range first logs its range and waits for it
+//! (`ppl::batch`). While a batch is held or in flight no head of its stripe starts
+//! (`start_piece` waits for it), so a later write or a degraded read of the stripe never sees
+//! it half written.
 
+use super::ppl::BatchAdmit;
 use super::{Array, ArrayError, IoArea, IoBuf, MemberIo, MemberOp, Pending, PerMember};
 use crate::buffer::BlockBuf;
 use crate::geometry::DiskRole;
@@ -27,6 +29,7 @@ const PARITY_BUFFERS_KEPT: usize = 32;
 pub(super) struct BatchWrite {
     slot: usize,
     stripe: StripeNumber,
+    /// Member writes in flight (none while it waits for the log).
     outstanding: usize,
     /// P, then Q on RAID6.
     parity: Vec<BlockBuf>,
@@ -49,14 +52,9 @@ impl Batches {
 }
 
 impl Array {
-    /// Writes request `slot`'s whole stripe `stripe` (at byte `buf_offset` of its buffer) as
-    /// one batch if nothing else is going on there; false if it must go through the heads.
-    pub(super) fn try_batch_write(
-        &mut self,
-        slot: usize,
-        stripe: StripeNumber,
-        buf_offset: usize,
-    ) -> bool {
+    /// Writes request `slot`'s whole stripe `stripe` as one batch if nothing else is going on
+    /// there (now, or once the log holds its range); false if it must go through the heads.
+    pub(super) fn try_batch_write(&mut self, slot: usize, stripe: StripeNumber) -> bool {
         if !self.batch_allowed(slot, stripe) {
             return false;
         }
@@ -65,7 +63,17 @@ impl Array {
         if !self.write_intent_try(start, chunk) {
             return false;
         }
-        if !self.log_admit_batch(stripe, start, chunk) {
+        let index = self.batches.free_slots.pop().unwrap_or(self.batches.slots.len());
+        if index == self.batches.slots.len() {
+            self.batches.slots.push(None);
+        }
+        // Parity is filled in below; the log may look the batch's stripe up meanwhile.
+        let parity = Vec::new();
+        self.batches.slots[index] = Some(BatchWrite { slot, stripe, outstanding: 0, parity });
+        let admit = self.log_admit_batch(index, stripe);
+        if admit == BatchAdmit::Heads {
+            self.batches.slots[index] = None;
+            self.batches.free_slots.push(index);
             self.write_intent_done(start, chunk);
             return false;
         }
@@ -73,15 +81,31 @@ impl Array {
             let forgotten = self.cache.forget(StripeKey { stripe, unit });
             debug_assert!(forgotten, "checked: no head of the stripe is held");
         }
-        let parity = self.batch_parity(slot, stripe, buf_offset);
+        let parity = self.batch_parity(slot, stripe);
         let heads = self.units_per_chunk();
         self.stats.stripe_writes_full += u64::from(heads);
         self.stats.stripe_batches += 1;
         self.full_stripe_writes += u64::from(heads);
-        let index = self.batches.free_slots.pop().unwrap_or(self.batches.slots.len());
-        if index == self.batches.slots.len() {
-            self.batches.slots.push(None);
+        let batch = self.batches.slots[index].as_mut().expect("just made");
+        batch.parity = parity;
+        self.batches.stripes.insert(stripe.0, index);
+        self.request_mut(slot).outstanding += 1;
+        if admit == BatchAdmit::Now {
+            self.release_batch(index);
         }
+        self.start_overtaken();
+        true
+    }
+
+    /// Queues batch `index`'s member writes: data straight from the request's buffer, P and Q
+    /// from the batch's. A member that failed while the batch waited for the log is left out
+    /// (the others make the stripe whole: parity is over all the new data).
+    pub(super) fn release_batch(&mut self, index: usize) {
+        let batch = self.batches.slots[index].as_ref().expect("a batch held");
+        let (slot, stripe) = (batch.slot, batch.stripe);
+        let chunk = self.geometry.chunk_sectors();
+        let start = stripe.0 * chunk;
+        let buf_offset = self.batch_buf_offset(slot, stripe);
         let chunk_bytes = usize::try_from(chunk * SECTOR_BYTES).expect("a chunk fits");
         let bufs: PerMember<IoBuf> = self
             .geometry
@@ -98,8 +122,11 @@ impl Array {
             })
             .collect();
         let fua = self.request(slot).fua;
-        let members = bufs.len();
+        let mut outstanding = 0;
         for (m, buf) in bufs.into_iter().enumerate() {
+            if self.failed[m] {
+                continue;
+            }
             let member = DiskIndex(m as u16);
             let tag = self.new_tag();
             self.queue.push_back(MemberIo {
@@ -113,12 +140,27 @@ impl Array {
                 area: IoArea::Data,
             });
             self.inflight.insert(tag, Pending::Batch { index, member });
+            outstanding += 1;
         }
-        self.batches.slots[index] = Some(BatchWrite { slot, stripe, outstanding: members, parity });
-        self.batches.stripes.insert(stripe.0, index);
-        self.request_mut(slot).outstanding += 1;
-        self.start_overtaken();
-        true
+        self.batches.slots[index].as_mut().expect("a batch held").outstanding = outstanding;
+        if self.beyond_redundancy() {
+            self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
+        }
+        if outstanding == 0 {
+            self.batch_finished(index);
+        }
+    }
+
+    /// Where `stripe`'s data starts in request `slot`'s buffer.
+    fn batch_buf_offset(&self, slot: usize, stripe: StripeNumber) -> usize {
+        let array_sector = stripe.0 * self.geometry.stripe_data_sectors();
+        let from = array_sector - self.request(slot).sector.0;
+        usize::try_from(from * SECTOR_BYTES).expect("fits")
+    }
+
+    /// The stripe batch `index` writes.
+    pub(super) fn batch_stripe(&self, index: usize) -> StripeNumber {
+        self.batches.slots[index].as_ref().expect("a batch held").stripe
     }
 
     fn units_per_chunk(&self) -> u32 {
@@ -141,12 +183,8 @@ impl Array {
     }
 
     /// P (and Q) of the stripe's data, all in the request's buffer from `buf_offset`.
-    fn batch_parity(
-        &mut self,
-        slot: usize,
-        stripe: StripeNumber,
-        buf_offset: usize,
-    ) -> Vec<BlockBuf> {
+    fn batch_parity(&mut self, slot: usize, stripe: StripeNumber) -> Vec<BlockBuf> {
+        let buf_offset = self.batch_buf_offset(slot, stripe);
         let chunk_bytes =
             usize::try_from(self.geometry.chunk_sectors() * SECTOR_BYTES).expect("fits");
         let raid6 = self.geometry.level() == Level::Raid6;
@@ -207,10 +245,15 @@ impl Array {
                 self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
             }
         }
-        if !finished {
-            return;
+        if finished {
+            self.batch_finished(index);
         }
+    }
+
+    /// Every member write of batch `index` is done: heads waiting for its stripe start.
+    fn batch_finished(&mut self, index: usize) {
         let batch = self.batches.slots[index].take().expect("a batch in flight");
+        let slot = batch.slot;
         self.batches.free_slots.push(index);
         self.batches.stripes.remove(&batch.stripe.0);
         for p in batch.parity {
@@ -221,7 +264,7 @@ impl Array {
         let chunk = self.geometry.chunk_sectors();
         let start = batch.stripe.0 * chunk;
         self.write_intent_done(start, chunk);
-        self.log_batch_done(start, chunk);
+        self.log_batch_done(batch.stripe);
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
         self.start_waiting();

@@ -198,7 +198,7 @@ impl Array {
     /// count: no client waits on them to send more, so holding for them only adds their latency.
     fn others_busy(&self) -> bool {
         // (`inflight` holds every I/O issued, the queued ones too.)
-        self.plugged || self.inflight.len() > self.background_ios
+        self.plugged || self.inflight.len() > self.background_ios || self.log_holds_batches()
     }
 
     /// Handles the heads that received pieces since the last call. Whether other I/O is busy

@@ -329,8 +329,7 @@ impl Array {
         let mut heads_from = sector;
         let mut whole = sector.div_ceil(stripe_sectors) * stripe_sectors;
         while whole + stripe_sectors <= end {
-            let buf_offset = usize::try_from((whole - sector) * SECTOR_BYTES).expect("fits");
-            if self.try_batch_write(slot, StripeNumber(whole / stripe_sectors), buf_offset) {
+            if self.try_batch_write(slot, StripeNumber(whole / stripe_sectors)) {
                 self.add_write_pieces(slot, heads_from, whole);
                 heads_from = whole + stripe_sectors;
             }
@@ -368,8 +367,9 @@ impl Array {
     fn start_delayed_when_idle(&mut self) {
         // Writes in place of acknowledged batches (`ppl::ack_logged_writes`) hold no client
         // back: they do not keep held writes waiting either.
-        let nothing_in_flight =
-            self.inflight.len() <= self.background_ios && self.deferred.is_empty();
+        let nothing_in_flight = self.inflight.len() <= self.background_ios
+            && self.deferred.is_empty()
+            && !self.log_holds_batches();
         if nothing_in_flight && !self.plugged {
             self.start_delayed();
         } else if nothing_in_flight && !self.waiting.is_empty() {

@@ -35,7 +35,9 @@
 //! head of a live range (`crate::ppl::resynced_parity`) but those with a newer entry of their
 //! own, so a range never covers a head with an older one on the rings (it ends before the
 //! first), a head with one logs again, and a stream that would make a fifth range live
-//! resets the log first: a replay resyncs about 1 GiB a member at most.
+//! resets the log first: a replay resyncs about 1 GiB a member at most. Whole stripes
+//! written as batches (no heads) log the same way, and wait for their range rather than
+//! fall back to heads (`batch`).
 //!
 //! Retiring the log. Each engine has a ring per member. A reset waits for every logged write
 //! to complete, flushes every member, and writes an empty header with the new tail at the
@@ -57,6 +59,9 @@ use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector, StripeNumber};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+mod batch;
+pub(super) use batch::BatchAdmit;
+
 /// A stream's first range: member sectors ahead of its head (1 MiB).
 const FIRST_RANGE_SECTORS: u64 = 2048;
 /// A range for a stream that ran into one (256 MiB a member).
@@ -74,10 +79,18 @@ pub struct PartialParityLogConfig {
     pub epoch: u64,
 }
 
-/// A head waiting for the next generation: its entries (recomputed after a reset, whose
-/// flush makes blocks of its union durable) and whether it is a discard.
+/// What a log write is for: a stripe head's writes, or a batch of full-stripe writes
+/// (`batch_write`, by index) whose range it logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Owner {
+    Head(HeadId),
+    Batch(usize),
+}
+
+/// A head (or batch) waiting for the next generation: its entries (recomputed after a reset,
+/// whose flush makes blocks of its union durable) and whether it is a discard.
 struct Waiting {
-    id: HeadId,
+    owner: Owner,
     discard: bool,
     entries: Entries,
     /// `write_reads` when it was admitted: heads whose reads started before may join its
@@ -127,8 +140,8 @@ pub(super) struct PartialParityLog {
     on_ring: HashSet<u64>,
     /// Durable ranges since the last reset: start -> end (member sectors; disjoint).
     ranges: BTreeMap<u64, u64>,
-    /// Ranges waiting for their generation: start -> (end, the head that logs it).
-    pending_ranges: BTreeMap<u64, (u64, HeadId)>,
+    /// Ranges waiting for their generation: start -> (end, the head or batch that logs it).
+    pending_ranges: BTreeMap<u64, (u64, Owner)>,
     /// Heads whose entries for the current batch are durable (and whether they count in
     /// `live`).
     logged: std::collections::BTreeMap<HeadId, bool>,
@@ -139,9 +152,9 @@ pub(super) struct PartialParityLog {
     flush_waiters: Vec<(usize, u64)>,
     /// The run's first reset has written its headers: writes that need no entry go at once.
     started: bool,
-    /// The generation in flight: writes outstanding, its heads (and whether each counts in
-    /// `live`).
-    in_flight: Option<(usize, Vec<(HeadId, bool)>)>,
+    /// The generation in flight: writes outstanding, its heads and batches (and whether each
+    /// head counts in `live`).
+    in_flight: Option<(usize, Vec<(Owner, bool)>)>,
     /// The buffers of the log writes in flight (`IoBuf::Log` indexes them).
     writes: Vec<BlockBuf>,
     reset: Reset,
@@ -217,7 +230,10 @@ impl Array {
         let waiting: Vec<String> = l
             .waiting
             .iter()
-            .map(|w| format!("{:?} {:?}", w.id, self.heads.get(&w.id).map(|st| st.phase)))
+            .map(|w| match w.owner {
+                Owner::Head(id) => format!("{id:?} {:?}", self.heads.get(&id).map(|st| st.phase)),
+                Owner::Batch(index) => format!("batch {index}"),
+            })
             .collect();
         Some(format!(
             "reset {:?} (resets {}), waiting {waiting:?}, in flight {:?}, writing {}, logged {:?}, \
@@ -247,6 +263,16 @@ impl Array {
                 || matches!(l.reset, Reset::Flushing(_) | Reset::Headers(_))
                 || (l.reset == Reset::Draining && l.writing == 0)
         })
+    }
+
+    /// Whether whole-stripe batches wait for a log generation: a stream about to go out, so
+    /// the array is not idle (a partial stripe held at a request's end waits for the next
+    /// request rather than start with reads). Heads waiting do not count: with random
+    /// writes some always wait, and held partial stripes would wait for good.
+    pub(super) fn log_holds_batches(&self) -> bool {
+        self.ppl
+            .as_ref()
+            .is_some_and(|l| l.waiting.iter().any(|w| matches!(w.owner, Owner::Batch(_))))
     }
 
     /// Data members a partial-stripe write must also read for its entry: blocks written
@@ -289,7 +315,8 @@ impl Array {
                 self.stats.writes_under_log_range += 1;
                 let l = self.ppl.as_mut().expect("checked");
                 let entries = Vec::new();
-                l.waiting.push(Waiting { id, discard, entries, after, ranged: true });
+                let owner = Owner::Head(id);
+                l.waiting.push(Waiting { owner, discard, entries, after, ranged: true });
                 self.state(id).phase = Phase::LogWait;
                 return false;
             }
@@ -322,7 +349,7 @@ impl Array {
             None if l.started => return true,
             None => Vec::new(),
         };
-        l.waiting.push(Waiting { id, discard, entries, after, ranged: false });
+        l.waiting.push(Waiting { owner: Owner::Head(id), discard, entries, after, ranged: false });
         self.state(id).phase = Phase::LogWait;
         false
     }
@@ -366,44 +393,6 @@ impl Array {
         live.modified = modified;
         live.writing += 1;
         l.on_ring.insert(key);
-    }
-
-    /// A batch of full-stripe writes (`batch_write`) to the heads of `stripe` at member
-    /// sectors `[start, +sectors)`: true if it may go now, every head there being inside a
-    /// durable range (they count as written under it until `log_batch_done`, which keeps a
-    /// reset waiting for them); false if one is not, and the write goes through the heads,
-    /// which log what it needs.
-    pub(super) fn log_admit_batch(
-        &mut self,
-        stripe: StripeNumber,
-        start: u64,
-        sectors: u64,
-    ) -> bool {
-        let Some(l) = self.ppl.as_ref() else { return true };
-        let unit = self.unit_sectors;
-        let keys = (start..start + sectors).step_by(usize::try_from(unit).expect("fits"));
-        let covered = |k: u64| l.durable_range(k) && l.live.get(&k).is_none_or(|v| v.ranged);
-        if l.reset != Reset::No || !keys.clone().all(covered) {
-            return false;
-        }
-        let modified = self.whole_stripe_modified(stripe);
-        let heads = usize::try_from(sectors / unit).expect("fits");
-        for key in keys {
-            self.mark_ranged_at(key, modified.clone());
-        }
-        self.ppl.as_mut().expect("checked").writing += heads;
-        self.stats.writes_under_log_range += heads as u64;
-        true
-    }
-
-    /// A batch admitted by `log_admit_batch` has written.
-    pub(super) fn log_batch_done(&mut self, start: u64, sectors: u64) {
-        let unit = self.unit_sectors;
-        let Some(l) = self.ppl.as_mut() else { return };
-        for key in (start..start + sectors).step_by(usize::try_from(unit).expect("fits")) {
-            l.live.get_mut(&key).expect("a batch's head is live").writing -= 1;
-            l.writing -= 1;
-        }
     }
 
     /// The heads a full-stripe write at `key` logs a range for (1: its own entry only). A
@@ -530,7 +519,8 @@ impl Array {
         }
         if entry.span > 1 && !out.is_empty() {
             let end = key + u64::from(entry.span) * unit;
-            self.ppl.as_mut().expect("a log").pending_ranges.insert(key, (end, id));
+            let owner = Owner::Head(id);
+            self.ppl.as_mut().expect("a log").pending_ranges.insert(key, (end, owner));
         }
         out
     }
@@ -671,7 +661,7 @@ impl Array {
         let heads: Vec<_> = l.waiting.drain(..take).collect();
         l.generation += 1;
         let generation = l.generation;
-        let ids = heads.iter().map(|w| (w.id, !w.entries.is_empty() || w.ranged)).collect();
+        let ids = heads.iter().map(|w| (w.owner, !w.entries.is_empty() || w.ranged)).collect();
         l.in_flight = Some((0, ids));
         let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
             vec![Vec::new(); self.failed.len()];
@@ -821,9 +811,8 @@ impl Array {
                 self.log_reset_done();
             }
             Reset::No | Reset::Draining => {
-                l.writing += heads.len();
                 // Their ranges are durable: full-stripe writes inside them may go at once.
-                let owners: HashSet<HeadId> = heads.iter().map(|h| h.0).collect();
+                let owners: HashSet<Owner> = heads.iter().map(|h| h.0).collect();
                 let (done, pending): (BTreeMap<_, _>, BTreeMap<_, _>) =
                     std::mem::take(&mut l.pending_ranges)
                         .into_iter()
@@ -832,10 +821,25 @@ impl Array {
                 l.ranges.extend(done.into_iter().map(|(start, (end, _))| (start, end)));
                 // Only heads with entries: their writes keep the rings busy, so a flush resets the log
                 // and waits for them; a head with none would let a flush overtake its writes.
-                let ids: Vec<HeadId> = heads.iter().filter(|h| h.1).map(|h| h.0).collect();
-                l.logged.extend(heads);
+                let mut ids = Vec::new();
+                let mut batches = Vec::new();
+                for (owner, counted) in heads {
+                    match owner {
+                        Owner::Head(id) => {
+                            l.writing += 1;
+                            l.logged.insert(id, counted);
+                            if counted {
+                                ids.push(id);
+                            }
+                        }
+                        Owner::Batch(index) => batches.push(index),
+                    }
+                }
                 for id in ids {
                     self.ack_logged_writes(id);
+                }
+                for index in batches {
+                    self.log_batch_released(index);
                 }
                 self.wake_log_waiters();
             }
@@ -857,19 +861,30 @@ impl Array {
         let waiting = std::mem::take(&mut l.waiting);
         l.pending_ranges.clear();
         for w in &waiting {
-            let key = self.head_member_range(w.id).0;
+            let keys = match w.owner {
+                Owner::Head(_) if w.entries.is_empty() && !w.ranged => continue,
+                Owner::Head(id) => vec![self.head_member_range(id).0],
+                Owner::Batch(index) => self.batch_keys(index).collect(),
+            };
             let l = self.ppl.as_mut().expect("a log");
-            if !w.entries.is_empty() || w.ranged {
+            for key in keys {
                 l.live.remove(&key);
                 l.on_ring.remove(&key);
             }
         }
         for w in waiting {
-            let whole = !w.discard && self.method(w.id) == Some(WriteMethod::FullStripe);
+            let id = match w.owner {
+                Owner::Head(id) => id,
+                Owner::Batch(index) => {
+                    self.log_batch_wait(index, w.after);
+                    continue;
+                }
+            };
+            let whole = !w.discard && self.method(id) == Some(WriteMethod::FullStripe);
             if w.ranged || !w.entries.is_empty() {
                 // Inside a range still to be logged (by a head ahead in the queue).
-                if whole && matches!(self.range_cover(w.id), Some(Cover::Pending)) {
-                    self.mark_ranged(w.id);
+                if whole && matches!(self.range_cover(id), Some(Cover::Pending)) {
+                    self.mark_ranged(id);
                     let l = self.ppl.as_mut().expect("a log");
                     l.waiting.push(Waiting { entries: Vec::new(), ranged: true, ..w });
                     continue;
@@ -878,9 +893,9 @@ impl Array {
             let entries = if w.entries.is_empty() && !w.ranged {
                 None
             } else {
-                Some(self.log_entries(w.id, w.discard)).filter(|e| !e.is_empty())
+                Some(self.log_entries(id, w.discard)).filter(|e| !e.is_empty())
             };
-            let key = self.head_member_range(w.id).0;
+            let key = self.head_member_range(id).0;
             let l = self.ppl.as_mut().expect("a log");
             match entries {
                 Some(entries) if !entries.is_empty() => {

@@ -2,10 +2,14 @@
 #![allow(dead_code)]
 
 use std::collections::HashSet;
-use uraid_core::array::{Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, ReqId};
-use uraid_core::{Geometry, Level, Sector};
+use uraid_core::array::{
+    Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, ReqId, SyncKind,
+};
+use uraid_core::{DiskIndex, Geometry, Level, Sector};
 
 pub const MEMBER_SECTORS: u64 = 2048; // 1 MiB members
+/// The chunk most tests use.
+pub const CHUNK_64K: u64 = 64 << 10;
 
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Counts {
@@ -28,7 +32,12 @@ pub struct Mem {
     pub log: Vec<MemberIo>,
     /// Each member's write-intent bitmap area (written durably: bitmap writes are FUA).
     pub bitmaps: Vec<Vec<u8>>,
+    /// Each member's partial parity log ring (`LOG_RING_SECTORS`; log writes are FUA).
+    pub rings: Vec<Vec<u8>>,
 }
+
+/// Sectors of each member's log ring (`Mem::rings`).
+pub const LOG_RING_SECTORS: u64 = 512;
 
 impl Mem {
     pub fn new(members: usize) -> Mem {
@@ -40,6 +49,7 @@ impl Mem {
             bad_writes: HashSet::new(),
             log: Vec::new(),
             bitmaps: vec![vec![0u8; 8192]; members],
+            rings: vec![vec![0u8; (LOG_RING_SECTORS * 512) as usize]; members],
         }
     }
 
@@ -61,6 +71,12 @@ impl Mem {
             assert_eq!(io.op, MemberOp::Write, "the engine only writes the bitmap");
             assert!(io.fua, "bitmap pages are durable before the writes they cover");
             self.bitmaps[m][at..at + len].copy_from_slice(array.io_buf(io));
+            return true;
+        }
+        if io.area == IoArea::Log {
+            assert_eq!(io.op, MemberOp::Write, "the engine only writes the log");
+            assert!(io.fua, "log writes are durable before the writes they cover");
+            self.rings[m][at..at + len].copy_from_slice(array.io_buf(io));
             return true;
         }
         match io.op {
@@ -153,4 +169,26 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// No parity mismatch on the first `stripes` stripes of 64 KiB chunks (md's check).
+pub fn assert_consistent(a: &mut Array, mem: &mut Mem, stripes: u64) {
+    let before = a.mismatches().1;
+    a.submit_sync(ReqId(9_000), SyncKind::Check, Sector(0), stripes * CHUNK_64K / 512);
+    for (_, r, _) in run(a, mem) {
+        r.unwrap();
+    }
+    assert_eq!(a.mismatches().1, before, "parity matches the data");
+}
+
+/// Every data block of the first `stripes` stripes, read with each member failed in turn
+/// (rebuilt from parity), is `data`.
+pub fn assert_rebuilds(level: Level, members: usize, mem: &mut Mem, stripes: u64, data: &[u8]) {
+    for failed in 0..members {
+        let mut a = array(level, members, CHUNK_64K, 4096);
+        a.fail_member(DiskIndex(failed as u16));
+        let bytes = usize::try_from(stripes * CHUNK_64K).unwrap()
+            * (members - usize::from(level.max_degraded()));
+        assert_eq!(read(&mut a, mem, 0, bytes), data, "member {failed} failed");
+    }
 }
