@@ -1,0 +1,390 @@
+//! The log's generations and resets: group commit of waiting heads' and batches' entries into
+//! one FUA write per member, their completion (which lets the writes they cover go, and
+//! acknowledges partial-stripe writes early), and retiring the rings (see the parent's docs).
+
+use super::{Array, Cover, Owner, Reset, Waiting};
+use crate::array::handle::Phase;
+use crate::array::{IoArea, IoBuf, Kind, MemberIo, MemberOp, Pending};
+use crate::buffer::BlockBuf;
+use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogHeader, MAX_LOG_ENTRIES};
+use crate::stripe::{HeadId, WriteMethod};
+use crate::units::{DiskIndex, Sector};
+use std::collections::{BTreeMap, HashSet};
+
+impl Array {
+    /// Starts the next log write (or the reset it needs). Called when the runtime asks for
+    /// member I/O, so that every head of a turn shares one generation.
+    pub(in crate::array) fn start_log_generation(&mut self) {
+        let Some(l) = self.ppl.as_ref() else { return };
+        if l.in_flight.is_some() {
+            return;
+        }
+        if l.reset == Reset::Draining && l.writing == 0 {
+            // Every logged write is done.
+            self.start_log_reset();
+            return;
+        }
+        if l.reset != Reset::No || l.waiting.is_empty() {
+            return;
+        }
+        // Group commit: heads that started reading for their writes before the oldest waiting
+        // head was admitted join this generation rather than wait a whole log write for the
+        // next (a log write per member per generation: the fewer generations, the fewer I/Os
+        // and 4 KiB headers). Heads that started later do not hold it: no starvation.
+        if l.reading.first().is_some_and(|&started| started <= l.waiting[0].after) {
+            return;
+        }
+        let live_members: Vec<usize> =
+            (0..self.failed.len()).filter(|&m| !self.failed[m]).collect();
+        let l = self.ppl.as_mut().expect("checked");
+        let unit = l.unit_sectors;
+        // Heads join while every member's share fits its ring and its header.
+        let mut count = vec![0usize; self.failed.len()];
+        let mut used = vec![LOG_HEADER_SECTORS; self.failed.len()];
+        let mut take = 0;
+        for Waiting { entries, .. } in &l.waiting {
+            let fits = entries.iter().all(|(m, e, _)| {
+                let m = m.get();
+                count[m] < MAX_LOG_ENTRIES
+                    && l.write_at[m] + used[m] + e.stored_sectors(unit) <= l.cfg.ring_sectors
+            });
+            if !fits {
+                break;
+            }
+            for (m, e, _) in entries {
+                count[m.get()] += 1;
+                used[m.get()] += e.stored_sectors(unit);
+            }
+            take += 1;
+        }
+        if take == 0 {
+            l.reset = Reset::Draining;
+            return self.start_log_generation();
+        }
+        let heads: Vec<_> = l.waiting.drain(..take).collect();
+        l.generation += 1;
+        let generation = l.generation;
+        let ids = heads.iter().map(|w| (w.owner, !w.entries.is_empty() || w.ranged)).collect();
+        l.in_flight = Some((0, ids));
+        let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
+            vec![Vec::new(); self.failed.len()];
+        for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
+            per_member[m.get()].push((e, b));
+        }
+        let mut members = [0u8; 32];
+        for (m, entries) in per_member.iter().enumerate() {
+            if !entries.is_empty() && live_members.contains(&m) {
+                members[m / 8] |= 1 << (m % 8);
+            }
+        }
+        for (m, entries) in per_member.into_iter().enumerate() {
+            if entries.is_empty() || !live_members.contains(&m) {
+                continue;
+            }
+            self.queue_log_write(DiskIndex(m as u16), generation, members, entries);
+        }
+        if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
+            self.log_generation_done();
+        }
+    }
+
+    fn queue_log_write(
+        &mut self,
+        member: DiskIndex,
+        generation: u64,
+        members: [u8; 32],
+        entries: Vec<(LogEntry, Option<Vec<u8>>)>,
+    ) {
+        let l = self.ppl.as_mut().expect("a log");
+        let (entries, blocks): (Vec<LogEntry>, Vec<Option<Vec<u8>>>) = entries.into_iter().unzip();
+        let header = LogHeader {
+            uuid: l.cfg.uuid,
+            epoch: l.cfg.epoch,
+            generation,
+            tail: l.tail,
+            unit_sectors: l.unit_sectors as u32,
+            members,
+            entries,
+        };
+        let sectors = header.sectors();
+        let bytes = header.encode_generation(&blocks);
+        let mut buf = BlockBuf::zeroed((sectors * 512) as usize);
+        buf.copy_from_slice(&bytes);
+        let sector = l.write_at[member.get()];
+        l.write_at[member.get()] += sectors;
+        self.push_log_io(member, MemberOp::Write, sector, buf);
+    }
+
+    fn push_log_io(&mut self, member: DiskIndex, op: MemberOp, sector: u64, buf: BlockBuf) {
+        let l = self.ppl.as_mut().expect("a log");
+        let sectors = (buf.len() / 512) as u64;
+        let index = l.writes.len();
+        if op == MemberOp::Write {
+            l.log_writes += 1;
+            l.log_bytes += buf.len() as u64;
+        }
+        l.writes.push(buf);
+        if let Some(f) = l.in_flight.as_mut() {
+            f.0 += 1;
+        }
+        let tag = self.new_tag();
+        let write = op == MemberOp::Write;
+        self.queue.push_back(MemberIo {
+            tag,
+            member,
+            op,
+            sector: Sector(sector),
+            sectors: if write { sectors } else { 0 },
+            buf: if write { IoBuf::Log { index } } else { IoBuf::None },
+            fua: write,
+            area: if write { IoArea::Log } else { IoArea::Data },
+        });
+        self.inflight.insert(tag, Pending::Log { member });
+    }
+
+    /// Flush every member (everything logged is durable in place), then an empty header
+    /// with the new tail at the start of every ring.
+    fn start_log_reset(&mut self) {
+        let live: Vec<DiskIndex> = (0..self.failed.len())
+            .filter(|&m| !self.failed[m])
+            .map(|m| DiskIndex(m as u16))
+            .collect();
+        let l = self.ppl.as_mut().expect("a log");
+        l.resets += 1;
+        l.in_flight = Some((0, Vec::new()));
+        l.reset = Reset::Flushing(live.len());
+        for m in live {
+            self.push_log_io(m, MemberOp::Flush, 0, BlockBuf::default());
+        }
+        if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
+            self.log_generation_done();
+        }
+    }
+
+    /// A log write or flush completed; a failed one fails its member (as a bitmap write).
+    pub(in crate::array) fn log_io_done(&mut self, member: DiskIndex, ok: bool) {
+        if !ok {
+            self.failed[member.get()] = true;
+        }
+        let l = self.ppl.as_mut().expect("log I/O with a log");
+        let f = l.in_flight.as_mut().expect("a generation in flight");
+        f.0 -= 1;
+        if f.0 == 0 {
+            self.log_generation_done();
+        }
+    }
+
+    fn log_generation_done(&mut self) {
+        let l = self.ppl.as_mut().expect("a log");
+        let (_, heads) = l.in_flight.take().expect("in flight");
+        l.writes.clear();
+        match l.reset {
+            Reset::Flushing(_) => {
+                // Durable in place: every union and ring entry is retired, but for heads
+                // admitted meanwhile (waiting for the next generation: their unions stand).
+                l.live.retain(|_, v| v.writing > 0);
+                let keep: HashSet<u64> = l.live.keys().copied().collect();
+                l.on_ring = keep;
+                l.ranges.clear();
+                l.generation += 1;
+                l.tail = l.generation;
+                l.write_at.fill(0);
+                let live: Vec<DiskIndex> = (0..self.failed.len())
+                    .filter(|&m| !self.failed[m])
+                    .map(|m| DiskIndex(m as u16))
+                    .collect();
+                let l = self.ppl.as_mut().expect("a log");
+                l.reset = Reset::Headers(live.len());
+                l.in_flight = Some((0, Vec::new()));
+                let generation = l.generation;
+                let mut members = [0u8; 32];
+                for m in &live {
+                    members[m.get() / 8] |= 1 << (m.get() % 8);
+                }
+                for m in live {
+                    self.queue_log_write(m, generation, members, Vec::new());
+                }
+                if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
+                    self.log_generation_done();
+                }
+            }
+            Reset::Headers(_) => {
+                l.reset = Reset::No;
+                l.started = true;
+                self.log_reset_done();
+            }
+            Reset::No | Reset::Draining => {
+                // Their ranges are durable: full-stripe writes inside them may go at once.
+                let owners: HashSet<Owner> = heads.iter().map(|h| h.0).collect();
+                let (done, pending): (BTreeMap<_, _>, BTreeMap<_, _>) =
+                    std::mem::take(&mut l.pending_ranges)
+                        .into_iter()
+                        .partition(|r| owners.contains(&r.1.1));
+                l.pending_ranges = pending;
+                l.ranges.extend(done.into_iter().map(|(start, (end, _))| (start, end)));
+                // Only heads with entries: their writes keep the rings busy, so a flush resets the log
+                // and waits for them; a head with none would let a flush overtake its writes.
+                let mut ids = Vec::new();
+                let mut batches = Vec::new();
+                for (owner, counted) in heads {
+                    match owner {
+                        Owner::Head(id) => {
+                            l.writing += 1;
+                            l.logged.insert(id, counted);
+                            if counted {
+                                ids.push(id);
+                            }
+                        }
+                        Owner::Batch(index) => batches.push(index),
+                    }
+                }
+                for id in ids {
+                    self.ack_logged_writes(id);
+                }
+                for index in batches {
+                    self.log_batch_released(index);
+                }
+                self.wake_log_waiters();
+            }
+        }
+    }
+
+    /// After a reset: flushes waiting for it complete; waiting heads' entries are computed
+    /// again (their unions' older blocks are durable now); another reset starts if a flush
+    /// came after this one's member flushes.
+    fn log_reset_done(&mut self) {
+        let l = self.ppl.as_mut().expect("a log");
+        let done = l.resets;
+        let (ready, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut l.flush_waiters).into_iter().partition(|w| w.1 <= done);
+        l.flush_waiters = later;
+        if !l.flush_waiters.is_empty() {
+            l.reset = Reset::Draining;
+        }
+        let waiting = std::mem::take(&mut l.waiting);
+        l.pending_ranges.clear();
+        for w in &waiting {
+            let keys = match w.owner {
+                Owner::Head(_) if w.entries.is_empty() && !w.ranged => continue,
+                Owner::Head(id) => vec![self.head_member_range(id).0],
+                Owner::Batch(index) => self.batch_keys(index).collect(),
+            };
+            let l = self.ppl.as_mut().expect("a log");
+            for key in keys {
+                l.live.remove(&key);
+                l.on_ring.remove(&key);
+            }
+        }
+        for w in waiting {
+            let id = match w.owner {
+                Owner::Head(id) => id,
+                Owner::Batch(index) => {
+                    self.log_batch_wait(index, w.after);
+                    continue;
+                }
+            };
+            let whole = !w.discard && self.method(id) == Some(WriteMethod::FullStripe);
+            if w.ranged || !w.entries.is_empty() {
+                // Inside a range still to be logged (by a head ahead in the queue).
+                if whole && matches!(self.range_cover(id), Some(Cover::Pending)) {
+                    self.mark_ranged(id);
+                    let l = self.ppl.as_mut().expect("a log");
+                    l.waiting.push(Waiting { entries: Vec::new(), ranged: true, ..w });
+                    continue;
+                }
+            }
+            let entries = if w.entries.is_empty() && !w.ranged {
+                None
+            } else {
+                Some(self.log_entries(id, w.discard)).filter(|e| !e.is_empty())
+            };
+            let key = self.head_member_range(id).0;
+            let l = self.ppl.as_mut().expect("a log");
+            match entries {
+                Some(entries) if !entries.is_empty() => {
+                    let live = l.live.entry(key).or_default();
+                    live.modified.clone_from(&entries[0].1.modified);
+                    live.writing += 1;
+                    live.ranged = false;
+                    l.on_ring.insert(key);
+                    l.waiting.push(Waiting { entries, ranged: false, ..w });
+                }
+                // Nothing to log any more (a full-stripe write whose older entry is retired):
+                // it may write at once, counted as logged by an empty generation.
+                _ => l.waiting.push(Waiting { entries: Vec::new(), ranged: false, ..w }),
+            }
+        }
+        for (slot, _) in ready {
+            let req = self.request_mut(slot);
+            req.outstanding -= 1;
+            self.finish_if_done(slot);
+        }
+    }
+
+    /// A partial-stripe batch whose entries are durable is acknowledged now, before its
+    /// writes in place (md's raid5-cache does the same in write-back mode): a crash from here
+    /// on loses at most these unflushed writes, never other data (the replay restores its
+    /// parity), and until the writes complete the head holds the new data, so reads see it. A
+    /// flush waits for them (it resets the log, which drains every logged write). Not for
+    /// FUA writes (durable on completion) nor for blocks written straight from the request's
+    /// buffer (full stripes: the buffer is needed until then).
+    fn ack_logged_writes(&mut self, id: HeadId) {
+        let Some(st) = self.heads.get(&id) else { return };
+        let writes = st.batch.iter().any(|p| p.kind == Kind::Write);
+        // Acknowledged already: this generation logs a rewrite over a read error.
+        if !writes
+            || st.acked_early
+            || !st.skip_copy.is_empty()
+            || st.error.is_some()
+            || self.batch_fua(id)
+        {
+            return;
+        }
+        if self.method(id) == Some(WriteMethod::FullStripe) {
+            return;
+        }
+        let slots: Vec<usize> =
+            st.batch.iter().filter(|p| p.kind == Kind::Write).map(|p| p.slot).collect();
+        self.state(id).acked_early = true;
+        self.stats.writes_acked_when_logged += slots.len() as u64;
+        for slot in slots {
+            self.request_mut(slot).outstanding -= 1;
+            self.finish_if_done(slot);
+        }
+    }
+
+    /// A head starts reads for its writes: its number for the group commit (0 with no log).
+    pub(in crate::array) fn log_write_reads_started(&mut self) -> u64 {
+        self.ppl.as_mut().map_or(0, |l| {
+            l.write_reads += 1;
+            l.reading.insert(l.write_reads);
+            l.write_reads
+        })
+    }
+
+    /// The reads that head number `started` began for its writes have all completed.
+    pub(in crate::array) fn log_write_reads_done(&mut self, started: u64) {
+        if let Some(l) = self.ppl.as_mut() {
+            l.reading.remove(&started);
+        }
+    }
+
+    fn wake_log_waiters(&mut self) {
+        let l = self.ppl.as_ref().expect("a log");
+        let ready: Vec<HeadId> = l.logged.keys().copied().collect();
+        for id in ready {
+            if self.heads.get(&id).is_some_and(|st| st.phase == Phase::LogWait) {
+                self.state(id).phase = Phase::Idle;
+                if self.batch(id).first().map(|p| p.kind) != Some(Kind::Discard) {
+                    self.start_writing(id);
+                }
+                self.handle(id);
+            }
+        }
+    }
+
+    /// The bytes of a log write.
+    pub(in crate::array) fn log_buf(&self, index: usize) -> &[u8] {
+        &self.ppl.as_ref().expect("a log").writes[index]
+    }
+}
