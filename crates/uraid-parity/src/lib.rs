@@ -22,12 +22,15 @@ pub use backend::{BACKEND_ENV, Backend, backend};
 /// distinct only for `i < 255`, which is why md stops there too.
 pub const MAX_DATA_BLOCKS: usize = 254;
 
-/// Calls that move fewer bytes than this (inputs and outputs) always write their outputs with
-/// ordinary stores; larger ones bypass the caches when the outputs are not cached already and
-/// are vector-aligned (see `x86/generic.rs`). Benchmarks that want ordinary stores stay below it.
+/// Calls on blocks shorter than this always write their outputs with ordinary stores; calls on
+/// longer blocks bypass the caches when the outputs are not cached already and are
+/// vector-aligned (see `x86/generic.rs`). Per block, not per call: a stripe of 4 KiB stripe
+/// units gains nothing from non-temporal stores even when streamed (its blocks are too short for
+/// the write-combining to pay), while the cache probe that chooses them cost in-cache calls of
+/// 4 x 4 KiB 20-30% on a Zen 5 machine. Benchmarks that want ordinary stores stay below it.
 pub const ORDINARY_STORES_BELOW: usize = 16 << 10;
 
-/// How calls of at least [`ORDINARY_STORES_BELOW`] bytes write their outputs.
+/// How calls on blocks of at least [`ORDINARY_STORES_BELOW`] bytes write their outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stores {
     /// Non-temporal stores when the stripe's first source line is not in a cache (the default).
@@ -38,22 +41,47 @@ pub enum Stores {
     NonTemporal,
 }
 
+/// Names the kind of stores for the whole process (`probe`, `ordinary`, `nontemporal`), read
+/// once, unless `set_stores` was called first: for measuring one against the other with the
+/// same binary (`URAID_PARITY_STORES=ordinary uraid bench parity`).
+pub const STORES_ENV: &str = "URAID_PARITY_STORES";
+
+/// 0: not chosen yet; else 1 + the `Stores` discriminant.
 static STORES: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 /// Overrides the choice of stores for the whole process: for tests, which must reach both
 /// paths whatever the caches hold, and for measuring one against the other. Results never
 /// depend on it.
 pub fn set_stores(s: Stores) {
-    STORES.store(s as u8, std::sync::atomic::Ordering::Relaxed);
+    STORES.store(s as u8 + 1, std::sync::atomic::Ordering::Relaxed);
 }
 
 #[must_use]
 pub fn stores() -> Stores {
     match STORES.load(std::sync::atomic::Ordering::Relaxed) {
-        1 => Stores::Ordinary,
-        2 => Stores::NonTemporal,
+        0 => stores_from_env(),
+        2 => Stores::Ordinary,
+        3 => Stores::NonTemporal,
         _ => Stores::Probe,
     }
+}
+
+#[cold]
+fn stores_from_env() -> Stores {
+    let s = match std::env::var(STORES_ENV).as_deref() {
+        Err(_) | Ok("probe") => Stores::Probe,
+        Ok("ordinary") => Stores::Ordinary,
+        Ok("nontemporal") => Stores::NonTemporal,
+        // As with URAID_PARITY_BACKEND: never silently measure something else.
+        Ok(other) => panic!("{STORES_ENV}={other}: not one of probe, ordinary, nontemporal"),
+    };
+    let _ = STORES.compare_exchange(
+        0,
+        s as u8 + 1,
+        std::sync::atomic::Ordering::Relaxed,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    stores()
 }
 
 /// One block of a RAID6 stripe handed to [`raid6_recover`].

@@ -15,14 +15,18 @@ use crate::scalar::Delta;
 use vectors::{Avx2, Avx512, Gfni};
 
 macro_rules! backend_module {
-    ($name:ident, $vector:ty, $unroll:literal, $prefetch:literal, $features:literal) => {
+    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), $unroll:literal, $prefetch:literal, $features:literal) => {
         pub(crate) mod $name {
             use super::*;
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn xor_gen(dst: &mut [u8], srcs: &[&[u8]], acc: bool, stream: bool) {
                 // SAFETY: the caller checked the CPU features this module is compiled for.
-                unsafe { generic::xor_gen::<$vector, $unroll, $prefetch>(dst, srcs, acc, stream) }
+                unsafe {
+                    generic::xor_gen::<$vector, $xor_few, $xor_many, $prefetch>(
+                        dst, srcs, acc, stream,
+                    )
+                }
             }
 
             #[target_feature(enable = $features)]
@@ -72,12 +76,21 @@ macro_rules! backend_module {
 
 // Vectors per group: as many independent chains as the registers hold without spilling
 // (AVX2 has 16 registers, AVX-512 32; GFNI's multiply needs no nibble tables or masks, which
-// leaves room for 8). Measured with `uraid bench parity --only cache`.
+// leaves room for 8). Measured with `uraid bench parity --only cache`. XOR is the exception:
+// it has the registers but not the cache's bandwidth for them, and wants about 16 lines in
+// flight per group whatever the width (`generic::XOR_FEW_SOURCES`): (few, many) vectors per
+// source. On a Zen 5 machine, 8 vectors per source ran XOR of 4 and 8 x 64 KiB in L2 at
+// 0.55-0.6x ISA-L, (4, 2) at 0.95-1.03x and streaming XOR from 0.7-0.8x to 1.1-1.2x.
 //
-// Software prefetch distance (bytes ahead, 0 = none): 4 KiB for the AVX-512 backends, measured
-// on a Zen 4 machine (8-wide streaming from ~80% to ~90% of the reference); none for AVX2,
-// measured on a Zen 3 machine without AVX-512, where the prefetches cost 25-40% of streaming
-// XOR and P+Q at every width (the hardware prefetchers alone did better).
-backend_module!(avx2, Avx2, 4, 0, "avx2");
-backend_module!(avx512, Avx512, 4, 4096, "avx512f,avx512bw");
-backend_module!(gfni, Gfni, 8, 4096, "avx512f,avx512bw,gfni");
+// Software prefetch distance (bytes ahead, 0 = none): 4 KiB for AVX-512 without GFNI, measured
+// on a Zen 4 machine (8-wide streaming from ~80% to ~90% of the reference); none for GFNI,
+// measured on a Zen 5 machine, where 4 KiB ahead cost streaming P+Q of 8 x 1 MiB a third
+// (25 against 39 GB/s) and a short prefetch into L1 (512 B, 1 KiB) cost in-cache 64 KiB rows
+// 10-40%; none for AVX2, measured on a Zen 3 machine without AVX-512, where the prefetches
+// cost 25-40% of streaming XOR and P+Q at every width (the hardware prefetchers alone did
+// better). The AVX2 and AVX-512 (without GFNI) XOR groups follow the Zen 5 rule in bytes per
+// source (256 B for few sources, 128 B for many); this machine cannot measure them where they
+// are the chosen backend.
+backend_module!(avx2, Avx2, (8, 4), 4, 0, "avx2");
+backend_module!(avx512, Avx512, (4, 2), 4, 4096, "avx512f,avx512bw");
+backend_module!(gfni, Gfni, (4, 2), 8, 0, "avx512f,avx512bw,gfni");

@@ -30,12 +30,12 @@ fn prefetch<const AHEAD: usize>(src: *const u8, off: usize) {
     }
 }
 
-/// Calls moving at least this many bytes (inputs and outputs) may write their outputs with
-/// non-temporal stores, when the caller's outputs leave the core (`stream`) and their stripe is
-/// not in a cache (see `use_nt` and `probe.rs`). An ordinary store of a line not in cache also
-/// reads it (a read for ownership: 20% more traffic for a 4-wide XOR); a non-temporal store of a
-/// line that is cached evicts it and sends it to DRAM, which halved in-cache rows. Below this
-/// size the probe's ~15 ns would cost more than 5% of an in-cache call.
+/// Calls on blocks of at least this many bytes may write their outputs with non-temporal
+/// stores, when the caller's outputs leave the core (`stream`) and their stripe is not in a
+/// cache (see `use_nt` and `probe.rs`). An ordinary store of a line not in cache also reads it
+/// (a read for ownership: 20% more traffic for a 4-wide XOR); a non-temporal store of a line
+/// that is cached evicts it and sends it to DRAM, which halved in-cache rows. Below this size
+/// the probe costs too much of an in-cache call (see `ORDINARY_STORES_BELOW`).
 pub(crate) const NT_MIN_BYTES: usize = crate::ORDINARY_STORES_BELOW;
 
 /// Above this many sources, `xor_gen` works in column tiles of [`XOR_TILE`] bytes and takes the
@@ -45,21 +45,21 @@ pub(crate) const XOR_CHUNK: usize = 8;
 pub(crate) const XOR_TILE: usize = 8192;
 
 /// Whether the outputs get non-temporal stores: only when the caller asked (`stream`), the call
-/// moves at least [`NT_MIN_BYTES`], every output is vector-aligned (which the instruction needs)
-/// and the first source's first line missed the caches (the other sources' first lines are
-/// prefetched during the probe, so that its miss overlaps theirs instead of adding to them).
+/// has blocks of at least [`NT_MIN_BYTES`], every output is vector-aligned (which the
+/// instruction needs) and the first source's first line missed the caches (the other sources'
+/// first lines are prefetched during the probe, so that its miss overlaps theirs instead of
+/// adding to them).
 /// A source, not an output: after non-temporal stores the outputs are never cached, so probing
 /// them would keep choosing non-temporal stores for a stripe that is otherwise in cache.
 #[inline(always)]
 fn use_nt<V: Vector>(
     stream: bool,
-    blocks: usize,
     len: usize,
     outs: &[*mut u8],
     mut srcs: impl Iterator<Item = *const u8>,
 ) -> bool {
     if !(stream
-        && blocks.saturating_mul(len) >= NT_MIN_BYTES
+        && len >= NT_MIN_BYTES
         && outs.iter().all(|p| (*p as usize).is_multiple_of(V::BYTES)))
     {
         return false;
@@ -125,8 +125,14 @@ macro_rules! groups {
     }};
 }
 
+/// Passes over at most this many sources take `FEW` vectors per source per group in `xor_gen`,
+/// wider ones `MANY`: a group should keep about 16 cache lines in flight, whatever the number
+/// of sources (on a Zen 5 machine, 4 sources x 4 lines ran 4 x 64 KiB in L2 at 1.0x ISA-L and 8
+/// sources x 4 lines at 0.54x, the L1's misses queueing; 8 sources x 2 lines 1.0x).
+pub(crate) const XOR_FEW_SOURCES: usize = 4;
+
 #[inline(always)]
-pub(crate) unsafe fn xor_gen<V: Vector, const UNROLL: usize, const PF: usize>(
+pub(crate) unsafe fn xor_gen<V: Vector, const FEW: usize, const MANY: usize, const PF: usize>(
     dst: &mut [u8],
     srcs: &[&[u8]],
     acc: bool,
@@ -154,7 +160,7 @@ pub(crate) unsafe fn xor_gen<V: Vector, const UNROLL: usize, const PF: usize>(
             store_out(a, d.add(off), nt);
         }
     }
-    let nt = use_nt::<V>(stream, srcs.len() + 1, len, &[d], srcs.iter().map(|s| s.as_ptr()));
+    let nt = use_nt::<V>(stream, len, &[d], srcs.iter().map(|s| s.as_ptr()));
     // Tiles end on whole groups (XOR_TILE is a multiple of every backend's group), so every
     // pass over a tile but the last covers it exactly; the last leaves the scalar tail.
     let (chunk, tile) = if srcs.len() > XOR_CHUNK {
@@ -171,9 +177,15 @@ pub(crate) unsafe fn xor_gen<V: Vector, const UNROLL: usize, const PF: usize>(
         loop {
             let (now, later) = rest.split_at(chunk.min(rest.len()));
             let (a, last) = (acc || !first, later.is_empty());
-            let o = groups!(V, end, start, UNROLL, |off| {
-                unsafe { group::<V, UNROLL, PF>(d, now, a, off, nt && last) }
-            });
+            let o = if now.len() <= XOR_FEW_SOURCES {
+                groups!(V, end, start, FEW, |off| {
+                    unsafe { group::<V, FEW, PF>(d, now, a, off, nt && last) }
+                })
+            } else {
+                groups!(V, end, start, MANY, |off| {
+                    unsafe { group::<V, MANY, PF>(d, now, a, off, nt && last) }
+                })
+            };
             off = groups!(V, end, o, 1, |off| {
                 unsafe { group::<V, 1, PF>(d, now, a, off, nt && last) }
             });
@@ -251,7 +263,7 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
         }
     }
     let srcs = data.iter().flatten().map(|d| d.as_ptr());
-    let nt = use_nt::<V>(stream, data.len() + 2, len, &[qp, pp.unwrap_or(qp)], srcs);
+    let nt = use_nt::<V>(stream, len, &[qp, pp.unwrap_or(qp)], srcs);
     let off = groups!(V, len, 0, UNROLL, |off| {
         unsafe { group::<V, UNROLL, PF>(pp, qp, data, top, off, nt) }
     });
