@@ -64,7 +64,14 @@ pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -
             .spawn(move || output.send_backlog())?
     };
     let input = BufReader::with_capacity(INPUT_BUFFER_BYTES, socket);
-    let mut reader = Reader { input, shared: shared.clone(), output: output.clone(), window, pool };
+    let mut reader = Reader {
+        input,
+        shared: shared.clone(),
+        output: output.clone(),
+        window,
+        pool,
+        after_large_payload: false,
+    };
     let end = reader.run();
     if end != End::Closed {
         // Nothing more will be read; replies still go out on the write side.
@@ -92,6 +99,10 @@ struct Reader {
     output: Arc<Output>,
     window: Arc<Window>,
     pool: Arc<BufferPool>,
+    /// The last request carried a payload of at least `INPUT_BUFFER_BYTES`: the next header is
+    /// read alone, so that the read-ahead does not pull the next payload into the buffer only
+    /// to copy it out again (large writes come in streams; small ones keep the read-ahead).
+    after_large_payload: bool,
 }
 
 impl Reader {
@@ -110,7 +121,13 @@ impl Reader {
             if self.input.buffer().len() < header.len() {
                 self.shared.backend.unplug();
             }
-            if self.input.read_exact(&mut header).is_err() {
+            let read = if self.after_large_payload && self.input.buffer().is_empty() {
+                // The buffer is empty, so reading past it keeps the stream in order.
+                self.input.get_mut().read_exact(&mut header)
+            } else {
+                self.input.read_exact(&mut header)
+            };
+            if read.is_err() {
                 return End::Closed;
             }
             self.shared.backend.plug();
@@ -132,6 +149,7 @@ impl Reader {
     fn request(&mut self, r: &Request) -> io::Result<()> {
         let len = u64::from(r.len_bytes);
         let payload = if r.command == wire::CMD_WRITE { len } else { 0 };
+        self.after_large_payload = payload >= INPUT_BUFFER_BYTES as u64;
         let check = check(&self.shared, r);
         if r.command == wire::CMD_WRITE && check.is_err() {
             // Consumed in small pieces, never held: the stream stays in step, memory does not
