@@ -36,8 +36,24 @@ macro_rules! backend_module {
                 data: &[Option<&[u8]>],
                 stream: bool,
             ) {
+                if generic::syndrome_is_wide(p.is_some(), q.len(), data) {
+                    // SAFETY: as above.
+                    return unsafe { syndrome_wide(p, q, data, stream) };
+                }
                 // SAFETY: as above.
                 unsafe { generic::syndrome::<$vector, $unroll, $prefetch>(p, q, data, stream) }
+            }
+
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn syndrome_wide(
+                p: Option<&mut [u8]>,
+                q: &mut [u8],
+                data: &[Option<&[u8]>],
+                stream: bool,
+            ) {
+                // SAFETY: as above.
+                unsafe { generic::syndrome_wide::<$vector, $unroll, $prefetch>(p, q, data, stream) }
             }
 
             #[target_feature(enable = $features)]
