@@ -232,12 +232,7 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
     let qp = q.as_mut_ptr();
     let srcs = data.iter().flatten().map(|d| d.as_ptr());
     let nt = use_nt::<V>(stream, len, &[qp, pp.unwrap_or(qp)], srcs);
-    let off = groups!(V, len, 0, UNROLL, |off| {
-        unsafe { syndrome_group::<V, UNROLL, PF, false>((pp, qp), data, top, off, nt) }
-    });
-    let off = groups!(V, len, off, 1, |off| {
-        unsafe { syndrome_group::<V, 1, PF, false>((pp, qp), data, top, off, nt) }
-    });
+    let off = unsafe { syndrome_pass::<V, UNROLL, PF, false>((pp, qp), data, top, 0, len, nt) };
     fence(nt);
     scalar::syndrome(p, q, data, off);
 }
@@ -282,22 +277,13 @@ pub(crate) unsafe fn syndrome_wide<V: Vector, const UNROLL: usize, const PF: usi
         // outputs; the last (slot 0 included) stores for good.
         let lo = (top + 1).saturating_sub(XOR_CHUNK);
         let (slots, ctop) = (&data[lo..=top], top - lo);
-        let o = groups!(V, end, start, UNROLL, |off| {
-            unsafe { syndrome_group::<V, UNROLL, PF, false>(ptrs, slots, ctop, off, false) }
-        });
-        off = groups!(V, end, o, 1, |off| {
-            unsafe { syndrome_group::<V, 1, PF, false>(ptrs, slots, ctop, off, false) }
-        });
+        off =
+            unsafe { syndrome_pass::<V, UNROLL, PF, false>(ptrs, slots, ctop, start, end, false) };
         let mut hi = lo;
         while hi > 0 {
             let lo = hi.saturating_sub(XOR_CHUNK);
             let (slots, nt) = (&data[lo..hi], nt && lo == 0);
-            let o = groups!(V, end, start, UNROLL, |off| {
-                unsafe { syndrome_group::<V, UNROLL, PF, true>(ptrs, slots, 0, off, nt) }
-            });
-            off = groups!(V, end, o, 1, |off| {
-                unsafe { syndrome_group::<V, 1, PF, true>(ptrs, slots, 0, off, nt) }
-            });
+            off = unsafe { syndrome_pass::<V, UNROLL, PF, true>(ptrs, slots, 0, start, end, nt) };
             hi = lo;
         }
         if end >= len {
@@ -307,6 +293,25 @@ pub(crate) unsafe fn syndrome_wide<V: Vector, const UNROLL: usize, const PF: usi
     }
     fence(nt);
     scalar::syndrome(p, q, data, off);
+}
+
+/// P+Q of the slots `data` over `start..end`, in groups of `UNROLL` vectors, then single ones
+/// (as `syndrome_group`); returns where the whole vectors end.
+#[inline(always)]
+unsafe fn syndrome_pass<V: Vector, const UNROLL: usize, const PF: usize, const RESUME: bool>(
+    ptrs: (Option<*mut u8>, *mut u8),
+    data: &[Option<&[u8]>],
+    top: usize,
+    start: usize,
+    end: usize,
+    nt: bool,
+) -> usize {
+    let o = groups!(V, end, start, UNROLL, |off| {
+        unsafe { syndrome_group::<V, UNROLL, PF, RESUME>(ptrs, data, top, off, nt) }
+    });
+    groups!(V, end, o, 1, |off| {
+        unsafe { syndrome_group::<V, 1, PF, RESUME>(ptrs, data, top, off, nt) }
+    })
 }
 
 /// One group of `N` vectors of P+Q at `off` over the slots `data`: from scratch (Horner's rule
