@@ -191,6 +191,35 @@ impl Backend {
         dispatch!(self, recov_2data(dx, dy, p, q, a, b));
     }
 
+    /// Two lost data blocks `dx`, `dy` from the surviving `data` (the lost slots `None`), `p`
+    /// and `q`; `a`, `b` as [`Backend::recov_2data`]. One pass where the backend has SIMD.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn recov_2data_from(
+        self,
+        dx: &mut [u8],
+        dy: &mut [u8],
+        data: &[Option<&[u8]>],
+        p: &[u8],
+        q: &[u8],
+        a: u8,
+        b: u8,
+    ) {
+        self.check();
+        let top = data.iter().rposition(Option::is_some);
+        match (self, top) {
+            #[cfg(target_arch = "x86_64")]
+            (Backend::Avx2 | Backend::Avx512 | Backend::Gfni, Some(top)) => dispatch!(
+                self,
+                recov_2data_fused((dx, dy), data, top, (p, q), (a, b)),
+                scalar: unreachable!("a SIMD backend")
+            ),
+            _ => {
+                self.syndrome(Some(&mut *dx), dy, data, false);
+                self.recov_2data(dx, dy, p, q, a, b);
+            }
+        }
+    }
+
     pub(crate) fn recov_data_q(self, dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {
         self.check();
         dispatch!(self, recov_data_q(dx, p, q, c));

@@ -58,10 +58,9 @@ pub(crate) fn raid6_recover(
         (Some(x), Some(y), false, false) => {
             let (pv, qv) = (p.present().expect("P survives"), q.present().expect("Q survives"));
             let (dx, dy, others) = split_lost2(data, x, y);
-            be.syndrome(Some(&mut *dx), dy, &others, false);
             // dx = (Q' ^ g^y P') / (g^x ^ g^y), dy = P' ^ dx, with P', Q' the missing sums.
             let denom = gf::inv(gf::exp2(x) ^ gf::exp2(y));
-            be.recov_2data(dx, dy, pv, qv, gf::mul(gf::exp2(y), denom), denom);
+            be.recov_2data_from(dx, dy, &others, pv, qv, gf::mul(gf::exp2(y), denom), denom);
         }
         _ => unreachable!("more than two losses were refused above"),
     }

@@ -98,6 +98,38 @@ macro_rules! backend_module {
             }
 
             #[target_feature(enable = $features)]
+            pub(crate) unsafe fn recov_2data_fused(
+                out: (&mut [u8], &mut [u8]),
+                data: &[Option<&[u8]>],
+                top: usize,
+                pq: (&[u8], &[u8]),
+                coefs: (u8, u8),
+            ) {
+                if data.len() > generic::XOR_CHUNK {
+                    // SAFETY: as above.
+                    return unsafe { recov_2data_many(out, data, top, pq, coefs) };
+                }
+                // SAFETY: as above.
+                unsafe { generic::recov_2data_fused::<$vector, $unroll>(out, data, top, pq, coefs) }
+            }
+
+            /// As `syndrome_many`: wide stripes take the fewer vectors per step.
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn recov_2data_many(
+                out: (&mut [u8], &mut [u8]),
+                data: &[Option<&[u8]>],
+                top: usize,
+                pq: (&[u8], &[u8]),
+                coefs: (u8, u8),
+            ) {
+                // SAFETY: as above.
+                unsafe {
+                    generic::recov_2data_fused::<$vector, $pq_many>(out, data, top, pq, coefs)
+                }
+            }
+
+            #[target_feature(enable = $features)]
             pub(crate) unsafe fn recov_data_q(dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {
                 // SAFETY: as above.
                 unsafe { generic::recov_data_q::<$vector, $unroll>(dx, p, q, c) }

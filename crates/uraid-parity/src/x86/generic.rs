@@ -377,7 +377,24 @@ unsafe fn syndrome_group<V: Vector, const N: usize, const PF: usize, const RESUM
             let v = load_n(first.as_ptr().add(off));
             (v, v, &data[..top])
         };
-        // Slots below the top, highest first, two at a time where both hold data.
+        horner_below::<V, N, PF>(&mut p, &mut q, below, off);
+        if let Some(pp) = pp {
+            store_out(p, pp.wrapping_add(off), nt);
+        }
+        store_out(q, qp.wrapping_add(off), nt);
+    }
+}
+
+/// Horner's rule over the slots `below` (highest first) into `p` and `q`, two at a time where
+/// both hold data.
+#[inline(always)]
+unsafe fn horner_below<V: Vector, const N: usize, const PF: usize>(
+    p: &mut [V; N],
+    q: &mut [V; N],
+    below: &[Option<&[u8]>],
+    off: usize,
+) {
+    unsafe {
         let mut pairs = below.rchunks_exact(2);
         for pair in &mut pairs {
             if let [Some(lo), Some(hi)] = pair {
@@ -390,17 +407,13 @@ unsafe fn syndrome_group<V: Vector, const N: usize, const PF: usize, const RESUM
                     q[k] = V::horner2(q[k], hi[k], lo[k]);
                 }
             } else {
-                horner_step::<V, N, PF>(&mut p, &mut q, pair[1], off);
-                horner_step::<V, N, PF>(&mut p, &mut q, pair[0], off);
+                horner_step::<V, N, PF>(p, q, pair[1], off);
+                horner_step::<V, N, PF>(p, q, pair[0], off);
             }
         }
         if let [d] = pairs.remainder() {
-            horner_step::<V, N, PF>(&mut p, &mut q, *d, off);
+            horner_step::<V, N, PF>(p, q, *d, off);
         }
-        if let Some(pp) = pp {
-            store_out(p, pp.wrapping_add(off), nt);
-        }
-        store_out(q, qp.wrapping_add(off), nt);
     }
 }
 
@@ -545,6 +558,60 @@ pub(crate) unsafe fn recov_2data<V: Vector, const UNROLL: usize>(
         groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(ptrs, tables, off) } });
     let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(ptrs, tables, off) } });
     scalar::recov_2data(dx, dy, p, q, a, b, off);
+}
+
+/// Two lost data blocks in one pass: the surviving data's P and Q (Horner's rule, the lost
+/// slots `None`) go straight into the combination of `recov_2data`, so the sums are never
+/// stored and read back. The two-pass way moves 10 blocks for a 4-wide stripe (the sums
+/// written, then they, P and Q read, the results written) where this moves 6.
+/// `data[top]` must hold data.
+#[inline(always)]
+pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
+    (dx, dy): (&mut [u8], &mut [u8]),
+    data: &[Option<&[u8]>],
+    top: usize,
+    (p, q): (&[u8], &[u8]),
+    (a, b): (u8, u8),
+) {
+    let len = dx.len();
+    let ptrs = (dx.as_mut_ptr(), dy.as_mut_ptr(), p.as_ptr(), q.as_ptr());
+    let tables = unsafe { (V::table(a), V::table(b)) };
+    #[inline(always)]
+    unsafe fn group<V: Vector, const N: usize>(
+        (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
+        (ta, tb): (V::Table, V::Table),
+        data: &[Option<&[u8]>],
+        top: usize,
+        off: usize,
+    ) {
+        unsafe {
+            let first = data[top].expect("top slot holds data");
+            let v: [V; N] = load_n(first.as_ptr().add(off));
+            let (mut ps, mut qs) = (v, v);
+            horner_below::<V, N, 0>(&mut ps, &mut qs, &data[..top], off);
+            let (p, q): ([V; N], [V; N]) = (load_n(pp.add(off)), load_n(qp.add(off)));
+            for k in 0..N {
+                let pxy = p[k].xor(ps[k]);
+                let qxy = q[k].xor(qs[k]);
+                ps[k] = pxy.mul(ta).xor(qxy.mul(tb));
+                qs[k] = pxy.xor(ps[k]);
+            }
+            store_n(ps, xp.add(off));
+            store_n(qs, yp.add(off));
+        }
+    }
+    let o = groups!(V, len, 0, UNROLL, |off| {
+        unsafe { group::<V, UNROLL>(ptrs, tables, data, top, off) }
+    });
+    let o = groups!(V, len, o, 1, |off| { unsafe { group::<V, 1>(ptrs, tables, data, top, off) } });
+    // The tail: the sums by the reference, then the combination.
+    scalar::syndrome(Some(&mut dx[o..]), &mut dy[o..], &tail(data, o), 0);
+    scalar::recov_2data(&mut dx[o..], &mut dy[o..], &p[o..], &q[o..], a, b, 0);
+}
+
+/// The slots from byte `from` on.
+fn tail<'a>(data: &[Option<&'a [u8]>], from: usize) -> SmallVec<[Option<&'a [u8]>; 32]> {
+    data.iter().map(|d| d.map(|d| &d[from..])).collect()
 }
 
 #[inline(always)]
