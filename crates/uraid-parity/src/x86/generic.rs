@@ -23,6 +23,20 @@ use std::mem::MaybeUninit;
 #[repr(C, align(64))]
 struct Tile<const BYTES: usize>([u8; BYTES]);
 
+/// Where a pass of `xor_gen` over a tile reads its partial parity from and writes it to: the
+/// output, or with non-temporal stores the scratch tile between the first and the last pass.
+fn pass_ptrs(
+    nt: bool,
+    (first, last): (bool, bool),
+    d: *mut u8,
+    tile: *mut u8,
+) -> (*const u8, *mut u8) {
+    if !nt {
+        return (d.cast_const(), d);
+    }
+    (if first { d } else { tile }.cast_const(), if last { d } else { tile })
+}
+
 /// A pointer that, offset by an offset in `start..start + BYTES`, lands in `tile` (the kernels
 /// index their outputs by the offset into the blocks; `wrapping_add` lands it back in bounds).
 fn tile_base<const BYTES: usize>(tile: &mut MaybeUninit<Tile<BYTES>>, start: usize) -> *mut u8 {
@@ -203,14 +217,7 @@ pub(crate) unsafe fn xor_gen<V: Vector, const FEW: usize, const MANY: usize, con
         loop {
             let (now, later) = rest.split_at(chunk.min(rest.len()));
             let (a, last) = (acc || !first, later.is_empty());
-            let ptrs = if nt {
-                (
-                    if first { d.cast_const() } else { tile_out.cast_const() },
-                    if last { d } else { tile_out },
-                )
-            } else {
-                (d.cast_const(), d)
-            };
+            let ptrs = pass_ptrs(nt, (first, last), d, tile_out);
             let o = if now.len() <= XOR_FEW_SOURCES {
                 groups!(V, end, start, FEW, |off| {
                     unsafe { group::<V, FEW, PF>(ptrs, now, a, off, nt && last) }
