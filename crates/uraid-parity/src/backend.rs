@@ -177,24 +177,11 @@ impl Backend {
         dispatch!(self, syndrome(p, q, data, stream), scalar: scalar::syndrome(p, q, data, 0));
     }
 
+    /// Two lost data blocks `dx`, `dy` from the surviving `data` (the lost slots `None`), `p`
+    /// and `q`, with `a = g^y / (g^x ^ g^y)` and `b = 1 / (g^x ^ g^y)`. One pass where the backend
+    /// has SIMD.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn recov_2data(
-        self,
-        dx: &mut [u8],
-        dy: &mut [u8],
-        p: &[u8],
-        q: &[u8],
-        a: u8,
-        b: u8,
-    ) {
-        self.check();
-        dispatch!(self, recov_2data(dx, dy, p, q, a, b));
-    }
-
-    /// Two lost data blocks `dx`, `dy` from the surviving `data` (the lost slots `None`), `p`
-    /// and `q`; `a`, `b` as [`Backend::recov_2data`]. One pass where the backend has SIMD.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn recov_2data_from(
         self,
         dx: &mut [u8],
         dy: &mut [u8],
@@ -206,18 +193,14 @@ impl Backend {
     ) {
         self.check();
         let top = data.iter().rposition(Option::is_some);
-        match (self, top) {
-            #[cfg(target_arch = "x86_64")]
-            (Backend::Avx2 | Backend::Avx512 | Backend::Gfni, Some(top)) => dispatch!(
-                self,
-                recov_2data_fused((dx, dy), data, top, (p, q), (a, b)),
-                scalar: unreachable!("a SIMD backend")
-            ),
-            _ => {
-                self.syndrome(Some(&mut *dx), dy, data, false);
-                self.recov_2data(dx, dy, p, q, a, b);
+        dispatch!(
+            self,
+            recov_2data_fused((dx, dy), data, top, (p, q), (a, b)),
+            scalar: {
+                scalar::syndrome(Some(&mut *dx), dy, data, 0);
+                scalar::recov_2data(dx, dy, p, q, a, b, 0);
             }
-        }
+        );
     }
 
     pub(crate) fn recov_data_q(self, dx: &mut [u8], p: &mut [u8], q: &[u8], c: u8) {

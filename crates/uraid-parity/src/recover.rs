@@ -60,7 +60,7 @@ pub(crate) fn raid6_recover(
             let (dx, dy, others) = split_lost2(data, x, y);
             // dx = (Q' ^ g^y P') / (g^x ^ g^y), dy = P' ^ dx, with P', Q' the missing sums.
             let denom = gf::inv(gf::exp2(x) ^ gf::exp2(y));
-            be.recov_2data_from(dx, dy, &others, pv, qv, gf::mul(gf::exp2(y), denom), denom);
+            be.recov_2data(dx, dy, &others, pv, qv, gf::mul(gf::exp2(y), denom), denom);
         }
         _ => unreachable!("more than two losses were refused above"),
     }

@@ -85,23 +85,10 @@ macro_rules! backend_module {
             }
 
             #[target_feature(enable = $features)]
-            pub(crate) unsafe fn recov_2data(
-                dx: &mut [u8],
-                dy: &mut [u8],
-                p: &[u8],
-                q: &[u8],
-                a: u8,
-                b: u8,
-            ) {
-                // SAFETY: as above.
-                unsafe { generic::recov_2data::<$vector, $unroll>(dx, dy, p, q, a, b) }
-            }
-
-            #[target_feature(enable = $features)]
             pub(crate) unsafe fn recov_2data_fused(
                 out: (&mut [u8], &mut [u8]),
                 data: &[Option<&[u8]>],
-                top: usize,
+                top: Option<usize>,
                 pq: (&[u8], &[u8]),
                 coefs: (u8, u8),
             ) {
@@ -119,7 +106,7 @@ macro_rules! backend_module {
             unsafe fn recov_2data_many(
                 out: (&mut [u8], &mut [u8]),
                 data: &[Option<&[u8]>],
-                top: usize,
+                top: Option<usize>,
                 pq: (&[u8], &[u8]),
                 coefs: (u8, u8),
             ) {

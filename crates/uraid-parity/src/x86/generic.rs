@@ -529,54 +529,36 @@ pub(crate) unsafe fn mul_const<V: Vector, const UNROLL: usize>(
     scalar::mul_const(dst, src, c, acc, off);
 }
 
+/// The lost blocks from the survivors' sums `(x, y)` (P and Q with the lost slots zero) and
+/// P and Q at `off`: `x = a (P ^ x) ^ b (Q ^ y)`, `y = (P ^ x_in) ^ x`.
 #[inline(always)]
-pub(crate) unsafe fn recov_2data<V: Vector, const UNROLL: usize>(
-    dx: &mut [u8],
-    dy: &mut [u8],
-    p: &[u8],
-    q: &[u8],
-    a: u8,
-    b: u8,
+unsafe fn combine_2data<V: Vector, const N: usize>(
+    (x, y): (&mut [V; N], &mut [V; N]),
+    (pp, qp): (*const u8, *const u8),
+    (ta, tb): (V::Table, V::Table),
+    off: usize,
 ) {
-    let len = dx.len();
-    let ptrs = (dx.as_mut_ptr(), dy.as_mut_ptr(), p.as_ptr(), q.as_ptr());
-    let tables = unsafe { (V::table(a), V::table(b)) };
-    #[inline(always)]
-    unsafe fn group<V: Vector, const N: usize>(
-        (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
-        (ta, tb): (V::Table, V::Table),
-        off: usize,
-    ) {
-        unsafe {
-            let (dx, dy): ([V; N], [V; N]) = (load_n(xp.add(off)), load_n(yp.add(off)));
-            let (p, q): ([V; N], [V; N]) = (load_n(pp.add(off)), load_n(qp.add(off)));
-            let (mut x, mut y) = ([V::zero(); N], [V::zero(); N]);
-            for k in 0..N {
-                let pxy = p[k].xor(dx[k]);
-                let qxy = q[k].xor(dy[k]);
-                x[k] = pxy.mul(ta).xor(qxy.mul(tb));
-                y[k] = pxy.xor(x[k]);
-            }
-            store_n(x, xp.add(off));
-            store_n(y, yp.add(off));
+    unsafe {
+        let (p, q): ([V; N], [V; N]) = (load_n(pp.add(off)), load_n(qp.add(off)));
+        for k in 0..N {
+            let pxy = p[k].xor(x[k]);
+            let qxy = q[k].xor(y[k]);
+            x[k] = pxy.mul(ta).xor(qxy.mul(tb));
+            y[k] = pxy.xor(x[k]);
         }
     }
-    let off =
-        groups!(V, len, 0, UNROLL, |off| { unsafe { group::<V, UNROLL>(ptrs, tables, off) } });
-    let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(ptrs, tables, off) } });
-    scalar::recov_2data(dx, dy, p, q, a, b, off);
 }
 
 /// Two lost data blocks in one pass: the surviving data's P and Q (Horner's rule, the lost
 /// slots `None`) go straight into the combination of `recov_2data`, so the sums are never
 /// stored and read back. The two-pass way moves 10 blocks for a 4-wide stripe (the sums
 /// written, then they, P and Q read, the results written) where this moves 6.
-/// `data[top]` must hold data.
+/// `top`: the highest slot that holds data (None: no data survives, the sums are zero).
 #[inline(always)]
 pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
     (dx, dy): (&mut [u8], &mut [u8]),
     data: &[Option<&[u8]>],
-    top: usize,
+    top: Option<usize>,
     (p, q): (&[u8], &[u8]),
     (a, b): (u8, u8),
 ) {
@@ -588,21 +570,18 @@ pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
         (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
         (ta, tb): (V::Table, V::Table),
         data: &[Option<&[u8]>],
-        top: usize,
+        top: Option<usize>,
         off: usize,
     ) {
         unsafe {
-            let first = data[top].expect("top slot holds data");
-            let v: [V; N] = load_n(first.as_ptr().add(off));
-            let (mut ps, mut qs) = (v, v);
-            horner_below::<V, N, 0>(&mut ps, &mut qs, &data[..top], off);
-            let (p, q): ([V; N], [V; N]) = (load_n(pp.add(off)), load_n(qp.add(off)));
-            for k in 0..N {
-                let pxy = p[k].xor(ps[k]);
-                let qxy = q[k].xor(qs[k]);
-                ps[k] = pxy.mul(ta).xor(qxy.mul(tb));
-                qs[k] = pxy.xor(ps[k]);
+            let (mut ps, mut qs) = ([V::zero(); N], [V::zero(); N]);
+            if let Some(top) = top {
+                let first = data[top].expect("top slot holds data");
+                ps = load_n(first.as_ptr().add(off));
+                qs = ps;
+                horner_below::<V, N, 0>(&mut ps, &mut qs, &data[..top], off);
             }
+            combine_2data((&mut ps, &mut qs), (pp, qp), (ta, tb), off);
             store_n(ps, xp.add(off));
             store_n(qs, yp.add(off));
         }
