@@ -97,7 +97,11 @@ macro_rules! backend_module {
                     return unsafe { recov_2data_many(out, data, top, pq, coefs) };
                 }
                 // SAFETY: as above.
-                unsafe { generic::recov_2data_fused::<$vector, $unroll>(out, data, top, pq, coefs) }
+                unsafe {
+                    generic::recov_2data_fused::<$vector, $unroll, $prefetch>(
+                        out, data, top, pq, coefs,
+                    )
+                }
             }
 
             /// As `syndrome_many`: wide stripes take the fewer vectors per step.
@@ -112,7 +116,9 @@ macro_rules! backend_module {
             ) {
                 // SAFETY: as above.
                 unsafe {
-                    generic::recov_2data_fused::<$vector, $pq_many>(out, data, top, pq, coefs)
+                    generic::recov_2data_fused::<$vector, $pq_many, $prefetch>(
+                        out, data, top, pq, coefs,
+                    )
                 }
             }
 

@@ -555,7 +555,7 @@ unsafe fn combine_2data<V: Vector, const N: usize>(
 /// written, then they, P and Q read, the results written) where this moves 6.
 /// `top`: the highest slot that holds data (None: no data survives, the sums are zero).
 #[inline(always)]
-pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
+pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize, const PF: usize>(
     (dx, dy): (&mut [u8], &mut [u8]),
     data: &[Option<&[u8]>],
     top: Option<usize>,
@@ -566,7 +566,7 @@ pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
     let ptrs = (dx.as_mut_ptr(), dy.as_mut_ptr(), p.as_ptr(), q.as_ptr());
     let tables = unsafe { (V::table(a), V::table(b)) };
     #[inline(always)]
-    unsafe fn group<V: Vector, const N: usize>(
+    unsafe fn group<V: Vector, const N: usize, const PF: usize>(
         (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
         (ta, tb): (V::Table, V::Table),
         data: &[Option<&[u8]>],
@@ -577,9 +577,10 @@ pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
             let (mut ps, mut qs) = ([V::zero(); N], [V::zero(); N]);
             if let Some(top) = top {
                 let first = data[top].expect("top slot holds data");
+                prefetch::<PF>(first.as_ptr(), off);
                 ps = load_n(first.as_ptr().add(off));
                 qs = ps;
-                horner_below::<V, N, 0>(&mut ps, &mut qs, &data[..top], off);
+                horner_below::<V, N, PF>(&mut ps, &mut qs, &data[..top], off);
             }
             combine_2data((&mut ps, &mut qs), (pp, qp), (ta, tb), off);
             store_n(ps, xp.add(off));
@@ -587,9 +588,14 @@ pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize>(
         }
     }
     let o = groups!(V, len, 0, UNROLL, |off| {
-        unsafe { group::<V, UNROLL>(ptrs, tables, data, top, off) }
+        unsafe { group::<V, UNROLL, PF>(ptrs, tables, data, top, off) }
     });
-    let o = groups!(V, len, o, 1, |off| { unsafe { group::<V, 1>(ptrs, tables, data, top, off) } });
+    let o =
+        groups!(V, len, o, 1, |off| { unsafe { group::<V, 1, PF>(ptrs, tables, data, top, off) } });
+    if o == len {
+        // No tail: and no slot list to build for it (wide stripes would allocate one).
+        return;
+    }
     // The tail: the sums by the reference, then the combination.
     scalar::syndrome(Some(&mut dx[o..]), &mut dy[o..], &tail(data, o), 0);
     scalar::recov_2data(&mut dx[o..], &mut dy[o..], &p[o..], &q[o..], a, b, 0);
