@@ -21,12 +21,26 @@ macro_rules! backend_module {
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn xor_gen(dst: &mut [u8], srcs: &[&[u8]], acc: bool, stream: bool) {
-                // SAFETY: the caller checked the CPU features this module is compiled for.
+                if (1..=generic::XOR_FEW_SOURCES).contains(&srcs.len()) {
+                    // SAFETY: the caller checked the CPU features this module is compiled for.
+                    return unsafe { xor_few(dst, srcs, acc, stream) };
+                }
+                // SAFETY: as above.
                 unsafe {
                     generic::xor_gen::<$vector, $xor_few, $xor_many, $prefetch>(
                         dst, srcs, acc, stream,
                     )
                 }
+            }
+
+            /// Few sources in a function of its own: inlined beside the general loop, the
+            /// same loop ran 262-289 GB/s on 4 x 4 KiB in L1 instead of 302-322 (its output
+            /// pointer and length were kept on the stack).
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn xor_few(dst: &mut [u8], srcs: &[&[u8]], acc: bool, stream: bool) {
+                // SAFETY: as above.
+                unsafe { generic::xor_few::<$vector, $xor_few, $prefetch>(dst, srcs, acc, stream) }
             }
 
             #[target_feature(enable = $features)]
