@@ -163,9 +163,14 @@ macro_rules! backend_module {
 // (25 against 39 GB/s) and a short prefetch into L1 (512 B, 1 KiB) cost in-cache 64 KiB rows
 // 10-40%; none for AVX2, measured on a Zen 3 machine without AVX-512, where the prefetches
 // cost 25-40% of streaming XOR and P+Q at every width (the hardware prefetchers alone did
-// better). The AVX2 and AVX-512 (without GFNI) XOR groups follow the Zen 5 rule in bytes per
-// source (256 B for few sources, 128 B for many); this machine cannot measure them where they
-// are the chosen backend.
-backend_module!(avx2, Avx2, (8, 4), (4, 4), 0, "avx2");
+// better). The AVX-512 (without GFNI) XOR groups follow the Zen 5 rule in bytes per source
+// (256 B for few sources, 128 B for many). AVX2's were (8, 4) by that rule too, until a Zen 5
+// machine measured the AVX2 backend (forced with URAID_PARITY_BACKEND=avx2; the machine would
+// choose GFNI): with 16 registers, 8 accumulators per group ran 4 x 64 KiB in L2 at 106-108
+// GB/s where 4 ran 151-165, and (4, 2) against (8, 4) took 4-wide rows from 169/154/82 GB/s
+// (4K/64K/1M in cache) to 195/166/84, 8 x 64K from 114 to 170, streamed 8 x 1M from 18 to 30,
+// 16 x 1M from 21 to 27 (8 x 4K in L1 189 -> 176). The Zen 3 machine where AVX2 is the chosen
+// backend has not measured it.
+backend_module!(avx2, Avx2, (4, 2), (4, 4), 0, "avx2");
 backend_module!(avx512, Avx512, (4, 2), (4, 4), 4096, "avx512f,avx512bw");
 backend_module!(gfni, Gfni, (4, 2), (8, 4), 0, "avx512f,avx512bw,gfni");
