@@ -180,6 +180,17 @@ impl Sim {
             self.stats.log_replays += 1;
         }
         self.resync_ranges(&scans, gone);
+        // Replayed and durable, the records have served: uraid-md clears every present ring
+        // before the engine starts (`ppl::clear_log`). Left there, a second cut before the
+        // new engine's first reset would replay them again over stripes the restart has since
+        // read back, and with a member lost by then count its "modified" sectors as zeros
+        // (seed 1088000: a sector read back after the first cut came back as zeros after the
+        // second).
+        let header = vec![0u8; uraid_core::ppl::LOG_HEADER_BYTES];
+        for (member, _) in self.members.iter_mut().zip(gone).filter(|(_, g)| !**g) {
+            let at = member.offset(IoArea::Log, 0);
+            member.restore(at, &header);
+        }
     }
 
     /// The heads of live ranges: resynced from what every member holds now (an unreadable
