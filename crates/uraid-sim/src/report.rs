@@ -28,6 +28,8 @@ pub struct SimStats {
     /// Full-stripe writes that went out under a range of the log (no entry of their own),
     /// and parity blocks the replay rewrote resyncing ranges.
     pub writes_under_range: u64,
+    /// Log advances: flushes that retired the log's entries without a reset.
+    pub log_advances: u64,
     /// Whole stripes written as one batch (no stripe heads).
     pub stripe_batches: u64,
     pub range_resyncs: u64,
@@ -58,6 +60,7 @@ impl SimStats {
         self.log_replays += o.log_replays;
         self.acked_when_logged += o.acked_when_logged;
         self.writes_under_range += o.writes_under_range;
+        self.log_advances += o.log_advances;
         self.stripe_batches += o.stripe_batches;
         self.range_resyncs += o.range_resyncs;
         self.resync_sectors += o.resync_sectors;

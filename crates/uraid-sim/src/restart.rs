@@ -62,6 +62,7 @@ impl Sim {
         self.replay_log(&gone);
         self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
         self.stats.writes_under_range += self.array.stats().writes_under_log_range;
+        self.stats.log_advances += self.array.stats().log_advances;
         self.stats.stripe_batches += self.array.stats().stripe_batches;
         // The restart: a new engine over what the members hold.
         self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");

@@ -7,12 +7,13 @@
 //! and a partial parity block is one more 4 KiB per rmw), an IOPS-bound NVMe-class SSD (100k
 //! IOPS, 2 GB/s: every I/O counts, and a generation's log write carries many entries), and
 //! the 7200 rpm HDD (a log write away from the data is a seek). The log ring sits after each member's data area;
-//! log writes are FUA, and a ring reset (ring full, user flush) flushes every member.
+//! log writes are FUA; a ring reset (ring full) and a user flush's advance flush every member.
 //!
 //! Workloads, each run on a fresh engine without the log and with it (ring of 2 MiB per member,
 //! the runtime's size on big members, and 128 KiB, the smallest ring it uses):
 //! * 4 KiB random writes, uniform over the array, iodepth 16 and 1;
-//! * the same at iodepth 16 with a user flush every 64 writes (each flush then resets the log);
+//! * the same at iodepth 16 with a user flush every 64 writes (each flush retires the log's
+//!   entries: an advance, or a reset when a ring is full);
 //! * 1 MiB sequential writes at iodepth 16 (full stripes: the log's ranges); on the HDD a
 //!   sustained stream, the whole of an array of 256 MiB members (1.3 s of disk time), since
 //!   any log write is a seek pair (11 ms) that a burst of tens of MiB cannot hide;
@@ -168,12 +169,13 @@ fn measure(spec: &Spec, model: DiskModel, disk: &str, w: &Workload) -> Result<Ve
     for (ring, ring_name) in RINGS {
         let (with, log_bytes) = pass(&mut rig, &clock, w, Some(ring))?;
         let (log_writes, _, resets, unprotected) = rig.array.log_stats().unwrap_or_default();
+        let advances = rig.array.stats().log_advances;
         ensure!(unprotected == 0, "every write of a healthy array is logged");
         let mut case = spec.case(w.bs, w.iodepth, w.pattern);
         case.state = format!("healthy, {disk}, log ring {ring_name}");
         let note = format!(
             "simulated {disk}: {:.0} MB/s with the log, {:.0} without; {log_writes} log writes, \
-             {resets} ring resets, {:.3} log bytes per user byte",
+             {resets} ring resets, {advances} advances, {:.3} log bytes per user byte",
             user as f64 / with / 1e6,
             user as f64 / without / 1e6,
             log_bytes as f64 / user as f64

@@ -110,4 +110,7 @@ pub struct ArrayStats {
     /// Full-stripe writes that went out inside a durable range of the log (a sequential
     /// stream's), with no log write of their own.
     pub writes_under_log_range: u64,
+    /// Flushes (and FUA writes) whose log entries were retired by an advance, with the log
+    /// going on, rather than by a reset that stops it.
+    pub log_advances: u64,
 }

@@ -98,7 +98,7 @@ struct Request {
     fua: bool,
     /// Writes zeros without a buffer (the partial stripes of a discard).
     zeroes: bool,
-    /// A FUA write whose log reset has been asked for (see `ppl::log_flush`).
+    /// A FUA write whose log retirement has been asked for (see `ppl::log_flush`).
     fua_logged: bool,
 }
 
@@ -137,9 +137,14 @@ enum Pending {
     BitmapFlush {
         member: DiskIndex,
     },
-    /// A partial parity log write, or a flush of its reset.
+    /// A partial parity log write, or a member flush of its reset.
     Log {
         member: DiskIndex,
+    },
+    /// A member flush of the log's advance number `advance` (`ppl::advance`).
+    LogFlush {
+        member: DiskIndex,
+        advance: u64,
     },
 }
 
@@ -443,6 +448,9 @@ impl Array {
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
             Pending::Log { member } => self.log_io_done(member, ok),
+            Pending::LogFlush { member, advance } => {
+                self.log_advance_flush_done(member, advance, ok);
+            }
         }
         self.start_delayed_when_idle();
     }
@@ -548,7 +556,8 @@ impl Array {
             return;
         }
         // A FUA write is durable once written; with the log, its entry must be retired too
-        // (else a replay would count its blocks as being written): it completes with a reset.
+        // (else a replay would count its blocks as being written): it completes with an
+        // advance or a reset.
         if req.fua && !req.fua_logged && req.error.is_none() && !req.zeroes {
             self.request_mut(slot).fua_logged = true;
             if self.log_flush(slot) {

@@ -23,7 +23,7 @@
 //! acknowledged once its entries are durable, before its writes in place, as md's raid5-cache
 //! does in write-back mode: it is unflushed, so a power cut may lose it, and the replay keeps
 //! everything else intact; until its writes complete the head holds the data, and a flush waits
-//! for them (it resets the log, which drains every logged write). Generations are group
+//! for them (its reset or advance drains the logged writes it covers). Generations are group
 //! commits: one waits for the heads that started their reads before its oldest head was
 //! admitted, so that a queue's worth of writes shares one log write per member.
 //!
@@ -42,11 +42,12 @@
 //! Retiring the log. Each engine has a ring per member. A reset waits for every logged write
 //! to complete, flushes every member, and writes an empty header with the new tail at the
 //! ring's start on every member; everything older is retired. A reset happens when a
-//! generation does not fit the ring, when a member joins, and for every user flush (and FUA
-//! write) while the rings hold entries: so a live entry on the rings always means its union
-//! was written since the last completed flush, and at a replay a lost member's modified
-//! sectors are ones that were being written (they read back as zeros; every other sector
-//! reads back exactly).
+//! generation does not fit the ring and when a member joins. A user flush (or FUA write)
+//! while the rings hold entries starts an advance (`advance`), which retires what the flush
+//! covers while later writes go on being logged. Either way a live entry on the rings always means its union was written
+//! since the last completed flush, and at a replay a lost member's modified sectors are ones
+//! that were being written (they read back as zeros; every other sector reads back
+//! exactly).
 
 use super::Array;
 use super::handle::Phase;
@@ -57,6 +58,7 @@ use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, StripeNumber};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+mod advance;
 mod batch;
 mod generation;
 pub(super) use batch::BatchAdmit;
@@ -116,6 +118,9 @@ struct Live {
     writing: u32,
     /// Written only under ranges: no entry of its own on the rings.
     ranged: bool,
+    /// `PartialParityLog::advances` when the union began: one greater than an advance's
+    /// number began before it, so nothing in the union is older than that advance's flush.
+    born: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,14 +146,21 @@ pub(super) struct PartialParityLog {
     ranges: BTreeMap<u64, u64>,
     /// Ranges waiting for their generation: start -> (end, the head or batch that logs it).
     pending_ranges: BTreeMap<u64, (u64, Owner)>,
-    /// Heads whose entries for the current batch are durable (and whether they count in
-    /// `live`).
-    logged: std::collections::BTreeMap<HeadId, bool>,
+    /// Heads whose entries for the current batch are durable: whether they count in `live`,
+    /// and `advances` when their generation started (an advance drains the older ones).
+    logged: std::collections::BTreeMap<HeadId, (bool, u64)>,
     /// Heads waiting for the next generation, with their entries and blocks (none: a write
     /// that needs no entry, waiting for the first reset of the run).
     waiting: Vec<Waiting>,
-    /// Requests (flushes, FUA writes) that complete when reset number `.1` has.
-    flush_waiters: Vec<(usize, u64)>,
+    /// Requests (flushes, FUA writes) that complete when reset number `.1` has, or advance
+    /// number `.2`.
+    flush_waiters: Vec<(usize, u64, u64)>,
+    /// Advances started and finished (see `advance`), and the one in progress.
+    advances: u64,
+    advances_done: u64,
+    advance: Option<advance::Advance>,
+    /// `advances` when the generation in flight started.
+    in_flight_advance: u64,
     /// The run's first reset has written its headers: writes that need no entry go at once.
     started: bool,
     /// The generation in flight: writes outstanding, its heads and batches (and whether each
@@ -176,6 +188,18 @@ impl PartialParityLog {
         self.ranges.range(..=at).next_back().is_some_and(|(_, end)| *end > at)
     }
 
+    /// Whether full-stripe writes may go under durable ranges: not while a reset or an
+    /// advance (which retire every range) is under way, which would wait for them.
+    fn ranges_usable(&self) -> bool {
+        self.reset == Reset::No && self.advance.is_none()
+    }
+
+    /// The union of head `key`, begun now if it has none.
+    fn live_at(&mut self, key: u64) -> &mut Live {
+        let born = self.advances;
+        self.live.entry(key).or_insert_with(|| Live { born, ..Live::default() })
+    }
+
     /// Whether a range still to be logged holds member sector `at`.
     fn pending_range(&self, at: u64) -> bool {
         self.pending_ranges.range(..=at).next_back().is_some_and(|(_, (end, _))| *end > at)
@@ -201,6 +225,10 @@ impl Array {
             logged: std::collections::BTreeMap::new(),
             waiting: Vec::new(),
             flush_waiters: Vec::new(),
+            advances: 0,
+            advances_done: 0,
+            advance: None,
+            in_flight_advance: 0,
             started: false,
             in_flight: None,
             writes: Vec::new(),
@@ -235,10 +263,12 @@ impl Array {
             })
             .collect();
         Some(format!(
-            "reset {:?} (resets {}), waiting {waiting:?}, in flight {:?}, writing {}, logged {:?}, \
-             flush waiters {:?}, on ring {}",
+            "reset {:?} (resets {}), advance {:?} (done {}), waiting {waiting:?}, in flight {:?}, \
+             writing {}, logged {:?}, flush waiters {:?}, on ring {}",
             l.reset,
             l.resets,
+            l.advance,
+            l.advances_done,
             l.in_flight.as_ref().map(|f| f.0),
             l.writing,
             l.logged,
@@ -261,7 +291,7 @@ impl Array {
                 || l.in_flight.is_some()
                 || matches!(l.reset, Reset::Flushing(_) | Reset::Headers(_))
                 || (l.reset == Reset::Draining && l.writing == 0)
-        })
+        }) || self.log_advance_busy()
     }
 
     /// Whether whole-stripe batches wait for a log generation: a stream about to go out, so
@@ -304,7 +334,7 @@ impl Array {
             Some(Cover::Durable) => {
                 self.mark_ranged(id);
                 let l = self.ppl.as_mut().expect("checked");
-                l.logged.insert(id, true);
+                l.logged.insert(id, (true, l.advances));
                 l.writing += 1;
                 self.stats.writes_under_log_range += 1;
                 return true;
@@ -334,7 +364,7 @@ impl Array {
         let l = self.ppl.as_mut().expect("checked");
         let entries = match entries {
             Some(entries) => {
-                let live = l.live.entry(key).or_default();
+                let live = l.live_at(key);
                 if let Some(e) = entries.first() {
                     live.modified.clone_from(&e.1.modified);
                 }
@@ -362,7 +392,7 @@ impl Array {
         if l.live.get(&key).is_some_and(|v| !v.ranged) {
             return None;
         }
-        if l.reset == Reset::No && l.durable_range(key) {
+        if l.ranges_usable() && l.durable_range(key) {
             return Some(Cover::Durable);
         }
         l.pending_range(key).then_some(Cover::Pending)
@@ -388,7 +418,9 @@ impl Array {
 
     fn mark_ranged_at(&mut self, key: u64, modified: Vec<(usize, SectorMask)>) {
         let l = self.ppl.as_mut().expect("a log");
-        let live = l.live.entry(key).or_insert_with(|| Live { ranged: true, ..Live::default() });
+        let fresh = !l.live.contains_key(&key);
+        let live = l.live_at(key);
+        live.ranged |= fresh;
         live.modified = modified;
         live.writing += 1;
         l.on_ring.insert(key);
@@ -580,7 +612,7 @@ impl Array {
     pub(super) fn log_writes_done(&mut self, id: HeadId) {
         let key = self.head_member_range(id).0;
         let Some(l) = self.ppl.as_mut() else { return };
-        let Some(counted) = l.logged.remove(&id) else { return };
+        let Some((counted, _)) = l.logged.remove(&id) else { return };
         l.writing -= 1;
         if counted {
             l.live.get_mut(&key).expect("a counted head is live").writing -= 1;
@@ -588,20 +620,24 @@ impl Array {
     }
 
     /// A flush (or a FUA write, once written) in request `slot`: with entries on the rings, it
-    /// completes with the next reset instead of plain member flushes (true), so that the
-    /// rings never hold an entry for writes a completed flush made durable: at a replay, a
-    /// lost member's block in a live entry's union is one that was being written. Else
-    /// false: the caller flushes as usual.
+    /// completes when they are retired (true): by an advance (see `advance`), or by the next
+    /// reset when one is under way or wanted; so that the rings never hold a live entry for
+    /// writes a completed flush made durable: at a replay, a lost member's block in a live
+    /// entry's union is one that was being written. Else false: the caller flushes as usual.
     pub(super) fn log_flush(&mut self, slot: usize) -> bool {
         let Some(l) = self.ppl.as_mut() else { return false };
         let pending = l.reset != Reset::No || !l.waiting.is_empty() || l.in_flight.is_some();
         if l.on_ring.is_empty() && !pending {
             return false;
         }
-        // The next reset to start: one already past its member flushes cannot cover writes
-        // completed after them (`resets` counts those started).
-        l.flush_waiters.push((slot, l.resets + 1));
-        if l.reset == Reset::No {
+        // The next reset or advance to start: one already under way may have drained before
+        // writes this flush must cover completed (`resets` counts those started).
+        let by_advance = l.reset == Reset::No && l.started;
+        let advance = if by_advance { l.advances + 1 } else { u64::MAX };
+        l.flush_waiters.push((slot, l.resets + 1, advance));
+        if by_advance && l.advance.is_none() {
+            l.start_advance();
+        } else if !by_advance && l.reset == Reset::No {
             l.reset = Reset::Draining;
         }
         self.request_mut(slot).outstanding += 1;

@@ -6,7 +6,7 @@
 //! back to 4 KiB heads, whose I/Os would then land on the disks behind the stream's later
 //! batches (seeks on an HDD, 16 I/Os a member per stripe on an SSD).
 
-use super::{Array, Entries, LogEntry, LogParity, Owner, Reset, Waiting};
+use super::{Array, Entries, LogEntry, LogParity, Owner, Waiting};
 use crate::units::{DiskIndex, StripeNumber};
 
 /// What a batch does about the log (`Array::log_admit_batch`).
@@ -35,7 +35,7 @@ impl Array {
         if keys.iter().any(|k| l.live.get(k).is_some_and(|v| !v.ranged)) {
             return BatchAdmit::Heads;
         }
-        if l.reset == Reset::No && keys.iter().all(|k| l.durable_range(*k)) {
+        if l.ranges_usable() && keys.iter().all(|k| l.durable_range(*k)) {
             let modified = self.whole_stripe_modified(stripe);
             for key in &keys {
                 self.mark_ranged_at(*key, modified.clone());
@@ -84,7 +84,7 @@ impl Array {
                 .collect();
         let modified = self.whole_stripe_modified(stripe);
         let covered = |l: &super::PartialParityLog, k: u64| {
-            (l.reset == Reset::No && l.durable_range(k)) || l.pending_range(k)
+            (l.ranges_usable() && l.durable_range(k)) || l.pending_range(k)
         };
         let (mut entries, mut own) = (Vec::new(), Vec::new());
         let mut at = 0;

@@ -15,6 +15,7 @@ impl Array {
     /// Starts the next log write (or the reset it needs). Called when the runtime asks for
     /// member I/O, so that every head of a turn shares one generation.
     pub(in crate::array) fn start_log_generation(&mut self) {
+        self.step_log_advance();
         let Some(l) = self.ppl.as_ref() else { return };
         if l.in_flight.is_some() {
             return;
@@ -24,44 +25,40 @@ impl Array {
             self.start_log_reset();
             return;
         }
-        if l.reset != Reset::No || l.waiting.is_empty() {
+        let tail = l.tail_due();
+        if l.reset != Reset::No || (l.waiting.is_empty() && tail.is_none()) {
+            return;
+        }
+        // During an advance only some heads may join (see `advance`).
+        let joinable = self.log_joinable_now();
+        let first = joinable.iter().position(|j| *j);
+        let l = self.ppl.as_ref().expect("checked");
+        if first.is_none() && tail.is_none() {
             return;
         }
         // Group commit: heads that started reading for their writes before the oldest waiting
         // head was admitted join this generation rather than wait a whole log write for the
         // next (a log write per member per generation: the fewer generations, the fewer I/Os
-        // and 4 KiB headers). Heads that started later do not hold it: no starvation.
-        if l.reading.first().is_some_and(|&started| started <= l.waiting[0].after) {
+        // and 4 KiB headers). Heads that started later do not hold it: no starvation. Nor
+        // does a flush's tail wait for them.
+        if let Some(first) = first.filter(|_| tail.is_none())
+            && l.reading.first().is_some_and(|&started| started <= l.waiting[first].after)
+        {
             return;
         }
         let live_members: Vec<usize> =
             (0..self.failed.len()).filter(|&m| !self.failed[m]).collect();
-        let l = self.ppl.as_mut().expect("checked");
-        let unit = l.unit_sectors;
-        // Heads join while every member's share fits its ring and its header.
-        let mut count = vec![0usize; self.failed.len()];
-        let mut used = vec![LOG_HEADER_SECTORS; self.failed.len()];
-        let mut take = 0;
-        for Waiting { entries, .. } in &l.waiting {
-            let fits = entries.iter().all(|(m, e, _)| {
-                let m = m.get();
-                count[m] < MAX_LOG_ENTRIES
-                    && l.write_at[m] + used[m] + e.stored_sectors(unit) <= l.cfg.ring_sectors
-            });
-            if !fits {
-                break;
-            }
-            for (m, e, _) in entries {
-                count[m.get()] += 1;
-                used[m.get()] += e.stored_sectors(unit);
-            }
-            take += 1;
-        }
-        if take == 0 {
-            l.reset = Reset::Draining;
+        let Some(heads) = self.take_log_heads(&joinable, &live_members, tail.is_some()) else {
+            self.ppl.as_mut().expect("checked").reset = Reset::Draining;
             return self.start_log_generation();
+        };
+        let l = self.ppl.as_mut().expect("checked");
+        if let Some(tail) = tail {
+            l.tail = tail;
+            l.advance.as_mut().expect("a tail is an advance's").stage =
+                super::advance::Stage::TailInFlight;
         }
-        let heads: Vec<_> = l.waiting.drain(..take).collect();
+        l.in_flight_advance = l.advances;
         l.generation += 1;
         let generation = l.generation;
         let ids = heads.iter().map(|w| (w.owner, !w.entries.is_empty() || w.ranged)).collect();
@@ -71,21 +68,74 @@ impl Array {
         for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
             per_member[m.get()].push((e, b));
         }
+        // A tail goes to every live member, with entries or not.
+        let goes = |m: usize, entries: &[(LogEntry, Option<Vec<u8>>)]| {
+            (!entries.is_empty() || tail.is_some()) && live_members.contains(&m)
+        };
         let mut members = [0u8; 32];
         for (m, entries) in per_member.iter().enumerate() {
-            if !entries.is_empty() && live_members.contains(&m) {
+            if goes(m, entries) {
                 members[m / 8] |= 1 << (m % 8);
             }
         }
         for (m, entries) in per_member.into_iter().enumerate() {
-            if entries.is_empty() || !live_members.contains(&m) {
-                continue;
+            if goes(m, &entries) {
+                self.queue_log_write(DiskIndex(m as u16), generation, members, entries);
             }
-            self.queue_log_write(DiskIndex(m as u16), generation, members, entries);
         }
         if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
             self.log_generation_done();
         }
+    }
+
+    /// Takes the waiting heads (of those `joinable`, in order) whose entries fit every
+    /// member's ring and header, leaving room on every live member for a header when the
+    /// generation carries a tail; None when the rings are full: a reset first.
+    fn take_log_heads(
+        &mut self,
+        joinable: &[bool],
+        live_members: &[usize],
+        tail: bool,
+    ) -> Option<Vec<Waiting>> {
+        let l = self.ppl.as_mut().expect("a log");
+        let unit = l.unit_sectors;
+        let mut count = vec![0usize; l.write_at.len()];
+        let mut used = vec![LOG_HEADER_SECTORS; l.write_at.len()];
+        let mut chosen = vec![false; l.waiting.len()];
+        let mut full = false;
+        for (i, Waiting { entries, .. }) in l.waiting.iter().enumerate() {
+            if !joinable[i] {
+                continue;
+            }
+            let fits = entries.iter().all(|(m, e, _)| {
+                let m = m.get();
+                count[m] < MAX_LOG_ENTRIES
+                    && l.write_at[m] + used[m] + e.stored_sectors(unit) <= l.cfg.ring_sectors
+            });
+            if !fits {
+                full = true;
+                break;
+            }
+            for (m, e, _) in entries {
+                count[m.get()] += 1;
+                used[m.get()] += e.stored_sectors(unit);
+            }
+            chosen[i] = true;
+        }
+        let tail_fits = live_members.iter().all(|&m| l.write_at[m] + used[m] <= l.cfg.ring_sectors);
+        if (full && !chosen.contains(&true)) || (tail && !tail_fits) {
+            return None;
+        }
+        let (mut heads, mut rest) = (Vec::new(), Vec::new());
+        for (w, chosen) in std::mem::take(&mut l.waiting).into_iter().zip(chosen) {
+            if chosen {
+                heads.push(w);
+            } else {
+                rest.push(w);
+            }
+        }
+        l.waiting = rest;
+        Some(heads)
     }
 
     fn queue_log_write(
@@ -151,6 +201,8 @@ impl Array {
             .collect();
         let l = self.ppl.as_mut().expect("a log");
         l.resets += 1;
+        // It retires everything an advance under way would have (its flushes are ignored).
+        l.advance = None;
         l.in_flight = Some((0, Vec::new()));
         l.reset = Reset::Flushing(live.len());
         for m in live {
@@ -179,35 +231,7 @@ impl Array {
         let (_, heads) = l.in_flight.take().expect("in flight");
         l.writes.clear();
         match l.reset {
-            Reset::Flushing(_) => {
-                // Durable in place: every union and ring entry is retired, but for heads
-                // admitted meanwhile (waiting for the next generation: their unions stand).
-                l.live.retain(|_, v| v.writing > 0);
-                let keep: HashSet<u64> = l.live.keys().copied().collect();
-                l.on_ring = keep;
-                l.ranges.clear();
-                l.generation += 1;
-                l.tail = l.generation;
-                l.write_at.fill(0);
-                let live: Vec<DiskIndex> = (0..self.failed.len())
-                    .filter(|&m| !self.failed[m])
-                    .map(|m| DiskIndex(m as u16))
-                    .collect();
-                let l = self.ppl.as_mut().expect("a log");
-                l.reset = Reset::Headers(live.len());
-                l.in_flight = Some((0, Vec::new()));
-                let generation = l.generation;
-                let mut members = [0u8; 32];
-                for m in &live {
-                    members[m.get() / 8] |= 1 << (m.get() % 8);
-                }
-                for m in live {
-                    self.queue_log_write(m, generation, members, Vec::new());
-                }
-                if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
-                    self.log_generation_done();
-                }
-            }
+            Reset::Flushing(_) => self.log_reset_flushed(),
             Reset::Headers(_) => {
                 l.reset = Reset::No;
                 l.started = true;
@@ -230,7 +254,7 @@ impl Array {
                     match owner {
                         Owner::Head(id) => {
                             l.writing += 1;
-                            l.logged.insert(id, counted);
+                            l.logged.insert(id, (counted, l.in_flight_advance));
                             if counted {
                                 ids.push(id);
                             }
@@ -245,7 +269,47 @@ impl Array {
                     self.log_batch_released(index);
                 }
                 self.wake_log_waiters();
+                let l = self.ppl.as_ref().expect("a log");
+                if l.advance
+                    .as_ref()
+                    .is_some_and(|a| a.stage == super::advance::Stage::TailInFlight)
+                {
+                    self.finish_log_advance();
+                }
             }
+        }
+    }
+
+    /// A reset's member flushes are done: everything logged is durable in place, so every
+    /// union and ring entry is retired (but for heads admitted meanwhile, waiting for the
+    /// next generation: their unions stand), and an empty header with the new tail goes to
+    /// the start of every ring.
+    fn log_reset_flushed(&mut self) {
+        let l = self.ppl.as_mut().expect("a log");
+        l.live.retain(|_, v| v.writing > 0);
+        let keep: HashSet<u64> = l.live.keys().copied().collect();
+        l.on_ring = keep;
+        l.ranges.clear();
+        l.generation += 1;
+        l.tail = l.generation;
+        l.write_at.fill(0);
+        let live: Vec<DiskIndex> = (0..self.failed.len())
+            .filter(|&m| !self.failed[m])
+            .map(|m| DiskIndex(m as u16))
+            .collect();
+        let l = self.ppl.as_mut().expect("a log");
+        l.reset = Reset::Headers(live.len());
+        l.in_flight = Some((0, Vec::new()));
+        let generation = l.generation;
+        let mut members = [0u8; 32];
+        for m in &live {
+            members[m.get() / 8] |= 1 << (m.get() % 8);
+        }
+        for m in live {
+            self.queue_log_write(m, generation, members, Vec::new());
+        }
+        if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
+            self.log_generation_done();
         }
     }
 
@@ -254,16 +318,31 @@ impl Array {
     /// came after this one's member flushes.
     fn log_reset_done(&mut self) {
         let l = self.ppl.as_mut().expect("a log");
-        let done = l.resets;
-        let (ready, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut l.flush_waiters).into_iter().partition(|w| w.1 <= done);
+        let (done, advanced) = (l.resets, l.advances_done);
+        let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut l.flush_waiters)
+            .into_iter()
+            .partition(|w| w.1 <= done || w.2 <= advanced);
         l.flush_waiters = later;
         if !l.flush_waiters.is_empty() {
             l.reset = Reset::Draining;
         }
+        let keep = vec![false; l.waiting.len()];
+        self.recompute_waiting(&keep);
+        for (slot, ..) in ready {
+            let req = self.request_mut(slot);
+            req.outstanding -= 1;
+            self.finish_if_done(slot);
+        }
+    }
+
+    /// Waiting heads' and batches' entries computed again, but where `keep` says: after a
+    /// reset or an advance, the older blocks of their unions are durable.
+    pub(super) fn recompute_waiting(&mut self, keep: &[bool]) {
+        let l = self.ppl.as_mut().expect("a log");
         let waiting = std::mem::take(&mut l.waiting);
+        // Kept heads log span-1 entries of their own: no pending range is theirs.
         l.pending_ranges.clear();
-        for w in &waiting {
+        for (w, _) in waiting.iter().zip(keep).filter(|(_, k)| !**k) {
             let keys = match w.owner {
                 Owner::Head(_) if w.entries.is_empty() && !w.ranged => continue,
                 Owner::Head(id) => vec![self.head_member_range(id).0],
@@ -275,7 +354,11 @@ impl Array {
                 l.on_ring.remove(&key);
             }
         }
-        for w in waiting {
+        for (w, keep) in waiting.into_iter().zip(keep) {
+            if *keep {
+                self.ppl.as_mut().expect("a log").waiting.push(w);
+                continue;
+            }
             let id = match w.owner {
                 Owner::Head(id) => id,
                 Owner::Batch(index) => {
@@ -302,7 +385,7 @@ impl Array {
             let l = self.ppl.as_mut().expect("a log");
             match entries {
                 Some(entries) if !entries.is_empty() => {
-                    let live = l.live.entry(key).or_default();
+                    let live = l.live_at(key);
                     live.modified.clone_from(&entries[0].1.modified);
                     live.writing += 1;
                     live.ranged = false;
@@ -314,18 +397,13 @@ impl Array {
                 _ => l.waiting.push(Waiting { entries: Vec::new(), ranged: false, ..w }),
             }
         }
-        for (slot, _) in ready {
-            let req = self.request_mut(slot);
-            req.outstanding -= 1;
-            self.finish_if_done(slot);
-        }
     }
 
     /// A partial-stripe batch whose entries are durable is acknowledged now, before its
     /// writes in place (md's raid5-cache does the same in write-back mode): a crash from here
     /// on loses at most these unflushed writes, never other data (the replay restores its
     /// parity), and until the writes complete the head holds the new data, so reads see it. A
-    /// flush waits for them (it resets the log, which drains every logged write). Not for
+    /// flush waits for them (its reset or advance drains the logged writes it covers). Not for
     /// FUA writes (durable on completion) nor for blocks written straight from the request's
     /// buffer (full stripes: the buffer is needed until then).
     fn ack_logged_writes(&mut self, id: HeadId) {

@@ -1,0 +1,185 @@
+//! Retiring the log at a flush without stopping it: an advance. A reset (the parent's docs)
+//! waits for every logged write, flushes every member and writes new headers at the start of
+//! every ring before the next generation may go, so writes queued behind a flush wait for
+//! about three member I/Os in turn. A flush does not need the rings emptied, only the entries
+//! of the writes it covers retired, and every header already says where the live ones
+//! begin (its tail). So a flush starts an advance instead, and the rings are reset only when
+//! full (a generation, or the advance's tail, does not fit):
+//!
+//! 1. It covers every generation started before it (`tail`: the first one after). It waits
+//!    for the writes those generations logged to complete, while later generations go on.
+//! 2. It flushes every member: those writes are durable in place.
+//! 3. The next generation goes to every member's ring, carrying the new tail; once it is
+//!    durable, a replay of any members that survive sees the older generations retired,
+//!    and the flushes waiting for it complete.
+//!
+//! What may be logged meanwhile. An entry's union holds every sector of its head written
+//! since the last point where they were durable, and a replay counts a lost member's sectors
+//! in it as being written (zeros). An entry logged during the advance outlives it, so its
+//! union must hold no sector the advance makes durable: only heads whose union began after
+//! the advance did (`Live::born`) and that log a span-1 entry of their own join generations
+//! during it. The rest (older unions, ranges, batches, discards) wait, and are computed again
+//! when it ends, as after a reset. Full-stripe writes do not go under durable ranges during
+//! it (every range it retires would have to wait for them).
+
+use super::{Array, Owner, PartialParityLog, Reset, Waiting};
+use crate::array::{IoArea, IoBuf, MemberIo, MemberOp, Pending};
+use crate::units::{DiskIndex, Sector};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::array) enum Stage {
+    /// Waiting for the writes of older generations to complete.
+    Draining,
+    /// Member flushes outstanding.
+    Flushing(usize),
+    /// Durable in place: the next generation carries the new tail to every member.
+    Tail,
+    /// That generation is in flight.
+    TailInFlight,
+}
+
+#[derive(Clone, Debug)]
+pub(in crate::array) struct Advance {
+    /// `PartialParityLog::advances` when it started.
+    pub(super) number: u64,
+    /// The first generation started after it began: every older one retires.
+    pub(super) tail: u64,
+    pub(super) stage: Stage,
+}
+
+impl PartialParityLog {
+    pub(super) fn start_advance(&mut self) {
+        self.advances += 1;
+        let (number, tail) = (self.advances, self.generation + 1);
+        self.advance = Some(Advance { number, tail, stage: Stage::Draining });
+    }
+
+    /// Whether every write advance `number` covers has completed: those of heads logged by
+    /// older generations, and of batches (none starts during an advance), with no older
+    /// generation in flight.
+    fn drained(&self, number: u64) -> bool {
+        self.writing == self.logged.len()
+            && self.logged.values().all(|(_, started)| *started >= number)
+            && (self.in_flight.is_none() || self.in_flight_advance >= number)
+    }
+
+    /// The advance whose tail the next generation carries, if any.
+    pub(super) fn tail_due(&self) -> Option<u64> {
+        self.advance.as_ref().filter(|a| a.stage == Stage::Tail).map(|a| a.tail)
+    }
+}
+
+impl Array {
+    /// Whether the log has advance work it could do now (see `Array::busy`).
+    pub(super) fn log_advance_busy(&self) -> bool {
+        self.ppl.as_ref().is_some_and(|l| {
+            l.advance.as_ref().is_some_and(|a| a.stage != Stage::Draining || l.drained(a.number))
+        })
+    }
+
+    /// Whether waiting head `w` may join a generation while advance `number` is under way
+    /// (see the module docs).
+    pub(super) fn log_joinable(&self, w: &Waiting, number: u64) -> bool {
+        let Owner::Head(id) = w.owner else { return false };
+        if w.discard || w.ranged || w.entries.is_empty() || w.entries.iter().any(|e| e.1.span != 1)
+        {
+            return false;
+        }
+        let l = self.ppl.as_ref().expect("a log");
+        l.live.get(&self.head_member_range(id).0).is_some_and(|v| v.born >= number)
+    }
+
+    /// Which waiting heads may join the next generation: all of them but during an advance.
+    pub(super) fn log_joinable_now(&self) -> Vec<bool> {
+        let l = self.ppl.as_ref().expect("a log");
+        match l.advance.as_ref() {
+            None => vec![true; l.waiting.len()],
+            Some(a) => l.waiting.iter().map(|w| self.log_joinable(w, a.number)).collect(),
+        }
+    }
+
+    /// Once drained, flushes every live member.
+    pub(super) fn step_log_advance(&mut self) {
+        let Some(l) = self.ppl.as_ref() else { return };
+        let Some(a) = l.advance.as_ref() else { return };
+        if l.reset != Reset::No || a.stage != Stage::Draining || !l.drained(a.number) {
+            return;
+        }
+        let number = a.number;
+        let live: Vec<DiskIndex> = (0..self.failed.len())
+            .filter(|&m| !self.failed[m])
+            .map(|m| DiskIndex(m as u16))
+            .collect();
+        let stage = if live.is_empty() { Stage::Tail } else { Stage::Flushing(live.len()) };
+        self.ppl.as_mut().expect("a log").advance.as_mut().expect("checked").stage = stage;
+        for member in live {
+            let tag = self.new_tag();
+            self.queue.push_back(MemberIo {
+                tag,
+                member,
+                op: MemberOp::Flush,
+                sector: Sector(0),
+                sectors: 0,
+                buf: IoBuf::None,
+                fua: false,
+                area: IoArea::Data,
+            });
+            self.inflight.insert(tag, Pending::LogFlush { member, advance: number });
+        }
+    }
+
+    /// A member flush of advance `number` completed (one a reset took over is ignored); a
+    /// member that cannot flush fails, as at a reset.
+    pub(in crate::array) fn log_advance_flush_done(
+        &mut self,
+        member: DiskIndex,
+        number: u64,
+        ok: bool,
+    ) {
+        if !ok {
+            self.failed[member.get()] = true;
+        }
+        let Some(l) = self.ppl.as_mut() else { return };
+        let Some(a) = l.advance.as_mut().filter(|a| a.number == number) else { return };
+        if let Stage::Flushing(n) = &mut a.stage {
+            *n -= 1;
+            if *n == 0 {
+                a.stage = Stage::Tail;
+            }
+        }
+    }
+
+    /// The generation carrying the advance's tail is durable: what it covers retires (every
+    /// range with it: none was logged during it), waiting heads with older unions are
+    /// computed again, and the flushes waiting for it complete.
+    pub(super) fn finish_log_advance(&mut self) {
+        let l = self.ppl.as_mut().expect("a log");
+        let number = l.advance.take().expect("an advance").number;
+        l.advances_done = number;
+        self.stats.log_advances += 1;
+        let l = self.ppl.as_mut().expect("a log");
+        l.ranges.clear();
+        let keep: Vec<bool> = {
+            let l = self.ppl.as_ref().expect("a log");
+            l.waiting.iter().map(|w| self.log_joinable(w, number)).collect()
+        };
+        self.recompute_waiting(&keep);
+        let l = self.ppl.as_mut().expect("a log");
+        l.live.retain(|_, v| v.born >= number || v.writing > 0);
+        let live = &l.live;
+        l.on_ring.retain(|k| live.contains_key(k));
+        let resets = l.resets;
+        let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut l.flush_waiters)
+            .into_iter()
+            .partition(|w| w.1 <= resets || w.2 <= number);
+        l.flush_waiters = later;
+        if l.flush_waiters.iter().any(|w| w.2 != u64::MAX) && l.reset == Reset::No {
+            l.start_advance();
+        }
+        for (slot, ..) in ready {
+            let req = self.request_mut(slot);
+            req.outstanding -= 1;
+            self.finish_if_done(slot);
+        }
+    }
+}
