@@ -12,8 +12,9 @@
 //! Workloads, each run on a fresh engine without the log and with it (ring of 2 MiB per member,
 //! the runtime's size on big members, and 128 KiB, the smallest ring it uses):
 //! * 4 KiB random writes, uniform over the array, iodepth 16 and 1;
-//! * the same at iodepth 16 with a user flush every 64 writes (each flush retires the log's
-//!   entries: an advance, or a reset when a ring is full);
+//! * the same at iodepth 16 with a user flush every 64 writes, and every 8 (a database's
+//!   commits; each flush retires the log's entries: an advance, or a reset when a ring is
+//!   full);
 //! * 1 MiB sequential writes at iodepth 16 (full stripes: the log's ranges); on the HDD a
 //!   sustained stream, the whole of an array of 256 MiB members (1.3 s of disk time), since
 //!   any log write is a seek pair (11 ms) that a burst of tens of MiB cannot hide;
@@ -98,10 +99,13 @@ fn workloads(spec: &Spec, small: bool, scale: usize) -> Vec<Workload> {
     let random: Vec<Req> = (0..writes)
         .map(|_| Req::Write { sector: rng.below(blocks) * BS / SECTOR_BYTES, bytes: BS as usize })
         .collect();
-    let with_flushes: Vec<Req> = random
-        .chunks(64)
-        .flat_map(|c| c.iter().copied().chain(std::iter::once(Req::Flush)))
-        .collect();
+    let flush_every = |n: usize| -> Vec<Req> {
+        random
+            .chunks(n)
+            .flat_map(|c| c.iter().copied().chain(std::iter::once(Req::Flush)))
+            .collect()
+    };
+    let (flush64, flush8) = (flush_every(64), flush_every(8));
     let mib = (size >> 20).min(if small { 24 } else { 96 } / scale as u64);
     let seq_1m: Vec<Req> =
         (0..mib).map(|i| Req::Write { sector: (i << 20) / SECTOR_BYTES, bytes: 1 << 20 }).collect();
@@ -119,7 +123,8 @@ fn workloads(spec: &Spec, small: bool, scale: usize) -> Vec<Workload> {
     vec![
         w("rand_4k_qd16", "random, uniform over the array", BS, 16, random.clone(), 0.9),
         w("rand_4k_qd1", "random, uniform over the array", BS, 1, random, 0.9),
-        w("rand_4k_flush64", "random, a flush every 64 writes", BS, 16, with_flushes, 0.9),
+        w("rand_4k_flush64", "random, a flush every 64 writes", BS, 16, flush64, 0.9),
+        w("rand_4k_flush8", "random, a flush every 8 writes", BS, 16, flush8, 0.9),
         w("seq_1m_qd16", "sequential from sector 0", 1 << 20, 16, seq_1m, 0.97),
         w("seq_4k_qd1", "sequential from sector 0", BS, 1, seq_4k, 0.97),
     ]
