@@ -18,9 +18,10 @@
 //! in it as being written (zeros). An entry logged during the advance outlives it, so its
 //! union must hold no sector the advance makes durable: only heads whose union began after
 //! the advance did (`Live::born`) and that log a span-1 entry of their own join generations
-//! during it. The rest (older unions, ranges, batches, discards) wait, and are computed again
-//! when it ends, as after a reset. Full-stripe writes do not go under durable ranges during
-//! it (every range it retires would have to wait for them).
+//! during it, while it drains and in its tail's generation (those that come while the
+//! members flush join the latter). The rest (older unions, ranges, batches, discards) wait,
+//! and are computed again when it ends, as after a reset. Full-stripe writes do not go under
+//! durable ranges during it (every range it retires would have to wait for them).
 
 use super::{Array, Owner, PartialParityLog, Reset, Waiting};
 use crate::array::{IoArea, IoBuf, MemberIo, MemberOp, Pending};
@@ -94,6 +95,9 @@ impl Array {
         let l = self.ppl.as_ref().expect("a log");
         match l.advance.as_ref() {
             None => vec![true; l.waiting.len()],
+            // The member flushes are short: heads that come meanwhile join the tail's
+            // generation (a log write fewer, and the tail waits for no other).
+            Some(a) if matches!(a.stage, Stage::Flushing(_)) => vec![false; l.waiting.len()],
             Some(a) => l.waiting.iter().map(|w| self.log_joinable(w, a.number)).collect(),
         }
     }
