@@ -44,10 +44,10 @@
 //! ring's start on every member; everything older is retired. A reset happens when a
 //! generation does not fit the ring and when a member joins. A user flush (or FUA write)
 //! while the rings hold entries starts an advance (`advance`), which retires what the flush
-//! covers while later writes go on being logged. Either way a live entry on the rings always means its union was written
-//! since the last completed flush, and at a replay a lost member's modified sectors are ones
-//! that were being written (they read back as zeros; every other sector reads back
-//! exactly).
+//! covers while later writes go on being logged. Either way a live entry on the rings always
+//! means its union was written since the last completed flush, and at a replay a lost
+//! member's modified sectors are ones that were being written (they read back as zeros;
+//! every other sector reads back exactly).
 
 use super::Array;
 use super::handle::Phase;
@@ -118,8 +118,8 @@ struct Live {
     writing: u32,
     /// Written only under ranges: no entry of its own on the rings.
     ranged: bool,
-    /// `PartialParityLog::advances` when the union began: one greater than an advance's
-    /// number began before it, so nothing in the union is older than that advance's flush.
+    /// `PartialParityLog::advances` when the union began: a union born below an advance's
+    /// number began before that advance did, and may hold sectors its flush makes durable.
     born: u64,
 }
 
