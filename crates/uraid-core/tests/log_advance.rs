@@ -134,3 +134,42 @@ fn a_flush_resets_full_rings() {
     assert_eq!(a.stats().log_advances, 1);
     assert!(live_entries(&mem).is_empty(), "retired by the tail");
 }
+
+/// A spare that joins while a reset writes its headers gets one of its own: another reset
+/// follows. (With none at its ring's start a replay finds nothing there and drops every
+/// generation that went to it; flushes no longer reset the log to cover that: seed 106193.)
+#[test]
+fn a_spare_joining_during_a_reset_gets_a_header() {
+    let mut a = logged_array(LOG_RING_SECTORS);
+    let mut mem = Mem::new(5);
+    a.submit_write(ReqId(1), Sector(0), pattern(50, 4096));
+    // The run's first reset: its member flushes (with the write's reads), then its headers.
+    loop {
+        let mut ios: Vec<MemberIo> = std::iter::from_fn(|| a.next_io()).collect();
+        let headers = ios.iter().any(|io| io.area == IoArea::Log);
+        // Member 4's first, while the other headers are still in flight.
+        ios.sort_by_key(|io| io.member.get() != 4);
+        for io in &ios {
+            // Member 4's header write fails; a blank spare takes its place before the reset
+            // is done.
+            let fails = headers && io.member.get() == 4 && io.area == IoArea::Log;
+            let ok = !fails && mem.perform(&mut a, io);
+            a.complete_io(io.tag, ok);
+            if fails {
+                mem.rings[4].fill(0);
+                a.start_recovery(DiskIndex(4), Sector(0));
+            }
+        }
+        if headers {
+            break;
+        }
+    }
+    for (_, r, _) in run(&mut a, &mut mem) {
+        r.unwrap();
+    }
+    assert_eq!(a.log_stats().unwrap().2, 2, "a second reset");
+    let spare = scan_ring(&mem.rings[4], UUID, DiskIndex(4));
+    assert!(!spare.headers.is_empty(), "the spare's ring starts with a header");
+    // Its generations are found: the write's P entry is on member 4 (stripe 0's P).
+    assert_eq!(live_entries(&mem), vec![(0, vec![0])]);
+}

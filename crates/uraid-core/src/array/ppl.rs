@@ -169,6 +169,8 @@ pub(super) struct PartialParityLog {
     /// The buffers of the log writes in flight (`IoBuf::Log` indexes them).
     writes: Vec<BlockBuf>,
     reset: Reset,
+    /// Another reset is wanted once the one under way is done (`log_member_joined`).
+    reset_again: bool,
     /// Logged heads whose in-place writes have not completed.
     writing: usize,
     /// Counts heads that started reads for their writes (see `Waiting::after`).
@@ -233,6 +235,7 @@ impl Array {
             in_flight: None,
             writes: Vec::new(),
             reset: Reset::Draining,
+            reset_again: false,
             writing: 0,
             log_writes: 0,
             log_bytes: 0,
@@ -278,10 +281,16 @@ impl Array {
     }
 
     /// A member joins (a spare to recover): its ring holds nothing of ours, so the log
-    /// starts again on every member.
+    /// starts again on every member. A reset past its drain may have sent its headers before
+    /// the member was live: another follows it. (Without a header at its start, a replay
+    /// finds nothing on that ring, and counts every generation that went to it as never
+    /// completed; flushes used to reset the log soon after, advances do not: seed 106193.)
     pub(super) fn log_member_joined(&mut self) {
-        if let Some(l) = self.ppl.as_mut().filter(|l| l.reset == Reset::No) {
-            l.reset = Reset::Draining;
+        let Some(l) = self.ppl.as_mut() else { return };
+        match l.reset {
+            Reset::No => l.reset = Reset::Draining,
+            Reset::Draining => {}
+            Reset::Flushing(_) | Reset::Headers(_) => l.reset_again = true,
         }
     }
 

@@ -315,7 +315,7 @@ impl Array {
 
     /// After a reset: flushes waiting for it complete; waiting heads' entries are computed
     /// again (their unions' older blocks are durable now); another reset starts if a flush
-    /// came after this one's member flushes.
+    /// came after this one's member flushes, or a member joined after its drain.
     fn log_reset_done(&mut self) {
         let l = self.ppl.as_mut().expect("a log");
         let (done, advanced) = (l.resets, l.advances_done);
@@ -323,7 +323,8 @@ impl Array {
             .into_iter()
             .partition(|w| w.1 <= done || w.2 <= advanced);
         l.flush_waiters = later;
-        if !l.flush_waiters.is_empty() {
+        let again = std::mem::take(&mut l.reset_again);
+        if again || !l.flush_waiters.is_empty() {
             l.reset = Reset::Draining;
         }
         let keep = vec![false; l.waiting.len()];
