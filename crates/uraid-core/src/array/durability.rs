@@ -13,7 +13,7 @@
 //! zero for zero data) consistent. The partial stripes at either end are written with zeros
 //! through the normal write path (rmw or rcw), so parity is never left stale.
 
-use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending, ReqId};
+use super::{Array, ArrayError, Kind, Pending, ReqId};
 use crate::units::{DiskIndex, Sector};
 
 impl Array {
@@ -31,19 +31,8 @@ impl Array {
             if self.failed[m] {
                 continue;
             }
-            let tag = self.new_tag();
             let member = DiskIndex(m as u16);
-            self.queue.push_back(MemberIo {
-                tag,
-                member,
-                op: MemberOp::Flush,
-                sector: Sector(0),
-                sectors: 0,
-                buf: IoBuf::None,
-                fua: false,
-                area: super::IoArea::Data,
-            });
-            self.inflight.insert(tag, Pending::Flush { slot, member });
+            self.queue_member_flush(member, Pending::Flush { slot, member });
             self.request_mut(slot).outstanding += 1;
         }
         self.request_mut(slot).outstanding -= 1;

@@ -484,6 +484,22 @@ impl Array {
         }
     }
 
+    /// Queues a flush of `member`'s volatile write cache, for `pending`.
+    fn queue_member_flush(&mut self, member: DiskIndex, pending: Pending) {
+        let tag = self.new_tag();
+        self.queue.push_back(MemberIo {
+            tag,
+            member,
+            op: MemberOp::Flush,
+            sector: Sector(0),
+            sectors: 0,
+            buf: IoBuf::None,
+            fua: false,
+            area: IoArea::Data,
+        });
+        self.inflight.insert(tag, pending);
+    }
+
     /// Whether member I/O is queued or in flight.
     #[must_use]
     pub fn busy(&self) -> bool {

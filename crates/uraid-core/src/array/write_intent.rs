@@ -364,18 +364,7 @@ impl Array {
             wi.in_flight = Some((live.len(), changes));
             wi.pages_after_flush = Some(pages);
             for &member in &live {
-                let tag = self.new_tag();
-                self.queue.push_back(MemberIo {
-                    tag,
-                    member,
-                    op: MemberOp::Flush,
-                    sector: Sector(0),
-                    sectors: 0,
-                    buf: IoBuf::None,
-                    fua: false,
-                    area: IoArea::Data,
-                });
-                self.inflight.insert(tag, Pending::BitmapFlush { member });
+                self.queue_member_flush(member, Pending::BitmapFlush { member });
             }
             return;
         }

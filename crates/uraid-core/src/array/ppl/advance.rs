@@ -24,8 +24,8 @@
 //! durable ranges during it (every range it retires would have to wait for them).
 
 use super::{Array, Owner, PartialParityLog, Reset, Waiting};
-use crate::array::{IoArea, IoBuf, MemberIo, MemberOp, Pending};
-use crate::units::{DiskIndex, Sector};
+use crate::array::Pending;
+use crate::units::DiskIndex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(in crate::array) enum Stage {
@@ -117,18 +117,7 @@ impl Array {
         let stage = if live.is_empty() { Stage::Tail } else { Stage::Flushing(live.len()) };
         self.ppl.as_mut().expect("a log").advance.as_mut().expect("checked").stage = stage;
         for member in live {
-            let tag = self.new_tag();
-            self.queue.push_back(MemberIo {
-                tag,
-                member,
-                op: MemberOp::Flush,
-                sector: Sector(0),
-                sectors: 0,
-                buf: IoBuf::None,
-                fua: false,
-                area: IoArea::Data,
-            });
-            self.inflight.insert(tag, Pending::LogFlush { member, advance: number });
+            self.queue_member_flush(member, Pending::LogFlush { member, advance: number });
         }
     }
 
