@@ -21,13 +21,7 @@ fn logged_array(ring_sectors: u64) -> Array {
 
 /// The live entries a replay of the rings as they stand would take: (head, modified members).
 fn live_entries(mem: &Mem) -> Vec<(u64, Vec<usize>)> {
-    let scans: Vec<_> = mem
-        .rings
-        .iter()
-        .enumerate()
-        .map(|(m, ring)| scan_ring(ring, UUID, DiskIndex(m as u16)))
-        .collect();
-    let mut out: Vec<(u64, Vec<usize>)> = entries_to_replay(&scans)
+    let mut out: Vec<(u64, Vec<usize>)> = entries_to_replay(&mem.scans(UUID))
         .into_iter()
         .map(|e| (e.entry.member_sector, e.entry.modified.iter().map(|m| m.0).collect()))
         .collect();
@@ -92,13 +86,8 @@ fn a_flush_advances_while_fresh_heads_are_logged() {
     // Head 0's new entry holds slot 1 only (slot 0 is durable): if member 0 were lost now,
     // its flushed block would read back, not zeros. Head 1's holds slot 2.
     assert_eq!(live_entries(&mem), vec![(0, vec![1]), (8, vec![2])]);
-    let scans: Vec<_> = mem
-        .rings
-        .iter()
-        .enumerate()
-        .map(|(m, r)| scan_ring(r, UUID, DiskIndex(m as u16)))
-        .collect();
-    let head0 = entries_to_replay(&scans).into_iter().find(|e| e.entry.member_sector == 0);
+    let head0 =
+        entries_to_replay(&mem.scans(UUID)).into_iter().find(|e| e.entry.member_sector == 0);
     assert_eq!(head0.unwrap().entry.modified, vec![(1, full_mask(8))]);
 }
 

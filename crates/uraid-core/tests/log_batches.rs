@@ -10,7 +10,7 @@ use common::{
     read, run, write,
 };
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
-use uraid_core::ppl::{heads_to_resync, scan_ring};
+use uraid_core::ppl::heads_to_resync;
 use uraid_core::{DiskIndex, Level, Sector};
 
 const UUID: [u8; 16] = [7; 16];
@@ -29,13 +29,7 @@ fn data_disks(level: Level, members: usize) -> usize {
 
 /// The heads (first member sectors) a replay of the rings as they stand would resync.
 fn resynced_heads(mem: &Mem) -> Vec<u64> {
-    let scans: Vec<_> = mem
-        .rings
-        .iter()
-        .enumerate()
-        .map(|(m, ring)| scan_ring(ring, UUID, DiskIndex(m as u16)))
-        .collect();
-    heads_to_resync(&scans).into_iter().map(|(sector, _)| sector).collect()
+    heads_to_resync(&mem.scans(UUID)).into_iter().map(|(sector, _)| sector).collect()
 }
 
 fn log_writes(mem: &Mem) -> usize {

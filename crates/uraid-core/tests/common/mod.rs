@@ -53,6 +53,13 @@ impl Mem {
         }
     }
 
+    /// Every member's log ring as a replay would scan it (`uuid`: the array's).
+    pub fn scans(&self, uuid: [u8; 16]) -> Vec<uraid_core::ppl::RingScan> {
+        let ring =
+            |(m, r): (usize, &Vec<u8>)| uraid_core::ppl::scan_ring(r, uuid, DiskIndex(m as u16));
+        self.rings.iter().enumerate().map(ring).collect()
+    }
+
     pub fn total(&self) -> Counts {
         self.counts.iter().fold(Counts::default(), |a, c| Counts {
             reads: a.reads + c.reads,
