@@ -617,10 +617,7 @@ impl Array {
         for dev in &mut self.cache.head_mut(id).devs {
             dev.uptodate = false;
         }
-        let members: Vec<DiskIndex> = (0..self.failed.len())
-            .filter(|&m| !self.failed[m])
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let members = self.live_members();
         if members.is_empty() {
             self.state(id).writes_done = true;
             return;

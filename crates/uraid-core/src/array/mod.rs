@@ -484,6 +484,11 @@ impl Array {
         }
     }
 
+    /// The members not failed, ascending.
+    fn live_members(&self) -> Vec<DiskIndex> {
+        (0..self.failed.len()).filter(|&m| !self.failed[m]).map(|m| DiskIndex(m as u16)).collect()
+    }
+
     /// Queues a flush of `member`'s volatile write cache, for `pending`.
     fn queue_member_flush(&mut self, member: DiskIndex, pending: Pending) {
         let tag = self.new_tag();

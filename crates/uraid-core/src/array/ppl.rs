@@ -155,9 +155,8 @@ pub(super) struct PartialParityLog {
     /// Requests (flushes, FUA writes) that complete when reset number `.1` has, or advance
     /// number `.2`.
     flush_waiters: Vec<(usize, u64, u64)>,
-    /// Advances started and finished (see `advance`), and the one in progress.
+    /// Advances started (see `advance`), and the one in progress.
     advances: u64,
-    advances_done: u64,
     advance: Option<advance::Advance>,
     /// `advances` when the generation in flight started.
     in_flight_advance: u64,
@@ -202,6 +201,20 @@ impl PartialParityLog {
         self.live.entry(key).or_insert_with(|| Live { born, ..Live::default() })
     }
 
+    /// Takes the flushes waiting for a reset or an advance that is done. Neither starts while
+    /// the other is under way (a reset drops an advance), so every reset started is done at
+    /// either's end, and every advance started but the one under way; an advance a reset
+    /// dropped counts as done: its waiters came before that reset, which covers them.
+    fn take_done_waiters(&mut self) -> Vec<usize> {
+        let resets = self.resets;
+        let advances = self.advances - u64::from(self.advance.is_some());
+        let (done, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flush_waiters)
+            .into_iter()
+            .partition(|w| w.1 <= resets || w.2 <= advances);
+        self.flush_waiters = later;
+        done.into_iter().map(|w| w.0).collect()
+    }
+
     /// Whether a range still to be logged holds member sector `at`.
     fn pending_range(&self, at: u64) -> bool {
         self.pending_ranges.range(..=at).next_back().is_some_and(|(_, (end, _))| *end > at)
@@ -228,7 +241,6 @@ impl Array {
             waiting: Vec::new(),
             flush_waiters: Vec::new(),
             advances: 0,
-            advances_done: 0,
             advance: None,
             in_flight_advance: 0,
             started: false,
@@ -266,12 +278,12 @@ impl Array {
             })
             .collect();
         Some(format!(
-            "reset {:?} (resets {}), advance {:?} (done {}), waiting {waiting:?}, in flight {:?}, \
-             writing {}, logged {:?}, flush waiters {:?}, on ring {}",
+            "reset {:?} (resets {}), advance {:?} (started {}), waiting {waiting:?}, \
+             in flight {:?}, writing {}, logged {:?}, flush waiters {:?}, on ring {}",
             l.reset,
             l.resets,
             l.advance,
-            l.advances_done,
+            l.advances,
             l.in_flight.as_ref().map(|f| f.0),
             l.writing,
             l.logged,

@@ -329,10 +329,7 @@ impl Array {
         {
             return;
         }
-        let live: Vec<DiskIndex> = (0..self.failed.len())
-            .filter(|&m| !self.failed[m])
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let live = self.live_members();
         let wi = self.write_intent.as_mut().expect("checked");
         let mut changes = Vec::new();
         for c in std::mem::take(&mut wi.want_set) {
@@ -374,10 +371,7 @@ impl Array {
 
     /// Writes the generation's pages to every live member.
     fn write_bitmap_pages(&mut self, pages: &BTreeSet<usize>) {
-        let live: Vec<DiskIndex> = (0..self.failed.len())
-            .filter(|&m| !self.failed[m])
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let live = self.live_members();
         let page_sectors = BITMAP_PAGE_BYTES as u64 / SECTOR_BYTES;
         let wi = self.write_intent.as_mut().expect("a bitmap");
         wi.page_writes += pages.len() as u64;

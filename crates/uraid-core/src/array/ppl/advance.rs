@@ -110,10 +110,7 @@ impl Array {
             return;
         }
         let number = a.number;
-        let live: Vec<DiskIndex> = (0..self.failed.len())
-            .filter(|&m| !self.failed[m])
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let live = self.live_members();
         let stage = if live.is_empty() { Stage::Tail } else { Stage::Flushing(live.len()) };
         self.ppl.as_mut().expect("a log").advance.as_mut().expect("checked").stage = stage;
         for member in live {
@@ -146,11 +143,9 @@ impl Array {
     /// range with it: none was logged during it), waiting heads with older unions are
     /// computed again, and the flushes waiting for it complete.
     pub(super) fn finish_log_advance(&mut self) {
-        let l = self.ppl.as_mut().expect("a log");
-        let number = l.advance.take().expect("an advance").number;
-        l.advances_done = number;
         self.stats.log_advances += 1;
         let l = self.ppl.as_mut().expect("a log");
+        let number = l.advance.take().expect("an advance").number;
         l.ranges.clear();
         let keep: Vec<bool> = {
             let l = self.ppl.as_ref().expect("a log");
@@ -161,18 +156,10 @@ impl Array {
         l.live.retain(|_, v| v.born >= number || v.writing > 0);
         let live = &l.live;
         l.on_ring.retain(|k| live.contains_key(k));
-        let resets = l.resets;
-        let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut l.flush_waiters)
-            .into_iter()
-            .partition(|w| w.1 <= resets || w.2 <= number);
-        l.flush_waiters = later;
+        let ready = l.take_done_waiters();
         if l.flush_waiters.iter().any(|w| w.2 != u64::MAX) && l.reset == Reset::No {
             l.start_advance();
         }
-        for (slot, ..) in ready {
-            let req = self.request_mut(slot);
-            req.outstanding -= 1;
-            self.finish_if_done(slot);
-        }
+        self.complete_log_waiters(ready);
     }
 }

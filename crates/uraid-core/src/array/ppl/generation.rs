@@ -195,10 +195,7 @@ impl Array {
     /// Flush every member (everything logged is durable in place), then an empty header
     /// with the new tail at the start of every ring.
     fn start_log_reset(&mut self) {
-        let live: Vec<DiskIndex> = (0..self.failed.len())
-            .filter(|&m| !self.failed[m])
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let live = self.live_members();
         let l = self.ppl.as_mut().expect("a log");
         l.resets += 1;
         // It retires everything an advance under way would have (its flushes are ignored).
@@ -293,10 +290,7 @@ impl Array {
         l.generation += 1;
         l.tail = l.generation;
         l.write_at.fill(0);
-        let live: Vec<DiskIndex> = (0..self.failed.len())
-            .filter(|&m| !self.failed[m])
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let live = self.live_members();
         let l = self.ppl.as_mut().expect("a log");
         l.reset = Reset::Headers(live.len());
         l.in_flight = Some((0, Vec::new()));
@@ -318,20 +312,20 @@ impl Array {
     /// came after this one's member flushes, or a member joined after its drain.
     fn log_reset_done(&mut self) {
         let l = self.ppl.as_mut().expect("a log");
-        let (done, advanced) = (l.resets, l.advances_done);
-        let (ready, later): (Vec<_>, Vec<_>) = std::mem::take(&mut l.flush_waiters)
-            .into_iter()
-            .partition(|w| w.1 <= done || w.2 <= advanced);
-        l.flush_waiters = later;
+        let ready = l.take_done_waiters();
         let again = std::mem::take(&mut l.reset_again);
         if again || !l.flush_waiters.is_empty() {
             l.reset = Reset::Draining;
         }
         let keep = vec![false; l.waiting.len()];
         self.recompute_waiting(&keep);
-        for (slot, ..) in ready {
-            let req = self.request_mut(slot);
-            req.outstanding -= 1;
+        self.complete_log_waiters(ready);
+    }
+
+    /// Completes flushes (and FUA writes) whose log entries are retired.
+    pub(super) fn complete_log_waiters(&mut self, slots: Vec<usize>) {
+        for slot in slots {
+            self.request_mut(slot).outstanding -= 1;
             self.finish_if_done(slot);
         }
     }
