@@ -15,7 +15,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..8 | magic `URAIDPPL` |
-//! | 8..12 | version (1) |
+//! | 8..12 | version (2; 1 before rings wrapped) |
 //! | 12..16 | crc32c of the header with this field zero |
 //! | 16..32 | array UUID |
 //! | 32..40 | epoch: md's events when the array was assembled (orders runs) |
@@ -50,7 +50,10 @@ use crate::layout::Level;
 use crate::units::DiskIndex;
 
 pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
-pub const LOG_VERSION: u32 = 1;
+/// 2: rings may wrap (a version 1 reader, walking from the ring's start, would miss live
+/// generations, so it must not take these for its own). Version 1 logs are read as before.
+pub const LOG_VERSION: u32 = 2;
+const OLDEST_LOG_VERSION: u32 = 1;
 /// Bytes of a generation's header.
 pub const LOG_HEADER_BYTES: usize = 4096;
 pub const LOG_HEADER_SECTORS: u64 = (LOG_HEADER_BYTES / 512) as u64;
@@ -241,7 +244,10 @@ impl LogHeader {
     }
 
     fn decode_with_masks(b: &[u8]) -> Option<(LogHeader, Vec<Option<MaskInfo>>)> {
-        if b.len() < LOG_HEADER_BYTES || b[0..8] != LOG_MAGIC || u32_at(b, 8) != LOG_VERSION {
+        if b.len() < LOG_HEADER_BYTES
+            || b[0..8] != LOG_MAGIC
+            || !(OLDEST_LOG_VERSION..=LOG_VERSION).contains(&u32_at(b, 8))
+        {
             return None;
         }
         let mut copy = b[..LOG_HEADER_BYTES].to_vec();
@@ -322,18 +328,15 @@ pub struct RingScan {
 }
 
 /// Reads one member's log ring (`ring`: its bytes): its headers, and their entries with
-/// blocks. Headers are found by walking from the start: each generation is followed by the
-/// next (a reset starts again at 0).
+/// blocks. The ring is circular (a generation goes back to its start when it does not fit
+/// before the end, over retired ones), so there is no first header to walk from: a header is
+/// looked for at every sector. Older generations found intact are retired (below the tail),
+/// and a live one is never overwritten. A block that only looks like a header needs this
+/// array's UUID and a valid checksum (as the blocks after the end of a walk would, before).
 #[must_use]
 pub fn scan_ring(ring: &[u8], uuid: [u8; 16], member: DiskIndex) -> RingScan {
     let mut scan = RingScan { member, entries: Vec::new(), headers: Vec::new() };
-    let mut at = 0usize;
-    while at + LOG_HEADER_BYTES <= ring.len() {
-        let Some((h, masks)) =
-            LogHeader::decode_with_masks(&ring[at..]).filter(|(h, _)| h.uuid == uuid)
-        else {
-            break;
-        };
+    for (at, h, masks) in ring_headers(ring, uuid) {
         let unit = h.unit_sectors as usize * 512;
         let mut block_at = at + LOG_HEADER_BYTES;
         for (e, mask) in h.entries.iter().zip(masks) {
@@ -370,9 +373,33 @@ pub fn scan_ring(ring: &[u8], uuid: [u8; 16], member: DiskIndex) -> RingScan {
             scan.entries.push(FoundEntry { epoch, generation, unit_sectors, member, entry, block });
         }
         scan.headers.push((h.epoch, h.generation, h.tail, h.members));
-        at = block_at;
     }
     scan
+}
+
+/// The sectors of `ring` that begin with the log's magic (byte offsets, ascending): what a
+/// clean stop or a replay zeroes, so that nothing on the ring is taken for a log to replay.
+/// Not only the headers found whole: a header torn by a power cut may be made whole again
+/// by zeroing a block it overlaps (an empty header is mostly zeros: simulator seed 2944),
+/// and without its first sector no header can be.
+#[must_use]
+pub fn magic_sectors(ring: &[u8]) -> Vec<usize> {
+    (0..ring.len() / 512 * 512).step_by(512).filter(|&at| ring[at..at + 8] == LOG_MAGIC).collect()
+}
+
+/// The headers of array `uuid` on `ring`, at any sector (see `scan_ring`).
+fn ring_headers(
+    ring: &[u8],
+    uuid: [u8; 16],
+) -> impl Iterator<Item = (usize, LogHeader, Vec<Option<MaskInfo>>)> + '_ {
+    (0..ring.len().saturating_sub(LOG_HEADER_BYTES - 1)).step_by(512).filter_map(move |at| {
+        if ring[at..at + 8] != LOG_MAGIC {
+            return None;
+        }
+        let (h, masks) =
+            LogHeader::decode_with_masks(&ring[at..]).filter(|(h, _)| h.uuid == uuid)?;
+        Some((at, h, masks))
+    })
 }
 
 /// From the scans of the members present: the entries to replay. Only the newest epoch's
@@ -640,6 +667,52 @@ mod tests {
         let scans = [scan, scan_ring(&other, [7; 16], DiskIndex(4))];
         assert!(entries_to_replay(&scans).is_empty());
         assert!(scan_ring(&ring, [8; 16], DiskIndex(3)).entries.is_empty(), "another array's log");
+    }
+
+    /// A wrapped ring: generation 8 went back to the start over retired ones (4 and 5), past
+    /// a sector-aligned spot (masks end on a sector); generations 6 and 7 lie after it, live.
+    /// Every one is found, wherever it is; a retired header left whole is found and retired.
+    #[test]
+    fn a_wrapped_ring_is_read_wherever_its_generations_are() {
+        let (a, b) = (vec![1u8; 4096], vec![2u8; 4096]);
+        let mut partial = entry(0, LogParity::P, &[1], &a);
+        partial.add(2, 1, 2, 8); // sector masks: the generation ends on a sector, not 4 KiB
+        let mut ring = vec![0u8; 64 * 512];
+        let old = header(4, 4, vec![entry(24, LogParity::P, &[1], &a)]);
+        ring[..16 * 512].copy_from_slice(&old.encode_generation(&[Some(a.clone())]));
+        let g6 = header(6, 5, vec![partial.clone()]).encode_generation(&[Some(a.clone())]);
+        let g7 = header(7, 5, vec![entry(8, LogParity::P, &[2], &b)])
+            .encode_generation(&[Some(b.clone())]);
+        let g6_at = 20 * 512;
+        ring[g6_at..g6_at + g6.len()].copy_from_slice(&g6);
+        let g7_at = g6_at + g6.len();
+        assert_ne!(g7_at % 4096, 0);
+        ring[g7_at..g7_at + g7.len()].copy_from_slice(&g7);
+        // Generation 8 overwrites the start (generation 4's header only, here).
+        let g8 = header(8, 5, vec![entry(16, LogParity::P, &[1], &[])]).encode();
+        ring[..4096].copy_from_slice(&g8);
+        let scan = scan_ring(&ring, [7; 16], DiskIndex(3));
+        let mut gens: Vec<u64> = scan.headers.iter().map(|h| h.1).collect();
+        gens.sort_unstable();
+        assert_eq!(gens, vec![6, 7, 8]);
+        let mut live: Vec<(u64, u64)> = entries_to_replay(std::slice::from_ref(&scan))
+            .iter()
+            .map(|e| (e.generation, e.entry.member_sector))
+            .collect();
+        live.sort_unstable();
+        assert_eq!(live, vec![(6, 0), (7, 8), (8, 16)]);
+        // A whole retired header elsewhere is found, and stays retired.
+        ring[56 * 512..64 * 512].copy_from_slice(&header(3, 3, Vec::new()).encode());
+        let scan = scan_ring(&ring, [7; 16], DiskIndex(3));
+        assert_eq!(scan.headers.len(), 4);
+        assert_eq!(entries_to_replay(std::slice::from_ref(&scan)).len(), 3);
+        // What a clean stop zeroes: the first sector of each header.
+        let magic = magic_sectors(&ring);
+        assert_eq!(magic, vec![0, g6_at, g7_at, 56 * 512]);
+        for at in magic {
+            ring[at..at + 512].fill(0);
+        }
+        assert!(scan_ring(&ring, [7; 16], DiskIndex(3)).headers.is_empty());
     }
 
     fn range(sector: u64, span: u32) -> LogEntry {

@@ -2,12 +2,13 @@
 //! rings have room (`array::ppl::advance`): heads whose unions began after it was asked for
 //! go on being logged meanwhile, heads with older unions wait for it and are logged again
 //! with their own sectors only, and the rings' newest tail retires what it made durable.
+//! Rings half full advance too, and later generations wrap over the retired ones.
 
 mod common;
 
-use common::{CHUNK_64K as CHUNK, LOG_RING_SECTORS, Mem, array, pattern, run, write};
+use common::{CHUNK_64K as CHUNK, LOG_RING_SECTORS, Mem, array, pattern, read, run, write};
 use uraid_core::array::{Array, IoArea, MemberIo, PartialParityLogConfig, ReqId};
-use uraid_core::ppl::{entries_to_replay, full_mask, scan_ring};
+use uraid_core::ppl::{entries_to_replay, full_mask, replayed_parity, scan_ring};
 use uraid_core::{DiskIndex, Level, Sector};
 
 const UUID: [u8; 16] = [9; 16];
@@ -91,42 +92,105 @@ fn a_flush_advances_while_fresh_heads_are_logged() {
     assert_eq!(head0.unwrap().entry.modified, vec![(1, full_mask(8))]);
 }
 
-/// A flush whose tail does not fit a ring resets the rings instead (an advance leaves them as
-/// they are: only a full ring is reset); everything before it retires either way.
+/// The parity a replay of the rings as they stand would write for each live entry (RAID5 x5:
+/// P on member 4 for stripe 0), beside the parity member 4 holds: equal when every write has
+/// completed.
+fn replayed_against_parity(mem: &Mem) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
+    entries_to_replay(&mem.scans(UUID))
+        .into_iter()
+        .map(|e| {
+            let at = (e.entry.member_sector * 512) as usize;
+            let data: Vec<Option<&[u8]>> =
+                (0..4).map(|m| Some(&mem.disks[m][at..at + 4096])).collect();
+            let block = e.block.as_deref().expect("a partial parity block");
+            let parity = replayed_parity(&e.entry, block, 4096, &data, |_| 0);
+            (e.entry.member_sector, parity, mem.disks[4][at..at + 4096].to_vec())
+        })
+        .collect()
+}
+
+/// With no flush at all, the rings wrap: an advance starts when one is half full and retires
+/// the older generations, and later ones go back to the ring's start over them, with no reset
+/// (a reset stops the log). A replay of the rings as they stand finds the live entries and
+/// restores the parity the members hold.
 #[test]
-fn a_flush_resets_full_rings() {
-    // The run's first reset leaves a header (8 sectors) on every ring; each 4 KiB write on
-    // its own head then takes a header and a block (16 sectors) of member 4's ring: after
-    // ten of them, 4 sectors are left, too few for the tail's header.
-    let ring = 8 + 10 * 16 + 4;
+fn rings_wrap_over_retired_generations() {
+    // 8 sectors for the run's first header, then 16 (a header and a block) per 4 KiB write on
+    // a head of its own: eight of them fill member 4's ring.
+    let ring = 8 + 8 * 16 + 4;
     let mut a = logged_array(ring);
     let mut mem = Mem::new(5);
-    for i in 0..10u64 {
-        write(&mut a, &mut mem, i * 8, pattern(10 + i, 4096));
+    let mut live_after = 0;
+    for i in 0..40u64 {
+        let head = (i % 16) * 8;
+        write(&mut a, &mut mem, head, pattern(100 + i, 4096));
+        // Each time, the replay restores what the members hold; the write just done is live
+        // unless an advance (the ring half full) retired it already.
+        let replayed = replayed_against_parity(&mem);
+        for (head, replayed, held) in &replayed {
+            assert!(
+                replayed == held,
+                "write {i}, head {head}: the replay would write other parity"
+            );
+        }
+        live_after += usize::from(replayed.iter().any(|r| r.0 == head));
     }
-    let resets = a.log_stats().unwrap().2;
-    a.submit_flush(ReqId(200));
+    assert!(live_after >= 20, "{live_after} of 40 writes live after them");
+    assert_eq!(a.log_stats().unwrap().2, 1, "the run's first reset only");
+    assert!(a.stats().log_advances >= 4, "{} advances", a.stats().log_advances);
+    let log_sectors: Vec<u64> = mem
+        .log
+        .iter()
+        .filter(|io| io.area == IoArea::Log && io.member == DiskIndex(4))
+        .map(|io| io.sector.0)
+        .collect();
+    let wraps = log_sectors.windows(2).filter(|w| w[1] < w[0]).count();
+    assert!(wraps >= 4, "the ring wraps: {log_sectors:?}");
+    for i in 24..40u64 {
+        assert_eq!(read(&mut a, &mut mem, (i % 16) * 8, 4096), pattern(100 + i, 4096));
+    }
+}
+
+/// A ring full of live generations (one holds sixteen entries) leaves no room for the
+/// advance's tail: the rings are reset, which retires everything.
+#[test]
+fn a_ring_full_of_live_generations_is_reset() {
+    let ring = 8 + 8 + 16 * 8 + 4;
+    let mut a = logged_array(ring);
+    let mut mem = Mem::new(5);
+    for i in 0..16u64 {
+        a.submit_write(ReqId(i), Sector(i * 8), pattern(200 + i, 4096));
+    }
     for (_, r, _) in run(&mut a, &mut mem) {
         r.unwrap();
     }
-    assert_eq!(a.log_stats().unwrap().2, resets + 1, "a reset");
+    let big = mem.log.iter().filter(|io| io.area == IoArea::Log && io.member == DiskIndex(4));
+    assert!(
+        big.clone().any(|io| io.sectors == 8 + 16 * 8),
+        "one generation: {:?}",
+        big.collect::<Vec<_>>()
+    );
+    assert_eq!(a.log_stats().unwrap().2, 2, "the first reset and one more");
     assert_eq!(a.stats().log_advances, 0);
-    assert!(live_entries(&mem).is_empty());
-    // With room again, the next flush advances.
+    assert!(live_entries(&mem).is_empty(), "retired by the reset");
+    // With room again, a flush advances.
     write(&mut a, &mut mem, 0, pattern(40, 4096));
     assert_eq!(live_entries(&mem), vec![(0, vec![0])]);
     a.submit_flush(ReqId(201));
     for (_, r, _) in run(&mut a, &mut mem) {
         r.unwrap();
     }
-    assert_eq!(a.log_stats().unwrap().2, resets + 1);
+    assert_eq!(a.log_stats().unwrap().2, 2);
     assert_eq!(a.stats().log_advances, 1);
     assert!(live_entries(&mem).is_empty(), "retired by the tail");
+    for i in 1..16u64 {
+        assert_eq!(read(&mut a, &mut mem, i * 8, 4096), pattern(200 + i, 4096));
+    }
 }
 
 /// A spare that joins while a reset writes its headers gets one of its own: another reset
-/// follows. (With none at its ring's start a replay finds nothing there and drops every
-/// generation that went to it; flushes no longer reset the log to cover that: seed 106193.)
+/// follows. (When a replay walked each ring from its start, one with no header there held
+/// nothing, and every generation that went to it was dropped: seed 106193.)
 #[test]
 fn a_spare_joining_during_a_reset_gets_a_header() {
     let mut a = logged_array(LOG_RING_SECTORS);

@@ -20,7 +20,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::ppl::{
-    LOG_HEADER_BYTES, LogParity, RingScan, entries_to_replay, heads_to_resync, replayed_parity,
+    LogParity, RingScan, entries_to_replay, heads_to_resync, magic_sectors, replayed_parity,
     resynced_parity, scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
@@ -244,15 +244,22 @@ fn read_blocks(files: &[Option<File>], at: u64, unit: usize) -> Vec<Option<Vec<u
         .collect()
 }
 
-/// Zeroes the start of every ring on `members` (after a clean stop: nothing is left to
-/// replay), so that a later crash of a run without the log (the kernel's) is never taken for
-/// one this log covers.
+/// Zeroes the first sector of every header on every ring of `members` (after a clean stop,
+/// or a replay: nothing is left to replay), so that a later crash of a run without the log
+/// (the kernel's) is never taken for one this log covers. Rings wrap, so headers may be
+/// anywhere on them: each ring is read, and only the sectors that begin like a header are
+/// written (`uraid_core::ppl::magic_sectors`).
 pub fn clear_log<'a>(setup: &LogSetup, members: impl Iterator<Item = &'a Path>) -> io::Result<()> {
-    let zeros = vec![0u8; LOG_HEADER_BYTES];
+    let zeros = [0u8; SECTOR_BYTES as usize];
+    let mut bytes = vec![0u8; usize::try_from(setup.ring_bytes()).expect("a ring fits")];
     for path in members {
-        let file = OpenOptions::new().write(true).open(path)?;
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
         for ring in 0..setup.rings {
-            file.write_all_at(&zeros, setup.ring_offset_bytes(ring))?;
+            let start = setup.ring_offset_bytes(ring);
+            file.read_exact_at(&mut bytes, start)?;
+            for at in magic_sectors(&bytes) {
+                file.write_all_at(&zeros, start + at as u64)?;
+            }
         }
         file.sync_data()?;
     }

@@ -180,14 +180,15 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
          parity blocks replayed from the partial parity log ({} resyncing ranges); {} writes \
          acknowledged once logged; {} full-stripe writes under a range; {} log advances \
-         (flushes retiring the log with no reset)",
+         (flushes and half-full rings retiring the log with no reset); {} ring wraps",
         t.power_cuts_degraded,
         t.lost_after_cut,
         t.log_replays,
         t.range_resyncs,
         t.acked_when_logged,
         t.writes_under_range,
-        t.log_advances
+        t.log_advances,
+        t.log_ring_wraps
     );
     println!(
         "  spares rebuilt: {}; checks with 0 mismatches: {}; lone writes at md's minimum I/O: {}; \

@@ -28,8 +28,10 @@ pub struct SimStats {
     /// Full-stripe writes that went out under a range of the log (no entry of their own),
     /// and parity blocks the replay rewrote resyncing ranges.
     pub writes_under_range: u64,
-    /// Log advances: flushes that retired the log's entries without a reset.
+    /// Log advances: flushes (or rings half full) that retired the log's entries without a
+    /// reset; and log writes that went back to a ring's start over retired ones.
     pub log_advances: u64,
+    pub log_ring_wraps: u64,
     /// Whole stripes written as one batch (no stripe heads).
     pub stripe_batches: u64,
     pub range_resyncs: u64,
@@ -61,6 +63,7 @@ impl SimStats {
         self.acked_when_logged += o.acked_when_logged;
         self.writes_under_range += o.writes_under_range;
         self.log_advances += o.log_advances;
+        self.log_ring_wraps += o.log_ring_wraps;
         self.stripe_batches += o.stripe_batches;
         self.range_resyncs += o.range_resyncs;
         self.resync_sectors += o.resync_sectors;

@@ -63,6 +63,7 @@ impl Sim {
         self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
         self.stats.writes_under_range += self.array.stats().writes_under_log_range;
         self.stats.log_advances += self.array.stats().log_advances;
+        self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;
         self.stats.stripe_batches += self.array.stats().stripe_batches;
         // The restart: a new engine over what the members hold.
         self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
@@ -187,10 +188,12 @@ impl Sim {
         // read back, and with a member lost by then count its "modified" sectors as zeros
         // (seed 1088000: a sector read back after the first cut came back as zeros after the
         // second).
-        let header = vec![0u8; uraid_core::ppl::LOG_HEADER_BYTES];
+        // Every sector that begins like a header, as uraid-md does (rings wrap).
         for (member, _) in self.members.iter_mut().zip(gone).filter(|(_, g)| !**g) {
-            let at = member.offset(IoArea::Log, 0);
-            member.restore(at, &header);
+            let start = member.offset(IoArea::Log, 0);
+            for at in uraid_core::ppl::magic_sectors(member.log_ring()) {
+                member.restore(start + at, &[0u8; 512]);
+            }
         }
     }
 

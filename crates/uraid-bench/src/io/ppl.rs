@@ -174,13 +174,14 @@ fn measure(spec: &Spec, model: DiskModel, disk: &str, w: &Workload) -> Result<Ve
     for (ring, ring_name) in RINGS {
         let (with, log_bytes) = pass(&mut rig, &clock, w, Some(ring))?;
         let (log_writes, _, resets, unprotected) = rig.array.log_stats().unwrap_or_default();
-        let advances = rig.array.stats().log_advances;
+        let (advances, wraps) = (rig.array.stats().log_advances, rig.array.stats().log_ring_wraps);
         ensure!(unprotected == 0, "every write of a healthy array is logged");
         let mut case = spec.case(w.bs, w.iodepth, w.pattern);
         case.state = format!("healthy, {disk}, log ring {ring_name}");
         let note = format!(
             "simulated {disk}: {:.0} MB/s with the log, {:.0} without; {log_writes} log writes, \
-             {resets} ring resets, {advances} advances, {:.3} log bytes per user byte",
+             {resets} ring resets, {advances} advances, {wraps} ring wraps, {:.3} log bytes per user \
+             byte",
             user as f64 / with / 1e6,
             user as f64 / without / 1e6,
             log_bytes as f64 / user as f64

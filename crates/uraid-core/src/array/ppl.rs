@@ -42,9 +42,10 @@
 //! Retiring the log. Each engine has a ring per member. A reset waits for every logged write
 //! to complete, flushes every member, and writes an empty header with the new tail at the
 //! ring's start on every member; everything older is retired. A reset happens when a
-//! generation does not fit the ring and when a member joins. A user flush (or FUA write)
-//! while the rings hold entries starts an advance (`advance`), which retires what the flush
-//! covers while later writes go on being logged. Either way a live entry on the rings always
+//! generation does not fit the ring (rare: rings are circular, `ring`) and when a member
+//! joins. A user flush (or FUA write) while the rings hold entries starts an advance
+//! (`advance`), which retires what the flush covers while later writes go on being logged;
+//! so does a ring half full. Either way a live entry on the rings always
 //! means its union was written since the last completed flush, and at a replay a lost
 //! member's modified sectors are ones that were being written (they read back as zeros;
 //! every other sector reads back exactly).
@@ -61,6 +62,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 mod advance;
 mod batch;
 mod generation;
+mod ring;
 pub(super) use batch::BatchAdmit;
 
 /// A stream's first range: member sectors ahead of its head (1 MiB).
@@ -137,8 +139,8 @@ pub(super) struct PartialParityLog {
     unit_sectors: u64,
     generation: u64,
     tail: u64,
-    /// Per member: where its next generation goes on the ring.
-    write_at: Vec<u64>,
+    /// Where log writes go on each member's ring.
+    rings: ring::Rings,
     live: HashMap<u64, Live>,
     /// Heads with an entry on the ring since the last reset.
     on_ring: HashSet<u64>,
@@ -232,7 +234,7 @@ impl Array {
             unit_sectors: self.unit_sectors,
             generation: 1,
             tail: 1,
-            write_at: vec![0; self.failed.len()],
+            rings: ring::Rings::new(self.failed.len(), cfg.ring_sectors),
             live: HashMap::new(),
             on_ring: HashSet::new(),
             ranges: BTreeMap::new(),
@@ -294,9 +296,9 @@ impl Array {
 
     /// A member joins (a spare to recover): its ring holds nothing of ours, so the log
     /// starts again on every member. A reset past its drain may have sent its headers before
-    /// the member was live: another follows it. (Without a header at its start, a replay
-    /// finds nothing on that ring, and counts every generation that went to it as never
-    /// completed; flushes used to reset the log soon after, advances do not: seed 106193.)
+    /// the member was live: another follows it. (Needed first when a replay walked each ring
+    /// from its start, and found nothing on a ring with no header there: seed 106193. Rings
+    /// are read whole now, and the reset still retires everything the new ring never held.)
     pub(super) fn log_member_joined(&mut self) {
         let Some(l) = self.ppl.as_mut() else { return };
         match l.reset {

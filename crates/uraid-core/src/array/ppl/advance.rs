@@ -3,8 +3,9 @@
 //! every ring before the next generation may go, so writes queued behind a flush wait for
 //! about three member I/Os in turn. A flush does not need the rings emptied, only the entries
 //! of the writes it covers retired, and every header already says where the live ones
-//! begin (its tail). So a flush starts an advance instead, and the rings are reset only when
-//! full (a generation, or the advance's tail, does not fit):
+//! begin (its tail). So a flush starts an advance instead; so does a ring half full, whose
+//! older generations it retires for later ones to wrap over (`ring`). The rings are reset only
+//! when not even the advance's tail fits:
 //!
 //! 1. It covers every generation started before it (`tail`: the first one after). It waits
 //!    for the writes those generations logged to complete, while later generations go on.
@@ -53,6 +54,14 @@ impl PartialParityLog {
         self.advances += 1;
         let (number, tail) = (self.advances, self.generation + 1);
         self.advance = Some(Advance { number, tail, stage: Stage::Draining });
+    }
+
+    /// Rings half full: an advance retires their older generations while the log goes on
+    /// (see `ring`).
+    pub(super) fn advance_if_rings_fill(&mut self, live: &[usize]) {
+        if self.advance.is_none() && self.reset == Reset::No && self.rings.want_advance(live) {
+            self.start_advance();
+        }
     }
 
     /// Whether every write advance `number` covers has completed: those of heads logged by
@@ -145,7 +154,10 @@ impl Array {
     pub(super) fn finish_log_advance(&mut self) {
         self.stats.log_advances += 1;
         let l = self.ppl.as_mut().expect("a log");
-        let number = l.advance.take().expect("an advance").number;
+        let advance = l.advance.take().expect("an advance");
+        let number = advance.number;
+        // Every ring holds the tail now: what lies below it may be overwritten.
+        l.rings.retire(advance.tail);
         l.ranges.clear();
         let keep: Vec<bool> = {
             let l = self.ppl.as_ref().expect("a log");

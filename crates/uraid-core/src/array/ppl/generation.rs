@@ -11,6 +11,15 @@ use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
 use std::collections::{BTreeMap, HashSet};
 
+/// What `take_log_heads` found.
+enum Taken {
+    Heads(Vec<Waiting>),
+    /// Nothing fits until the advance under way retires older generations.
+    Wait,
+    /// Nothing fits: the rings are reset first.
+    Full,
+}
+
 impl Array {
     /// Starts the next log write (or the reset it needs). Called when the runtime asks for
     /// member I/O, so that every head of a turn shares one generation.
@@ -48,9 +57,13 @@ impl Array {
         }
         let live_members: Vec<usize> =
             (0..self.failed.len()).filter(|&m| !self.failed[m]).collect();
-        let Some(heads) = self.take_log_heads(&joinable, &live_members, tail.is_some()) else {
-            self.ppl.as_mut().expect("checked").reset = Reset::Draining;
-            return self.start_log_generation();
+        let heads = match self.take_log_heads(&joinable, &live_members, tail.is_some()) {
+            Taken::Heads(heads) => heads,
+            Taken::Wait => return,
+            Taken::Full => {
+                self.ppl.as_mut().expect("checked").reset = Reset::Draining;
+                return self.start_log_generation();
+            }
         };
         let l = self.ppl.as_mut().expect("checked");
         if let Some(tail) = tail {
@@ -83,6 +96,7 @@ impl Array {
                 self.queue_log_write(DiskIndex(m as u16), generation, members, entries);
             }
         }
+        self.ppl.as_mut().expect("a log").advance_if_rings_fill(&live_members);
         if self.ppl.as_ref().expect("a log").in_flight.as_ref().is_some_and(|f| f.0 == 0) {
             self.log_generation_done();
         }
@@ -90,17 +104,17 @@ impl Array {
 
     /// Takes the waiting heads (of those `joinable`, in order) whose entries fit every
     /// member's ring and header, leaving room on every live member for a header when the
-    /// generation carries a tail; None when the rings are full: a reset first.
-    fn take_log_heads(
-        &mut self,
-        joinable: &[bool],
-        live_members: &[usize],
-        tail: bool,
-    ) -> Option<Vec<Waiting>> {
+    /// generation carries a tail, and (while an advance is under way) for its tail's header
+    /// after this one. Full: nothing fits and no advance will make room, so a reset first.
+    fn take_log_heads(&mut self, joinable: &[bool], live_members: &[usize], tail: bool) -> Taken {
         let l = self.ppl.as_mut().expect("a log");
         let unit = l.unit_sectors;
-        let mut count = vec![0usize; l.write_at.len()];
-        let mut used = vec![LOG_HEADER_SECTORS; l.write_at.len()];
+        let tail_ahead = l.advance.as_ref().is_some_and(|a| {
+            matches!(a.stage, super::advance::Stage::Draining | super::advance::Stage::Flushing(_))
+        });
+        let reserve = if tail_ahead { LOG_HEADER_SECTORS } else { 0 };
+        let mut count = vec![0usize; l.rings.members()];
+        let mut used = vec![LOG_HEADER_SECTORS; l.rings.members()];
         let mut chosen = vec![false; l.waiting.len()];
         let mut full = false;
         for (i, Waiting { entries, .. }) in l.waiting.iter().enumerate() {
@@ -110,7 +124,7 @@ impl Array {
             let fits = entries.iter().all(|(m, e, _)| {
                 let m = m.get();
                 count[m] < MAX_LOG_ENTRIES
-                    && l.write_at[m] + used[m] + e.stored_sectors(unit) <= l.cfg.ring_sectors
+                    && l.rings.place(m, used[m] + e.stored_sectors(unit) + reserve).is_some()
             });
             if !fits {
                 full = true;
@@ -122,9 +136,15 @@ impl Array {
             }
             chosen[i] = true;
         }
-        let tail_fits = live_members.iter().all(|&m| l.write_at[m] + used[m] <= l.cfg.ring_sectors);
+        let tail_fits = live_members.iter().all(|&m| l.rings.place(m, used[m]).is_some());
+        if full && !chosen.contains(&true) && !tail {
+            // The advance under way retires older generations: wait for it, unless its tail
+            // has no room either.
+            let room = live_members.iter().all(|&m| l.rings.place(m, LOG_HEADER_SECTORS).is_some());
+            return if tail_ahead && room { Taken::Wait } else { Taken::Full };
+        }
         if (full && !chosen.contains(&true)) || (tail && !tail_fits) {
-            return None;
+            return Taken::Full;
         }
         let (mut heads, mut rest) = (Vec::new(), Vec::new());
         for (w, chosen) in std::mem::take(&mut l.waiting).into_iter().zip(chosen) {
@@ -135,7 +155,7 @@ impl Array {
             }
         }
         l.waiting = rest;
-        Some(heads)
+        Taken::Heads(heads)
     }
 
     fn queue_log_write(
@@ -160,8 +180,8 @@ impl Array {
         let bytes = header.encode_generation(&blocks);
         let mut buf = BlockBuf::zeroed((sectors * 512) as usize);
         buf.copy_from_slice(&bytes);
-        let sector = l.write_at[member.get()];
-        l.write_at[member.get()] += sectors;
+        let (sector, wrapped) = l.rings.take_place(member.get(), sectors, generation);
+        self.stats.log_ring_wraps += u64::from(wrapped);
         self.push_log_io(member, MemberOp::Write, sector, buf);
     }
 
@@ -289,7 +309,7 @@ impl Array {
         l.ranges.clear();
         l.generation += 1;
         l.tail = l.generation;
-        l.write_at.fill(0);
+        l.rings.clear();
         let live = self.live_members();
         let l = self.ppl.as_mut().expect("a log");
         l.reset = Reset::Headers(live.len());
