@@ -8,7 +8,7 @@ mod common;
 
 use common::{CHUNK_64K as CHUNK, LOG_RING_SECTORS, Mem, array, pattern, read, run, write};
 use uraid_core::array::{Array, IoArea, MemberIo, PartialParityLogConfig, ReqId};
-use uraid_core::ppl::{entries_to_replay, full_mask, replayed_parity, scan_ring};
+use uraid_core::ppl::{LogHeader, entries_to_replay, full_mask, replayed_parity, scan_ring};
 use uraid_core::{DiskIndex, Level, Sector};
 
 const UUID: [u8; 16] = [9; 16];
@@ -109,9 +109,43 @@ fn replayed_against_parity(mem: &Mem) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+/// Runs the engine to idle as `run` does, noting every log write's (member, generation,
+/// tail) as it goes out; after each, a scan of the rings must find every generation written
+/// at or above the newest tail (a crash could come then), wherever the wraps left it.
+fn run_checking_rings(a: &mut Array, mem: &mut Mem, written: &mut Vec<(u16, u64, u64)>) {
+    while let Some(io) = a.next_io() {
+        let log = io.area == IoArea::Log;
+        if log {
+            let h = LogHeader::decode(a.io_buf(&io)).expect("a header leads every log write");
+            written.push((io.member.0, h.generation, h.tail));
+        }
+        let ok = mem.perform(a, &io);
+        a.complete_io(io.tag, ok);
+        if !log {
+            continue;
+        }
+        let tail = written.iter().max_by_key(|w| w.1).expect("logged").2;
+        let mut found: Vec<(u16, u64)> = mem
+            .scans(UUID)
+            .iter()
+            .flat_map(|s| s.headers.iter().map(|h| (s.member.0, h.1)))
+            .filter(|f| f.1 >= tail)
+            .collect();
+        found.sort_unstable();
+        let mut live: Vec<(u16, u64)> =
+            written.iter().filter(|w| w.1 >= tail).map(|w| (w.0, w.1)).collect();
+        live.sort_unstable();
+        assert_eq!(found, live, "the generations at or above tail {tail}");
+    }
+    for (_, r, _) in a.take_completed() {
+        r.unwrap();
+    }
+}
+
 /// With no flush at all, the rings wrap: an advance starts when one is half full and retires
 /// the older generations, and later ones go back to the ring's start over them, with no reset
-/// (a reset stops the log). A replay of the rings as they stand finds the live entries and
+/// (a reset stops the log). After every log write, a scan of the rings finds every generation
+/// at or above the newest tail (wherever the wraps left it); after every write, a replay
 /// restores the parity the members hold.
 #[test]
 fn rings_wrap_over_retired_generations() {
@@ -121,9 +155,11 @@ fn rings_wrap_over_retired_generations() {
     let mut a = logged_array(ring);
     let mut mem = Mem::new(5);
     let mut live_after = 0;
+    let mut written = Vec::new();
     for i in 0..40u64 {
         let head = (i % 16) * 8;
-        write(&mut a, &mut mem, head, pattern(100 + i, 4096));
+        a.submit_write(ReqId(head), Sector(head), pattern(100 + i, 4096));
+        run_checking_rings(&mut a, &mut mem, &mut written);
         // Each time, the replay restores what the members hold; the write just done is live
         // unless an advance (the ring half full) retired it already.
         let replayed = replayed_against_parity(&mem);

@@ -58,11 +58,13 @@ fn log_area(path: &Path) -> ppl::LogArea {
 }
 
 /// The crash: returns the crash image's members, A, B, and which slot holds the unmodified
-/// block that is read back (data chunk 1 of row 0).
+/// block that is read back (data chunk 1 of row 0). `wrap`: before B, 4 KiB writes to the
+/// row's other heads until the log's ring has wrapped, so that B's entry is found after it.
 fn crash_image(
     dir: &Path,
     level: uraid_format::Level,
     n: usize,
+    wrap: bool,
 ) -> (Vec<PathBuf>, Vec<u8>, Vec<u8>, usize) {
     let core_level = if n == 4 { Level::Raid5 } else { Level::Raid6 };
     let g = Geometry::new(core_level, Layout::from_md(core_level, 2).unwrap(), n, CHUNK).unwrap();
@@ -73,9 +75,28 @@ fn crash_image(
     assert!(md.info().log.is_some(), "the array has room for the log");
     let rt = md.runtime().clone();
     let row = g.data_disks() * CHUNK as usize;
-    let a = fill(1, row);
+    let mut a = fill(1, row);
     rt.write_at(0, &a).unwrap();
     rt.flush().unwrap();
+    if wrap {
+        // A generation per write (a header and a block on the row's parity members) until
+        // the ring has wrapped; then a flush, whose advance retires them all, so that no
+        // advance retires B before the crash (its writes would be durable: no hole).
+        let area = md.info().log.expect("a log");
+        let sb = superblock(&live[0]);
+        let ring = ppl::log_setup(area, sb.set_uuid.0, sb.events).ring_bytes() as usize;
+        for i in 0..4 * ring / (2 * BLOCK) {
+            let at = (1 + i % 15) * BLOCK;
+            let block = fill(100 + i as u64, BLOCK);
+            rt.write_at(at as u64, &block).unwrap();
+            a[at..at + BLOCK].copy_from_slice(&block);
+            if rt.stats().array.log_ring_wraps > 0 {
+                break;
+            }
+        }
+        assert!(rt.stats().array.log_ring_wraps > 0, "the ring wrapped");
+        rt.flush().unwrap();
+    }
     // The parity blocks of the stripe's first 4 KiB after A.
     let old: Vec<Vec<u8>> =
         parity.iter().map(|&m| read_member(&live[m], DATA_OFFSET, BLOCK)).collect();
@@ -120,9 +141,9 @@ fn without(paths: &[PathBuf], slot: usize) -> Vec<PathBuf> {
     paths.iter().enumerate().filter(|(i, _)| *i != slot).map(|(_, p)| p.clone()).collect()
 }
 
-fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize) {
+fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize, wrap: bool) {
     let dir = tempdir(tag);
-    let (crash, a, b, victim) = crash_image(dir.path(), level, n);
+    let (crash, a, b, victim) = crash_image(dir.path(), level, n, wrap);
     let control = copy_all(&crash, &dir.path().join("control"));
 
     let left = without(&crash, victim);
@@ -153,14 +174,21 @@ fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize) {
     md.stop().unwrap();
 }
 
+/// The same after the log's ring has wrapped: B's entry lies wherever the ring put it, and
+/// the replay finds it (it reads every sector of the rings).
+#[test]
+fn raid6_write_hole_closed_after_the_ring_wraps() {
+    write_hole_closed("hole-r6-wrap", uraid_format::Level::Raid6, 5, true);
+}
+
 #[test]
 fn raid5_write_hole_closed_by_the_log() {
-    write_hole_closed("hole-r5", uraid_format::Level::Raid5, 4);
+    write_hole_closed("hole-r5", uraid_format::Level::Raid5, 4, false);
 }
 
 #[test]
 fn raid6_write_hole_closed_by_the_log() {
-    write_hole_closed("hole-r6", uraid_format::Level::Raid6, 5);
+    write_hole_closed("hole-r6", uraid_format::Level::Raid6, 5, false);
 }
 
 #[test]
@@ -198,7 +226,7 @@ fn a_clean_stop_leaves_nothing_to_replay() {
 #[test]
 fn the_resync_policy_replays_an_old_log_then_logs_nothing() {
     let dir = tempdir("hole-policy");
-    let (crash, a, _, victim) = crash_image(dir.path(), uraid_format::Level::Raid5, 4);
+    let (crash, a, _, victim) = crash_image(dir.path(), uraid_format::Level::Raid5, 4, false);
     let left = without(&crash, victim);
     let resync = MdOptions { consistency_policy: ConsistencyPolicy::Resync, ..options() };
     let md = MdArray::assemble(&left, &resync).expect("dirty and degraded, with the old log");

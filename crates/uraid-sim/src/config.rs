@@ -84,7 +84,7 @@ impl SimConfig {
             1u64 << rng.random_range(3..=most)
         });
         // Drawn from a stream of its own, so that the draws above (and the seeds that found
-        // bugs before the log existed) stay as they were. Small rings: resets happen often.
+        // bugs before the log existed) stay as they were. Small rings: they wrap (and reset) often.
         let mut log_rng = StdRng::seed_from_u64(seed ^ 0x0109_0000_ca11_ab1e);
         let unit_sectors = stripe_size_bytes / SECTOR_BYTES;
         let log_ring_sectors =
