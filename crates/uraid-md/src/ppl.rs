@@ -275,6 +275,10 @@ pub struct MemberLog {
     pub headers: usize,
     pub entries: usize,
     pub newest_epoch: Option<u64>,
+    /// Of those, the newest run's at or above their ring's newest tail (the rings wrap:
+    /// retired headers may be found whole).
+    pub live_headers: usize,
+    pub live_entries: usize,
 }
 
 /// Reads the log area of the member at `path` whose superblock is `sb` (its bitmap's size read
@@ -295,13 +299,30 @@ pub fn examine_member(path: &Path, sb: &Superblock1) -> io::Result<Option<Member
     let Some(area) = log_area(sb, bitmap_bytes) else { return Ok(None) };
     let setup = log_setup(area, sb.set_uuid.0, sb.events);
     let mut bytes = vec![0u8; usize::try_from(setup.ring_bytes()).expect("a ring fits")];
-    let mut log = MemberLog { area, headers: 0, entries: 0, newest_epoch: None };
+    let mut log = MemberLog {
+        area,
+        headers: 0,
+        entries: 0,
+        newest_epoch: None,
+        live_headers: 0,
+        live_entries: 0,
+    };
+    let mut scans = Vec::new();
     for ring in 0..setup.rings {
         file.read_exact_at(&mut bytes, setup.ring_offset_bytes(ring))?;
         let scan = scan_ring(&bytes, setup.uuid, DiskIndex(0));
         log.headers += scan.headers.len();
         log.entries += scan.entries.len();
         log.newest_epoch = log.newest_epoch.max(scan.headers.iter().map(|h| h.0).max());
+        scans.push(scan);
+    }
+    for scan in &scans {
+        let Some((epoch, _, tail)) = scan.headers.iter().map(|h| (h.0, h.1, h.2)).max() else {
+            continue;
+        };
+        let live = |e: u64, g: u64| Some(e) == log.newest_epoch && e == epoch && g >= tail;
+        log.live_headers += scan.headers.iter().filter(|h| live(h.0, h.1)).count();
+        log.live_entries += scan.entries.iter().filter(|e| live(e.epoch, e.generation)).count();
     }
     Ok(Some(log))
 }

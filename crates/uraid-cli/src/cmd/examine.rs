@@ -141,8 +141,9 @@ fn log_fields(path: &str, sb: &Superblock1) -> Vec<(&'static str, String)> {
             let records = match log.newest_epoch {
                 None => "none".to_owned(),
                 Some(epoch) => format!(
-                    "{} entries in {} generation headers, newest run {epoch}",
-                    log.entries, log.headers
+                    "{} entries in {} generation headers ({} entries in {} headers at or \
+                     above their ring's tail: live), newest run {epoch}",
+                    log.entries, log.headers, log.live_entries, log.live_headers
                 ),
             };
             vec![("Write Hole Log", place), ("Log Records", records)]
