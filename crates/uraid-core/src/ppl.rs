@@ -669,9 +669,10 @@ mod tests {
         assert!(scan_ring(&ring, [8; 16], DiskIndex(3)).entries.is_empty(), "another array's log");
     }
 
-    /// A wrapped ring: generation 8 went back to the start over retired ones (4 and 5), past
-    /// a sector-aligned spot (masks end on a sector); generations 6 and 7 lie after it, live.
-    /// Every one is found, wherever it is; a retired header left whole is found and retired.
+    /// A wrapped ring: generation 8 went back to the start over a retired one (4);
+    /// generations 6 and 7 lie after it, live, 7 at a sector that is not 4 KiB aligned (6's
+    /// sector masks end on a sector). Every one is found, wherever it is; a retired header
+    /// left whole is found and stays retired.
     #[test]
     fn a_wrapped_ring_is_read_wherever_its_generations_are() {
         let (a, b) = (vec![1u8; 4096], vec![2u8; 4096]);
