@@ -2,7 +2,7 @@
 //! rings have room (`array::ppl::advance`): heads whose unions began after it was asked for
 //! go on being logged meanwhile, heads with older unions wait for it and are logged again
 //! with their own sectors only, and the rings' newest tail retires what it made durable.
-//! Rings half full advance too, and later generations wrap over the retired ones.
+//! Rings filling up advance too, and later generations wrap over the retired ones.
 
 mod common;
 
@@ -142,7 +142,7 @@ fn run_checking_rings(a: &mut Array, mem: &mut Mem, written: &mut Vec<(u16, u64,
     }
 }
 
-/// With no flush at all, the rings wrap: an advance starts when one is half full and retires
+/// With no flush at all, the rings wrap: an advance starts when one fills up and retires
 /// the older generations, and later ones go back to the ring's start over them, with no reset
 /// (a reset stops the log). After every log write, a scan of the rings finds every generation
 /// at or above the newest tail (wherever the wraps left it); after every write, a replay
@@ -161,7 +161,7 @@ fn rings_wrap_over_retired_generations() {
         a.submit_write(ReqId(head), Sector(head), pattern(100 + i, 4096));
         run_checking_rings(&mut a, &mut mem, &mut written);
         // Each time, the replay restores what the members hold; the write just done is live
-        // unless an advance (the ring half full) retired it already.
+        // unless an advance (the ring filling up) retired it already.
         let replayed = replayed_against_parity(&mem);
         for (head, replayed, held) in &replayed {
             assert!(

@@ -180,7 +180,7 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
          parity blocks replayed from the partial parity log ({} resyncing ranges); {} writes \
          acknowledged once logged; {} full-stripe writes under a range; {} log advances \
-         (flushes and half-full rings retiring the log with no reset); {} ring wraps",
+         (flushes and filling rings retiring the log with no reset); {} ring wraps",
         t.power_cuts_degraded,
         t.lost_after_cut,
         t.log_replays,

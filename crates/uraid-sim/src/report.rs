@@ -28,7 +28,7 @@ pub struct SimStats {
     /// Full-stripe writes that went out under a range of the log (no entry of their own),
     /// and parity blocks the replay rewrote resyncing ranges.
     pub writes_under_range: u64,
-    /// Log advances: flushes (or rings half full) that retired the log's entries without a
+    /// Log advances: flushes (or rings filling up) that retired the log's entries without a
     /// reset; and log writes that went back to a ring's start over retired ones.
     pub log_advances: u64,
     pub log_ring_wraps: u64,

@@ -110,7 +110,7 @@ pub struct ArrayStats {
     /// Full-stripe writes that went out inside a durable range of the log (a sequential
     /// stream's), with no log write of their own.
     pub writes_under_log_range: u64,
-    /// Advances of the log (a flush or FUA write, or a ring half full): older entries
+    /// Advances of the log (a flush or FUA write, or a ring filling up): older entries
     /// retired with the log going on, rather than by a reset that stops it.
     pub log_advances: u64,
     /// Log writes that went back to a ring's start over retired generations (no reset).

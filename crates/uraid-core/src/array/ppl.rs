@@ -45,7 +45,7 @@
 //! generation does not fit the ring (rare: rings are circular, `ring`) and when a member
 //! joins. A user flush (or FUA write) while the rings hold entries starts an advance
 //! (`advance`), which retires what the flush covers while later writes go on being logged;
-//! so does a ring half full. Either way a live entry on the rings always
+//! so does a ring filling up (`ring`). Either way a live entry on the rings always
 //! means its union was written since the last completed flush, and at a replay a lost
 //! member's modified sectors are ones that were being written (they read back as zeros;
 //! every other sector reads back exactly).

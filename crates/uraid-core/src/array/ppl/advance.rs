@@ -3,7 +3,7 @@
 //! every ring before the next generation may go, so writes queued behind a flush wait for
 //! about three member I/Os in turn. A flush does not need the rings emptied, only the entries
 //! of the writes it covers retired, and every header already says where the live ones
-//! begin (its tail). So a flush starts an advance instead; so does a ring half full, whose
+//! begin (its tail). So a flush starts an advance instead; so does a ring filling up, whose
 //! older generations it retires for later ones to wrap over (`ring`). The rings are reset only
 //! when not even the advance's tail fits:
 //!
@@ -52,11 +52,12 @@ pub(in crate::array) struct Advance {
 impl PartialParityLog {
     pub(super) fn start_advance(&mut self) {
         self.advances += 1;
+        self.rings.advance_started();
         let (number, tail) = (self.advances, self.generation + 1);
         self.advance = Some(Advance { number, tail, stage: Stage::Draining });
     }
 
-    /// Rings half full: an advance retires their older generations while the log goes on
+    /// Rings filling up: an advance retires their older generations while the log goes on
     /// (see `ring`).
     pub(super) fn advance_if_rings_fill(&mut self, live: &[usize]) {
         if self.advance.is_none() && self.reset == Reset::No && self.rings.want_advance(live) {
