@@ -248,7 +248,8 @@ fn read_blocks(files: &[Option<File>], at: u64, unit: usize) -> Vec<Option<Vec<u
 /// or a replay: nothing is left to replay), so that a later crash of a run without the log
 /// (the kernel's) is never taken for one this log covers. Rings wrap, so headers may be
 /// anywhere on them: each ring is read, and only the sectors that begin like a header are
-/// written (`uraid_core::ppl::magic_sectors`).
+/// written (`uraid_core::ppl::magic_sectors`); a ring that cannot be read is zeroed whole
+/// (a write replaces a bad sector where a read fails).
 pub fn clear_log<'a>(setup: &LogSetup, members: impl Iterator<Item = &'a Path>) -> io::Result<()> {
     let zeros = [0u8; SECTOR_BYTES as usize];
     let mut bytes = vec![0u8; usize::try_from(setup.ring_bytes()).expect("a ring fits")];
@@ -256,7 +257,11 @@ pub fn clear_log<'a>(setup: &LogSetup, members: impl Iterator<Item = &'a Path>) 
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         for ring in 0..setup.rings {
             let start = setup.ring_offset_bytes(ring);
-            file.read_exact_at(&mut bytes, start)?;
+            if file.read_exact_at(&mut bytes, start).is_err() {
+                bytes.fill(0);
+                file.write_all_at(&bytes, start)?;
+                continue;
+            }
             for at in magic_sectors(&bytes) {
                 file.write_all_at(&zeros, start + at as u64)?;
             }
