@@ -159,6 +159,7 @@ impl Array {
         let number = advance.number;
         // Every ring holds the tail now: what lies below it may be overwritten.
         l.rings.retire(advance.tail);
+        l.rings.advance_finished();
         l.ranges.clear();
         let keep: Vec<bool> = {
             let l = self.ppl.as_ref().expect("a log");

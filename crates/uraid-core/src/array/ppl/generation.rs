@@ -180,8 +180,13 @@ impl Array {
         let bytes = header.encode_generation(&blocks);
         let mut buf = BlockBuf::zeroed((sectors * 512) as usize);
         buf.copy_from_slice(&bytes);
-        let (sector, wrapped) = l.rings.take_place(member.get(), sectors, generation);
-        self.stats.log_ring_wraps += u64::from(wrapped);
+        let sector = if matches!(l.reset, Reset::Headers(_)) {
+            l.rings.take_place_for_reset(member.get(), sectors, generation)
+        } else {
+            let (sector, wrapped) = l.rings.take_place(member.get(), sectors, generation);
+            self.stats.log_ring_wraps += u64::from(wrapped);
+            sector
+        };
         self.push_log_io(member, MemberOp::Write, sector, buf);
     }
 
@@ -309,7 +314,6 @@ impl Array {
         l.ranges.clear();
         l.generation += 1;
         l.tail = l.generation;
-        l.rings.clear();
         let live = self.live_members();
         let l = self.ppl.as_mut().expect("a log");
         l.reset = Reset::Headers(live.len());
@@ -332,6 +336,9 @@ impl Array {
     /// came after this one's member flushes, or a member joined after its drain.
     fn log_reset_done(&mut self) {
         let l = self.ppl.as_mut().expect("a log");
+        // Its headers are durable: everything older is retired on every ring.
+        let tail = l.tail;
+        l.rings.retire(tail);
         let ready = l.take_done_waiters();
         let again = std::mem::take(&mut l.reset_again);
         if again || !l.flush_waiters.is_empty() {

@@ -85,26 +85,45 @@ impl Rings {
         (at, wrapped)
     }
 
+    /// Records a reset's header (`sectors`, `generation`) on member `m`: where there is room,
+    /// else over the oldest live generation. Every member is flushed by then, so a replay
+    /// that loses that generation loses nothing it needs; but one that loses a head's newest
+    /// entry and finds an older one would replay stale partial parity, so the header never
+    /// goes over a newer generation, even torn (simulator seed 10130915: a reset's header at
+    /// the ring's start, torn by a power cut, over the newest generation).
+    pub(super) fn take_place_for_reset(&mut self, m: usize, sectors: u64, generation: u64) -> u64 {
+        let at = match self.place(m, sectors) {
+            Some(at) => at,
+            None => {
+                let (first, end, _) = self.gens[m].pop_front().expect("a full ring holds some");
+                debug_assert!(end - first >= sectors, "a generation holds at least a header");
+                first
+            }
+        };
+        self.write_at[m] = at + sectors;
+        self.since_advance[m] += sectors;
+        self.gens[m].push_back((at, at + sectors, generation));
+        at
+    }
+
     /// An advance starts: what is written from now on is its footprint.
     pub(super) fn advance_started(&mut self) {
         self.since_advance.fill(0);
     }
 
-    /// An advance completed: generations below `tail` are retired on every ring (the tail is
+    /// An advance completed: what was written while it ran is the next one's measure.
+    pub(super) fn advance_finished(&mut self) {
+        self.footprint.clone_from(&self.since_advance);
+    }
+
+    /// Generations below `tail` are retired on every ring (an advance's or a reset's tail is
     /// durable on each).
     pub(super) fn retire(&mut self, tail: u64) {
-        self.footprint.clone_from(&self.since_advance);
         for gens in &mut self.gens {
             while gens.front().is_some_and(|g| g.2 < tail) {
                 gens.pop_front();
             }
         }
-    }
-
-    /// A reset: everything retired, the next writes at the rings' start.
-    pub(super) fn clear(&mut self) {
-        self.write_at.fill(0);
-        self.gens.iter_mut().for_each(VecDeque::clear);
     }
 
     /// Sectors of member `m`'s ring not held by live generations.
@@ -158,8 +177,16 @@ mod tests {
         r.retire(5);
         assert_eq!(r.free(0), 100);
         assert_eq!(r.place(0, 100), Some(0));
-        r.clear();
-        assert_eq!(r.take_place(0, 8, 6), (0, false));
+        // A reset's header goes where there is room, else over the oldest live generation
+        // only, never over a newer one.
+        assert_eq!(r.take_place(0, 60, 6), (0, true));
+        assert_eq!(r.take_place(0, 36, 7), (60, false));
+        assert_eq!(r.take_place_for_reset(0, 4, 8), (96));
+        assert_eq!(r.place(0, 8), None);
+        assert_eq!(r.take_place_for_reset(0, 8, 9), 0, "over generation 6, the oldest");
+        assert_eq!(r.free(0), 52, "6's remains, up to 7");
+        r.retire(9);
+        assert_eq!(r.free(0), 92);
     }
 
     #[test]
@@ -174,6 +201,7 @@ mod tests {
         // the latest.
         r.advance_started();
         r.take_place(0, 5, 3);
+        r.advance_finished();
         r.retire(3);
         assert_eq!(r.free(0), 95);
         r.take_place(0, 30, 4);
@@ -185,6 +213,7 @@ mod tests {
         // One that saw 20: sixty, but half at the earliest.
         r.advance_started();
         r.take_place(0, 20, 7);
+        r.advance_finished();
         r.retire(7);
         assert_eq!(r.free(0), 80);
         r.take_place(0, 29, 8);
