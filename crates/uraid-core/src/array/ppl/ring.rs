@@ -92,14 +92,11 @@ impl Rings {
     /// goes over a newer generation, even torn (simulator seed 10130915: a reset's header at
     /// the ring's start, torn by a power cut, over the newest generation).
     pub(super) fn take_place_for_reset(&mut self, m: usize, sectors: u64, generation: u64) -> u64 {
-        let at = match self.place(m, sectors) {
-            Some(at) => at,
-            None => {
-                let (first, end, _) = self.gens[m].pop_front().expect("a full ring holds some");
-                debug_assert!(end - first >= sectors, "a generation holds at least a header");
-                first
-            }
-        };
+        let at = self.place(m, sectors).unwrap_or_else(|| {
+            let (first, end, _) = self.gens[m].pop_front().expect("a full ring holds some");
+            debug_assert!(end - first >= sectors, "a generation holds at least a header");
+            first
+        });
         self.write_at[m] = at + sectors;
         self.since_advance[m] += sectors;
         self.gens[m].push_back((at, at + sectors, generation));
