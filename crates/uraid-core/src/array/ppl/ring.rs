@@ -186,6 +186,15 @@ mod tests {
         assert_eq!(r.free(0), 92);
     }
 
+    /// An advance that sees `sectors` of generation `tail` written while it runs, then retires
+    /// what is below it.
+    fn advance(r: &mut Rings, sectors: u64, tail: u64) {
+        r.advance_started();
+        r.take_place(0, sectors, tail);
+        r.advance_finished();
+        r.retire(tail);
+    }
+
     #[test]
     fn an_advance_starts_by_what_the_last_one_saw_written() {
         let mut r = Rings::new(1, 100);
@@ -196,10 +205,7 @@ mod tests {
         assert!(r.want_advance(&[0]), "45 free");
         // One that saw 5 sectors written while it ran: three times that, but a quarter at
         // the latest.
-        r.advance_started();
-        r.take_place(0, 5, 3);
-        r.advance_finished();
-        r.retire(3);
+        advance(&mut r, 5, 3);
         assert_eq!(r.free(0), 95);
         r.take_place(0, 30, 4);
         r.take_place(0, 10, 5);
@@ -208,10 +214,7 @@ mod tests {
         assert_eq!(r.free(0), 24);
         assert!(r.want_advance(&[0]), "under a quarter");
         // One that saw 20: sixty, but half at the earliest.
-        r.advance_started();
-        r.take_place(0, 20, 7);
-        r.advance_finished();
-        r.retire(7);
+        advance(&mut r, 20, 7);
         assert_eq!(r.free(0), 80);
         r.take_place(0, 29, 8);
         assert!(!r.want_advance(&[0]), "51 free");
