@@ -387,15 +387,13 @@ pub fn magic_sectors(ring: &[u8]) -> Vec<usize> {
     (0..ring.len() / 512 * 512).step_by(512).filter(|&at| ring[at..at + 8] == LOG_MAGIC).collect()
 }
 
-/// The headers of array `uuid` on `ring`, at any sector (see `scan_ring`).
+/// The headers of array `uuid` on `ring`, at any sector (see `scan_ring`): the sectors that
+/// begin with the magic and decode whole (a header cut off by the ring's end does not).
 fn ring_headers(
     ring: &[u8],
     uuid: [u8; 16],
 ) -> impl Iterator<Item = (usize, LogHeader, Vec<Option<MaskInfo>>)> + '_ {
-    (0..ring.len().saturating_sub(LOG_HEADER_BYTES - 1)).step_by(512).filter_map(move |at| {
-        if ring[at..at + 8] != LOG_MAGIC {
-            return None;
-        }
+    magic_sectors(ring).into_iter().filter_map(move |at| {
         let (h, masks) =
             LogHeader::decode_with_masks(&ring[at..]).filter(|(h, _)| h.uuid == uuid)?;
         Some((at, h, masks))

@@ -79,9 +79,7 @@ impl Rings {
     pub(super) fn take_place(&mut self, m: usize, sectors: u64, generation: u64) -> (u64, bool) {
         let at = self.place(m, sectors).expect("room was checked");
         let wrapped = at < self.write_at[m];
-        self.write_at[m] = at + sectors;
-        self.since_advance[m] += sectors;
-        self.gens[m].push_back((at, at + sectors, generation));
+        self.record(m, at, sectors, generation);
         (at, wrapped)
     }
 
@@ -97,10 +95,15 @@ impl Rings {
             debug_assert!(end - first >= sectors, "a generation holds at least a header");
             first
         });
+        self.record(m, at, sectors, generation);
+        at
+    }
+
+    /// A log write of `sectors` of `generation` at `at` on member `m`'s ring.
+    fn record(&mut self, m: usize, at: u64, sectors: u64, generation: u64) {
         self.write_at[m] = at + sectors;
         self.since_advance[m] += sectors;
         self.gens[m].push_back((at, at + sectors, generation));
-        at
     }
 
     /// An advance starts: what is written from now on is its footprint.
