@@ -7,7 +7,7 @@
 mod common;
 
 use common::{CHUNK_64K as CHUNK, LOG_RING_SECTORS, Mem, array, pattern, read, run, write};
-use uraid_core::array::{Array, IoArea, MemberIo, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::{LogHeader, entries_to_replay, full_mask, replayed_parity, scan_ring};
 use uraid_core::{DiskIndex, Level, Sector};
 
@@ -261,4 +261,78 @@ fn a_spare_joining_during_a_reset_gets_a_header() {
     assert!(!spare.headers.is_empty(), "the spare's ring starts with a header");
     // Its generations are found: the write's P entry is on member 4 (stripe 0's P).
     assert_eq!(live_entries(&mem), vec![(0, vec![0])]);
+}
+
+/// Requests finished, each with the live entries when it finished.
+type Finished = Vec<(u64, Vec<(u64, Vec<usize>)>)>;
+
+/// Runs every I/O but the data writes to member sector `hold` (kept in `held`, unperformed)
+/// until the engine has nothing else to hand out; notes the requests finished.
+fn run_holding(
+    a: &mut Array,
+    mem: &mut Mem,
+    hold: Option<u64>,
+    held: &mut Vec<MemberIo>,
+    done: &mut Finished,
+) {
+    loop {
+        let ios: Vec<MemberIo> = std::iter::from_fn(|| a.next_io()).collect();
+        if ios.is_empty() {
+            return;
+        }
+        for io in ios {
+            let data_write = io.area == IoArea::Data && io.op == MemberOp::Write;
+            if data_write && Some(io.sector.0) == hold {
+                held.push(io);
+                continue;
+            }
+            let ok = mem.perform(a, &io);
+            a.complete_io(io.tag, ok);
+        }
+        for (id, r, _) in a.take_completed() {
+            r.unwrap();
+            done.push((id.0, live_entries(mem)));
+        }
+    }
+}
+
+/// A flush that comes while an advance drains joins it (a whole advance sooner) only if that
+/// advance covers every write acknowledged before the flush. Here a write (head 2) is still
+/// writing, so the advance a first flush started keeps draining. Then a write to a fresh head
+/// (head 1) may be logged in a generation the advance does not retire and acknowledged
+/// before a second flush comes: that flush must wait for the next advance, else its
+/// completion would leave the write's entry live, and a replay after losing member 2 would
+/// count the write's block, flushed, as being written (zeros). Without that write, the second
+/// flush completes with the first.
+#[test]
+fn a_flush_joins_the_advance_under_way_only_if_it_covers_every_acknowledged_write() {
+    for fresh_acknowledged in [false, true] {
+        let mut a = logged_array(LOG_RING_SECTORS);
+        let mut mem = Mem::new(5);
+        write(&mut a, &mut mem, 0, pattern(1, 4096));
+        let (mut held, mut done) = (Vec::new(), Vec::new());
+        a.submit_write(ReqId(10), Sector(16), pattern(2, 4096));
+        run_holding(&mut a, &mut mem, Some(16), &mut held, &mut done);
+        assert!(!held.is_empty(), "head 2's writes held");
+        assert!(done.iter().any(|d| d.0 == 10), "acknowledged once logged: {done:?}");
+        a.submit_flush(ReqId(20));
+        if fresh_acknowledged {
+            a.submit_write(ReqId(11), Sector(256 + 8), pattern(3, 4096));
+        }
+        run_holding(&mut a, &mut mem, Some(16), &mut held, &mut done);
+        assert!(done.iter().all(|d| d.0 != 20), "the advance drains head 2's writes");
+        if fresh_acknowledged {
+            assert!(done.iter().any(|d| d.0 == 11), "the fresh head logged and acknowledged");
+        }
+        a.submit_flush(ReqId(21));
+        for io in std::mem::take(&mut held) {
+            let ok = mem.perform(&mut a, &io);
+            a.complete_io(io.tag, ok);
+        }
+        run_holding(&mut a, &mut mem, None, &mut held, &mut done);
+        let at = |id: u64| done.iter().position(|d| d.0 == id).expect("finished");
+        let live = &done[at(21)].1;
+        assert!(live.iter().all(|e| e.0 != 8), "head 1's entry live after the flush: {live:?}");
+        assert_eq!(a.stats().log_advances, if fresh_acknowledged { 2 } else { 1 });
+    }
 }

@@ -654,9 +654,11 @@ impl Array {
             return false;
         }
         // The next reset or advance to start: one already under way may have drained before
-        // writes this flush must cover completed (`resets` counts those started).
+        // writes this flush must cover completed (`resets` counts those started), unless it
+        // covers them all (`flush_may_join`).
         let by_advance = l.reset == Reset::No && l.started;
-        let advance = if by_advance { l.advances + 1 } else { u64::MAX };
+        let next = u64::from(!l.flush_may_join());
+        let advance = if by_advance { l.advances + next } else { u64::MAX };
         l.flush_waiters.push((slot, l.resets + 1, advance));
         if by_advance && l.advance.is_none() {
             l.start_advance();

@@ -74,6 +74,20 @@ impl PartialParityLog {
             && (self.in_flight.is_none() || self.in_flight_advance >= number)
     }
 
+    /// Whether a flush that comes now is covered by the advance under way. The writes it
+    /// must cover are those acknowledged before it (logged in a completed generation, or
+    /// written without the log and completed). The advance covers them if its member
+    /// flushes have not gone out yet and no generation it does not retire (from its tail on)
+    /// has completed: such a generation's writes would outlive it in live entries, whose
+    /// unions a replay counts as being written. Then waiting for the next advance would add a
+    /// whole advance (drain, member flushes, the tail) to the flush.
+    pub(super) fn flush_may_join(&self) -> bool {
+        self.advance.as_ref().is_some_and(|a| {
+            let completed = self.generation - u64::from(self.in_flight.is_some());
+            a.stage == Stage::Draining && completed < a.tail
+        })
+    }
+
     /// The advance whose tail the next generation carries, if any.
     pub(super) fn tail_due(&self) -> Option<u64> {
         self.advance.as_ref().filter(|a| a.stage == Stage::Tail).map(|a| a.tail)
