@@ -45,11 +45,18 @@ macro_rules! backend_module {
 
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn syndrome(
-                p: Option<&mut [u8]>,
+                mut p: Option<&mut [u8]>,
                 q: &mut [u8],
                 data: &[Option<&[u8]>],
                 stream: bool,
             ) {
+                if q.len() < generic::NT_MIN_BYTES
+                    && let (Some(p), [Some(a), Some(b), Some(c), Some(d)]) =
+                        (p.as_deref_mut(), data)
+                {
+                    // SAFETY: as above.
+                    return unsafe { syndrome_4(p, q, [a, b, c, d], stream) };
+                }
                 if generic::syndrome_is_wide(p.is_some(), q.len(), data) {
                     // SAFETY: as above.
                     return unsafe { syndrome_wide(p, q, data, stream) };
@@ -60,6 +67,20 @@ macro_rules! backend_module {
                 }
                 // SAFETY: as above.
                 unsafe { generic::syndrome::<$vector, $unroll, $prefetch>(p, q, data, stream) }
+            }
+
+            /// RAID6 of 6 members (4 data blocks, every one there) on short blocks, the engine's
+            /// 4 KiB stripe units: the block pointers in registers and the Horner steps
+            /// unrolled at compile time, where the general loop walks a slice of `Option`s in
+            /// every group. On a Zen 5 machine, P+Q of 4 x 4 KiB in L1 went from 238-251 GB/s
+            /// (1.99-2.04x ISA-L) to 287-320 (2.41-2.61x), streamed from 1.31x to 1.36-1.40x.
+            /// Longer blocks keep the general loop: this one ran 4 x 64 KiB in L2 at 0.71x ISA-L
+            /// (8 vectors per step) or 0.97x (4) against its 1.10x.
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn syndrome_4(p: &mut [u8], q: &mut [u8], data: [&[u8]; 4], stream: bool) {
+                // SAFETY: as above.
+                unsafe { generic::syndrome_k::<$vector, 4, $unroll>(p, q, data, stream) }
             }
 
             #[target_feature(enable = $features)]

@@ -682,3 +682,53 @@ pub(crate) unsafe fn recov_data_q<V: Vector, const UNROLL: usize>(
     let off = groups!(V, len, off, 1, |off| { unsafe { group::<V, 1>(ptrs, t, off) } });
     scalar::recov_data_q(dx, p, q, c, off);
 }
+
+/// `syndrome` of exactly `K` data blocks, none of them zero, with P (see the backends'
+/// `syndrome_4` for why and when).
+#[inline(always)]
+pub(crate) unsafe fn syndrome_k<V: Vector, const K: usize, const N: usize>(
+    p: &mut [u8],
+    q: &mut [u8],
+    data: [&[u8]; K],
+    stream: bool,
+) {
+    #[inline(always)]
+    unsafe fn group<V: Vector, const K: usize, const N: usize>(
+        d: &[*const u8; K],
+        (pp, qp): (*mut u8, *mut u8),
+        off: usize,
+        nt: bool,
+    ) {
+        unsafe {
+            let top: [V; N] = load_n(d[K - 1].add(off));
+            let (mut p, mut q) = (top, top);
+            let mut i = K - 1;
+            while i >= 2 {
+                let (hi, lo): ([V; N], [V; N]) =
+                    (load_n(d[i - 1].add(off)), load_n(d[i - 2].add(off)));
+                for k in 0..N {
+                    p[k] = V::xor3(p[k], hi[k], lo[k]);
+                    q[k] = V::horner2(q[k], hi[k], lo[k]);
+                }
+                i -= 2;
+            }
+            if i == 1 {
+                let x: [V; N] = load_n(d[0].add(off));
+                for k in 0..N {
+                    p[k] = p[k].xor(x[k]);
+                    q[k] = q[k].mul2().xor(x[k]);
+                }
+            }
+            store_out(p, pp.add(off), nt);
+            store_out(q, qp.add(off), nt);
+        }
+    }
+    let len = q.len();
+    let outs = (p.as_mut_ptr(), q.as_mut_ptr());
+    let d: [*const u8; K] = data.map(<[u8]>::as_ptr);
+    let nt = use_nt::<V>(stream, len, &[outs.1, outs.0], d.iter().copied());
+    let o = groups!(V, len, 0, N, |off| { unsafe { group::<V, K, N>(&d, outs, off, nt) } });
+    let off = groups!(V, len, o, 1, |off| { unsafe { group::<V, K, 1>(&d, outs, off, nt) } });
+    fence(nt);
+    scalar::syndrome(Some(p), q, &data.map(Some), off);
+}
