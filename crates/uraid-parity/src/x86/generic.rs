@@ -732,3 +732,47 @@ pub(crate) unsafe fn syndrome_k<V: Vector, const K: usize, const N: usize>(
     fence(nt);
     scalar::syndrome(Some(p), q, &data.map(Some), off);
 }
+
+/// `xor_gen` of exactly `K` sources, not accumulating (see the backends' `xor_4` for why and
+/// when).
+#[inline(always)]
+pub(crate) unsafe fn xor_k<V: Vector, const K: usize, const N: usize>(
+    dst: &mut [u8],
+    srcs: [&[u8]; K],
+    stream: bool,
+) {
+    #[inline(always)]
+    unsafe fn group<V: Vector, const K: usize, const N: usize>(
+        s: &[*const u8; K],
+        d: *mut u8,
+        off: usize,
+        nt: bool,
+    ) {
+        unsafe {
+            let mut a: [V; N] = load_n(s[0].add(off));
+            let mut i = 1;
+            while i + 1 < K {
+                let (x, y): ([V; N], [V; N]) = (load_n(s[i].add(off)), load_n(s[i + 1].add(off)));
+                for k in 0..N {
+                    a[k] = V::xor3(a[k], x[k], y[k]);
+                }
+                i += 2;
+            }
+            if i < K {
+                let x: [V; N] = load_n(s[i].add(off));
+                for k in 0..N {
+                    a[k] = a[k].xor(x[k]);
+                }
+            }
+            store_out(a, d.add(off), nt);
+        }
+    }
+    let len = dst.len();
+    let d = dst.as_mut_ptr();
+    let s: [*const u8; K] = srcs.map(<[u8]>::as_ptr);
+    let nt = use_nt::<V>(stream, len, &[d], s.iter().copied());
+    let o = groups!(V, len, 0, N, |off| { unsafe { group::<V, K, N>(&s, d, off, nt) } });
+    let off = groups!(V, len, o, 1, |off| { unsafe { group::<V, K, 1>(&s, d, off, nt) } });
+    fence(nt);
+    scalar::xor_gen(dst, &srcs, false, off);
+}
