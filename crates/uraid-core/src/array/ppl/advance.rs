@@ -83,7 +83,7 @@ impl PartialParityLog {
     /// whole advance (drain, member flushes, the tail) to the flush.
     pub(super) fn flush_may_join(&self) -> bool {
         self.advance.as_ref().is_some_and(|a| {
-            let completed = self.generation - u64::from(self.in_flight.is_some());
+            let completed = self.generation.saturating_sub(u64::from(self.in_flight.is_some()));
             a.stage == Stage::Draining && completed < a.tail
         })
     }
