@@ -657,8 +657,8 @@ impl Array {
         // writes this flush must cover completed (`resets` counts those started), unless it
         // covers them all (`flush_may_join`).
         let by_advance = l.reset == Reset::No && l.started;
-        let next = u64::from(!l.flush_may_join());
-        let advance = if by_advance { l.advances + next } else { u64::MAX };
+        let advance =
+            if by_advance { l.advances + u64::from(!l.flush_may_join()) } else { u64::MAX };
         l.flush_waiters.push((slot, l.resets + 1, advance));
         if by_advance && l.advance.is_none() {
             l.start_advance();

@@ -169,8 +169,9 @@ pub(crate) const PQ_TILE: usize = 32 << 10;
 /// sources x 4 lines at 0.54x, the L1's misses queueing; 8 sources x 2 lines 1.0x).
 pub(crate) const XOR_FEW_SOURCES: usize = 4;
 
-/// `xor_gen` of at most [`XOR_FEW_SOURCES`] sources (RAID5 stripes of 4 and 5 members, and
-/// read-modify-write's `P ^= old ^ new`): one pass, the sum started from the first operand
+/// `xor_gen` of at most [`XOR_FEW_SOURCES`] sources (RAID5 stripes of 4 members, and
+/// accumulating calls such as read-modify-write's `P ^= old ^ new`; exactly 4 sources not
+/// accumulating go to `xor_k`): one pass, the sum started from the first operand
 /// (the output itself when accumulating) rather than from zero, the choice made once per call.
 /// On a Zen 5 machine, `xor_gen` of 4 x 4 KiB in L1 called in a tight loop ran 282-293 GB/s
 /// through the general loop (tiles, passes, the choice per group) and 302-322 here; 4 x 64 KiB

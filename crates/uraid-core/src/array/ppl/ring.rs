@@ -181,7 +181,7 @@ mod tests {
         // only, never over a newer one.
         assert_eq!(r.take_place(0, 60, 6), (0, true));
         assert_eq!(r.take_place(0, 36, 7), (60, false));
-        assert_eq!(r.take_place_for_reset(0, 4, 8), (96));
+        assert_eq!(r.take_place_for_reset(0, 4, 8), 96);
         assert_eq!(r.place(0, 8), None);
         assert_eq!(r.take_place_for_reset(0, 8, 9), 0, "over generation 6, the oldest");
         assert_eq!(r.free(0), 52, "6's remains, up to 7");
