@@ -117,6 +117,16 @@ fn two_members_claiming_one_role() {
 }
 
 #[test]
+fn one_member_given_twice_by_another_path() {
+    let mut members = r5_members("twice");
+    let link = members[0].with_file_name("link-to-m3");
+    let _ = std::fs::remove_file(&link); // left by an earlier run
+    std::os::unix::fs::symlink(&members[3], &link).unwrap();
+    members.push(link.clone());
+    refused(&members, &link, "are the same file or device");
+}
+
+#[test]
 fn dirty_degraded_unless_forced() {
     let members = r5_members("dirty");
     for member in &members {

@@ -143,6 +143,16 @@ fn create_refuses_before_writing_anything() {
     assert!(err.contains("--raid-devices 5 but 4 members given"), "{err}");
     let err = run(&["-l", "6", "-n", "4", "-c", "64K", "-z", "1T"], &raid5);
     assert!(err.contains("exceeds"), "{err}");
+    // One file as two members, by its name twice or by a link to it.
+    let twice = [raid5[0].clone(), raid5[1].clone(), raid5[1].clone(), raid5[3].clone()];
+    let err = run(&["-l", "5", "-n", "4"], &twice);
+    assert!(err.contains("m1.img is given twice"), "{err}");
+    let link = raid5[0].with_file_name("link-to-m2");
+    let _ = std::fs::remove_file(&link); // left by an earlier run
+    std::os::unix::fs::symlink(&raid5[2], &link).unwrap();
+    let err =
+        run(&["-l", "5", "-n", "4"], &[raid5[0].clone(), raid5[1].clone(), raid5[2].clone(), link]);
+    assert!(err.contains("m2.img and") && err.contains("are the same file"), "{err}");
     for member in &raid5 {
         let bytes = std::fs::read(member).unwrap();
         assert!(bytes.iter().all(|b| *b == 0), "a refused create wrote to {}", member.display());

@@ -166,4 +166,6 @@ fn build_refuses_bad_input_with_clear_errors() {
     assert!(err.contains("--raid-devices 4 but 5 members given"), "{err}");
     let err = run(&["-l", "5", "-c", "64Q"], &p);
     assert!(err.contains("unknown unit"), "{err}");
+    let err = run(&["-l", "5", "-c", "64K"], &[p[0], p[1], "missing", p[1], p[4]]);
+    assert!(err.contains(&format!("{} is given twice", p[1])), "{err}");
 }

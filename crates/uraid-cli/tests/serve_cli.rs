@@ -171,6 +171,20 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(err.contains("cannot serve NBD on") && err.contains(&addr), "{err}");
     assert_eq!(examine_field(&a[0], "State"), "clean", "{err}");
 
+    // One member given twice, by a second path to it (a symlink).
+    let link = dir.join("link-to-a1");
+    let _ = std::fs::remove_file(&link); // left by an earlier run
+    std::os::unix::fs::symlink(&a[1], &link).unwrap();
+    let before = metadata_of(&a);
+    let twice = [a[0].clone(), a[1].clone(), a[2].clone(), link.clone()];
+    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+    args.extend(twice.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("are the same file") && err.contains(link.to_str().unwrap()), "{err}");
+    assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
+
     // The same members served twice: the second is refused before touching them.
     let first = Served::start(&dir, "a", &a);
     let before = metadata_of(&a);
@@ -182,6 +196,14 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("in use"), "{}", text(&out.stderr));
     assert_eq!(metadata_of(&a), before, "the second serve wrote to a member");
+    // Nor may create, even with --force, write new superblocks under the running array.
+    let mut args = vec!["create", "--force", "-l", "6", "-n", "4", "-c", "64K"];
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("is in use: a running uraid serve holds it"), "{err}");
+    assert_eq!(metadata_of(&a), before, "create wrote to a served member");
     first.signal("INT");
     assert!(first.wait(Duration::from_secs(30)).success());
     assert_eq!(examine_field(&a[0], "State"), "clean");

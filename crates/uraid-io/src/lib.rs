@@ -9,6 +9,8 @@
 //!   and `Faulty` (failing ranges, fail after N, failed member, power cut).
 //! - `Driver`: one thread, batched submission, no thread per I/O; contiguous member I/Os merged
 //!   into one vectored I/O.
+//! - `identity`: which file or device a path names, so that a member given twice (by another
+//!   path, a link) is refused.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
 //! - `StatsReport`: the engine's, the stripe cache's and the members' counters as one JSON
 //!   document, published to a file that `uraid stats` reads.
@@ -20,6 +22,7 @@ pub mod driver;
 pub mod faulty;
 mod file_open;
 mod file_sync;
+pub mod identity;
 pub mod member;
 pub mod member_file;
 pub mod member_memory;
@@ -33,6 +36,7 @@ pub use clock::{Clock, ManualClock, RealClock};
 pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError, MergeLimits};
 pub use faulty::Faulty;
+pub use identity::{FileIdentity, same_file_message, same_file_twice};
 pub use member::{
     BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo, Segment,
 };

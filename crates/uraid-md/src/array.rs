@@ -26,7 +26,7 @@ use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan};
 use uraid_format::{
     BITMAP_SUPER_BYTES, BitmapSuper, Level, MAX_SECTOR, Superblock1, Uuid, WriteIntentBitmap,
 };
-use uraid_io::FileOptions;
+use uraid_io::{FileOptions, same_file_message, same_file_twice};
 use uraid_runtime::{LogSetup, Runtime, RuntimeConfig, RuntimeError, WriteIntentSetup};
 
 #[derive(Debug, Error)]
@@ -121,6 +121,18 @@ pub(crate) struct Inner {
     pub file_options: FileOptions,
 }
 
+/// One file or device given twice (by name, `..`, a link) would be two members writing the same
+/// blocks.
+fn refuse_same_file_twice(paths: &[PathBuf]) -> Result<(), MdError> {
+    match same_file_twice(paths) {
+        Some((i, j)) => {
+            let name = |k: usize| paths[k].display().to_string();
+            Err(MdError::Refused(same_file_message(&name(i), &name(j))))
+        }
+        None => Ok(()),
+    }
+}
+
 /// A running md array.
 pub struct MdArray {
     pub(crate) inner: Arc<Inner>,
@@ -130,6 +142,7 @@ pub struct MdArray {
 impl MdArray {
     /// Assembles the array `paths` form (any order) and starts it.
     pub fn assemble(paths: &[PathBuf], options: &MdOptions) -> Result<MdArray, MdError> {
+        refuse_same_file_twice(paths)?;
         let candidates: Vec<_> = paths.iter().map(|p| read_candidate(p)).collect();
         let opts = AssembleOptions { uuid: options.uuid, force: options.force };
         let plan = log_start::plan_with_log(&candidates, &opts, options)?;

@@ -17,6 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_format::{BitmapSuper, DevRole, MAX_SECTOR, Superblock1, Uuid, feature};
+use uraid_io::FileIdentity;
 
 /// What a device is to the array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,14 @@ impl Device {
             former_slot: None,
             file,
         })
+    }
+}
+
+impl Device {
+    /// Whether this device is the file or block device `id` names, by whatever path.
+    #[must_use]
+    pub fn is(&self, id: FileIdentity) -> bool {
+        FileIdentity::of_file(&self.file).is_ok_and(|own| own == id)
     }
 }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use uraid_format::Uuid;
+use uraid_io::FileIdentity;
 
 impl Inner {
     fn meta(&self) -> std::sync::MutexGuard<'_, crate::meta::Metadata> {
@@ -106,13 +107,17 @@ impl Inner {
         }
     }
 
-    /// Finds a device by path (as given) or slot number.
+    /// Finds a device by path (as given, or any other path to the same file or device) or slot
+    /// number.
     fn find(meta: &crate::meta::Metadata, member: &str) -> Result<usize, MdError> {
         let by_slot = member.parse::<u32>().ok();
+        let id = FileIdentity::of_path(Path::new(member)).ok();
         meta.devices
             .iter()
             .position(|d| {
-                d.path == Path::new(member) || by_slot.is_some_and(|s| d.role == Role::Slot(s))
+                d.path == Path::new(member)
+                    || by_slot.is_some_and(|s| d.role == Role::Slot(s))
+                    || id.is_some_and(|id| d.is(id))
             })
             .ok_or_else(|| MdError::Refused(format!("{member} is not a member of this array")))
     }
@@ -176,13 +181,17 @@ impl Inner {
     pub fn add(&self, path: &str) -> Result<String, MdError> {
         let p = PathBuf::from(path);
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
-        let size = std::fs::File::open(&p)
-            .and_then(|f| device_size_bytes(&f))
+        let (size, id) = std::fs::File::open(&p)
+            .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
             .map_err(|e| refuse(format!("cannot open: {e}")))?;
         {
             let mut meta = self.meta();
-            if meta.devices.iter().any(|d| d.path == p) {
-                return Err(refuse("already a member of this array".into()));
+            // By identity, not by path: `./m1` or a link to an active member, taken as a spare,
+            // would get a spare's superblock and then be rebuilt over.
+            if let Some(d) = meta.devices.iter().find(|d| d.path == p || d.is(id)) {
+                let how =
+                    if d.path == p { String::new() } else { format!(" as {}", d.path.display()) };
+                return Err(refuse(format!("already a member of this array{how}")));
             }
             let data_offset = self.info.data_offset_sectors;
             let need = data_offset + self.info.member_sectors;

@@ -148,3 +148,37 @@ fn verbs_refuse_bad_requests_and_write_nothing() {
     assert!(md.runtime().read_at(0, 1 << 20).unwrap() == data, "data intact, two members down");
     md.stop().unwrap();
 }
+
+/// A device is the same device by any path: adding an active member again through `..`, a
+/// symlink or a hard link is refused (as a spare it would get a spare's superblock and be
+/// rebuilt over), and the verbs find a member by any such path.
+#[test]
+fn a_member_reached_by_another_path_is_the_same_member() {
+    let dir = tempdir("aliases");
+    let paths = make_array(dir.path(), 6, None);
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let events = md.status().events;
+    // (`dir/./m1.img` is equal to `dir/m1.img` as a Path; `..` is not.)
+    let dotted = dir.path().join("..").join(dir.path().file_name().unwrap()).join("m1.img");
+    let link = dir.path().join("link-to-m2");
+    std::os::unix::fs::symlink(&paths[2], &link).unwrap();
+    let hard = dir.path().join("hard-m4");
+    std::fs::hard_link(&paths[4], &hard).unwrap();
+    for alias in [&dotted, &link, &hard] {
+        let message = md.add(&alias.display().to_string()).unwrap_err().to_string();
+        assert!(message.contains("already a member of this array as"), "{message}");
+    }
+    assert_eq!(md.status().events, events, "no refusal wrote a superblock");
+    assert_eq!(superblock(&paths[1]).role(), DevRole::Active(1));
+    md.fail(&link.display().to_string()).unwrap();
+    let st = md.status();
+    let m2 = paths[2].display().to_string();
+    assert!(st.members.iter().any(|m| m.path == m2 && m.state == "faulty"), "{st:?}");
+    md.stop().unwrap();
+
+    // Assembly refuses a member given twice, by name or by another path.
+    let mut twice = paths.clone();
+    twice[5] = dotted.clone();
+    let message = MdArray::assemble(&twice, &MdOptions::default()).err().expect("refused");
+    assert!(message.to_string().contains("are the same file"), "{message}");
+}

@@ -4,7 +4,7 @@
 
 use crate::cmd::assemble_read::read_array;
 use crate::cmd::md_meta::{chunk_text, layout_name, read_candidate};
-use anyhow::{Context, ensure};
+use anyhow::{Context, bail, ensure};
 use clap::Args;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -13,6 +13,7 @@ use std::io::{BufWriter, IsTerminal};
 use std::path::PathBuf;
 use uraid_format::Uuid;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, PlannedMember, plan};
+use uraid_io::{same_file_message, same_file_twice};
 
 #[derive(Args)]
 #[command(
@@ -48,6 +49,9 @@ pub struct AssembleArgs {
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
     let options = AssembleOptions { uuid, force: args.force };
+    if let Some((i, j)) = same_file_twice(&args.members) {
+        bail!("assembly refused: {}", same_file_message(&args.members[i], &args.members[j]));
+    }
     let candidates: Vec<_> = args.members.iter().map(|path| read_candidate(path)).collect();
     let plan = plan(&candidates, &options).context("assembly refused")?;
     let to_stdout = args.output.as_deref() == Some(std::path::Path::new("-"));

@@ -14,6 +14,7 @@ use std::io::{BufWriter, IsTerminal, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use uraid_core::{Geometry, Layout, Level, SECTOR_BYTES, StripeNumber, reconstruct};
+use uraid_io::{same_file_message, same_file_twice};
 
 const UNIT_BYTES_MAX: u64 = 1 << 20;
 
@@ -204,7 +205,13 @@ impl BuildPlan {
     }
 }
 
+/// Opens the images (`missing` for an absent member); one image given twice is refused, by
+/// any path: it would be read as two members and the contents rebuilt from it wrong.
 fn open_members(names: &[String]) -> anyhow::Result<Vec<Option<File>>> {
+    let present: Vec<&String> = names.iter().filter(|n| *n != "missing").collect();
+    if let Some((i, j)) = same_file_twice(&present) {
+        bail!(same_file_message(present[i], present[j]));
+    }
     names
         .iter()
         .enumerate()

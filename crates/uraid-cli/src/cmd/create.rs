@@ -13,7 +13,7 @@ use crate::args::parse_size;
 use crate::cmd::md_meta::{SUPERBLOCK_AREA_BYTES, SUPERBLOCK_OFFSET_BYTES, device_size_bytes};
 use anyhow::{Context, bail, ensure};
 use clap::Args;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,6 +25,7 @@ use uraid_format::create::{
 use uraid_format::{
     BITMAP_SUPER_BYTES, BitmapSuper, DevRole, Level, Superblock1, Uuid, WriteIntentBitmap,
 };
+use uraid_io::{same_file_message, same_file_twice};
 
 #[derive(Args)]
 #[command(
@@ -155,8 +156,14 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens every member for writing and measures it; refuses members holding md metadata.
+/// Opens every member for writing and measures it; refuses a member given twice (by any
+/// path), one a running `uraid serve` holds (even --force must not rewrite a live array's
+/// superblocks: the files keep the lock until create returns), and members holding md
+/// metadata.
 fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)>> {
+    if let Some((i, j)) = same_file_twice(paths) {
+        bail!(same_file_message(&paths[i], &paths[j]));
+    }
     let mut files = Vec::new();
     for path in paths {
         let file = OpenOptions::new()
@@ -164,6 +171,15 @@ fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)
             .write(true)
             .open(path)
             .with_context(|| format!("cannot open member {path} (members must exist)"))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                bail!("{path} is in use: a running uraid serve holds it")
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {path}"));
+            }
+        }
         let size = device_size_bytes(&file).with_context(|| format!("size of {path}"))?;
         let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
         let has_md = file.read_exact_at(&mut area, SUPERBLOCK_OFFSET_BYTES).is_ok()

@@ -13,6 +13,7 @@ use clap::Args;
 use std::fs::{File, TryLockError};
 use std::path::PathBuf;
 use std::sync::Arc;
+use uraid_io::{same_file_message, same_file_twice};
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
 use uraid_md::{ArrayInfo, ConsistencyPolicy, MdArray, MdOptions};
@@ -245,7 +246,12 @@ fn stop_ublk(name: &str, device: UblkDevice) -> anyhow::Result<()> {
 /// An exclusive lock on every member for as long as it is served, so that a second `uraid
 /// serve` of the same members is refused before it writes a superblock (md holds its block
 /// devices open exclusively for the same reason). Held by the open files; released at exit.
+/// A member given twice is refused first: its second lock would fail as if another serve held it.
 fn lock_members(paths: &[PathBuf]) -> anyhow::Result<Vec<File>> {
+    if let Some((i, j)) = same_file_twice(paths) {
+        let name = |k: usize| paths[k].display().to_string();
+        bail!("cannot start the array: {}", same_file_message(&name(i), &name(j)));
+    }
     let mut locks = Vec::new();
     for path in paths {
         let Ok(file) = File::open(path) else { continue }; // assemble names what is missing

@@ -1,0 +1,90 @@
+//! Which file or device a path names, whatever path reaches it: `m1`, `./m1`, a symlink or a
+//! hard link to it; `/dev/sdb` or a `/dev/disk/by-id` link. A member given twice, or a device
+//! added as a spare that the array already holds, would have one array write the same blocks
+//! as two members (a spare rebuilt over an active member destroys it), so the verbs that take
+//! member paths compare these rather than the paths' text.
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FileIdentity {
+    /// A block device, by device number: every node and link of it is the same device.
+    BlockDevice { rdev: u64 },
+    /// Anything else, by filesystem and inode.
+    File { dev: u64, ino: u64 },
+}
+
+impl FileIdentity {
+    /// The identity of what `path` names (symlinks followed).
+    pub fn of_path(path: &Path) -> io::Result<FileIdentity> {
+        std::fs::metadata(path).map(|m| Self::of_metadata(&m))
+    }
+
+    /// The identity of an open file (still right if its path was renamed since).
+    pub fn of_file(file: &File) -> io::Result<FileIdentity> {
+        file.metadata().map(|m| Self::of_metadata(&m))
+    }
+
+    fn of_metadata(m: &Metadata) -> FileIdentity {
+        if m.file_type().is_block_device() {
+            FileIdentity::BlockDevice { rdev: m.rdev() }
+        } else {
+            FileIdentity::File { dev: m.dev(), ino: m.ino() }
+        }
+    }
+}
+
+/// The first two of `paths` (by index, in order) that name the same file or device. Paths that
+/// cannot be examined are skipped: opening them fails later with an error that names them.
+pub fn same_file_twice<P: AsRef<Path>>(paths: &[P]) -> Option<(usize, usize)> {
+    let ids: Vec<_> = paths.iter().map(|p| FileIdentity::of_path(p.as_ref()).ok()).collect();
+    (0..ids.len()).find_map(|j| {
+        let id = ids[j]?;
+        (0..j).find(|&i| ids[i] == Some(id)).map(|i| (i, j))
+    })
+}
+
+/// The refusal for two paths that name one file: `first` and `second` as the user gave them.
+#[must_use]
+pub fn same_file_message(first: &str, second: &str) -> String {
+    if first == second {
+        format!("{first} is given twice: each member may be given once")
+    } else {
+        format!("{first} and {second} are the same file or device: each member may be given once")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_that_reach_one_file_are_the_same_file() {
+        let dir = std::env::temp_dir().join(format!("uraid-io-identity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let a = dir.join("a");
+        let b = dir.join("b");
+        std::fs::write(&a, b"a").expect("write a");
+        std::fs::write(&b, b"b").expect("write b");
+        let dotted = dir.join(".").join("a");
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&a, &link).expect("symlink");
+        let hard = dir.join("hard");
+        std::fs::hard_link(&b, &hard).expect("hard link");
+        let missing = dir.join("missing");
+
+        assert_eq!(same_file_twice(&[&a, &b]), None);
+        assert_eq!(same_file_twice(&[&a, &b, &dotted]), Some((0, 2)));
+        assert_eq!(same_file_twice(&[&b, &link, &a]), Some((1, 2)));
+        assert_eq!(same_file_twice(&[&a, &hard, &b]), Some((1, 2)));
+        // Paths that cannot be examined are left to the open that names them.
+        assert_eq!(same_file_twice(&[&missing, &a, &missing]), None);
+        let file = File::open(&link).expect("open");
+        assert_eq!(FileIdentity::of_file(&file).ok(), FileIdentity::of_path(&a).ok());
+        assert_ne!(FileIdentity::of_path(&a).ok(), FileIdentity::of_path(&b).ok());
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+}
