@@ -98,6 +98,11 @@ impl Inner {
                 continue;
             }
             self.runtime.start_recovery(slot as usize, 0);
+            // The failed device that held the slot no longer does: removing it later must
+            // leave the spare's member in place.
+            for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
+                d.former_slot = None;
+            }
             meta.devices[i].role = Role::Slot(slot);
             meta.devices[i].recovery_offset = Some(0);
             self.commit_locked(&mut meta);

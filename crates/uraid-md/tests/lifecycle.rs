@@ -149,6 +149,38 @@ fn verbs_refuse_bad_requests_and_write_nothing() {
     md.stop().unwrap();
 }
 
+/// md's usual replacement: a spare waits, a member fails, the spare is rebuilt into its slot,
+/// and then the failed member is removed. Removing it must leave the spare's member in the
+/// slot (it once emptied the slot, failing the rebuilt spare: the array degraded again).
+#[test]
+fn removing_a_failed_member_after_a_spare_took_its_slot_keeps_the_spare() {
+    let dir = tempdir("remove-after-rebuild");
+    let paths = make_array(dir.path(), 6, None);
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let data = fill(11, 1 << 20);
+    md.runtime().write_at(0, &data).unwrap();
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare).unwrap().set_len(MEMBER_BYTES).unwrap();
+    md.add(&spare.display().to_string()).unwrap();
+    md.fail(&paths[3].display().to_string()).unwrap();
+    let result = md.wait_sync_idle(Duration::from_secs(120)).expect("a recovery ran");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    md.remove(&paths[3].display().to_string()).unwrap();
+    // Reads and writes over every member: a member emptied under the slot would fail now.
+    let more = fill(12, 1 << 20);
+    md.runtime().write_at(1 << 20, &more).unwrap();
+    assert!(md.runtime().read_at(0, 1 << 20).unwrap() == data);
+    assert!(md.runtime().read_at(1 << 20, 1 << 20).unwrap() == more);
+    assert!(md.runtime().failed_members().is_empty(), "{:?}", md.runtime().failed_members());
+    std::thread::sleep(Duration::from_millis(200)); // the monitor's turn (every 50 ms)
+    let st = md.status();
+    assert!(!st.degraded, "{st:?}");
+    assert!(st.members.iter().all(|m| m.state != "faulty"), "{st:?}");
+    assert_eq!(st.members[3].path, spare.display().to_string());
+    md.stop().unwrap();
+    assert_eq!(superblock(&spare).role(), DevRole::Active(3));
+}
+
 /// A device is the same device by any path: adding an active member again through `..`, a
 /// symlink or a hard link is refused (as a spare it would get a spare's superblock and be
 /// rebuilt over), and the verbs find a member by any such path.
