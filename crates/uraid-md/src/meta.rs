@@ -11,7 +11,7 @@
 //! distrust it and resync everything).
 
 use crate::members::SUPERBLOCK_OFFSET_BYTES;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -45,7 +45,10 @@ pub struct Device {
 
 impl Device {
     /// Opens `path` to keep its superblock; `data_size_sectors` from its own superblock or, for
-    /// a new spare, from its size.
+    /// a new spare, from its size. The open file holds an exclusive lock for as long as the
+    /// device belongs to the array (md holds its block devices open exclusively for the same
+    /// reason): another array, or `uraid create`, must not write its superblock or take it as a
+    /// spare. It is released when the device is removed, so that it may be added again.
     pub fn open(
         path: &Path,
         dev_number: u32,
@@ -54,6 +57,13 @@ impl Device {
         data_size_sectors: u64,
     ) -> io::Result<Device> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(io::Error::other("in use: another uraid serve holds it"));
+            }
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
         Ok(Device {
             path: path.to_owned(),
             dev_number,

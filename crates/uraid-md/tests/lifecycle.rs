@@ -214,3 +214,45 @@ fn a_member_reached_by_another_path_is_the_same_member() {
     let message = MdArray::assemble(&twice, &MdOptions::default()).err().expect("refused");
     assert!(message.to_string().contains("are the same file"), "{message}");
 }
+
+/// A running array holds its devices (an exclusive lock while each belongs to it): another
+/// array cannot take one as a spare, and a member removed from the array is free again and
+/// may be added back (md's re-add after a remove).
+#[test]
+fn a_running_array_holds_its_devices_until_they_are_removed() {
+    let a_dir = tempdir("holds-a");
+    let a = make_array(a_dir.path(), 6, None);
+    let b_dir = tempdir("holds-b");
+    let b = make_array(b_dir.path(), 6, None);
+    let md_a = MdArray::assemble(&a, &MdOptions::default()).unwrap();
+    let data = fill(21, 1 << 20);
+    md_a.runtime().write_at(0, &data).unwrap();
+    let message = MdArray::assemble(&a, &MdOptions::default()).err().expect("refused");
+    assert!(message.to_string().contains("in use"), "{message}");
+    let md_b = MdArray::assemble(&b, &MdOptions::default()).unwrap();
+    let events_b = md_b.status().events;
+    md_b.fail(&b[5].display().to_string()).unwrap();
+    let taken = md_a.add(&b[0].display().to_string()).unwrap_err().to_string();
+    assert!(taken.contains("in use"), "{taken}");
+    assert_eq!(superblock(&b[0]).role(), DevRole::Active(0), "b's member untouched");
+    // b's failed member still belongs to b until b removes it; then a may take it.
+    let still = md_a.add(&b[5].display().to_string()).unwrap_err().to_string();
+    assert!(still.contains("in use"), "{still}");
+    md_b.remove(&b[5].display().to_string()).unwrap();
+    md_a.add(&b[5].display().to_string()).unwrap();
+    assert_eq!(superblock(&b[5]).role(), DevRole::Spare);
+    assert!(md_b.status().events > events_b);
+    md_b.stop().unwrap();
+
+    // a's member fails, b's old member (a's spare now) is rebuilt into its slot, and the
+    // failed member, removed, is free to be added back (as a spare: no slot is empty).
+    md_a.fail(&a[2].display().to_string()).unwrap();
+    let result = md_a.wait_sync_idle(Duration::from_secs(120)).expect("the spare rebuilt");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    md_a.remove(&a[2].display().to_string()).unwrap();
+    md_a.add(&a[2].display().to_string()).unwrap();
+    assert_eq!(superblock(&a[2]).role(), DevRole::Spare);
+    assert!(!md_a.status().degraded, "{:?}", md_a.status());
+    assert!(md_a.runtime().read_at(0, 1 << 20).unwrap() == data);
+    md_a.stop().unwrap();
+}

@@ -10,10 +10,8 @@ use crate::cmd::demo;
 use crate::cmd::serving::Serving;
 use anyhow::{Context, bail};
 use clap::Args;
-use std::fs::{File, TryLockError};
 use std::path::PathBuf;
 use std::sync::Arc;
-use uraid_io::{same_file_message, same_file_twice};
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
 use uraid_md::{ArrayInfo, ConsistencyPolicy, MdArray, MdOptions};
@@ -124,7 +122,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // superblocks active with nobody to mark them clean.
     let serving = Arc::new(Serving::new());
     let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
-    let _locks = lock_members(&paths)?;
     let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
     let name = match &args.name {
         Some(name) => name.clone(),
@@ -241,31 +238,6 @@ fn stop_ublk(name: &str, device: UblkDevice) -> anyhow::Result<()> {
         served.errors
     );
     Ok(())
-}
-
-/// An exclusive lock on every member for as long as it is served, so that a second `uraid
-/// serve` of the same members is refused before it writes a superblock (md holds its block
-/// devices open exclusively for the same reason). Held by the open files; released at exit.
-/// A member given twice is refused first: its second lock would fail as if another serve held it.
-fn lock_members(paths: &[PathBuf]) -> anyhow::Result<Vec<File>> {
-    if let Some((i, j)) = same_file_twice(paths) {
-        let name = |k: usize| paths[k].display().to_string();
-        bail!("cannot start the array: {}", same_file_message(&name(i), &name(j)));
-    }
-    let mut locks = Vec::new();
-    for path in paths {
-        let Ok(file) = File::open(path) else { continue }; // assemble names what is missing
-        match file.try_lock() {
-            Ok(()) => locks.push(file),
-            Err(TryLockError::WouldBlock) => {
-                bail!("{} is in use: another uraid serve holds it", path.display())
-            }
-            Err(TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
-            }
-        }
-    }
-    Ok(locks)
 }
 
 /// md's names are "host:name"; the control socket uses the part after the colon.
