@@ -160,6 +160,19 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(err.contains("invalid value 'journal'") && err.contains("ppl, resync"), "{err}");
     assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
 
+    // Engine options it refuses: refused before the superblocks say "active" (a failed start
+    // once left a clean array needing a resync, and a degraded one needing --force).
+    for bad in [["--stripe-size", "3K"], ["--stripe-size", "128K"], ["--stripe-cache-size", "0"]] {
+        let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+        args.extend(bad);
+        args.extend(a.iter().map(|p| p.to_str().unwrap()));
+        let out = uraid(&dir, &args);
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("stripe_size") || err.contains("stripe_cache_size"), "{err}");
+        assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member: {bad:?}");
+    }
+
     // A TCP port already taken: the array came up, so it is stopped cleanly again.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

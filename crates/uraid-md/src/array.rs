@@ -149,6 +149,9 @@ impl MdArray {
         let base = freshest_superblock(&plan, &candidates)?;
         let (bitmap, image) = read_bitmap(&plan, &base)?;
         let mut info = array_info(&plan, bitmap.as_ref())?;
+        // Options the engine refuses are refused before anything is written or said.
+        let array = array_config(&info, options)?;
+        array.check().map_err(|e| MdError::Refused(e.to_string()))?;
         let area = log_start::array_log_area(
             &plan,
             &candidates,
@@ -180,15 +183,7 @@ impl MdArray {
                 by_bitmap: meta.bitmap.is_some() && !bitmap_stale,
             });
         }
-        // Active from now on: a crash before the clean stop is seen at the next assemble.
-        meta.set_resync_offset(0);
-        meta.events += 1;
-        meta.write_bitmap(None)
-            .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
-        fail_on_error(meta.write())?;
-        // The replay (above) used the area whatever the policy; the engine logs only with it.
-        let log = info.log.map(|a| crate::ppl::log_setup(a, info.uuid.0, meta.events));
-        let runtime = start_runtime(&info, &meta, &plan, image, log.as_ref(), options)?;
+        let runtime = mark_active_and_start(&mut meta, &info, array, &plan, image, options)?;
         let inner = Arc::new(Inner {
             runtime: Arc::new(runtime),
             meta: Mutex::new(meta),
@@ -410,20 +405,51 @@ pub(crate) fn geometry_of(info: &ArrayInfo) -> Result<Geometry, MdError> {
         .map_err(|e| MdError::Geometry(e.to_string()))
 }
 
+/// Marks the array active (a crash before the clean stop is then seen at the next assemble)
+/// and starts its runtime. If the runtime cannot start, the superblocks are put back as they
+/// were: a failed start must not leave a clean array needing a resync (or, degraded, --force).
+fn mark_active_and_start(
+    meta: &mut Metadata,
+    info: &ArrayInfo,
+    array: ArrayConfig,
+    plan: &AssemblyPlan,
+    image: Option<Vec<u8>>,
+    options: &MdOptions,
+) -> Result<Runtime, MdError> {
+    let was = meta.resync_offset;
+    meta.set_resync_offset(0);
+    meta.events += 1;
+    meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
+    fail_on_error(meta.write())?;
+    // The replay (before) used the area whatever the policy; the engine logs only with it.
+    let log = info.log.map(|a| crate::ppl::log_setup(a, info.uuid.0, meta.events));
+    start_runtime(info, meta, array, plan, image, log.as_ref(), options).inspect_err(|_| {
+        meta.set_resync_offset(was);
+        meta.events += 1;
+        // Best effort: the start's own error is the one to report.
+        let _ = meta.write_bitmap(None);
+        let _ = meta.write();
+    })
+}
+
+fn array_config(info: &ArrayInfo, options: &MdOptions) -> Result<ArrayConfig, MdError> {
+    Ok(ArrayConfig {
+        geometry: geometry_of(info)?,
+        stripe_size_bytes: options.stripe_size_bytes,
+        stripe_cache_size: options.stripe_cache_size,
+        member_sectors: info.member_sectors,
+    })
+}
+
 fn start_runtime(
     info: &ArrayInfo,
     meta: &Metadata,
+    array: ArrayConfig,
     plan: &AssemblyPlan,
     image: Option<Vec<u8>>,
     log: Option<&LogSetup>,
     options: &MdOptions,
 ) -> Result<Runtime, MdError> {
-    let array = ArrayConfig {
-        geometry: geometry_of(info)?,
-        stripe_size_bytes: options.stripe_size_bytes,
-        stripe_cache_size: options.stripe_cache_size,
-        member_sectors: info.member_sectors,
-    };
     let write_intent = match (&meta.bitmap, image) {
         (Some(b), Some(mut image)) => {
             let offset_bytes = SUPERBLOCK_OFFSET_BYTES

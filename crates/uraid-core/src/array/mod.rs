@@ -195,19 +195,29 @@ pub struct Array {
     batches: batch_write::Batches,
 }
 
-impl Array {
-    pub fn new(cfg: ArrayConfig) -> Result<Array, ArrayError> {
-        let g = cfg.geometry;
-        let unit_sectors = cfg.stripe_size_bytes / SECTOR_BYTES;
-        let ok = cfg.stripe_size_bytes.is_power_of_two()
-            && cfg.stripe_size_bytes >= 4096
-            && unit_sectors <= g.chunk_sectors();
+impl ArrayConfig {
+    /// What `Array::new` refuses, checked alone: a caller can refuse bad options before it
+    /// writes anything (md's superblocks say "active" once an array starts).
+    pub fn check(&self) -> Result<(), ArrayError> {
+        let unit_sectors = self.stripe_size_bytes / SECTOR_BYTES;
+        let ok = self.stripe_size_bytes.is_power_of_two()
+            && self.stripe_size_bytes >= 4096
+            && unit_sectors <= self.geometry.chunk_sectors();
         if !ok {
-            return Err(ArrayError::BadStripeSize { bytes: cfg.stripe_size_bytes });
+            return Err(ArrayError::BadStripeSize { bytes: self.stripe_size_bytes });
         }
-        if cfg.stripe_cache_size == 0 {
+        if self.stripe_cache_size == 0 {
             return Err(ArrayError::BadCacheSize);
         }
+        Ok(())
+    }
+}
+
+impl Array {
+    pub fn new(cfg: ArrayConfig) -> Result<Array, ArrayError> {
+        cfg.check()?;
+        let g = cfg.geometry;
+        let unit_sectors = cfg.stripe_size_bytes / SECTOR_BYTES;
         let unit_bytes = usize::try_from(cfg.stripe_size_bytes).expect("a unit fits in memory");
         Ok(Array {
             size_sectors: g.array_sectors(cfg.member_sectors),
