@@ -60,8 +60,67 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("uraid: error: {err:#}");
+            eprintln!("uraid: error: {}", error_text(&err));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes, as anyhow's `{:#}` prints them, less a cause whose text the
+/// message before it already ends with (errors like "assembly refused: {0}" quote their
+/// source, and `{:#}` would print it twice).
+fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if !text.is_empty() && text.ends_with(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    use std::fmt;
+
+    /// An error that quotes its source in its message, as thiserror's "...: {0}" does.
+    #[derive(Debug)]
+    struct Quoting(Inner);
+    impl fmt::Display for Quoting {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "assembly refused: {}", self.0)
+        }
+    }
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[derive(Debug)]
+    struct Inner;
+    impl fmt::Display for Inner {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("slots [3] are missing")
+        }
+    }
+    impl std::error::Error for Inner {}
+
+    #[test]
+    fn a_cause_the_message_already_quotes_is_printed_once() {
+        let err = anyhow::Error::new(Quoting(Inner)).context("cannot start the array");
+        assert_eq!(
+            error_text(&err),
+            "cannot start the array: assembly refused: slots [3] are missing"
+        );
+        let plain = anyhow::Error::new(Inner).context("cannot start the array");
+        assert_eq!(error_text(&plain), "cannot start the array: slots [3] are missing");
     }
 }
