@@ -160,19 +160,6 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(err.contains("invalid value 'journal'") && err.contains("ppl, resync"), "{err}");
     assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
 
-    // Engine options it refuses: refused before the superblocks say "active" (a failed start
-    // once left a clean array needing a resync, and a degraded one needing --force).
-    for bad in [["--stripe-size", "3K"], ["--stripe-size", "128K"], ["--stripe-cache-size", "0"]] {
-        let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
-        args.extend(bad);
-        args.extend(a.iter().map(|p| p.to_str().unwrap()));
-        let out = uraid(&dir, &args);
-        assert!(!out.status.success());
-        let err = text(&out.stderr);
-        assert!(err.contains("stripe_size") || err.contains("stripe_cache_size"), "{err}");
-        assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member: {bad:?}");
-    }
-
     // A TCP port already taken: the array came up, so it is stopped cleanly again.
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
@@ -183,20 +170,6 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     let err = text(&out.stderr);
     assert!(err.contains("cannot serve NBD on") && err.contains(&addr), "{err}");
     assert_eq!(examine_field(&a[0], "State"), "clean", "{err}");
-
-    // One member given twice, by a second path to it (a symlink).
-    let link = dir.join("link-to-a1");
-    let _ = std::fs::remove_file(&link); // left by an earlier run
-    std::os::unix::fs::symlink(&a[1], &link).unwrap();
-    let before = metadata_of(&a);
-    let twice = [a[0].clone(), a[1].clone(), a[2].clone(), link.clone()];
-    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
-    args.extend(twice.iter().map(|p| p.to_str().unwrap()));
-    let out = uraid(&dir, &args);
-    assert!(!out.status.success());
-    let err = text(&out.stderr);
-    assert!(err.contains("are the same file") && err.contains(link.to_str().unwrap()), "{err}");
-    assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
 
     // The same members served twice: the second is refused before touching them.
     let first = Served::start(&dir, "a", &a);
@@ -220,6 +193,42 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     first.signal("INT");
     assert!(first.wait(Duration::from_secs(30)).success());
     assert_eq!(examine_field(&a[0], "State"), "clean");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn refused_options_and_a_member_given_twice_write_nothing() {
+    let dir = tempdir("refused");
+    let a = member_files(&dir.join("a").tap_mkdir(), 4, 8);
+    create_raid6("a", &a);
+    let before = metadata_of(&a);
+
+    // Engine options it refuses: refused before the superblocks say "active" (a failed start
+    // once left a clean array needing a resync, and a degraded one needing --force).
+    for bad in [["--stripe-size", "3K"], ["--stripe-size", "128K"], ["--stripe-cache-size", "0"]] {
+        let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+        args.extend(bad);
+        args.extend(a.iter().map(|p| p.to_str().unwrap()));
+        let out = uraid(&dir, &args);
+        assert!(!out.status.success());
+        let err = text(&out.stderr);
+        assert!(err.contains("stripe_size") || err.contains("stripe_cache_size"), "{err}");
+        assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member: {bad:?}");
+    }
+
+    // One member given twice, by a second path to it (a symlink).
+    let link = dir.join("link-to-a1");
+    let _ = std::fs::remove_file(&link); // left by an earlier run
+    std::os::unix::fs::symlink(&a[1], &link).unwrap();
+    let twice = [a[0].clone(), a[1].clone(), a[2].clone(), link.clone()];
+    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+    args.extend(twice.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("are the same file") && err.contains(link.to_str().unwrap()), "{err}");
+    assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
+
     let _ = std::fs::remove_dir_all(&dir);
 }
 
