@@ -143,6 +143,8 @@ fn create_refuses_before_writing_anything() {
     assert!(err.contains("--raid-devices 5 but 4 members given"), "{err}");
     let err = run(&["-l", "6", "-n", "4", "-c", "64K", "-z", "1T"], &raid5);
     assert!(err.contains("exceeds"), "{err}");
+    let err = run(&["-l", "5", "-n", "4", "-N", &"n".repeat(32)], &raid5);
+    assert!(err.contains("--name: 32 bytes, at most 31"), "{err}");
     // One file as two members, by its name twice or by a link to it.
     let twice = [raid5[0].clone(), raid5[1].clone(), raid5[1].clone(), raid5[3].clone()];
     let err = run(&["-l", "5", "-n", "4"], &twice);

@@ -96,6 +96,12 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         args.raid_devices,
         args.members.len()
     );
+    // md's set_name is 32 bytes, NUL-terminated (checked here, before any member is opened).
+    ensure!(
+        args.name.len() <= 31,
+        "--name: {} bytes, at most 31 fit md's superblock",
+        args.name.len()
+    );
     let chunk_bytes = parse_size(&args.chunk)?;
     Geometry::new(level, layout, args.raid_devices, chunk_bytes)?;
     let files = open_members(&args.members, args.force)?;
