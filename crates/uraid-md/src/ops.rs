@@ -239,7 +239,7 @@ impl Inner {
         let action = if repair { Action::Repair } else { Action::Check };
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if q.running.is_some() || !q.pending.is_empty() {
-            let busy = q.running.as_ref().or(q.pending.front()).map(|a| format!("{a:?}"));
+            let busy = q.running.as_ref().or(q.pending.front()).map(Action::describe);
             return Err(MdError::Refused(format!(
                 "the array is busy with {}",
                 busy.unwrap_or_default()

@@ -35,6 +35,19 @@ pub enum Action {
 }
 
 impl Action {
+    /// For messages: md's sync_action words (the Debug form lists a resync's every range).
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Action::Resync { by_bitmap: true, .. } => {
+                "a resync (of the bitmap's dirty regions)".into()
+            }
+            Action::Resync { .. } => "a resync".into(),
+            Action::Recover { slot } => format!("the recovery of slot {slot}"),
+            Action::Check => "a check".into(),
+            Action::Repair => "a repair".into(),
+        }
+    }
+
     fn kind(&self) -> SyncKind {
         match self {
             Action::Resync { .. } => SyncKind::Resync,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uraid_format::DevRole;
-use uraid_md::{MdArray, MdOptions};
+use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
@@ -255,4 +255,24 @@ fn a_running_array_holds_its_devices_until_they_are_removed() {
     assert!(!md_a.status().degraded, "{:?}", md_a.status());
     assert!(md_a.runtime().read_at(0, 1 << 20).unwrap() == data);
     md_a.stop().unwrap();
+}
+
+/// A check asked for while a recovery runs is refused, saying what runs in md's words (the
+/// message once printed the queue entry's Debug form, with a resync's every range).
+#[test]
+fn a_scrub_during_a_recovery_is_refused_naming_it() {
+    let dir = tempdir("busy");
+    let paths = make_array(dir.path(), 6, None);
+    let speed = SyncSpeed { min_kib: 1, max_kib: 64 }; // 24 MiB: minutes, far longer than the test
+    let md = MdArray::assemble(&paths, &MdOptions { speed, ..MdOptions::default() }).unwrap();
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare).unwrap().set_len(MEMBER_BYTES).unwrap();
+    md.add(&spare.display().to_string()).unwrap();
+    md.fail(&paths[1].display().to_string()).unwrap();
+    let message = md.scrub(false).unwrap_err().to_string();
+    assert_eq!(message, "the array is busy with the recovery of slot 1");
+    md.set_sync_speed(SyncSpeed { min_kib: 1000, max_kib: 1_000_000 });
+    let result = md.wait_sync_idle(Duration::from_secs(120)).expect("the recovery ran");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    md.stop().unwrap();
 }
