@@ -90,18 +90,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     let level = CoreLevel::parse(&args.level)?;
     ensure!(level != CoreLevel::Raid0, "uraid create makes RAID 4, 5 or 6 arrays");
     let layout = args.layout.as_deref().map_or(Ok(level.default_layout()), Layout::parse)?;
-    ensure!(
-        args.members.len() == args.raid_devices,
-        "--raid-devices {} but {} members given",
-        args.raid_devices,
-        args.members.len()
-    );
-    // md's set_name is 32 bytes, NUL-terminated (checked here, before any member is opened).
-    ensure!(
-        args.name.len() <= 31,
-        "--name: {} bytes, at most 31 fit md's superblock",
-        args.name.len()
-    );
+    check_counts_and_name(args)?;
     let chunk_bytes = parse_size(&args.chunk)?;
     Geometry::new(level, layout, args.raid_devices, chunk_bytes)?;
     let files = open_members(&args.members, args.force)?;
@@ -159,6 +148,16 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         array.data_offset_sectors,
         array.set_uuid,
     );
+    Ok(())
+}
+
+/// What the arguments alone say is wrong, before any member is opened.
+fn check_counts_and_name(args: &CreateArgs) -> anyhow::Result<()> {
+    let (wanted, given) = (args.raid_devices, args.members.len());
+    ensure!(given == wanted, "--raid-devices {wanted} but {given} members given");
+    // md's set_name is 32 bytes, NUL-terminated.
+    let name_bytes = args.name.len();
+    ensure!(name_bytes <= 31, "--name: {name_bytes} bytes, at most 31 fit md's superblock");
     Ok(())
 }
 
