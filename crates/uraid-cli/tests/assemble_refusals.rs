@@ -94,6 +94,11 @@ fn member_too_small() {
     let file = std::fs::OpenOptions::new().write(true).open(&members[3]).unwrap();
     file.set_len(3 << 19).unwrap();
     refused(&members, &members[3], "too small");
+    // Cut inside the superblock itself: said so, not "failed to fill whole buffer".
+    let members = r5_members("tiny");
+    let file = std::fs::OpenOptions::new().write(true).open(&members[2]).unwrap();
+    file.set_len(6000).unwrap();
+    refused(&members, &members[2], "6000 bytes: too small to hold an md v1.2 superblock");
 }
 
 #[test]

@@ -32,6 +32,12 @@ pub fn read_candidate(path: &Path) -> Candidate {
         let file = File::open(path)?;
         let size_bytes = device_size_bytes(&file)?;
         let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
+        let end = SUPERBLOCK_OFFSET_BYTES + SUPERBLOCK_AREA_BYTES as u64;
+        if size_bytes < end {
+            return Err(io::Error::other(format!(
+                "{size_bytes} bytes: too small to hold an md v1.2 superblock (it ends at byte {end})"
+            )));
+        }
         file.read_exact_at(&mut area, SUPERBLOCK_OFFSET_BYTES)?;
         Ok((size_bytes, area))
     };
