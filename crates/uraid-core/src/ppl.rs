@@ -1,7 +1,8 @@
 //! The partial parity log's on-disk records and arithmetic (the engine side is
 //! `array::ppl`). Modelled on md's PPL (Documentation/driver-api/md/raid5-ppl.rst): before a
 //! partial-stripe write changes data and parity in place, the parity of the data blocks it
-//! does *not* change (the partial parity) is made durable in a log on the parity member. After
+//! does *not* change (the partial parity) is made durable in a log on the parity member (or, for
+//! a RAID4/5 write at depth 1, on members the write leaves idle: `array::ppl::placement`). After
 //! a crash, parity = partial parity + the modified blocks as they are on the members, whatever
 //! part of the write reached them: the stripe is consistent again, so a member lost after the
 //! crash is rebuilt right. md's PPL covers RAID5 only and excludes the write-intent bitmap; this
@@ -15,7 +16,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..8 | magic `URAIDPPL` |
-//! | 8..12 | version (2; 1 before rings wrapped) |
+//! | 8..12 | version (3; 2 before entries could be on any ring, 1 before rings wrapped) |
 //! | 12..16 | crc32c of the header with this field zero |
 //! | 16..32 | array UUID |
 //! | 32..40 | epoch: md's events when the array was assembled (orders runs) |
@@ -51,8 +52,10 @@ use crate::units::DiskIndex;
 
 pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
 /// 2: rings may wrap (a version 1 reader, walking from the ring's start, would miss live
-/// generations, so it must not take these for its own). Version 1 logs are read as before.
-pub const LOG_VERSION: u32 = 2;
+/// generations, so it must not take these for its own). 3: an entry may be on any member's
+/// ring, not only its parity member's (a version 2 reader skipped such entries as misplaced).
+/// Older logs are read as before.
+pub const LOG_VERSION: u32 = 3;
 const OLDEST_LOG_VERSION: u32 = 1;
 /// Bytes of a generation's header.
 pub const LOG_HEADER_BYTES: usize = 4096;
@@ -318,6 +321,18 @@ pub struct FoundEntry {
     pub block: Option<Vec<u8>>,
 }
 
+impl FoundEntry {
+    /// The member whose parity block the entry mends (any member's ring may hold an entry:
+    /// see `uraid_core::array`'s log placement).
+    #[must_use]
+    pub fn parity_member(&self, map: &StripeMap) -> Option<DiskIndex> {
+        match self.entry.parity {
+            LogParity::P => map.p_disk,
+            LogParity::Q => map.q_disk,
+        }
+    }
+}
+
 /// What one member's ring holds.
 #[derive(Clone, Debug)]
 pub struct RingScan {
@@ -415,10 +430,13 @@ pub fn entries_to_replay(scans: &[RingScan]) -> Vec<FoundEntry> {
         e.entry.block_crc.is_none()
             && !e.entry.modified.iter().all(|(_, m)| *m == full_mask(e.unit_sectors))
     };
+    // One entry may be on two rings (a RAID5 write at depth 1 on rotational members): once.
+    let mut seen = std::collections::HashSet::new();
     live.entries
         .iter()
         .filter(|e| e.entry.span == 1 && live.newest(e.entry.member_sector) == Some(e.generation))
         .filter(|e| !unprotected(e))
+        .filter(|e| seen.insert((e.generation, e.entry.member_sector, e.entry.parity)))
         .map(|e| (*e).clone())
         .collect()
 }

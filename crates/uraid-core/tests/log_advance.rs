@@ -15,7 +15,7 @@ const UUID: [u8; 16] = [9; 16];
 
 fn logged_array(ring_sectors: u64) -> Array {
     let mut a = array(Level::Raid5, 5, CHUNK, 4096);
-    let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1 };
+    let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational: false };
     a.enable_partial_parity_log(&cfg);
     a
 }

@@ -18,7 +18,12 @@ const UNIT_SECTORS: u64 = 8;
 
 fn logged_array(level: Level, members: usize) -> Array {
     let mut a = array(level, members, CHUNK, 4096);
-    let cfg = PartialParityLogConfig { ring_sectors: LOG_RING_SECTORS, uuid: UUID, epoch: 1 };
+    let cfg = PartialParityLogConfig {
+        ring_sectors: LOG_RING_SECTORS,
+        uuid: UUID,
+        epoch: 1,
+        rotational: false,
+    };
     a.enable_partial_parity_log(&cfg);
     a
 }

@@ -11,6 +11,7 @@
 //!   into one vectored I/O.
 //! - `identity`: which file or device a path names, so that a member given twice (by another
 //!   path, a link) is refused.
+//! - `rotational`: whether a member's disk seeks, as the kernel says.
 //! - `MemberCounters`: per-member I/O counts, exact and cheap to read from another thread.
 //! - `StatsReport`: the engine's, the stripe cache's and the members' counters as one JSON
 //!   document, published to a file that `uraid stats` reads.
@@ -28,6 +29,7 @@ pub mod member_file;
 pub mod member_memory;
 pub mod power;
 mod ring;
+pub mod rotational;
 pub mod stats;
 pub mod throttled;
 

@@ -26,6 +26,7 @@ use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan};
 use uraid_format::{
     BITMAP_SUPER_BYTES, BitmapSuper, Level, MAX_SECTOR, Superblock1, Uuid, WriteIntentBitmap,
 };
+use uraid_io::rotational::rotational;
 use uraid_io::{FileOptions, same_file_message, same_file_twice};
 use uraid_runtime::{LogSetup, Runtime, RuntimeConfig, RuntimeError, WriteIntentSetup};
 
@@ -422,7 +423,10 @@ fn mark_active_and_start(
     meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
     fail_on_error(meta.write())?;
     // The replay (before) used the area whatever the policy; the engine logs only with it.
-    let log = info.log.map(|a| crate::ppl::log_setup(a, info.uuid.0, meta.events));
+    let log = info.log.map(|a| LogSetup {
+        rotational: members_rotational(plan),
+        ..crate::ppl::log_setup(a, info.uuid.0, meta.events)
+    });
     start_runtime(info, meta, array, plan, image, log.as_ref(), options).inspect_err(|_| {
         meta.set_resync_offset(was);
         meta.events += 1;
@@ -430,6 +434,11 @@ fn mark_active_and_start(
         let _ = meta.write_bitmap(None);
         let _ = meta.write();
     })
+}
+
+/// Whether every member is on a disk the kernel says seeks (the log places entries for that).
+fn members_rotational(plan: &AssemblyPlan) -> bool {
+    log_start::slot_paths(plan).iter().flatten().all(|p| rotational(p) == Some(true))
 }
 
 fn array_config(info: &ArrayInfo, options: &MdOptions) -> Result<ArrayConfig, MdError> {

@@ -20,8 +20,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::ppl::{
-    LogParity, RingScan, entries_to_replay, heads_to_resync, magic_sectors, replayed_parity,
-    resynced_parity, scan_ring,
+    RingScan, entries_to_replay, heads_to_resync, magic_sectors, replayed_parity, resynced_parity,
+    scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
 use uraid_format::Superblock1;
@@ -175,22 +175,16 @@ impl FoundLog {
         let mut replayed = 0;
         let g = target.geometry;
         for found in self.rings.iter().flat_map(|scans| entries_to_replay(scans)) {
-            let member = found.member.get();
             let sector = found.entry.member_sector;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            let parity_disk = match found.entry.parity {
-                LogParity::P => map.p_disk,
-                LogParity::Q => map.q_disk,
-            };
-            let inside = sector + found.unit_sectors <= target.member_sectors;
-            let Some(file) =
-                files[member].as_ref().filter(|_| inside && parity_disk == Some(found.member))
-            else {
-                eprintln!(
-                    "uraid: a log entry for member {member} sector {sector} does not fit the array; skipped"
-                );
+            if sector + found.unit_sectors > target.member_sectors {
+                eprintln!("uraid: a log entry for sector {sector} does not fit the array; skipped");
                 continue;
-            };
+            }
+            // The parity member, whichever ring held the entry; missing, there is no parity
+            // to mend.
+            let Some(member) = found.parity_member(map).map(DiskIndex::get) else { continue };
+            let Some(file) = files[member].as_ref() else { continue };
             let unit = usize::try_from(found.unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
             let data = read_blocks(&files, at, unit);
@@ -335,7 +329,14 @@ pub fn examine_member(path: &Path, sb: &Superblock1) -> io::Result<Option<Member
 /// The rings on `area`: `LOG_RINGS` of them, for the array `uuid`, this run's `epoch`.
 #[must_use]
 pub fn log_setup(area: LogArea, uuid: [u8; 16], epoch: u64) -> LogSetup {
-    LogSetup { offset_bytes: area.offset_bytes, bytes: area.bytes, rings: LOG_RINGS, uuid, epoch }
+    LogSetup {
+        offset_bytes: area.offset_bytes,
+        bytes: area.bytes,
+        rings: LOG_RINGS,
+        uuid,
+        epoch,
+        rotational: false,
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,8 @@ pub struct LogSetup {
     pub uuid: [u8; 16],
     /// Orders runs (md's events at assemble): a replay keeps only the newest run's entries.
     pub epoch: u64,
+    /// Every member is on a disk that seeks (see `PartialParityLogConfig::rotational`).
+    pub rotational: bool,
 }
 
 impl LogSetup {
@@ -51,6 +53,7 @@ impl LogSetup {
             ring_sectors: self.ring_bytes() / SECTOR_BYTES,
             uuid: self.uuid,
             epoch: self.epoch,
+            rotational: self.rotational,
         }
     }
 }
@@ -67,6 +70,7 @@ mod tests {
             rings: 8,
             uuid: [1; 16],
             epoch: 3,
+            rotational: false,
         };
         // 1008 KiB / 8 = 126 KiB: already whole 4 KiB blocks? 126 KiB is not: 124 KiB.
         assert_eq!(setup.ring_bytes(), 124 << 10);

@@ -17,7 +17,14 @@ const MEMBER_BYTES: usize = 2 << 20;
 const CHUNK_BYTES: usize = 64 * KIB;
 
 fn setup(rings: usize) -> LogSetup {
-    LogSetup { offset_bytes: 64 << 10, bytes: 512 << 10, rings, uuid: [9; 16], epoch: 5 }
+    LogSetup {
+        offset_bytes: 64 << 10,
+        bytes: 512 << 10,
+        rings,
+        uuid: [9; 16],
+        epoch: 5,
+        rotational: false,
+    }
 }
 
 #[test]

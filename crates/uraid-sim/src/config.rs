@@ -28,6 +28,8 @@ pub struct SimConfig {
     pub bitmap_chunk_sectors: Option<u64>,
     /// Sectors of each member's partial parity log ring, when the write hole is closed.
     pub log_ring_sectors: Option<u64>,
+    /// Whether the log treats the members as rotational (entries at depth 1 on idle members).
+    pub log_rotational: bool,
     /// User requests to submit.
     pub requests: usize,
     /// User requests in flight at most.
@@ -89,10 +91,12 @@ impl SimConfig {
         let unit_sectors = stripe_size_bytes / SECTOR_BYTES;
         let log_ring_sectors =
             log_rng.random_bool(0.85).then(|| 8 + unit_sectors * log_rng.random_range(4..=48));
+        let log_rotational = log_rng.random_bool(0.5);
         SimConfig {
             seed,
             level,
             log_ring_sectors,
+            log_rotational,
             layout,
             members,
             chunk_bytes,
@@ -152,7 +156,12 @@ impl SimConfig {
     /// The engine's log for a run (`epoch` counts the restarts).
     #[must_use]
     pub fn log(&self, epoch: u64) -> Option<PartialParityLogConfig> {
-        Some(PartialParityLogConfig { ring_sectors: self.log_ring_sectors?, uuid: SIM_UUID, epoch })
+        Some(PartialParityLogConfig {
+            ring_sectors: self.log_ring_sectors?,
+            uuid: SIM_UUID,
+            epoch,
+            rotational: self.log_rotational,
+        })
     }
 
     #[must_use]

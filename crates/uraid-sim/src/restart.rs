@@ -166,9 +166,15 @@ impl Sim {
         let g = self.cfg.geometry();
         let unit = (self.cfg.stripe_size_bytes) as usize;
         for found in entries_to_replay(&scans) {
-            let parity = found.member.get();
             let sector = found.entry.member_sector;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
+            // The parity member, whichever ring held the entry (RAID5 entries may be on data
+            // members' rings); lost, there is no parity to mend.
+            let Some(parity) =
+                found.parity_member(map).map(uraid_core::DiskIndex::get).filter(|&p| !gone[p])
+            else {
+                continue;
+            };
             let offset = self.members[parity].offset(IoArea::Data, sector);
             let data = self.blocks_at(offset, unit, gone);
             let slot = |m: usize| match map.roles[m] {

@@ -136,11 +136,16 @@ fn pass(
     clock: &ManualClock,
     w: &Workload,
     ring: Option<u64>,
+    rotational: bool,
 ) -> Result<(f64, u64)> {
     rig.fresh_engine()?;
     if let Some(ring) = ring {
-        let cfg =
-            PartialParityLogConfig { ring_sectors: ring / SECTOR_BYTES, uuid: [1; 16], epoch: 1 };
+        let cfg = PartialParityLogConfig {
+            ring_sectors: ring / SECTOR_BYTES,
+            uuid: [1; 16],
+            epoch: 1,
+            rotational,
+        };
         rig.array.enable_partial_parity_log(&cfg);
     }
     rig.take_logs();
@@ -169,10 +174,11 @@ fn measure(spec: &Spec, model: DiskModel, disk: &str, w: &Workload) -> Result<Ve
         .iter()
         .map(|r| if let Req::Write { bytes, .. } = r { *bytes as u64 } else { 0 })
         .sum();
-    let (without, _) = pass(&mut rig, &clock, w, None)?;
+    let rotational = model.seek_ns > 0;
+    let (without, _) = pass(&mut rig, &clock, w, None, rotational)?;
     let mut rows = Vec::new();
     for (ring, ring_name) in RINGS {
-        let (with, log_bytes) = pass(&mut rig, &clock, w, Some(ring))?;
+        let (with, log_bytes) = pass(&mut rig, &clock, w, Some(ring), rotational)?;
         let (log_writes, _, resets, unprotected) = rig.array.log_stats().unwrap_or_default();
         let (advances, wraps) = (rig.array.stats().log_advances, rig.array.stats().log_ring_wraps);
         ensure!(unprotected == 0, "every write of a healthy array is logged");

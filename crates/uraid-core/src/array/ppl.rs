@@ -62,6 +62,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 mod advance;
 mod batch;
 mod generation;
+mod placement;
 mod ring;
 pub(super) use batch::BatchAdmit;
 
@@ -80,6 +81,9 @@ pub struct PartialParityLogConfig {
     pub uuid: [u8; 16],
     /// Orders runs (md's events at assembly): newer runs' entries supersede older ones.
     pub epoch: u64,
+    /// The members are disks that seek (where a log write on a member busy elsewhere costs a
+    /// seek there and back): a write at depth 1 may log on two idle members (`placement`).
+    pub rotational: bool,
 }
 
 /// What a log write is for: a stripe head's writes, or a batch of full-stripe writes
@@ -571,6 +575,7 @@ impl Array {
             };
             out.push((member, e, block));
         }
+        self.place_when_idle(id, &mut out);
         if entry.span > 1 && !out.is_empty() {
             let end = key + u64::from(entry.span) * unit;
             let owner = Owner::Head(id);

@@ -1,0 +1,114 @@
+//! Where a RAID5 write at depth 1 logs its partial parity (`array::ppl::placement`): on the
+//! parity member only when no idle member is as safe. A data member whose whole block is in
+//! the head's union but that the write leaves alone holds it alone; on rotational members two
+//! data members the union leaves alone hold a copy each. Either way a torn write followed by
+//! the loss of any one member is mended by the replay from what is left.
+
+mod common;
+
+use common::{CHUNK_64K as CHUNK, Mem, array, pattern, write};
+use uraid_core::array::{Array, IoArea, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::ppl::{entries_to_replay, replayed_parity};
+use uraid_core::{Level, Sector};
+
+const UUID: [u8; 16] = [7; 16];
+
+/// RAID5 x5, left-symmetric: stripe 0 has data slots 0..3 on members 0..3 and P on member 4;
+/// slot `s` of head 0 is array sector `s * 128`.
+fn logged_array(rotational: bool) -> Array {
+    let mut a = array(Level::Raid5, 5, CHUNK, 4096);
+    let cfg = PartialParityLogConfig {
+        ring_sectors: common::LOG_RING_SECTORS,
+        uuid: UUID,
+        epoch: 1,
+        rotational,
+    };
+    a.enable_partial_parity_log(&cfg);
+    a
+}
+
+/// The members whose rings hold an entry for head 0, ascending.
+fn holders(mem: &Mem) -> Vec<usize> {
+    let mut out: Vec<usize> = mem
+        .scans(UUID)
+        .iter()
+        .filter(|s| s.entries.iter().any(|e| e.entry.member_sector == 0 && e.block.is_some()))
+        .map(|s| s.member.get())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn a_write_at_depth_one_logs_on_idle_members() {
+    for rotational in [false, true] {
+        let mut a = logged_array(rotational);
+        let mut mem = Mem::new(5);
+        // Slot 0: the union is member 0 alone, which the write uses. Rotational: two data
+        // members it leaves alone (1 and 2); else the parity member, as md does.
+        write(&mut a, &mut mem, 0, pattern(1, 4096));
+        let first = if rotational { vec![1, 2] } else { vec![4] };
+        assert_eq!(holders(&mem), first, "rotational {rotational}");
+        // Slot 1: member 0's whole block is in the union and this write leaves it alone.
+        write(&mut a, &mut mem, 128, pattern(2, 4096));
+        let newest = entries_to_replay(&mem.scans(UUID));
+        assert_eq!(newest.len(), 1, "one entry per head, whichever rings hold it: {newest:?}");
+        assert_eq!(newest[0].member.get(), 0, "rotational {rotational}");
+        // Every write is complete: what a replay would write is the parity member 4 holds.
+        let e = &newest[0];
+        let data: Vec<Option<&[u8]>> = (0..4).map(|m| Some(&mem.disks[m][..4096])).collect();
+        let parity = replayed_parity(&e.entry, e.block.as_deref().unwrap(), 4096, &data, |_| 0);
+        assert!(parity == mem.disks[4][..4096], "rotational {rotational}");
+    }
+}
+
+#[test]
+fn a_torn_write_then_any_member_lost_is_mended_from_what_is_left() {
+    let before: Vec<Vec<u8>> = (0..4).map(|s| pattern(10 + s, 4096)).collect();
+    for lost in 0..5 {
+        let mut a = logged_array(true);
+        let mut mem = Mem::new(5);
+        for (s, block) in before.iter().enumerate() {
+            write(&mut a, &mut mem, s as u64 * 128, block.clone());
+        }
+        a.submit_flush(ReqId(999));
+        common::run(&mut a, &mut mem);
+        // Slot 2 is rewritten; the power fails after its data reached member 2 and before
+        // its parity reached member 4 (the parity write is dropped).
+        a.submit_write(ReqId(1), Sector(256), pattern(20, 4096));
+        let mut logged_on = Vec::new();
+        while let Some(io) = a.next_io() {
+            let parity_write = io.area == IoArea::Data && io.member.get() == 4;
+            if io.area == IoArea::Log && io.op == MemberOp::Write {
+                logged_on.push(io.member.get());
+            }
+            let ok = parity_write && io.op == MemberOp::Write || mem.perform(&mut a, &io);
+            a.complete_io(io.tag, ok);
+        }
+        logged_on.sort_unstable();
+        // The replay, with `lost` gone: entries from the rings left, parity from the data left.
+        let scans: Vec<_> =
+            mem.scans(UUID).into_iter().filter(|s| s.member.get() != lost).collect();
+        for e in entries_to_replay(&scans) {
+            let data: Vec<Option<&[u8]>> =
+                (0..4).map(|m| (m != lost).then(|| &mem.disks[m][..4096])).collect();
+            let block = e.block.as_deref().unwrap();
+            let parity = replayed_parity(&e.entry, block, 4096, &data, |_| 0);
+            if lost != 4 {
+                mem.disks[4][..4096].copy_from_slice(&parity);
+            }
+        }
+        // Every block not being written reads back as it was, the lost one rebuilt from P.
+        for slot in [0usize, 1, 3] {
+            let got: Vec<u8> = if slot == lost {
+                (0..4096)
+                    .map(|i| (0..5).filter(|&m| m != lost).fold(0, |x, m| x ^ mem.disks[m][i]))
+                    .collect()
+            } else {
+                mem.disks[slot][..4096].to_vec()
+            };
+            assert!(got == before[slot], "slot {slot} with member {lost} lost");
+        }
+        assert_eq!(logged_on, vec![0, 1], "the union (2) and P (4) are busy; 0 and 1 are not");
+    }
+}
