@@ -2,7 +2,7 @@
 //! `array::ppl`). Modelled on md's PPL (Documentation/driver-api/md/raid5-ppl.rst): before a
 //! partial-stripe write changes data and parity in place, the parity of the data blocks it
 //! does *not* change (the partial parity) is made durable in a log on the parity member (or, for
-//! a RAID4/5 write at depth 1, on members the write leaves idle: `array::ppl::placement`). After
+//! a write at depth 1, on members the write leaves idle: `array::ppl::placement`). After
 //! a crash, parity = partial parity + the modified blocks as they are on the members, whatever
 //! part of the write reached them: the stripe is consistent again, so a member lost after the
 //! crash is rebuilt right. md's PPL covers RAID5 only and excludes the write-intent bitmap; this

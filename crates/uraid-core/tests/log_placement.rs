@@ -112,3 +112,49 @@ fn a_torn_write_then_any_member_lost_is_mended_from_what_is_left() {
         assert_eq!(logged_on, vec![0, 1], "the union (2) and P (4) are busy; 0 and 1 are not");
     }
 }
+
+/// RAID6 x6 on rotational members: P's and Q's entries together on three data members the
+/// write leaves alone (any two losses leave a copy of both); not on rotational members, or with
+/// fewer than three such members (x5), on the P and Q members as before.
+#[test]
+fn raid6_logs_both_entries_on_three_idle_members_or_on_p_and_q() {
+    for (members, rotational) in [(6, true), (6, false), (5, true)] {
+        let mut a = array(Level::Raid6, members, CHUNK, 4096);
+        let cfg = PartialParityLogConfig {
+            ring_sectors: common::LOG_RING_SECTORS,
+            uuid: UUID,
+            epoch: 1,
+            rotational,
+        };
+        a.enable_partial_parity_log(&cfg);
+        let mut mem = Mem::new(members);
+        write(&mut a, &mut mem, 0, pattern(3, 4096));
+        let geometry =
+            uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), members, CHUNK)
+                .unwrap();
+        let map = geometry.stripe_map(uraid_core::StripeNumber(0));
+        let (p, q) = (map.p_disk.unwrap().get(), map.q_disk.unwrap().get());
+        let written = map.data_disk[0].get();
+        let idle: Vec<usize> = map.data_disk[1..].iter().map(|d| d.get()).collect();
+        let scans = mem.scans(UUID);
+        let mut holders: Vec<(usize, usize)> = scans
+            .iter()
+            .map(|s| {
+                let n = s.entries.iter().filter(|e| e.entry.member_sector == 0).count();
+                (s.member.get(), n)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        holders.sort_unstable();
+        let want: Vec<(usize, usize)> = if rotational && members == 6 {
+            idle.iter().map(|&m| (m, 2)).collect()
+        } else {
+            let mut pq = vec![(p, 1), (q, 1)];
+            pq.sort_unstable();
+            pq
+        };
+        assert_eq!(holders, want, "x{members} rotational {rotational}, wrote {written}");
+        // The replay takes each entry (P's and Q's) once, whichever rings hold it.
+        assert_eq!(entries_to_replay(&scans).len(), 2);
+    }
+}

@@ -121,10 +121,16 @@ impl Array {
             if !joinable[i] {
                 continue;
             }
-            let fits = entries.iter().all(|(m, e, _)| {
-                let m = m.get();
-                count[m] < MAX_LOG_ENTRIES
-                    && l.rings.place(m, used[m] + e.stored_sectors(unit) + reserve).is_some()
+            // Per member, this head's entries together (a RAID6 head at depth 1 may put both
+            // of its entries on one member: `placement`).
+            let mut need: BTreeMap<usize, (usize, u64)> = BTreeMap::new();
+            for (m, e, _) in entries {
+                let n = need.entry(m.get()).or_default();
+                *n = (n.0 + 1, n.1 + e.stored_sectors(unit));
+            }
+            let fits = need.iter().all(|(&m, &(n, sectors))| {
+                count[m] + n <= MAX_LOG_ENTRIES
+                    && l.rings.place(m, used[m] + sectors + reserve).is_some()
             });
             if !fits {
                 full = true;
