@@ -1,8 +1,9 @@
 //! The partial parity log in the engine (records and arithmetic: `crate::ppl`): closes the
 //! write hole. Before a stripe head changes data and parity in place, the parity of the data
 //! it leaves alone (partial P on the P member's log, partial Q on the Q member's; at depth 1
-//! on members the write leaves idle: `placement`) is written FUA; the head's writes start only when it is durable. Log writes go out in generations,
-//! like the bitmap's: every head that computed in a turn shares one write per member.
+//! on members the write leaves idle: `placement`) is written FUA; the head's writes start only
+//! when it is durable. Log writes go out in generations, like the bitmap's: every head that
+//! computed in a turn shares one write per member.
 //!
 //! Why not md's PPL as it is: md's covers RAID5 only and excludes the write-intent bitmap
 //! (they share a superblock field). Here RAID6 is covered (partial Q on the Q member) and the

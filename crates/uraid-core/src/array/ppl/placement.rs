@@ -8,7 +8,8 @@
 //! * (RAID4/5) a data member whose whole block is in the union but that the batch does not
 //!   write: its loss loses only sectors that were being written (one copy, no extra I/O);
 //! * (RAID4/5) on rotational members, two data members the union leaves alone: either's loss
-//!   leaves the other's copy (two log writes, which flash pays for in bytes and IOPS, for no seek saved).
+//!   leaves the other's copy (two log writes, which flash pays for in bytes and IOPS, for no
+//!   seek saved).
 //!
 //! RAID6, whose entries must survive any two losses, needs three holders: on rotational
 //! members, P's and Q's entries go together to three data members the write leaves alone (the
