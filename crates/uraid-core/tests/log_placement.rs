@@ -16,7 +16,11 @@ const UUID: [u8; 16] = [7; 16];
 /// RAID5 x5, left-symmetric: stripe 0 has data slots 0..3 on members 0..3 and P on member 4;
 /// slot `s` of head 0 is array sector `s * 128`.
 fn logged_array(rotational: bool) -> Array {
-    let mut a = array(Level::Raid5, 5, CHUNK, 4096);
+    logged(Level::Raid5, 5, rotational)
+}
+
+fn logged(level: Level, members: usize, rotational: bool) -> Array {
+    let mut a = array(level, members, CHUNK, 4096);
     let cfg = PartialParityLogConfig {
         ring_sectors: common::LOG_RING_SECTORS,
         uuid: UUID,
@@ -119,14 +123,7 @@ fn a_torn_write_then_any_member_lost_is_mended_from_what_is_left() {
 #[test]
 fn raid6_logs_both_entries_on_three_idle_members_or_on_p_and_q() {
     for (members, rotational) in [(6, true), (6, false), (5, true)] {
-        let mut a = array(Level::Raid6, members, CHUNK, 4096);
-        let cfg = PartialParityLogConfig {
-            ring_sectors: common::LOG_RING_SECTORS,
-            uuid: UUID,
-            epoch: 1,
-            rotational,
-        };
-        a.enable_partial_parity_log(&cfg);
+        let mut a = logged(Level::Raid6, members, rotational);
         let mut mem = Mem::new(members);
         write(&mut a, &mut mem, 0, pattern(3, 4096));
         let geometry =
