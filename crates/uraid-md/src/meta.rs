@@ -75,9 +75,7 @@ impl Device {
             file,
         })
     }
-}
 
-impl Device {
     /// Whether this device is the file or block device `id` names, by whatever path.
     #[must_use]
     pub fn is(&self, id: FileIdentity) -> bool {

@@ -122,13 +122,13 @@ impl Array {
                 continue;
             }
             // Per member, this head's entries together (a RAID6 head at depth 1 may put both
-            // of its entries on one member: `placement`).
-            let mut need: BTreeMap<usize, (usize, u64)> = BTreeMap::new();
-            for (m, e, _) in entries {
-                let n = need.entry(m.get()).or_default();
-                *n = (n.0 + 1, n.1 + e.stored_sectors(unit));
-            }
-            let fits = need.iter().all(|(&m, &(n, sectors))| {
+            // of its entries on one member: `placement`); a head has at most six.
+            let fits = entries.iter().all(|(m, _, _)| {
+                let (n, sectors) = entries
+                    .iter()
+                    .filter(|(other, _, _)| other == m)
+                    .fold((0, 0), |(n, s), (_, e, _)| (n + 1, s + e.stored_sectors(unit)));
+                let m = m.get();
                 count[m] + n <= MAX_LOG_ENTRIES
                     && l.rings.place(m, used[m] + sectors + reserve).is_some()
             });
