@@ -4,6 +4,7 @@
 //! - [`BitmapSuper`] and [`WriteIntentBitmap`]: md's internal write-intent bitmap.
 //! - [`assemble`]: which devices form an array and in which slots, or why not (md's rules).
 //! - [`create`]: a fresh superblock for a new array, set the way mdadm 4.x sets it.
+//! - [`md_ppl`]: the records of md's own partial parity log (RAID5 `--consistency-policy=ppl`).
 //!
 //! No I/O happens here: callers read the bytes (at the offsets this crate documents) and hand
 //! them in. Every decoder validates what it decodes and every encoder is its exact inverse:
@@ -20,6 +21,7 @@ mod dev_roles;
 mod error;
 pub mod feature;
 mod level;
+pub mod md_ppl;
 mod superblock;
 mod uuid;
 

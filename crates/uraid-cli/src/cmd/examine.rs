@@ -108,6 +108,9 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
         let offset = sb.bitmap_offset_sectors;
         fields.push(("Internal Bitmap", format!("{offset} sectors from superblock")));
     }
+    if let Some((offset, size)) = sb.ppl() {
+        fields.push(("PPL", format!("{size} sectors at offset {offset} sectors from superblock")));
+    }
     // decode verified the checksum: a superblock that is reported at all has a correct one.
     fields.push(("Checksum", format!("{:x} - correct", sb.sb_csum)));
     fields.push(("Events", sb.events.to_string()));

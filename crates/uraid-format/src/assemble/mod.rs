@@ -19,9 +19,11 @@
 //! 5. One fresh member per slot; spares and faulty members are listed apart. A member with a
 //!    recovery offset holds its slot but is not in sync, so it counts as missing.
 //! 6. At most `max_degraded` slots missing (1 for RAID4/5, 2 for RAID6).
-//! 7. Dirty (resync_offset not MaxSector) and degraded is refused unless forced or the array
-//!    closes the write hole with a PPL: parity may not match the data, and a missing member's
-//!    blocks computed from it would be garbage (md: "cannot start dirty degraded array").
+//! 7. Dirty (resync_offset not MaxSector) and degraded is refused unless forced: parity may
+//!    not match the data, and a missing member's blocks computed from it would be garbage (md:
+//!    "cannot start dirty degraded array"). md lifts this for an array with its PPL, which it
+//!    replays first; this plan writes nothing and replays nothing, so it does not: the caller
+//!    that replays a log (uraid-md, md's PPL or uraid's own) lifts it.
 //!
 //! Not handled (refused as unsupported): an active reshape, a write journal, clustered md,
 //! levels other than 4, 5 and 6, and two members holding one slot (md's replacement).
@@ -183,8 +185,7 @@ pub fn plan(
     place_members(candidates, &superblocks, &mut plan)?;
     check_redundancy(&plan)?;
     let missing_slots = plan.missing_slots();
-    let write_hole_closed = plan.feature_map & feature::PPL != 0;
-    if !plan.is_clean() && !missing_slots.is_empty() && !write_hole_closed {
+    if !plan.is_clean() && !missing_slots.is_empty() {
         if !options.force {
             return Err(AssembleError::DirtyDegraded {
                 reference: reference_name.clone(),

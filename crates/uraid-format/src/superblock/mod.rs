@@ -152,12 +152,14 @@ impl Superblock1 {
         self.feature_map & feature::BITMAP_OFFSET != 0
     }
 
-    /// The PPL area as (signed offset from the superblock, size), both in sectors, when
-    /// `feature::PPL` is set: md stores them as two little-endian 16-bit halves in the 4 bytes
-    /// of `bitmap_offset`.
+    /// md's PPL area as (signed offset from the superblock, size), both in sectors, when
+    /// `feature::PPL` or `feature::MULTIPLE_PPLS` is set: md stores them as two little-endian
+    /// 16-bit halves in the 4 bytes of `bitmap_offset`. The kernel sets MULTIPLE_PPLS in place
+    /// of PPL once it runs an array whose area holds more than one log (mdadm's 1 MiB area
+    /// does), so an array mdadm created with PPL has one bit or the other.
     #[must_use]
     pub fn ppl(&self) -> Option<(i16, u16)> {
-        if self.feature_map & feature::PPL == 0 {
+        if self.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) == 0 {
             return None;
         }
         let raw = self.bitmap_offset_sectors.to_le_bytes();
