@@ -107,8 +107,12 @@ pub struct ArrayInfo {
     pub log: Option<crate::ppl::LogArea>,
     /// The log was turned off (`ConsistencyPolicy::Resync`).
     pub log_off: bool,
-    /// Parity blocks the log's replay rewrote at assemble (after a crash).
+    /// Parity blocks the log's replay rewrote at assemble (after a crash), md's PPL's
+    /// included.
     pub log_replayed: u64,
+    /// What the start did with md's own PPL, when the array has one (RAID5 arrays mdadm
+    /// created with `--consistency-policy=ppl`).
+    pub md_ppl: Option<crate::md_ppl::MdPplStart>,
 }
 
 pub(crate) struct Inner {
@@ -167,6 +171,8 @@ impl MdArray {
         let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
         let mut meta = Metadata::new(base.clone(), devices, bitmap);
+        info.md_ppl = log_start::md_ppl_at_assemble(&info, &plan, &base, &mut meta)?;
+        info.log_replayed = info.md_ppl.map_or(0, |m| m.parity_blocks);
         let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
         for d in &meta.devices {
             if let (Role::Slot(slot), Some(_)) = (d.role, d.recovery_offset) {
@@ -175,7 +181,7 @@ impl MdArray {
         }
         if !meta.is_clean() {
             if let Some(area) = area {
-                info.log_replayed = log_start::replay_at_assemble(&info, &plan, &base, area)?;
+                info.log_replayed += log_start::replay_at_assemble(&info, &plan, &base, area)?;
             }
             let resync = resync_ranges(&info, &meta, image.as_deref(), bitmap_stale);
             queue.resync_cp = resync.first().map_or(MAX_SECTOR, |r| r.0);
@@ -343,6 +349,7 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
         log: None,
         log_off: false,
         log_replayed: 0,
+        md_ppl: None,
     })
 }
 

@@ -12,6 +12,7 @@
 pub mod array;
 pub mod control;
 mod log_start;
+pub mod md_ppl;
 pub mod members;
 pub mod meta;
 mod ops;

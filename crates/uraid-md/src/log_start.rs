@@ -3,11 +3,13 @@
 //! and the replay before the engine starts.
 
 use crate::array::{MdError, freshest_superblock, geometry_of, read_bitmap};
+use crate::md_ppl::MdPplStart;
+use crate::meta::Metadata;
 use crate::ppl::{self, LogArea, ReplayTarget};
 use crate::{ArrayInfo, MdOptions};
 use std::path::PathBuf;
 use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan, Candidate, plan};
-use uraid_format::{BitmapSuper, Superblock1};
+use uraid_format::{BitmapSuper, MAX_SECTOR, Superblock1};
 
 /// Each slot's member in sync (None: empty, or still being rebuilt): what the runtime opens,
 /// and what a replay reads and writes.
@@ -69,6 +71,11 @@ pub(crate) fn plan_with_log(
     };
     let mut forced = plan(candidates, &AssembleOptions { force: true, ..*opts })?;
     let base = freshest_superblock(&forced, candidates)?;
+    // md starts a dirty degraded array with its own PPL too: the replay mends it first.
+    if crate::md_ppl::area(&base).is_some() && base.level == uraid_format::Level::Raid5 {
+        forced.forced = false;
+        return Ok(forced);
+    }
     let (bitmap, _) = read_bitmap(&forced, &base)?;
     let Some(area) =
         array_log_area(&forced, candidates, &base, bitmap.as_ref(), options.stripe_size_bytes)
@@ -83,6 +90,46 @@ pub(crate) fn plan_with_log(
     }
     forced.forced = false;
     Ok(forced)
+}
+
+/// md's own PPL, when the array has one (`crate::md_ppl`): replayed when `meta` says dirty,
+/// emptied always; a replay md would trust leaves the array clean (no resync follows).
+pub(crate) fn md_ppl_at_assemble(
+    info: &ArrayInfo,
+    plan: &AssemblyPlan,
+    base: &Superblock1,
+    meta: &mut Metadata,
+) -> Result<Option<MdPplStart>, MdError> {
+    if crate::md_ppl::area(base).is_none() {
+        return Ok(None);
+    }
+    let paths = slot_paths(plan);
+    let geometry = geometry_of(info)?;
+    let target = ReplayTarget {
+        geometry: &geometry,
+        member_sectors: info.member_sectors,
+        data_offset_bytes: info.data_offset_sectors * 512,
+        members: &paths,
+    };
+    let dirty = !meta.is_clean();
+    let done = crate::md_ppl::start(&target, base, dirty)
+        .map_err(|e| MdError::Refused(format!("md's partial parity log: {e}")))?;
+    if dirty {
+        let clean = done.leaves_clean(meta.resync_offset);
+        eprintln!(
+            "uraid: {}: md's partial parity log: {} entries replayed ({} parity blocks), {} \
+             mismatches: {}",
+            info.name,
+            done.recovered_entries,
+            done.parity_blocks,
+            done.mismatches,
+            if clean { "the array is consistent" } else { "resyncing as md would" }
+        );
+        if clean {
+            meta.set_resync_offset(MAX_SECTOR);
+        }
+    }
+    Ok(Some(done))
 }
 
 /// After a crash (`base` says active): replays the log into the members in sync, before the

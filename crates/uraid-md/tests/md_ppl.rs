@@ -1,0 +1,176 @@
+//! md's own PPL (RAID5 `--consistency-policy=ppl`) on files, without the kernel (the kernel's
+//! logs are in `uraid-format/tests/md_ppl.rs` and `uraid-cli/tests/kernel_ppl.rs`): arrays made
+//! here get md's PPL feature and area (mdadm's layout: the area right after the superblock,
+//! the bad block log after it), and the crash's records are written as md writes them.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use uraid_core::{Geometry, Layout, Level, StripeNumber};
+use uraid_format::md_ppl::{HEADER_BYTES, MdPplEntry, MdPplHeader, signature};
+use uraid_format::{Level as MdLevel, MAX_SECTOR, feature};
+use uraid_md::{MdArray, MdOptions};
+
+mod common;
+use common::{CHUNK_SECTORS, DATA_OFFSET_SECTORS, fill, make_array_at, superblock, tempdir};
+
+const DATA_OFFSET: u64 = DATA_OFFSET_SECTORS * 512;
+const CHUNK: u64 = CHUNK_SECTORS as u64 * 512;
+const BLOCK: usize = 4096;
+/// md's PPL area: 248 sectors right after the superblock (one log write at a time: below
+/// the kernel's 528 sectors for several), member sectors 16..264.
+const PPL_OFFSET: i16 = 8;
+const PPL_SECTORS: u16 = 248;
+const AREA_AT: u64 = (8 + PPL_OFFSET as u64) * 512;
+
+fn options() -> MdOptions {
+    MdOptions { workers: Some(2), ..MdOptions::default() }
+}
+
+fn read(path: &Path, at: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    std::fs::File::open(path).unwrap().read_exact_at(&mut b, at).unwrap();
+    b
+}
+
+fn write(path: &Path, at: u64, data: &[u8]) {
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().write_all_at(data, at).unwrap();
+}
+
+/// A clean RAID5 of 4 with md's PPL feature, as mdadm --consistency-policy=ppl makes it.
+fn make(dir: &Path) -> Vec<PathBuf> {
+    let paths = make_array_at(dir, MdLevel::Raid5, 4, None);
+    for p in &paths {
+        let mut sb = superblock(p);
+        sb.feature_map |= feature::PPL;
+        let packed = (u32::from(PPL_SECTORS) << 16) | u32::from(PPL_OFFSET as u16);
+        sb.bitmap_offset_sectors = packed.cast_signed();
+        sb.bblog_offset_sectors = i32::from(PPL_OFFSET) + i32::from(PPL_SECTORS);
+        sb.seal();
+        write(p, 4096, &sb.encode());
+        let empty =
+            MdPplHeader { signature: signature(&sb.set_uuid.0), generation: 0, entries: vec![] };
+        write(p, AREA_AT, &empty.encode());
+    }
+    paths
+}
+
+fn mark_dirty(paths: &[PathBuf]) {
+    for p in paths {
+        let mut sb = superblock(p);
+        sb.resync_offset_sectors = 0;
+        sb.seal();
+        write(p, 4096, &sb.encode());
+    }
+}
+
+fn geometry() -> Geometry {
+    Geometry::new(Level::Raid5, Layout::LeftSymmetric, 4, CHUNK).unwrap()
+}
+
+#[test]
+fn a_start_empties_mds_log_so_that_no_later_start_replays_it() {
+    let dir = tempdir("md-ppl-empty");
+    let paths = make(dir.path());
+    // Records of some earlier run, valid but stale: the array is clean, so md would not
+    // replay them, and after this start nobody may.
+    let sig = signature(&superblock(&paths[0]).set_uuid.0);
+    let e =
+        MdPplEntry { data_sector: 0, pp_size: 0, data_size: 3 * 4096, parity_disk: 3, checksum: 0 };
+    let stale = MdPplHeader { signature: sig, generation: 9, entries: vec![e] };
+    write(&paths[3], AREA_AT, &stale.encode());
+    let md = MdArray::assemble(&paths, &options()).expect("md's PPL arrays assemble");
+    assert_eq!(md.info().md_ppl, Some(uraid_md::md_ppl::MdPplStart::default()), "clean: no replay");
+    let a = fill(1, 3 * CHUNK as usize);
+    md.runtime().write_at(0, &a).unwrap();
+    md.stop().unwrap();
+    for p in &paths {
+        let area = read(p, AREA_AT, usize::from(PPL_SECTORS) * 512);
+        let empty = MdPplHeader { signature: sig, generation: 0, entries: vec![] };
+        assert!(area[..HEADER_BYTES] == empty.encode()[..], "{}: md's empty header", p.display());
+        assert!(area[HEADER_BYTES..].iter().all(|&b| b == 0), "the rest zeroed, as md does");
+        let sb = superblock(p);
+        assert_eq!(sb.feature_map & feature::PPL, feature::PPL, "the array keeps md's policy");
+        assert_eq!(sb.resync_offset_sectors, MAX_SECTOR, "stopped clean");
+    }
+}
+
+/// A clean array holding A over row 0, then a crash md's way: B landed on data chunk 0's
+/// first block, the parity write did not, and the parity member's log holds the entry.
+/// Returns the members, A, B and the slot of data chunk 1 (untouched by B).
+fn crash(dir: &Path, good_checksum: bool) -> (Vec<PathBuf>, Vec<u8>, Vec<u8>, usize) {
+    let paths = make(dir);
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    let a = fill(1, 3 * CHUNK as usize);
+    md.runtime().write_at(0, &a).unwrap();
+    md.stop().unwrap();
+    let map = geometry().stripe_map(StripeNumber(0)).clone();
+    let (d0, d1, p) = (map.data_disk[0].get(), map.data_disk[1].get(), map.p_disk.unwrap().get());
+    let b = fill(2, BLOCK);
+    write(&paths[d0], DATA_OFFSET, &b);
+    // md's partial parity: the data blocks the write leaves alone.
+    let mut pp = a[CHUNK as usize..][..BLOCK].to_vec();
+    pp.iter_mut().zip(&a[2 * CHUNK as usize..][..BLOCK]).for_each(|(x, y)| *x ^= y);
+    let checksum = crc32c(&pp) ^ u32::from(!good_checksum);
+    let e = MdPplEntry {
+        data_sector: 0,
+        pp_size: 4096,
+        data_size: 4096,
+        parity_disk: p as u32,
+        checksum,
+    };
+    let sig = signature(&superblock(&paths[0]).set_uuid.0);
+    let header = MdPplHeader { signature: sig, generation: 3, entries: vec![e] };
+    write(&paths[p], AREA_AT, &[header.encode(), pp].concat());
+    mark_dirty(&paths);
+    (paths, a, b, d1)
+}
+
+fn without(paths: &[PathBuf], slot: usize) -> Vec<PathBuf> {
+    paths.iter().enumerate().filter(|(i, _)| *i != slot).map(|(_, p)| p.clone()).collect()
+}
+
+#[test]
+fn a_torn_write_then_a_lost_member_is_mended_from_mds_log() {
+    let dir = tempdir("md-ppl-hole");
+    let (paths, a, b, victim) = crash(dir.path(), true);
+    let md = MdArray::assemble(&without(&paths, victim), &options())
+        .expect("dirty and degraded: md starts it with its PPL, and so does uraid");
+    let done = md.info().md_ppl.expect("md's PPL");
+    assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (1, 0, 1));
+    let rt = md.runtime().clone();
+    assert!(rt.read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK], "the lost block");
+    let mut want = a.clone();
+    want[..BLOCK].copy_from_slice(&b);
+    assert!(rt.read_at(0, want.len()).unwrap() == want, "the whole row: A with B");
+    drop(rt);
+    md.stop().unwrap();
+}
+
+#[test]
+fn partial_parity_that_fails_its_checksum_mends_nothing_and_the_array_resyncs() {
+    let dir = tempdir("md-ppl-mismatch");
+    let (paths, a, _, victim) = crash(dir.path(), false);
+    // Healthy: the mismatch is counted, nothing is written, and md's rule says resync.
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    let done = md.info().md_ppl.expect("md's PPL");
+    assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (0, 1, 0));
+    assert!(!done.leaves_clean(0));
+    md.stop().unwrap();
+    // The same crash degraded: nothing mends the stripe, so the lost block comes back wrong
+    // (the test above fails without the replay).
+    let (paths, ..) = crash(&dir.path().join("again"), false);
+    let md = MdArray::assemble(&without(&paths, victim), &options()).unwrap();
+    assert!(md.runtime().read_at(CHUNK, BLOCK).unwrap() != a[CHUNK as usize..][..BLOCK]);
+    md.stop().unwrap();
+}
+
+fn crc32c(b: &[u8]) -> u32 {
+    let mut crc = u32::MAX;
+    for &byte in b {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
