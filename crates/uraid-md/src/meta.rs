@@ -40,6 +40,11 @@ pub struct Device {
     pub data_size_sectors: u64,
     /// For a failed member: the slot it held (emptied when it is removed).
     pub former_slot: Option<u32>,
+    /// Its own bad block log as its superblock describes it: (feature bit set, shift, size,
+    /// offset). The log is per member (md records each device's bad blocks on it), so these
+    /// are never taken from another member's superblock. None: no superblock of this array
+    /// yet (a new spare), whose list is empty.
+    pub bad_block_log: Option<(bool, u8, u16, i32)>,
     file: File,
 }
 
@@ -64,6 +69,13 @@ impl Device {
             }
             Err(TryLockError::Error(e)) => return Err(e),
         }
+        let mut area = vec![0u8; 4096];
+        let own =
+            file.read_exact_at(&mut area, 4096).ok().and_then(|()| Superblock1::decode(&area).ok());
+        let bad_block_log = own.filter(|sb| sb.device_uuid == device_uuid).map(|sb| {
+            let has = sb.feature_map & feature::BAD_BLOCKS != 0;
+            (has, sb.bblog_shift, sb.bblog_size_sectors, sb.bblog_offset_sectors)
+        });
         Ok(Device {
             path: path.to_owned(),
             dev_number,
@@ -72,6 +84,7 @@ impl Device {
             recovery_offset: None,
             data_size_sectors,
             former_slot: None,
+            bad_block_log,
             file,
         })
     }
@@ -153,6 +166,20 @@ impl Metadata {
         sb.resync_offset_sectors = self.resync_offset;
         sb.utime = now_seconds() & ((1 << 40) - 1);
         sb.cnt_corrected_read = 0;
+        // The device's own bad block list, as md keeps it (a new device: none yet, in the
+        // place the array's members keep theirs).
+        let (has, shift, size, offset) = device.bad_block_log.unwrap_or((
+            false,
+            0,
+            self.base.bblog_size_sectors,
+            self.base.bblog_offset_sectors,
+        ));
+        if has {
+            sb.feature_map |= feature::BAD_BLOCKS;
+        } else {
+            sb.feature_map &= !feature::BAD_BLOCKS;
+        }
+        (sb.bblog_shift, sb.bblog_size_sectors, sb.bblog_offset_sectors) = (shift, size, offset);
         if let Some(at) = device.recovery_offset {
             sb.feature_map |= feature::RECOVERY_OFFSET;
             sb.recovery_offset_sectors = at;
