@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod assemble;
+mod badblocks;
 mod bitmap;
 mod checksum;
 pub mod create;
@@ -25,6 +26,7 @@ pub mod md_ppl;
 mod superblock;
 mod uuid;
 
+pub use badblocks::{BadRange, decode_bad_blocks};
 pub use bitmap::{
     BITMAP_MAGIC, BITMAP_SUPER_BYTES, BITMAP_VERSION, BitmapSuper, DEFAULT_DAEMON_SLEEP_SECONDS,
     WriteIntentBitmap, bitmap_state, default_chunk_bytes,

@@ -32,7 +32,8 @@
 
 use crate::counters::CountersSnapshot;
 use crate::member::{
-    BufPtr, INLINE_SEGMENTS, IoCompletion, IoOp, IoRequest, MAX_SEGMENTS, Member, Segment, Segments,
+    BufPtr, INLINE_SEGMENTS, IoCompletion, IoFailure, IoOp, IoRequest, MAX_SEGMENTS, Member,
+    Segment, Segments,
 };
 use smallvec::SmallVec;
 use std::io;
@@ -491,7 +492,11 @@ impl<M: Member + ?Sized> Driver<M> {
             for part in parts {
                 assert!(self.in_flight > 0, "a completion of member {m} with nothing in flight");
                 self.in_flight -= 1;
-                array.complete_io(part.tag, c.result.is_ok());
+                if c.result == Err(IoFailure::KnownBad) {
+                    array.complete_io_known_bad(part.tag);
+                } else {
+                    array.complete_io(part.tag, c.result.is_ok());
+                }
             }
         }
         Ok(())

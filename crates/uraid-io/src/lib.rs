@@ -24,6 +24,7 @@ pub mod faulty;
 mod file_open;
 mod file_sync;
 pub mod identity;
+pub mod known_bad;
 pub mod member;
 pub mod member_file;
 pub mod member_memory;
@@ -39,6 +40,7 @@ pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError, MergeLimits};
 pub use faulty::Faulty;
 pub use identity::{FileIdentity, same_file_message, same_file_twice};
+pub use known_bad::KnownBad;
 pub use member::{
     BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo, Segment,
 };

@@ -216,6 +216,9 @@ pub enum IoFailure {
     Injected(&'static str),
     #[error("power lost while the I/O was in flight")]
     PowerLost,
+    /// A read of a range the member's bad block log names (`known_bad`): not sent.
+    #[error("the range is in the member's bad block log")]
+    KnownBad,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

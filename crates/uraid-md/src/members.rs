@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_format::assemble::Candidate;
 use uraid_format::{Level, V1_2_SUPER_OFFSET_SECTORS};
-use uraid_io::{FileMember, FileOptions, Member, MemoryMember};
+use uraid_io::{FileMember, FileOptions, KnownBad, Member, MemoryMember};
 use uraid_runtime::MemberSource;
 
 /// Where v1.2 metadata keeps the superblock: 4 KiB into the member.
@@ -76,7 +76,28 @@ pub fn read_at(path: &Path, at: u64, len: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The byte ranges of `path` its md bad block log names (`uraid_format::decode_bad_blocks`),
+/// empty when it names none. An unreadable or malformed log is an error: md refuses such a
+/// superblock, and reading through ranges md knows are bad would return stale data.
+pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
+    let area = read_at(path, SUPERBLOCK_OFFSET_BYTES, SUPERBLOCK_AREA_BYTES)?;
+    let sb = uraid_format::Superblock1::decode(&area).map_err(io::Error::other)?;
+    let Some((at, sectors)) = sb.bad_block_log() else { return Ok(Vec::new()) };
+    let log = read_at(path, at * 512, usize::from(sectors) * 512)?;
+    let bad = uraid_format::decode_bad_blocks(&log, sb.bblog_shift)
+        .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+    Ok(bad.iter().map(|r| r.start_sector * 512..(r.start_sector + r.sectors) * 512).collect())
+}
+
+/// A member file, behind `KnownBad` when its bad block log names ranges.
+pub fn open_member(path: &Path, options: FileOptions) -> io::Result<Box<dyn Member>> {
+    let file = FileMember::open(path, options)?;
+    let bad = known_bad_bytes(path)?;
+    if bad.is_empty() { Ok(Box::new(file)) } else { Ok(Box::new(KnownBad::new(file, bad))) }
+}
+
 /// Each slot's device, or none (an empty slot: a stand-in that is failed and gets no I/O).
+/// A device whose md bad block log names ranges reads around them (`open_member`).
 pub struct SlotSource {
     pub paths: Vec<Option<PathBuf>>,
     pub options: FileOptions,
@@ -89,7 +110,7 @@ impl MemberSource for SlotSource {
 
     fn open(&self, member: usize) -> io::Result<Box<dyn Member>> {
         match &self.paths[member] {
-            Some(path) => Ok(Box::new(FileMember::open(path, self.options)?)),
+            Some(path) => open_member(path, self.options),
             None => Ok(Box::new(MemoryMember::new(&format!("missing-{member}"), 0))),
         }
     }

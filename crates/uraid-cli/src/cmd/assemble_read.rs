@@ -5,7 +5,10 @@
 //! Never writes to a member: every member sits behind `ReadOnly`, which completes writes and
 //! discards with EROFS without passing them on. The engine only writes on a read error (md's
 //! rewrite of a rebuilt block); here that rewrite fails and the member is failed instead,
-//! so the read still succeeds from parity when redundancy allows.
+//! so the read still succeeds from parity when redundancy allows. Ranges a member's md bad
+//! block log names are never read (`uraid_md::members::open_member`): they are rebuilt the
+//! same way, and their rewrite completes without being written (the range stays in md's
+//! list, and the member stays in the array, as md keeps it).
 
 use anyhow::{Context, bail, ensure};
 use std::io::Write;
@@ -15,8 +18,8 @@ use uraid_core::array::{Array, ArrayConfig, ReqId};
 use uraid_core::{DiskIndex, Geometry, Layout, SECTOR_BYTES, Sector};
 use uraid_format::assemble::AssemblyPlan;
 use uraid_io::{
-    Driver, FileMember, FileOptions, IoCompletion, IoFailure, IoOp, IoRequest, Member,
-    MemberCounters, MemberInfo, MemoryMember,
+    Driver, FileOptions, IoCompletion, IoFailure, IoOp, IoRequest, Member, MemberCounters,
+    MemberInfo, MemoryMember,
 };
 
 use crate::cmd::md_meta::core_level;
@@ -30,6 +33,8 @@ const EROFS: i32 = 30;
 /// A member that performs reads and refuses writes and discards.
 struct ReadOnly {
     inner: Box<dyn Member>,
+    /// Byte ranges the member's bad block log names.
+    known_bad: Vec<std::ops::Range<u64>>,
     refused: Vec<IoCompletion>,
 }
 
@@ -44,7 +49,9 @@ impl Member for ReadOnly {
 
     unsafe fn submit(&mut self, req: IoRequest) {
         if matches!(req.op, IoOp::Write { .. } | IoOp::Discard) {
-            let result = Err(IoFailure::Os { errno: EROFS });
+            let (start, end) = (req.offset_bytes, req.end_bytes());
+            let known_bad = self.known_bad.iter().any(|r| r.start < end && start < r.end);
+            let result = if known_bad { Ok(()) } else { Err(IoFailure::Os { errno: EROFS }) };
             self.refused.push(IoCompletion { tag: req.tag, result });
             return;
         }
@@ -122,6 +129,7 @@ fn open_driver(plan: &AssemblyPlan) -> anyhow::Result<(Driver, u64)> {
     let mut data_offset = None;
     let missing = plan.missing_slots();
     for (slot, member) in plan.slots.iter().enumerate() {
+        let mut known_bad = Vec::new();
         let inner: Box<dyn Member> = match member {
             Some(member) if !missing.contains(&(slot as u32)) => {
                 if *data_offset.get_or_insert(member.data_offset_sectors)
@@ -130,13 +138,16 @@ fn open_driver(plan: &AssemblyPlan) -> anyhow::Result<(Driver, u64)> {
                     bail!("{}: data offset differs from the other members", member.name);
                 }
                 let options = FileOptions { direct: true, io_uring: true, ring_entries: 64 };
-                let file = FileMember::open(Path::new(&member.name), options)
-                    .with_context(|| format!("cannot open member {}", member.name))?;
-                Box::new(file)
+                // Ranges md's bad block log names are read around (rebuilt from parity).
+                let path = Path::new(&member.name);
+                known_bad = uraid_md::members::known_bad_bytes(path)
+                    .with_context(|| format!("reading the bad block log of {}", member.name))?;
+                uraid_md::members::open_member(path, options)
+                    .with_context(|| format!("cannot open member {}", member.name))?
             }
             _ => Box::new(MemoryMember::new(&format!("missing-{slot}"), 0)),
         };
-        members.push(Box::new(ReadOnly { inner, refused: Vec::new() }));
+        members.push(Box::new(ReadOnly { inner, known_bad, refused: Vec::new() }));
     }
     let data_offset = data_offset.context("no member to read")?;
     Ok((Driver::new(members), data_offset))

@@ -179,6 +179,9 @@ pub struct Array {
     background_ios: usize,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
     read_errors: Vec<u32>,
+    /// While `complete_io_known_bad` runs: the failure is a read of a range the member's bad
+    /// block log names, which counts against no error budget.
+    known_bad: bool,
     /// Per member: `Some(offset)` while it is being recovered (in sync below `offset` member
     /// sectors only).
     recovery_offset: Vec<Option<u64>>,
@@ -224,6 +227,7 @@ impl Array {
             cache: StripeCache::new(cfg.stripe_cache_size, g.raid_disks(), unit_bytes),
             failed: vec![false; g.raid_disks()],
             read_errors: vec![0; g.raid_disks()],
+            known_bad: false,
             recovery_offset: vec![None; g.raid_disks()],
             recovered: vec![std::collections::BTreeSet::new(); g.raid_disks()],
             mismatches: Vec::new(),
@@ -485,8 +489,21 @@ impl Array {
         std::mem::take(&mut self.done)
     }
 
+    /// Reports a read that failed because the member's bad block log names its range (the
+    /// runtime's `KnownBad` members never send it): handled as a read error (the blocks are
+    /// rebuilt from parity and rewritten) without counting against the member, as md reads
+    /// around its bad blocks without failing the device.
+    pub fn complete_io_known_bad(&mut self, tag: IoTag) {
+        self.known_bad = true;
+        self.complete_io(tag, false);
+        self.known_bad = false;
+    }
+
     /// Counts a read error on `member`; past `MAX_CORRECTED_READ_ERRORS` the member fails.
     fn note_read_error(&mut self, member: DiskIndex) {
+        if self.known_bad {
+            return;
+        }
         let errors = &mut self.read_errors[member.get()];
         *errors += 1;
         if *errors > MAX_CORRECTED_READ_ERRORS {

@@ -1,0 +1,159 @@
+//! md's bad block log moves with the array: ranges md knows hold no good data are read around
+//! by uraid as md reads around them.
+//!
+//! Method (md runs in the VM of DEVELOPERS.md): mdadm creates a RAID5 of 4 x 24 MiB, fills it
+//! and reports its sha256; then bad blocks are added through md's sysfs (`dev-vdb/bad_blocks`
+//! and `dev-vdc/bad_blocks`, in different stripes, one of them a parity block or not as the
+//! layout has it) and the array is stopped, which writes them into each member's log
+//! (`mdadm --examine-badblocks` shows them). On the host those ranges are overwritten with
+//! garbage (what a member holds where a write failed). Then:
+//! * `uraid assemble -o` reads the sha256 md reported; with the log's feature bit cleared (a
+//!   uraid that ignored the log) it does not: the test can fail;
+//! * uraid-md runs the array, reads it whole (the same contents; no member failed: reads of
+//!   known bad blocks count against no member), stops it; each member keeps its own list
+//!   (uraid writes every member's superblock, and used to copy one member's bad block fields
+//!   to all);
+//! * md assembles what uraid left: the same sha256, and a check finds `mismatch_cnt` 0.
+//!
+//! Skips without the VM kit, except under CI=true.
+
+mod mdvm;
+
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use uraid_format::{Superblock1, feature};
+use uraid_md::{MdArray, MdOptions};
+
+const MEMBERS: usize = 4;
+const MEMBER_BYTES: u64 = 24 << 20;
+/// Data sectors (from the data offset) md is told are bad: (member, sector, sectors).
+const BAD: [(usize, u64, u64); 3] = [(1, 2048, 8), (2, 6000, 16), (1, 30_000, 3)];
+
+#[test]
+fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_badblocks");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test directory");
+    let members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}.img"))).collect();
+    for path in &members {
+        File::create(path).and_then(|f| f.set_len(MEMBER_BYTES)).expect("a member file");
+    }
+    let mut job = String::from(
+        "mdadm --create /dev/md0 --run --level=5 --raid-devices=4 --chunk=64 --assume-clean \
+         /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1\n\
+         dd if=/dev/urandom of=/dev/md0 bs=1M count=64 oflag=direct 2>/dev/null\n\
+         echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n",
+    );
+    for (m, sector, len) in BAD {
+        let dev = format!("vd{}", char::from(b'a' + m as u8));
+        let sysfs = format!("/sys/block/md0/md/dev-{dev}");
+        writeln!(
+            job,
+            "echo \"$(( $(cat {sysfs}/offset) + {sector} )) {len}\" > {sysfs}/bad_blocks"
+        )
+        .unwrap();
+    }
+    job.push_str(
+        // A write (block 0 again, as it is) makes md update its superblocks, lists included.
+        "dd if=/dev/md0 of=/tmp/b0 bs=4k count=1 2>/dev/null\n\
+         dd if=/tmp/b0 of=/dev/md0 bs=4k count=1 oflag=direct 2>/dev/null\n\
+         cat /sys/block/md0/md/dev-vdb/bad_blocks /sys/block/md0/md/dev-vdc/bad_blocks\n\
+         mdadm --stop /dev/md0\n\
+         mdadm --examine-badblocks /dev/vdb /dev/vdc\n",
+    );
+    let sha = run(&scripts, &dir, "create.sh", &job, &members)["sha"].clone();
+
+    let sb = superblock(&members[1]);
+    assert_ne!(sb.feature_map & feature::BAD_BLOCKS, 0, "md wrote its list on the stop");
+    for (m, sector, len) in BAD {
+        let at = (sb.data_offset_sectors + sector) * 512;
+        let garbage = vec![0xa5; (len * 512) as usize];
+        File::options().write(true).open(&members[m]).unwrap().write_all_at(&garbage, at).unwrap();
+    }
+    let expected = assemble(&dir, &members);
+    assert_eq!(sha256(&expected), sha, "uraid reads around md's bad blocks");
+    let blind = copies(&dir, "blind", &members);
+    for path in &blind {
+        let mut sb = superblock(path);
+        sb.feature_map &= !feature::BAD_BLOCKS;
+        sb.seal();
+        File::options().write(true).open(path).unwrap().write_all_at(&sb.encode(), 4096).unwrap();
+    }
+    assert_ne!(sha256(&assemble(&dir, &blind)), sha, "a reader blind to the log reads garbage");
+
+    let md = MdArray::assemble(&members, &MdOptions { workers: Some(2), ..MdOptions::default() })
+        .expect("uraid-md runs the array");
+    let size = md.runtime().size_bytes();
+    let contents = md.runtime().read_at(0, usize::try_from(size).unwrap()).unwrap();
+    assert!(contents == expected, "the runtime reads around them too");
+    let status = md.status();
+    assert!(status.members.iter().all(|m| m.state == "active sync"), "{:?}", status.members);
+    md.stop().expect("a clean stop");
+    // Each member keeps its own list (uraid writes every member's superblock).
+    for (i, path) in members.iter().enumerate() {
+        let listed = superblock(path).feature_map & feature::BAD_BLOCKS != 0;
+        assert_eq!(listed, BAD.iter().any(|b| b.0 == i), "member {i}'s bad block list");
+    }
+
+    let job = "mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1\n\
+               echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n\
+               echo check > /sys/block/md0/md/sync_action\n\
+               sleep 1\n\
+               mdadm --wait /dev/md0 || true\n\
+               echo \"RESULT mismatch $(cat /sys/block/md0/md/mismatch_cnt)\"\n\
+               mdadm --stop /dev/md0\n";
+    let after = run(&scripts, &dir, "after.sh", job, &members);
+    assert_eq!(after["sha"], sha, "md reads what uraid left");
+    assert_eq!(after["mismatch"], "0", "and finds parity consistent");
+}
+
+fn run(scripts: &Path, dir: &Path, name: &str, job: &str, disks: &[PathBuf]) -> mdvm::Results {
+    let path = dir.join(name);
+    std::fs::write(&path, job).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", "300"]).arg(&path).args(disks);
+    mdvm::results(&mdvm::run(&mut cmd, "md bad blocks"))
+}
+
+fn copies(dir: &Path, tag: &str, members: &[PathBuf]) -> Vec<PathBuf> {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let to = dir.join(format!("{tag}-m{i}.img"));
+            std::fs::copy(p, &to).expect("copying a member");
+            to
+        })
+        .collect()
+}
+
+fn assemble(dir: &Path, members: &[PathBuf]) -> Vec<u8> {
+    let out = dir.join("contents.img");
+    let o = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["assemble", "-o", out.to_str().expect("UTF-8")])
+        .args(members)
+        .output()
+        .expect("running uraid");
+    assert!(o.status.success(), "uraid assemble: {}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&out).expect("uraid's output");
+    std::fs::remove_file(&out).expect("removing it");
+    bytes
+}
+
+fn superblock(path: &Path) -> Superblock1 {
+    let mut b = vec![0u8; 4096];
+    File::open(path).and_then(|f| f.read_exact_at(&mut b, 4096)).expect("reading a superblock");
+    Superblock1::decode(&b).expect("md's superblock")
+}
+
+fn sha256(data: &[u8]) -> String {
+    Sha256::digest(data).iter().fold(String::new(), |mut s, b| {
+        write!(s, "{b:02x}").unwrap();
+        s
+    })
+}
