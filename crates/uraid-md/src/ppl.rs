@@ -171,6 +171,22 @@ impl FoundLog {
     /// Every member written is synced before this returns.
     pub fn replay(&self, target: &ReplayTarget<'_>) -> io::Result<u64> {
         let files = open_members(target.members)?;
+        // Blocks md's bad block logs name hold no data: read as lost, never trusted (a range
+        // resync over one would compute parity from garbage and lose the block for good).
+        let known_bad: Vec<Vec<std::ops::Range<u64>>> = target
+            .members
+            .iter()
+            .map(|p| p.as_deref().map_or(Ok(Vec::new()), crate::members::known_bad_bytes))
+            .collect::<io::Result<_>>()?;
+        let read_blocks = |at: u64, unit: usize| {
+            let mut blocks = read_blocks(&files, at, unit);
+            for (b, bad) in blocks.iter_mut().zip(&known_bad) {
+                if bad.iter().any(|r| r.start < at + unit as u64 && at < r.end) {
+                    *b = None;
+                }
+            }
+            blocks
+        };
         let mut written = vec![false; files.len()];
         let mut replayed = 0;
         let g = target.geometry;
@@ -187,7 +203,7 @@ impl FoundLog {
             let Some(file) = files[member].as_ref() else { continue };
             let unit = usize::try_from(found.unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
-            let data = read_blocks(&files, at, unit);
+            let data = read_blocks(at, unit);
             let data: Vec<Option<&[u8]>> = data.iter().map(Option::as_deref).collect();
             let slot = |m: usize| match map.roles[m] {
                 DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
@@ -208,7 +224,7 @@ impl FoundLog {
             let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            let blocks = read_blocks(&files, at, unit);
+            let blocks = read_blocks(at, unit);
             let blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
             let writes = resynced_parity(g.level(), map, &blocks);
             // Most heads of a range were never torn: only parity that changes is written.

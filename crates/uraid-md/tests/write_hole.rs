@@ -337,3 +337,58 @@ fn a_torn_stream_under_a_range_is_resynced() {
     let fewer: Vec<PathBuf> = left.iter().filter(|p| **p != control[p_member]).cloned().collect();
     assert!(read_rows(&fewer, true, 2)[row..] != row1[..], "without the log Q disagrees");
 }
+
+/// A block md's bad block log names holds no data (md reads around it: its contents live only
+/// in parity). A range resync after a crash must not recompute parity over it: the replay
+/// reads it as lost. Crash image: the stream of the test above, and on the member of row 5's
+/// data chunk 0 (inside the range, untouched by the stream) garbage there, listed in that
+/// member's bad block log. All members present, the row reads back as A; with the block read
+/// as data (the log's feature bit cleared for the replay, then set again) it does not.
+#[test]
+fn a_range_resync_does_not_trust_a_block_md_lists_as_bad() {
+    let dir = tempdir("hole-range-bad-block");
+    let live = make(&dir.path().join("live"), uraid_format::Level::Raid6, 5);
+    let g =
+        Geometry::new(Level::Raid6, Layout::from_md(Level::Raid6, 2).unwrap(), 5, CHUNK).unwrap();
+    let md =
+        MdArray::assemble(&live, &MdOptions { workers: Some(1), ..MdOptions::default() }).unwrap();
+    let rt = md.runtime().clone();
+    let row = 3 * CHUNK as usize;
+    let a = fill(31, 8 * row);
+    rt.write_at(0, &a).unwrap();
+    rt.flush().unwrap();
+    rt.write_at(0, &fill(32, 4 * row)).unwrap();
+    assert!(rt.stats().array.writes_under_log_range > 0, "the stream went out under ranges");
+    let crash = copy_all(&live, &dir.path().join("crash"));
+    drop(rt);
+    md.stop().unwrap();
+    let d = g.stripe_map(StripeNumber(5)).data_disk[0].get();
+    write_member(&crash[d], chunk_at(5), &vec![0xa5; CHUNK as usize]);
+    let list_bad = |paths: &[PathBuf], listed: bool| {
+        let mut sb = superblock(&paths[d]);
+        if listed {
+            sb.feature_map |= uraid_format::feature::BAD_BLOCKS;
+        } else {
+            sb.feature_map &= !uraid_format::feature::BAD_BLOCKS;
+        }
+        sb.seal();
+        write_member(&paths[d], 4096, &sb.encode());
+        let (start, len) = (chunk_at(5) / 512, CHUNK / 512);
+        let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
+        let entries = [((start << 10) | len).to_le_bytes(), u64::MAX.to_le_bytes()].concat();
+        write_member(&paths[d], log.unwrap() * 512, &entries);
+    };
+    let control = copy_all(&crash, &dir.path().join("control"));
+    list_bad(&crash, true);
+    let got = read_rows(&crash, false, 8);
+    assert!(got[5 * row..6 * row] == a[5 * row..6 * row], "row 5 reads as A, around the block");
+
+    // Negative control: the replay takes the garbage for data; listed again afterwards, the
+    // block is rebuilt from the parity computed over it.
+    list_bad(&control, false);
+    let opts = MdOptions { workers: Some(1), ..MdOptions::default() };
+    MdArray::assemble(&control, &opts).unwrap().stop().unwrap();
+    list_bad(&control, true);
+    let got = read_rows(&control, false, 8);
+    assert!(got[5 * row..6 * row] != a[5 * row..6 * row], "parity over the garbage loses it");
+}
