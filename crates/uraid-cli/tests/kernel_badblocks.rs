@@ -70,6 +70,16 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
 
     let sb = superblock(&members[1]);
     assert_ne!(sb.feature_map & feature::BAD_BLOCKS, 0, "md wrote its list on the stop");
+    let line = |program: &str, args: &[&str]| {
+        let out = Command::new(program).args(args).arg(&members[1]).output().expect("examine");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find(|l| l.contains("Bad Block Log")).map(|l| l.trim().to_owned())
+    };
+    let ours = line(env!("CARGO_BIN_EXE_uraid"), &["examine"]);
+    assert!(ours.as_deref().is_some_and(|l| l.ends_with("bad blocks present.")), "{ours:?}");
+    if let Ok(mdadm) = which_mdadm() {
+        assert_eq!(ours, line(&mdadm, &["--examine"]), "uraid examine says what mdadm says");
+    }
     for (m, sector, len) in BAD {
         let at = (sb.data_offset_sectors + sector) * 512;
         let garbage = vec![0xa5; (len * 512) as usize];
@@ -149,6 +159,14 @@ fn superblock(path: &Path) -> Superblock1 {
     let mut b = vec![0u8; 4096];
     File::open(path).and_then(|f| f.read_exact_at(&mut b, 4096)).expect("reading a superblock");
     Superblock1::decode(&b).expect("md's superblock")
+}
+
+fn which_mdadm() -> Result<String, ()> {
+    ["/sbin/mdadm", "/usr/sbin/mdadm"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+        .map(|p| (*p).to_owned())
+        .ok_or(())
 }
 
 fn sha256(data: &[u8]) -> String {

@@ -108,6 +108,19 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
         let offset = sb.bitmap_offset_sectors;
         fields.push(("Internal Bitmap", format!("{offset} sectors from superblock")));
     }
+    if sb.bblog_size_sectors != 0 && sb.bblog_offset_sectors != 0 {
+        let entries = u64::from(sb.bblog_size_sectors) * 512 / 8;
+        let present = if sb.feature_map & uraid_format::feature::BAD_BLOCKS != 0 {
+            " - bad blocks present."
+        } else {
+            ""
+        };
+        let at = sb.bblog_offset_sectors;
+        fields.push((
+            "Bad Block Log",
+            format!("{entries} entries available at offset {at} sectors{present}"),
+        ));
+    }
     if let Some((offset, size)) = sb.ppl() {
         fields.push(("PPL", format!("{size} sectors at offset {offset} sectors from superblock")));
     }
