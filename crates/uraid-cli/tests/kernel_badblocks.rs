@@ -43,43 +43,12 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
     for path in &members {
         File::create(path).and_then(|f| f.set_len(MEMBER_BYTES)).expect("a member file");
     }
-    let mut job = String::from(
-        "mdadm --create /dev/md0 --run --level=5 --raid-devices=4 --chunk=64 --assume-clean \
-         /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1\n\
-         dd if=/dev/urandom of=/dev/md0 bs=1M count=64 oflag=direct 2>/dev/null\n\
-         echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n",
-    );
-    for (m, sector, len) in BAD {
-        let dev = format!("vd{}", char::from(b'a' + m as u8));
-        let sysfs = format!("/sys/block/md0/md/dev-{dev}");
-        writeln!(
-            job,
-            "echo \"$(( $(cat {sysfs}/offset) + {sector} )) {len}\" > {sysfs}/bad_blocks"
-        )
-        .unwrap();
-    }
-    job.push_str(
-        // A write (block 0 again, as it is) makes md update its superblocks, lists included.
-        "dd if=/dev/md0 of=/tmp/b0 bs=4k count=1 2>/dev/null\n\
-         dd if=/tmp/b0 of=/dev/md0 bs=4k count=1 oflag=direct 2>/dev/null\n\
-         cat /sys/block/md0/md/dev-vdb/bad_blocks /sys/block/md0/md/dev-vdc/bad_blocks\n\
-         mdadm --stop /dev/md0\n\
-         mdadm --examine-badblocks /dev/vdb /dev/vdc\n",
-    );
+    let job = create_job();
     let sha = run(&scripts, &dir, "create.sh", &job, &members)["sha"].clone();
 
     let sb = superblock(&members[1]);
     assert_ne!(sb.feature_map & feature::BAD_BLOCKS, 0, "md wrote its list on the stop");
-    let line = |program: &str, args: &[&str]| {
-        let out = Command::new(program).args(args).arg(&members[1]).output().expect("examine");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines().find(|l| l.contains("Bad Block Log")).map(|l| l.trim().to_owned())
-    };
-    let ours = line(env!("CARGO_BIN_EXE_uraid"), &["examine"]);
-    assert!(ours.as_deref().is_some_and(|l| l.ends_with("bad blocks present.")), "{ours:?}");
-    if let Ok(mdadm) = which_mdadm() {
-        assert_eq!(ours, line(&mdadm, &["--examine"]), "uraid examine says what mdadm says");
-    }
+    examine_says_bad_blocks_present(&members[1]);
     for (m, sector, len) in BAD {
         let at = (sb.data_offset_sectors + sector) * 512;
         let garbage = vec![0xa5; (len * 512) as usize];
@@ -120,6 +89,49 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
     let after = run(&scripts, &dir, "after.sh", job, &members);
     assert_eq!(after["sha"], sha, "md reads what uraid left");
     assert_eq!(after["mismatch"], "0", "and finds parity consistent");
+}
+
+/// The first VM job: md makes and fills the array, reports its sha256, lists `BAD` as bad
+/// blocks and writes the lists to the members.
+fn create_job() -> String {
+    let mut job = String::from(
+        "mdadm --create /dev/md0 --run --level=5 --raid-devices=4 --chunk=64 --assume-clean \
+         /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1\n\
+         dd if=/dev/urandom of=/dev/md0 bs=1M count=64 oflag=direct 2>/dev/null\n\
+         echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n",
+    );
+    for (m, sector, len) in BAD {
+        let dev = format!("vd{}", char::from(b'a' + m as u8));
+        let sysfs = format!("/sys/block/md0/md/dev-{dev}");
+        writeln!(
+            job,
+            "echo \"$(( $(cat {sysfs}/offset) + {sector} )) {len}\" > {sysfs}/bad_blocks"
+        )
+        .unwrap();
+    }
+    job.push_str(
+        // A write (block 0 again, as it is) makes md update its superblocks, lists included.
+        "dd if=/dev/md0 of=/tmp/b0 bs=4k count=1 2>/dev/null\n\
+         dd if=/tmp/b0 of=/dev/md0 bs=4k count=1 oflag=direct 2>/dev/null\n\
+         cat /sys/block/md0/md/dev-vdb/bad_blocks /sys/block/md0/md/dev-vdc/bad_blocks\n\
+         mdadm --stop /dev/md0\n\
+         mdadm --examine-badblocks /dev/vdb /dev/vdc\n",
+    );
+    job
+}
+
+/// uraid examine's Bad Block Log line on `member`: bad blocks present, as mdadm says it.
+fn examine_says_bad_blocks_present(member: &Path) {
+    let line = |program: &str, args: &[&str]| {
+        let out = Command::new(program).args(args).arg(member).output().expect("examine");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().find(|l| l.contains("Bad Block Log")).map(|l| l.trim().to_owned())
+    };
+    let ours = line(env!("CARGO_BIN_EXE_uraid"), &["examine"]);
+    assert!(ours.as_deref().is_some_and(|l| l.ends_with("bad blocks present.")), "{ours:?}");
+    if let Ok(mdadm) = which_mdadm() {
+        assert_eq!(ours, line(&mdadm, &["--examine"]), "uraid examine says what mdadm says");
+    }
 }
 
 fn run(scripts: &Path, dir: &Path, name: &str, job: &str, disks: &[PathBuf]) -> mdvm::Results {
