@@ -45,6 +45,8 @@ pub struct Device {
     /// are never taken from another member's superblock. None: no superblock of this array
     /// yet (a new spare), whose list is empty.
     pub bad_block_log: Option<(bool, u8, u16, i32)>,
+    /// Its own `devflags` (md's per-device WriteMostly and FailFast), 0 for a new device.
+    pub devflags: u8,
     file: File,
 }
 
@@ -72,7 +74,9 @@ impl Device {
         let mut area = vec![0u8; 4096];
         let own =
             file.read_exact_at(&mut area, 4096).ok().and_then(|()| Superblock1::decode(&area).ok());
-        let bad_block_log = own.filter(|sb| sb.device_uuid == device_uuid).map(|sb| {
+        let own = own.filter(|sb| sb.device_uuid == device_uuid);
+        let devflags = own.as_ref().map_or(0, |sb| sb.devflags);
+        let bad_block_log = own.map(|sb| {
             let has = sb.feature_map & feature::BAD_BLOCKS != 0;
             (has, sb.bblog_shift, sb.bblog_size_sectors, sb.bblog_offset_sectors)
         });
@@ -85,6 +89,7 @@ impl Device {
             data_size_sectors,
             former_slot: None,
             bad_block_log,
+            devflags,
             file,
         })
     }
@@ -166,6 +171,7 @@ impl Metadata {
         sb.resync_offset_sectors = self.resync_offset;
         sb.utime = now_seconds() & ((1 << 40) - 1);
         sb.cnt_corrected_read = 0;
+        sb.devflags = device.devflags;
         // The device's own bad block list, as md keeps it (a new device: none yet, in the
         // place the array's members keep theirs).
         let (has, shift, size, offset) = device.bad_block_log.unwrap_or((

@@ -1,0 +1,41 @@
+//! Superblock fields md keeps per device survive a run of uraid: uraid writes every member's
+//! superblock from the array's freshest one, and must not copy one member's own fields to
+//! the others (it did, for the bad block log: see `uraid-cli/tests/kernel_badblocks.rs`).
+
+use std::os::unix::fs::FileExt;
+use uraid_format::{Level, feature};
+use uraid_md::{MdArray, MdOptions};
+
+mod common;
+use common::{make_array_at, superblock, tempdir};
+
+#[test]
+fn each_member_keeps_its_bad_block_list_and_devflags() {
+    let dir = tempdir("per-member");
+    let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
+    // Member 1: a bad block listed (in its own log) and md's WriteMostly flag.
+    let mut sb = superblock(&paths[1]);
+    sb.feature_map |= feature::BAD_BLOCKS;
+    sb.devflags = 1;
+    sb.seal();
+    let f = std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
+    f.write_all_at(&sb.encode(), 4096).unwrap();
+    let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
+    let start = sb.data_offset_sectors + 64;
+    f.write_all_at(
+        &[((start << 10) | 8).to_le_bytes(), u64::MAX.to_le_bytes()].concat(),
+        log.unwrap() * 512,
+    )
+    .unwrap();
+    let md =
+        MdArray::assemble(&paths, &MdOptions { workers: Some(2), ..MdOptions::default() }).unwrap();
+    md.runtime().write_at(0, &vec![9u8; 1 << 20]).unwrap();
+    md.stop().unwrap();
+    for (i, p) in paths.iter().enumerate() {
+        let sb = superblock(p);
+        let listed = sb.feature_map & feature::BAD_BLOCKS != 0;
+        assert_eq!(listed, i == 1, "member {i}: its own bad block list");
+        assert_eq!(sb.devflags, u8::from(i == 1), "member {i}: its own devflags");
+        assert!(sb.bblog_size_sectors > 0, "member {i} keeps its log's place");
+    }
+}
