@@ -203,17 +203,22 @@ impl EntryCoverage {
         if count == 0 || count > data_disks || strip == 0 {
             return None;
         }
+        // Checked: the fields are the log's, and a crafted one must not wrap around.
         let last = if pp / 512 < chunk_sectors {
-            first + (count - 1) * chunk_sectors + strip
+            (count - 1).checked_mul(chunk_sectors)?.checked_add(strip)?.checked_add(first)?
         } else {
-            first + data / 512
+            first.checked_add(data / 512)?
         };
         Some(EntryCoverage { first, count, strip, last })
     }
 
     /// Per row offset `i` in `[0, strip)`: the array sectors of the entry's data there.
     pub fn sectors_at(&self, i: u64, chunk_sectors: u64) -> impl Iterator<Item = u64> + '_ {
-        (0..self.count).map(move |d| self.first + i + d * chunk_sectors).filter(|&r| r < self.last)
+        (0..self.count)
+            .filter_map(move |d| {
+                self.first.checked_add(i)?.checked_add(d.checked_mul(chunk_sectors)?)
+            })
+            .filter(|&r| r < self.last)
     }
 }
 

@@ -88,4 +88,12 @@ fn shapes_md_does_not_write_are_refused() {
     assert!(EntryCoverage::of(&e(4096, 6000), 128, 3).is_none(), "not whole sectors");
     assert!(EntryCoverage::of(&e(8192, 4096), 128, 3).is_none(), "less data than a row");
     assert!(EntryCoverage::of(&e(0, 0), 128, 3).is_none(), "no data");
+    // A crafted log (fuzz target md_logs found it): sectors that would wrap around u64.
+    let mut far = e(4096, 8192);
+    far.data_sector = u64::MAX - 8;
+    assert!(EntryCoverage::of(&far, 128, 3).is_none(), "beyond any array");
+    far.pp_size = 65536;
+    far.data_size = 65536;
+    let c = EntryCoverage::of(&far, 128, 3);
+    assert!(c.is_none_or(|c| (0..c.strip).all(|i| c.sectors_at(i, 128).all(|r| r < c.last))));
 }
