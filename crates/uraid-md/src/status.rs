@@ -52,6 +52,10 @@ pub struct ArrayStatus {
     /// The log turned off (consistency policy resync): the write hole open by choice.
     #[serde(default)]
     pub log_off: bool,
+    /// md's consistency policy as the superblocks record it (mdadm's word: ppl for md's own
+    /// PPL, bitmap, resync): what the kernel does after a crash.
+    #[serde(default)]
+    pub consistency_policy: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +291,9 @@ pub fn render_detail(s: &ArrayStatus) -> String {
         ("Spare Devices", spares.to_string()),
         ("Layout", s.layout.clone()),
         ("Chunk Size", format!("{}K", s.chunk_bytes / 1024)),
+        // md's policy as its superblocks record it (what the kernel does after a crash);
+        // uraid's own log is the "Write Hole" row.
+        ("Consistency Policy", s.consistency_policy.clone()),
         ("Write Hole", write_hole(s)),
     ];
     rows.extend(sync_rows(s));
@@ -426,6 +433,7 @@ mod tests {
             log_bytes: 1008 << 10,
             log_replayed: 3,
             log_off: false,
+            consistency_policy: "bitmap".into(),
         }
     }
 
@@ -522,6 +530,7 @@ mod tests {
             "     Spare Devices : 1",
             "            Layout : left-symmetric",
             "        Chunk Size : 512K",
+            "Consistency Policy : bitmap",
             "        Write Hole : closed (partial parity log 1008K, 3 parity blocks replayed at start)",
             "    Rebuild Status : 27% complete",
             "            Events : 42",

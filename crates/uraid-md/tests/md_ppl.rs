@@ -80,6 +80,8 @@ fn a_start_empties_mds_log_so_that_no_later_start_replays_it() {
     write(&paths[3], AREA_AT, &stale.encode());
     let md = MdArray::assemble(&paths, &options()).expect("md's PPL arrays assemble");
     assert_eq!(md.info().md_ppl, Some(uraid_md::md_ppl::MdPplStart::default()), "clean: no replay");
+    let detail = uraid_md::status::render_detail(&md.status());
+    assert!(detail.contains("Consistency Policy : ppl"), "mdadm's row:\n{detail}");
     let a = fill(1, 3 * CHUNK as usize);
     md.runtime().write_at(0, &a).unwrap();
     md.stop().unwrap();
