@@ -12,7 +12,9 @@ use std::fs::File;
 use std::io::{BufWriter, IsTerminal};
 use std::path::PathBuf;
 use uraid_format::Uuid;
-use uraid_format::assemble::{AssembleOptions, AssemblyPlan, PlannedMember, plan};
+use uraid_format::assemble::{
+    AssembleError, AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan,
+};
 use uraid_io::{same_file_message, same_file_twice};
 
 #[derive(Args)]
@@ -46,6 +48,17 @@ pub struct AssembleArgs {
     members: Vec<String>,
 }
 
+/// Whether the members' superblocks say md's own PPL (`--consistency-policy=ppl`).
+fn has_md_ppl(candidates: &[Candidate]) -> bool {
+    candidates.iter().any(|c| {
+        c.superblock_area
+            .as_ref()
+            .ok()
+            .and_then(|a| uraid_format::Superblock1::decode(a).ok())
+            .is_some_and(|sb| sb.ppl().is_some())
+    })
+}
+
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
     let options = AssembleOptions { uuid, force: args.force };
@@ -53,7 +66,16 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
         bail!("assembly refused: {}", same_file_message(&args.members[i], &args.members[j]));
     }
     let candidates: Vec<_> = args.members.iter().map(|path| read_candidate(path)).collect();
-    let plan = plan(&candidates, &options).context("assembly refused")?;
+    let plan = match plan(&candidates, &options) {
+        Err(e @ AssembleError::DirtyDegraded { .. }) if has_md_ppl(&candidates) => {
+            // --force would read the stripes md's log mends as they are: say what mends them.
+            return Err(anyhow::Error::new(e).context(
+                "assembly refused (the array has md's partial parity log: `uraid serve` replays \
+                 it first, as md does, and then starts it degraded without --force)",
+            ));
+        }
+        other => other.context("assembly refused")?,
+    };
     let to_stdout = args.output.as_deref() == Some(std::path::Path::new("-"));
     // The plan goes to stderr when the contents go to stdout.
     let report = if args.json {
