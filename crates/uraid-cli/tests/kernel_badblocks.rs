@@ -17,15 +17,17 @@
 //!
 //! Skips without the VM kit, except under CI=true.
 
+mod md_images;
 mod mdvm;
 
-use sha2::{Digest, Sha256};
+use md_images::{read_with_uraid, sha256, superblock};
+
 use std::fmt::Write as _;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use uraid_format::{Superblock1, feature};
+use uraid_format::feature;
 use uraid_md::{MdArray, MdOptions};
 
 const MEMBERS: usize = 4;
@@ -54,7 +56,7 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
         let garbage = vec![0xa5; (len * 512) as usize];
         File::options().write(true).open(&members[m]).unwrap().write_all_at(&garbage, at).unwrap();
     }
-    let expected = assemble(&dir, &members);
+    let expected = read_with_uraid(&dir, &members, &[]);
     assert_eq!(sha256(&expected), sha, "uraid reads around md's bad blocks");
     let blind = copies(&dir, "blind", &members);
     for path in &blind {
@@ -63,7 +65,11 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
         sb.seal();
         File::options().write(true).open(path).unwrap().write_all_at(&sb.encode(), 4096).unwrap();
     }
-    assert_ne!(sha256(&assemble(&dir, &blind)), sha, "a reader blind to the log reads garbage");
+    assert_ne!(
+        sha256(&read_with_uraid(&dir, &blind, &[])),
+        sha,
+        "a reader blind to the log reads garbage"
+    );
 
     let md = MdArray::assemble(&members, &MdOptions { workers: Some(2), ..MdOptions::default() })
         .expect("uraid-md runs the array");
@@ -154,36 +160,10 @@ fn copies(dir: &Path, tag: &str, members: &[PathBuf]) -> Vec<PathBuf> {
         .collect()
 }
 
-fn assemble(dir: &Path, members: &[PathBuf]) -> Vec<u8> {
-    let out = dir.join("contents.img");
-    let o = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["assemble", "-o", out.to_str().expect("UTF-8")])
-        .args(members)
-        .output()
-        .expect("running uraid");
-    assert!(o.status.success(), "uraid assemble: {}", String::from_utf8_lossy(&o.stderr));
-    let bytes = std::fs::read(&out).expect("uraid's output");
-    std::fs::remove_file(&out).expect("removing it");
-    bytes
-}
-
-fn superblock(path: &Path) -> Superblock1 {
-    let mut b = vec![0u8; 4096];
-    File::open(path).and_then(|f| f.read_exact_at(&mut b, 4096)).expect("reading a superblock");
-    Superblock1::decode(&b).expect("md's superblock")
-}
-
 fn which_mdadm() -> Result<String, ()> {
     ["/sbin/mdadm", "/usr/sbin/mdadm"]
         .iter()
         .find(|p| Path::new(p).exists())
         .map(|p| (*p).to_owned())
         .ok_or(())
-}
-
-fn sha256(data: &[u8]) -> String {
-    Sha256::digest(data).iter().fold(String::new(), |mut s, b| {
-        write!(s, "{b:02x}").unwrap();
-        s
-    })
 }

@@ -25,16 +25,16 @@
 //!
 //! Skips without the VM kit, except under CI=true.
 
+mod md_images;
 mod mdvm;
 
-use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
+use md_images::{read_with_uraid, sha256, superblock};
+
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use uraid_core::{DiskIndex, Geometry, Layout, Level, Sector};
-use uraid_format::Superblock1;
 use uraid_format::md_ppl::{EntryCoverage, HEADER_BYTES, newest_in_chain, signature};
 use uraid_md::{MdArray, MdOptions};
 
@@ -235,26 +235,6 @@ mdadm --stop /dev/md0
     mdvm::results(&mdvm::run(&mut cmd, "md PPL"))
 }
 
-fn read_with_uraid(dir: &Path, members: &[PathBuf], extra: &[&str]) -> Vec<u8> {
-    let out = dir.join("contents.img");
-    let status = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["assemble", "-o", out.to_str().expect("UTF-8")])
-        .args(extra)
-        .args(members)
-        .output()
-        .expect("running uraid");
-    assert!(status.status.success(), "uraid assemble: {}", String::from_utf8_lossy(&status.stderr));
-    let bytes = std::fs::read(&out).expect("uraid's output");
-    std::fs::remove_file(&out).expect("removing it");
-    bytes
-}
-
-fn superblock(path: &Path) -> Superblock1 {
-    let mut b = vec![0u8; 4096];
-    File::open(path).and_then(|f| f.read_exact_at(&mut b, 4096)).expect("reading a superblock");
-    Superblock1::decode(&b).expect("md's superblock")
-}
-
 fn data_area(path: &Path) -> Vec<u8> {
     let sb = superblock(path);
     let mut b = vec![0u8; (sb.size_sectors * 512) as usize];
@@ -269,13 +249,6 @@ fn test_dir() -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("creating the test directory");
     dir
-}
-
-fn sha256(data: &[u8]) -> String {
-    Sha256::digest(data).iter().fold(String::new(), |mut s, b| {
-        write!(s, "{b:02x}").unwrap();
-        s
-    })
 }
 
 // `HEADER_BYTES` names the unit the area's chain steps in; asserted so a format change shows.

@@ -92,6 +92,22 @@ pub(crate) fn plan_with_log(
     Ok(forced)
 }
 
+/// Runs `f` on what a replay needs: the geometry, and each slot's member in sync.
+fn with_target<R>(
+    info: &ArrayInfo,
+    plan: &AssemblyPlan,
+    f: impl FnOnce(&ReplayTarget<'_>) -> R,
+) -> Result<R, MdError> {
+    let paths = slot_paths(plan);
+    let geometry = geometry_of(info)?;
+    Ok(f(&ReplayTarget {
+        geometry: &geometry,
+        member_sectors: info.member_sectors,
+        data_offset_bytes: info.data_offset_sectors * 512,
+        members: &paths,
+    }))
+}
+
 /// md's own PPL, when the array has one (`crate::md_ppl`): replayed when `meta` says dirty,
 /// emptied always; a replay md would trust leaves the array clean (no resync follows).
 pub(crate) fn md_ppl_at_assemble(
@@ -103,16 +119,8 @@ pub(crate) fn md_ppl_at_assemble(
     if crate::md_ppl::area(base).is_none() {
         return Ok(None);
     }
-    let paths = slot_paths(plan);
-    let geometry = geometry_of(info)?;
-    let target = ReplayTarget {
-        geometry: &geometry,
-        member_sectors: info.member_sectors,
-        data_offset_bytes: info.data_offset_sectors * 512,
-        members: &paths,
-    };
     let dirty = !meta.is_clean();
-    let done = crate::md_ppl::start(&target, base, dirty)
+    let done = with_target(info, plan, |target| crate::md_ppl::start(target, base, dirty))?
         .map_err(|e| MdError::Refused(format!("md's partial parity log: {e}")))?;
     if dirty {
         let clean = done.leaves_clean(meta.resync_offset);
@@ -142,22 +150,15 @@ pub(crate) fn replay_at_assemble(
 ) -> Result<u64, MdError> {
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
     let paths = slot_paths(plan);
-    let geometry = geometry_of(info)?;
-    let target = ReplayTarget {
-        geometry: &geometry,
-        member_sectors: info.member_sectors,
-        data_offset_bytes: info.data_offset_sectors * 512,
-        members: &paths,
-    };
     // Replayed and durable, the records have served: cleared, so that they are never
     // replayed again over data a later run (perhaps the kernel's) changed.
-    let replay = || {
-        let replayed = ppl::read_log(&setup, &paths, base.events)?.replay(&target)?;
+    let replay = |target: &ReplayTarget<'_>| {
+        let replayed = ppl::read_log(&setup, &paths, base.events)?.replay(target)?;
         ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
         Ok::<u64, std::io::Error>(replayed)
     };
-    let replayed =
-        replay().map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
+    let replayed = with_target(info, plan, replay)?
+        .map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
     if replayed > 0 {
         eprintln!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.name);
     }

@@ -112,7 +112,7 @@ fn crash(dir: &Path, good_checksum: bool) -> (Vec<PathBuf>, Vec<u8>, Vec<u8>, us
     // md's partial parity: the data blocks the write leaves alone.
     let mut pp = a[CHUNK as usize..][..BLOCK].to_vec();
     pp.iter_mut().zip(&a[2 * CHUNK as usize..][..BLOCK]).for_each(|(x, y)| *x ^= y);
-    let checksum = crc32c(&pp) ^ u32::from(!good_checksum);
+    let checksum = crc32c::crc32c(&pp) ^ u32::from(!good_checksum);
     let e = MdPplEntry {
         data_sector: 0,
         pp_size: 4096,
@@ -164,15 +164,4 @@ fn partial_parity_that_fails_its_checksum_mends_nothing_and_the_array_resyncs() 
     let md = MdArray::assemble(&without(&paths, victim), &options()).unwrap();
     assert!(md.runtime().read_at(CHUNK, BLOCK).unwrap() != a[CHUNK as usize..][..BLOCK]);
     md.stop().unwrap();
-}
-
-fn crc32c(b: &[u8]) -> u32 {
-    let mut crc = u32::MAX;
-    for &byte in b {
-        crc ^= u32::from(byte);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
-        }
-    }
-    !crc
 }
