@@ -120,7 +120,17 @@ pub(crate) fn md_ppl_at_assemble(
         return Ok(None);
     }
     let dirty = !meta.is_clean();
-    let done = with_target(info, plan, |target| crate::md_ppl::start(target, base, dirty))?
+    // Members being rebuilt and spares are not replayed (md reads the logs of members in
+    // sync), but their areas are emptied too.
+    let in_sync = slot_paths(plan);
+    let rebuilding = plan.slots.iter().zip(&in_sync).filter(|(_, p)| p.is_none());
+    let others: Vec<PathBuf> = rebuilding
+        .filter_map(|(m, _)| m.as_ref())
+        .chain(&plan.spares)
+        .map(|m| PathBuf::from(&m.name))
+        .collect();
+    let start = |target: &ReplayTarget<'_>| crate::md_ppl::start(target, base, dirty, &others);
+    let done = with_target(info, plan, start)?
         .map_err(|e| MdError::Refused(format!("md's partial parity log: {e}")))?;
     if dirty {
         let clean = done.leaves_clean(meta.resync_offset);

@@ -54,9 +54,32 @@ pub fn area(sb: &Superblock1) -> Option<(u64, u64)> {
     (usable > 0).then_some((start * SECTOR_BYTES, (usable + 8) * SECTOR_BYTES))
 }
 
-/// Replays md's PPL when `dirty`, then empties it on every present member (module docs).
-/// `sb`: the freshest superblock (md's own placement is the same on every member).
-pub fn start(target: &ReplayTarget<'_>, sb: &Superblock1, dirty: bool) -> io::Result<MdPplStart> {
+/// Empties md's PPL area on `path` (zeros, then md's empty header), as md does at a start and
+/// when it adds a device; `sb`: the array's superblock. Nothing without an area.
+pub fn empty_area(path: &std::path::Path, sb: &Superblock1) -> io::Result<()> {
+    let Some((at, bytes)) = area(sb) else { return Ok(()) };
+    let mut area = vec![0u8; usize::try_from(bytes).map_err(io::Error::other)?];
+    let empty = MdPplHeader {
+        signature: uraid_format::md_ppl::signature(&sb.set_uuid.0),
+        generation: 0,
+        entries: Vec::new(),
+    };
+    area[..HEADER_BYTES].copy_from_slice(&empty.encode());
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.write_all_at(&area, at)?;
+    file.sync_data()
+}
+
+/// Replays md's PPL when `dirty`, then empties it on every present member (module docs) and
+/// on `others` (members being rebuilt, spares: whatever their areas hold is not this run's,
+/// and a later start of md's must not replay it). `sb`: the freshest superblock (md's own
+/// placement is the same on every member).
+pub fn start(
+    target: &ReplayTarget<'_>,
+    sb: &Superblock1,
+    dirty: bool,
+    others: &[std::path::PathBuf],
+) -> io::Result<MdPplStart> {
     let Some((at, bytes)) = area(sb) else { return Ok(MdPplStart::default()) };
     if target.geometry.level() != Level::Raid5 {
         return Err(io::Error::other(format!(
@@ -88,11 +111,9 @@ pub fn start(target: &ReplayTarget<'_>, sb: &Superblock1, dirty: bool) -> io::Re
                 f.sync_data()?;
             }
         }
-        area.fill(0);
-        let empty = MdPplHeader { signature, generation: 0, entries: Vec::new() };
-        area[..HEADER_BYTES].copy_from_slice(&empty.encode());
-        file.write_all_at(&area, at)?;
-        file.sync_data()?;
+    }
+    for path in target.members.iter().flatten().chain(others) {
+        empty_area(path, sb)?;
     }
     Ok(outcome)
 }

@@ -212,6 +212,12 @@ impl Inner {
             let data_size = size / 512 - data_offset;
             let d = Device::open(&p, dev_number, uuid, Role::Spare, data_size)
                 .map_err(|e| refuse(format!("cannot open for writing: {e}")))?;
+            // md empties its PPL area on a device it adds: whatever is there is not this
+            // array's log, and a start of md's must never replay it.
+            if self.info.md_ppl.is_some() {
+                crate::md_ppl::empty_area(&p, meta.base())
+                    .map_err(|e| refuse(format!("emptying md's PPL area: {e}")))?;
+            }
             meta.devices.push(d);
             self.commit_locked(&mut meta);
         }

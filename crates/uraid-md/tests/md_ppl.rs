@@ -165,3 +165,25 @@ fn partial_parity_that_fails_its_checksum_mends_nothing_and_the_array_resyncs() 
     assert!(md.runtime().read_at(CHUNK, BLOCK).unwrap() != a[CHUNK as usize..][..BLOCK]);
     md.stop().unwrap();
 }
+
+/// A device added to an array with md's PPL gets its area emptied (md does the same when it
+/// adds one): records there from some other life of the device must never be replayed.
+#[test]
+fn a_device_added_gets_an_empty_md_log() {
+    let dir = tempdir("md-ppl-add");
+    let paths = make(dir.path());
+    let sig = signature(&superblock(&paths[0]).set_uuid.0);
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare).unwrap().set_len(common::MEMBER_BYTES).unwrap();
+    let e =
+        MdPplEntry { data_sector: 0, pp_size: 0, data_size: 3 * 4096, parity_disk: 3, checksum: 0 };
+    let stale = MdPplHeader { signature: sig, generation: 7, entries: vec![e] };
+    write(&spare, AREA_AT, &stale.encode());
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    md.add(spare.to_str().unwrap()).expect("a spare is added");
+    let area = read(&spare, AREA_AT, usize::from(PPL_SECTORS) * 512);
+    let empty = MdPplHeader { signature: sig, generation: 0, entries: vec![] };
+    assert!(area[..HEADER_BYTES] == empty.encode()[..], "md's empty header");
+    assert!(area[HEADER_BYTES..].iter().all(|&b| b == 0));
+    md.stop().unwrap();
+}
