@@ -118,6 +118,7 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
         c
     };
 
+    assert!(uraid_md::meta::uraid_wrote_last(&superblock(&ours[0])), "uraid's run mark");
     let disks: Vec<PathBuf> = kernel.iter().chain(&kernel_degraded).chain(&ours).cloned().collect();
     let results = md_reads_in_the_vm(&scripts, &dir, &disks);
     let r = |key: &str| mdvm::result(&results, key).to_owned();
@@ -131,6 +132,9 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
     assert_eq!(r("u.policy"), "ppl");
     assert_eq!(r("u.mismatch"), "0");
     assert_eq!(r("u.sha"), r("k.sha"));
+    // md rewrites utime, where uraid marks its superblocks: what tells uraid, at its next
+    // start, that its own log predates a run of the kernel's.
+    assert!(!uraid_md::meta::uraid_wrote_last(&superblock(&ours[0])), "md cleared the mark");
     for (k, u) in kernel.iter().zip(&ours) {
         assert!(
             data_area(k) == data_area(u),

@@ -85,7 +85,8 @@ pub(crate) fn plan_with_log(
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
     let found = ppl::read_log(&setup, &slot_paths(&forced), base.events)
         .map_err(|e| MdError::Refused(format!("reading the partial parity log: {e}")))?;
-    if found.epoch.is_none() {
+    // A log the kernel's run since has made stale mends nothing (see `replay_at_assemble`).
+    if found.epoch.is_none() || !crate::meta::uraid_wrote_last(&base) {
         return Err(refused.into());
     }
     forced.forced = false;
@@ -162,7 +163,16 @@ pub(crate) fn replay_at_assemble(
     let paths = slot_paths(plan);
     // Replayed and durable, the records have served: cleared, so that they are never
     // replayed again over data a later run (perhaps the kernel's) changed.
+    // The kernel wrote the superblocks last (it zeroes uraid's mark): whatever our rings hold
+    // is from a run before the kernel's, which may have changed the data since, and the
+    // crash to recover from is the kernel's (its resync covers it). Replaying would write
+    // parity from stale partial parity: the records are only cleared.
+    let current = crate::meta::uraid_wrote_last(base);
     let replay = |target: &ReplayTarget<'_>| {
+        if !current {
+            ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
+            return Ok(0);
+        }
         let replayed = ppl::read_log(&setup, &paths, base.events)?.replay(target)?;
         ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
         Ok::<u64, std::io::Error>(replayed)

@@ -101,6 +101,20 @@ impl Device {
     }
 }
 
+/// uraid's mark in the superblocks it writes: the top 24 bits of `utime`, which v1.x keeps
+/// for microseconds, set to a value no microsecond count has. md writes `utime` from its own
+/// clock in seconds on every superblock update (`md_update_sb`), so the mark on the freshest
+/// superblock says that uraid, not the kernel, wrote last: a log of uraid's left on the
+/// members is then the last run's, not one a run of the kernel's since has made stale
+/// (`uraid_wrote_last`). md refuses non-zero padding, so the mark cannot go there.
+pub const RUN_MARK_USEC: u64 = 0xff_ffff;
+
+/// Whether uraid wrote `sb` (see `RUN_MARK_USEC`).
+#[must_use]
+pub fn uraid_wrote_last(sb: &Superblock1) -> bool {
+    sb.utime >> 40 == RUN_MARK_USEC
+}
+
 /// The array's metadata as md keeps it in memory, and the devices it is written to.
 pub struct Metadata {
     /// The freshest superblock at assemble: the array-wide fields (uuid, name, level, layout,
@@ -169,7 +183,7 @@ impl Metadata {
         sb.dev_roles.resize(max_dev, DevRole::Spare);
         sb.events = self.events;
         sb.resync_offset_sectors = self.resync_offset;
-        sb.utime = now_seconds() & ((1 << 40) - 1);
+        sb.utime = (now_seconds() & ((1 << 40) - 1)) | (RUN_MARK_USEC << 40);
         sb.cnt_corrected_read = 0;
         sb.devflags = device.devflags;
         // The device's own bad block list, as md keeps it (a new device: none yet, in the

@@ -392,3 +392,47 @@ fn a_range_resync_does_not_trust_a_block_md_lists_as_bad() {
     let got = read_rows(&control, false, 8);
     assert!(got[5 * row..6 * row] != a[5 * row..6 * row], "parity over the garbage loses it");
 }
+
+/// The kernel ran the array after uraid crashed, wrote to it, and crashed in turn: uraid's
+/// log on the members is from before the kernel's run. Replaying it would rewrite parity from
+/// partial parity the kernel's writes have made stale. md writes `utime` in seconds, so the
+/// mark uraid puts in its microseconds is gone, and uraid ignores (and clears) its log.
+/// Emulated here on the RAID5 crash image: the kernel's start resyncs row 0 (P from the data
+/// as the crash left it), then it writes C over data chunk 1's first block with its parity
+/// and crashes; that member is then lost. Read from what is left, the block is C; the stale
+/// replay would have made it A.
+#[test]
+fn a_log_older_than_a_kernel_run_is_not_replayed() {
+    let dir = tempdir("hole-kernel-ran");
+    let (crash, _a, _b, victim) = crash_image(dir.path(), uraid_format::Level::Raid5, 4, false);
+    let g =
+        Geometry::new(Level::Raid5, Layout::from_md(Level::Raid5, 2).unwrap(), 4, CHUNK).unwrap();
+    let map = g.stripe_map(StripeNumber(0)).clone();
+    let block = |slot: usize| read_member(&crash[map.data_disk[slot].get()], DATA_OFFSET, BLOCK);
+    let c = fill(41, BLOCK);
+    let mut p = c.clone();
+    for other in [block(0), block(2)] {
+        p.iter_mut().zip(&other).for_each(|(x, y)| *x ^= y);
+    }
+    write_member(&crash[victim], DATA_OFFSET, &c);
+    write_member(&crash[map.p_disk.unwrap().get()], DATA_OFFSET, &p);
+    for path in &crash {
+        let mut sb = superblock(path);
+        assert!(uraid_md::meta::uraid_wrote_last(&sb), "uraid's superblocks carry its mark");
+        sb.utime &= (1 << 40) - 1; // md's md_update_sb: seconds from its clock
+        sb.events += 3;
+        sb.resync_offset_sectors = 0;
+        sb.seal();
+        write_member(path, 4096, &sb.encode());
+    }
+    let left = without(&crash, victim);
+    let refused = MdArray::assemble(&left, &options()).err().expect("no log of this crash");
+    assert!(refused.to_string().contains("cannot start dirty degraded array"), "{refused}");
+    let md = MdArray::assemble(&left, &MdOptions { force: true, ..options() }).unwrap();
+    assert_eq!(md.info().log_replayed, 0, "the stale log is not replayed");
+    assert!(md.runtime().read_at(CHUNK, BLOCK).unwrap() == c, "the kernel's write reads back");
+    md.stop().unwrap();
+    let area = log_area(&left[0]);
+    let rings = read_member(&left[0], area.offset_bytes, area.bytes as usize);
+    assert!(uraid_core::ppl::magic_sectors(&rings).is_empty(), "and it is cleared");
+}
