@@ -87,13 +87,7 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
     let (kernel, kernel_degraded) = (copy("k", None), copy("kd", Some(lost)));
     let (ours, ours_degraded) = (copy("u", None), copy("ud", Some(lost)));
     let not_replayed = copy("nr", Some(lost));
-    let refused = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .arg("assemble")
-        .args(&not_replayed)
-        .output()
-        .expect("running uraid");
-    let says = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && says.contains("`uraid serve` replays it"), "{says}");
+    assemble_refuses_naming_the_replay(&not_replayed);
     let unreplayed = read_with_uraid(&dir, &not_replayed, &["--force"]);
 
     for (members, degraded) in [(&ours, false), (&ours_degraded, true)] {
@@ -143,6 +137,18 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
             u.display()
         );
     }
+}
+
+/// `uraid assemble` (which replays nothing) refuses the dirty degraded array and says what
+/// would mend it.
+fn assemble_refuses_naming_the_replay(members: &[PathBuf]) {
+    let refused = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .arg("assemble")
+        .args(members)
+        .output()
+        .expect("running uraid");
+    let says = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && says.contains("`uraid serve` replays it"), "{says}");
 }
 
 /// Step 1: the crash. The VM resets itself, so there is no end marker: `run` says 125.
