@@ -165,6 +165,20 @@ fn crash_in_the_vm(scripts: &Path, members: &[PathBuf]) {
     assert_eq!(out.status.code(), Some(125), "the VM resets without its end marker:\n{console}");
     assert!(console.contains("RESULT policy ppl"), "md ran the array with its PPL:\n{console}");
     assert!(console.contains("RESULT crashing 1"), "the writers ran:\n{console}");
+    let records = ppl_records(&members[0]);
+    assert!(records.contains("entries in the newest log write"), "examine: {records}");
+}
+
+/// What `uraid examine` says of a member's md PPL records.
+fn ppl_records(member: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .arg("examine")
+        .arg(member)
+        .output()
+        .expect("running uraid examine");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let line = text.lines().find(|l| l.trim_start().starts_with("PPL Records"));
+    line.expect("a PPL Records row").to_owned()
 }
 
 /// Step 2: every parity block the members' newest log writes name gets garbage. Returns a
@@ -238,6 +252,8 @@ report u
 check u
 mdadm --stop /dev/md0
 "#;
+    let records = ppl_records(&disks[7]);
+    assert!(records.ends_with(": empty"), "uraid emptied md's log: {records}");
     let job_path = dir.join("read.sh");
     std::fs::write(&job_path, job).expect("writing the job");
     let mut cmd = Command::new(scripts.join("run"));

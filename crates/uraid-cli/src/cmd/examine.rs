@@ -39,6 +39,7 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         match decoded {
             Ok(superblock) => {
                 let mut fields = fields(&superblock);
+                fields.extend(md_ppl_fields(path, &superblock));
                 fields.extend(log_fields(path, &superblock));
                 if !args.json {
                     print_text(path, &fields);
@@ -137,6 +138,30 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
     let legend = "('A' == active, '.' == missing, 'R' == replacing)";
     fields.push(("Array State", format!("{} {legend}", sb.array_state())));
     fields
+}
+
+/// uraid's row on md's own PPL: what this member's newest log write holds (replayed at the
+/// next start if the array is dirty).
+fn md_ppl_fields(path: &str, sb: &Superblock1) -> Vec<(&'static str, String)> {
+    let Some((at, bytes)) = uraid_md::md_ppl::area(sb) else { return Vec::new() };
+    let len = usize::try_from(bytes).unwrap_or(0);
+    let text = match uraid_md::members::read_at(std::path::Path::new(path), at, len) {
+        Err(e) => format!("cannot read: {e}"),
+        Ok(area) => {
+            let signature = uraid_format::md_ppl::signature(&sb.set_uuid.0);
+            match uraid_format::md_ppl::newest_in_chain(&area, signature) {
+                None => "no valid header".to_owned(),
+                Some((_, h)) if h.entries.is_empty() => "empty".to_owned(),
+                Some((off, h)) => format!(
+                    "{} entries in the newest log write (generation {}, at {} sectors)",
+                    h.entries.len(),
+                    h.generation,
+                    off / 512
+                ),
+            }
+        }
+    };
+    vec![("PPL Records", text)]
 }
 
 /// uraid's own rows: where the partial parity log lives on this member and what its rings
