@@ -187,3 +187,41 @@ fn a_device_added_gets_an_empty_md_log() {
     assert!(area[HEADER_BYTES..].iter().all(|&b| b == 0));
     md.stop().unwrap();
 }
+
+/// Entries md would never write (its checksums intact: a crafted or foreign log) mend
+/// nothing and count as mismatches: parity named on another member, sectors beyond the
+/// array, a shape with more chunks than a stripe has.
+#[test]
+fn entries_md_would_not_write_mend_nothing() {
+    let dir = tempdir("md-ppl-crafted");
+    let paths = make(dir.path());
+    let sb = superblock(&paths[0]);
+    let map = geometry().stripe_map(StripeNumber(0)).clone();
+    let p = map.p_disk.unwrap().get();
+    let before: Vec<Vec<u8>> = paths.iter().map(|m| read(m, DATA_OFFSET, 4 * BLOCK)).collect();
+    let pp = vec![0x77u8; BLOCK];
+    let e = |data_sector, parity_disk, data_size| MdPplEntry {
+        data_sector,
+        pp_size: 4096,
+        data_size,
+        parity_disk,
+        checksum: crc32c::crc32c(&pp),
+    };
+    let entries = vec![
+        e(0, ((p + 1) % 4) as u32, 4096), // P is on member p
+        e(u64::MAX / 2, p as u32, 4096),  // beyond the array
+        e(0, p as u32, 4 * 4096),         // four data chunks of three
+    ];
+    let header = MdPplHeader { signature: signature(&sb.set_uuid.0), generation: 5, entries };
+    write(&paths[p], AREA_AT, &[header.encode(), pp.clone(), pp.clone(), pp].concat());
+    mark_dirty(&paths);
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    let done = md.info().md_ppl.expect("md's PPL");
+    assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (0, 3, 0));
+    md.stop().unwrap();
+    // The array was consistent (zeros), so the resync md's rule asks for changes nothing
+    // either: whatever differs was written by the replay.
+    for (m, was) in paths.iter().zip(&before) {
+        assert!(read(m, DATA_OFFSET, 4 * BLOCK) == *was, "nothing written by the replay");
+    }
+}
