@@ -23,29 +23,39 @@ pub struct KnownBad<M: Member> {
     failed: Vec<IoCompletion>,
 }
 
+/// `ranges` sorted by start, empty ones dropped, overlapping and touching ones merged: the
+/// form `overlaps` takes.
+#[must_use]
+pub fn normalized(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    ranges.retain(|r| r.start < r.end);
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// Whether `r` overlaps one of `bad` (`normalized`: sorted and disjoint, so a binary search).
+#[must_use]
+pub fn overlaps(bad: &[Range<u64>], r: &Range<u64>) -> bool {
+    let first_ending_after = bad.partition_point(|b| b.end <= r.start);
+    bad.get(first_ending_after).is_some_and(|b| b.start < r.end)
+}
+
 impl<M: Member> KnownBad<M> {
     /// `bad`: byte ranges of the device (any order; overlaps are merged).
-    pub fn new(inner: M, mut bad: Vec<Range<u64>>) -> KnownBad<M> {
-        bad.retain(|r| r.start < r.end);
-        bad.sort_by_key(|r| r.start);
-        let mut merged: Vec<Range<u64>> = Vec::with_capacity(bad.len());
-        for r in bad {
-            match merged.last_mut() {
-                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-                _ => merged.push(r),
-            }
-        }
-        KnownBad { inner, bad: merged, writes: HashMap::new(), failed: Vec::new() }
+    pub fn new(inner: M, bad: Vec<Range<u64>>) -> KnownBad<M> {
+        KnownBad { inner, bad: normalized(bad), writes: HashMap::new(), failed: Vec::new() }
     }
 
     /// The ranges still bad.
     #[must_use]
     pub fn bad(&self) -> &[Range<u64>] {
         &self.bad
-    }
-
-    fn overlaps(&self, r: &Range<u64>) -> bool {
-        self.bad.iter().any(|b| b.start < r.end && r.start < b.end)
     }
 
     /// `good` now holds good data: cut it out of the bad ranges.
@@ -79,14 +89,14 @@ impl<M: Member> Member for KnownBad<M> {
     unsafe fn submit(&mut self, req: IoRequest) {
         let span = req.offset_bytes..req.end_bytes();
         match req.op {
-            IoOp::Read if self.overlaps(&span) => {
+            IoOp::Read if overlaps(&self.bad, &span) => {
                 let counters = self.inner.counters();
                 counters.record_submit(req.op, req.len_bytes);
                 counters.record_error();
                 self.failed.push(IoCompletion { tag: req.tag, result: Err(IoFailure::KnownBad) });
                 return;
             }
-            IoOp::Write { .. } if self.overlaps(&span) => {
+            IoOp::Write { .. } if overlaps(&self.bad, &span) => {
                 self.writes.insert(req.tag, span);
             }
             _ => {}
@@ -139,6 +149,17 @@ mod tests {
             m.reap(&mut out, true).unwrap();
         }
         out.pop().unwrap().result
+    }
+
+    #[test]
+    fn overlaps_finds_any_range_it_touches() {
+        let bad = normalized(vec![100..200, 0..0, 300..400, 150..250]);
+        assert_eq!(bad, vec![100..250, 300..400]);
+        for (r, want) in [(0..100, false), (0..101, true), (249..300, true), (250..300, false)] {
+            assert_eq!(overlaps(&bad, &r), want, "{r:?}");
+        }
+        assert!(overlaps(&bad, &(399..1000)) && !overlaps(&bad, &(400..1000)));
+        assert!(!overlaps(&[], &(0..10)));
     }
 
     #[test]

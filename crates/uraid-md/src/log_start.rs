@@ -161,19 +161,15 @@ pub(crate) fn replay_at_assemble(
 ) -> Result<u64, MdError> {
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
     let paths = slot_paths(plan);
-    // Replayed and durable, the records have served: cleared, so that they are never
-    // replayed again over data a later run (perhaps the kernel's) changed.
-    // The kernel wrote the superblocks last (it zeroes uraid's mark): whatever our rings hold
-    // is from a run before the kernel's, which may have changed the data since, and the
-    // crash to recover from is the kernel's (its resync covers it). Replaying would write
-    // parity from stale partial parity: the records are only cleared.
+    // Replayed only when uraid wrote the superblocks last: when the kernel did (its writes
+    // drop uraid's mark), the rings hold a run before the kernel's, whose writes may have made
+    // their partial parity stale, and the crash to recover from is the kernel's (its resync
+    // covers it). Either way the records are then cleared, so that they are never replayed
+    // over data a later run (perhaps the kernel's) changed.
     let current = crate::meta::uraid_wrote_last(base);
     let replay = |target: &ReplayTarget<'_>| {
-        if !current {
-            ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
-            return Ok(0);
-        }
-        let replayed = ppl::read_log(&setup, &paths, base.events)?.replay(target)?;
+        let replayed =
+            if current { ppl::read_log(&setup, &paths, base.events)?.replay(target)? } else { 0 };
         ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
         Ok::<u64, std::io::Error>(replayed)
     };

@@ -96,9 +96,9 @@ pub fn start(
     let signature = uraid_format::md_ppl::signature(&sb.set_uuid.0);
     let mut outcome = MdPplStart::default();
     let mut area = vec![0u8; usize::try_from(bytes).map_err(io::Error::other)?];
-    for (slot, file) in files.iter().enumerate() {
-        let Some(file) = file else { continue };
-        if dirty {
+    if dirty {
+        for (slot, file) in files.iter().enumerate() {
+            let Some(file) = file else { continue };
             file.read_exact_at(&mut area, at)?;
             match newest_in_chain(&area, signature) {
                 None => outcome.mismatches += 1,
@@ -107,9 +107,10 @@ pub fn start(
                     replay.header(&header, &area[h_at + HEADER_BYTES..])?;
                 }
             }
-            for f in files.iter().flatten() {
-                f.sync_data()?;
-            }
+        }
+        // The parity written is durable before the records that mended it are emptied.
+        for f in files.iter().flatten() {
+            f.sync_data()?;
         }
     }
     for path in target.members.iter().flatten().chain(others) {

@@ -77,7 +77,7 @@ pub fn read_at(path: &Path, at: u64, len: usize) -> io::Result<Vec<u8>> {
 }
 
 /// The byte ranges of `path` its md bad block log names (`uraid_format::decode_bad_blocks`),
-/// empty when it names none. An unreadable or malformed log is an error: md refuses such a
+/// `normalized`, empty when it names none. An unreadable or malformed log is an error: md refuses such a
 /// superblock, and reading through ranges md knows are bad would return stale data.
 pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
     let area = read_at(path, SUPERBLOCK_OFFSET_BYTES, SUPERBLOCK_AREA_BYTES)?;
@@ -86,7 +86,8 @@ pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
     let log = read_at(path, at * 512, usize::from(sectors) * 512)?;
     let bad = uraid_format::decode_bad_blocks(&log, sb.bblog_shift)
         .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
-    Ok(bad.iter().map(|r| r.start_sector * 512..(r.start_sector + r.sectors) * 512).collect())
+    let bytes = bad.iter().map(|r| r.start_sector * 512..(r.start_sector + r.sectors) * 512);
+    Ok(uraid_io::known_bad::normalized(bytes.collect()))
 }
 
 /// A member file, behind `KnownBad` when its bad block log names ranges.

@@ -40,13 +40,10 @@ pub struct Device {
     pub data_size_sectors: u64,
     /// For a failed member: the slot it held (emptied when it is removed).
     pub former_slot: Option<u32>,
-    /// Its own bad block log as its superblock describes it: (feature bit set, shift, size,
-    /// offset). The log is per member (md records each device's bad blocks on it), so these
-    /// are never taken from another member's superblock. None: no superblock of this array
-    /// yet (a new spare), whose list is empty.
-    pub bad_block_log: Option<(bool, u8, u16, i32)>,
-    /// Its own `devflags` (md's per-device WriteMostly and FailFast), 0 for a new device.
-    pub devflags: u8,
+    /// Its own superblock as found at open, for the fields md keeps per device (its bad block
+    /// log, devflags), which are never taken from another member's. None: no superblock of
+    /// this device yet (a new spare).
+    own: Option<Superblock1>,
     file: File,
 }
 
@@ -75,11 +72,6 @@ impl Device {
         let own =
             file.read_exact_at(&mut area, 4096).ok().and_then(|()| Superblock1::decode(&area).ok());
         let own = own.filter(|sb| sb.device_uuid == device_uuid);
-        let devflags = own.as_ref().map_or(0, |sb| sb.devflags);
-        let bad_block_log = own.map(|sb| {
-            let has = sb.feature_map & feature::BAD_BLOCKS != 0;
-            (has, sb.bblog_shift, sb.bblog_size_sectors, sb.bblog_offset_sectors)
-        });
         Ok(Device {
             path: path.to_owned(),
             dev_number,
@@ -88,8 +80,7 @@ impl Device {
             recovery_offset: None,
             data_size_sectors,
             former_slot: None,
-            bad_block_log,
-            devflags,
+            own,
             file,
         })
     }
@@ -185,21 +176,18 @@ impl Metadata {
         sb.resync_offset_sectors = self.resync_offset;
         sb.utime = (now_seconds() & ((1 << 40) - 1)) | (RUN_MARK_USEC << 40);
         sb.cnt_corrected_read = 0;
-        sb.devflags = device.devflags;
-        // The device's own bad block list, as md keeps it (a new device: none yet, in the
-        // place the array's members keep theirs).
-        let (has, shift, size, offset) = device.bad_block_log.unwrap_or((
-            false,
-            0,
-            self.base.bblog_size_sectors,
-            self.base.bblog_offset_sectors,
-        ));
-        if has {
-            sb.feature_map |= feature::BAD_BLOCKS;
-        } else {
-            sb.feature_map &= !feature::BAD_BLOCKS;
+        // What md keeps per device, from the device's own superblock; a new device has an
+        // empty bad block list, in the place the array's members keep theirs.
+        sb.feature_map &= !feature::BAD_BLOCKS;
+        sb.devflags = 0;
+        sb.bblog_shift = 0;
+        if let Some(own) = &device.own {
+            sb.feature_map |= own.feature_map & feature::BAD_BLOCKS;
+            sb.devflags = own.devflags;
+            sb.bblog_shift = own.bblog_shift;
+            sb.bblog_size_sectors = own.bblog_size_sectors;
+            sb.bblog_offset_sectors = own.bblog_offset_sectors;
         }
-        (sb.bblog_shift, sb.bblog_size_sectors, sb.bblog_offset_sectors) = (shift, size, offset);
         if let Some(at) = device.recovery_offset {
             sb.feature_map |= feature::RECOVERY_OFFSET;
             sb.recovery_offset_sectors = at;

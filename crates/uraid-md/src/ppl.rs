@@ -181,7 +181,7 @@ impl FoundLog {
         let read_blocks = |at: u64, unit: usize| {
             let mut blocks = read_blocks(&files, at, unit);
             for (b, bad) in blocks.iter_mut().zip(&known_bad) {
-                if bad.iter().any(|r| r.start < at + unit as u64 && at < r.end) {
+                if uraid_io::known_bad::overlaps(bad, &(at..at + unit as u64)) {
                     *b = None;
                 }
             }

@@ -49,8 +49,8 @@ impl Member for ReadOnly {
 
     unsafe fn submit(&mut self, req: IoRequest) {
         if matches!(req.op, IoOp::Write { .. } | IoOp::Discard) {
-            let (start, end) = (req.offset_bytes, req.end_bytes());
-            let known_bad = self.known_bad.iter().any(|r| r.start < end && start < r.end);
+            let span = req.offset_bytes..req.end_bytes();
+            let known_bad = uraid_io::known_bad::overlaps(&self.known_bad, &span);
             let result = if known_bad { Ok(()) } else { Err(IoFailure::Os { errno: EROFS }) };
             self.refused.push(IoCompletion { tag: req.tag, result });
             return;
