@@ -157,6 +157,11 @@ impl MdArray {
         // Options the engine refuses are refused before anything is written or said.
         let array = array_config(&info, options)?;
         array.check().map_err(|e| MdError::Refused(e.to_string()))?;
+        // So are bad block logs md would refuse: the runtime reads them when it opens the
+        // members, after the superblocks say active.
+        for path in log_start::slot_paths(&plan).iter().flatten() {
+            crate::members::known_bad_bytes(path).map_err(|e| MdError::Refused(e.to_string()))?;
+        }
         let area = log_start::array_log_area(
             &plan,
             &candidates,

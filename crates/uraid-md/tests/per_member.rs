@@ -39,3 +39,28 @@ fn each_member_keeps_its_bad_block_list_and_devflags() {
         assert!(sb.bblog_size_sectors > 0, "member {i} keeps its log's place");
     }
 }
+
+/// A bad block log md would refuse (a zero word: an entry of length 0) refuses the start,
+/// naming the member, and leaves every superblock as it was (clean, no resync owed).
+#[test]
+fn a_bad_block_log_md_would_refuse_refuses_the_start_and_changes_nothing() {
+    let dir = tempdir("per-member-bad-log");
+    let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
+    let mut sb = superblock(&paths[2]);
+    sb.feature_map |= feature::BAD_BLOCKS;
+    sb.seal();
+    let f = std::fs::OpenOptions::new().write(true).open(&paths[2]).unwrap();
+    f.write_all_at(&sb.encode(), 4096).unwrap();
+    let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
+    f.write_all_at(&[0u8; 4096], log.unwrap() * 512).unwrap();
+    let before: Vec<Vec<u8>> =
+        paths.iter().map(|p| std::fs::read(p).unwrap()[..8192].to_vec()).collect();
+    let err = MdArray::assemble(&paths, &MdOptions { workers: Some(2), ..MdOptions::default() })
+        .err()
+        .expect("refused");
+    let text = err.to_string();
+    assert!(text.contains("m2.img") && text.contains("md would refuse"), "{text}");
+    for (p, was) in paths.iter().zip(&before) {
+        assert!(std::fs::read(p).unwrap()[..8192] == was[..], "{} unchanged", p.display());
+    }
+}

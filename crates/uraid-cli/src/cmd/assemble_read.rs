@@ -141,7 +141,7 @@ fn open_driver(plan: &AssemblyPlan) -> anyhow::Result<(Driver, u64)> {
                 // Ranges md's bad block log names are read around (rebuilt from parity).
                 let path = Path::new(&member.name);
                 known_bad = uraid_md::members::known_bad_bytes(path)
-                    .with_context(|| format!("reading the bad block log of {}", member.name))?;
+                    .context("reading the bad block log")?; // the error names the member
                 uraid_md::members::open_member(path, options)
                     .with_context(|| format!("cannot open member {}", member.name))?
             }
