@@ -240,7 +240,7 @@ impl Array {
         batch.outstanding -= 1;
         let finished = batch.outstanding == 0;
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
             if self.beyond_redundancy() {
                 self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
             }

@@ -63,7 +63,7 @@ impl Array {
     /// request fails).
     pub(super) fn direct_write_done(&mut self, slot: usize, member: DiskIndex, ok: bool) {
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
             self.request_mut(slot).error = Some(super::ArrayError::BeyondRedundancy);
         }
         self.request_mut(slot).outstanding -= 1;

@@ -21,6 +21,7 @@ impl Array {
     /// back for stripe filling start at once.
     pub fn submit_flush(&mut self, id: ReqId) {
         let Some(slot) = self.admit_range(id, Sector(0), 0, Vec::new()) else { return };
+        self.request_mut(slot).acks_writes = true;
         self.start_delayed();
         if self.log_flush(slot) {
             self.request_mut(slot).outstanding -= 1;
@@ -48,6 +49,7 @@ impl Array {
     pub fn submit_discard(&mut self, id: ReqId, sector: Sector, sectors: u64) {
         let Some(slot) = self.admit_range(id, sector, sectors, Vec::new()) else { return };
         self.request_mut(slot).zeroes = true;
+        self.request_mut(slot).acks_writes = true;
         let stripe = self.geometry.stripe_data_sectors();
         let end = sector.0 + sectors;
         let whole_from = sector.0.div_ceil(stripe) * stripe;
@@ -76,7 +78,7 @@ impl Array {
     /// it fails, and the flush fails only if that takes the array beyond its redundancy.
     pub(super) fn flush_done(&mut self, slot: usize, member: DiskIndex, ok: bool) {
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
             if self.beyond_redundancy() {
                 self.request_mut(slot).error.get_or_insert(ArrayError::BeyondRedundancy);
             }

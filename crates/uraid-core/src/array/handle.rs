@@ -503,7 +503,7 @@ impl Array {
                 st.suspect.push(member);
             }
         } else {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
         }
         let too_many = self.beyond_redundancy();
         let newly_lost = self.lost_since_planned(id);

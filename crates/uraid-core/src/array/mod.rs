@@ -15,6 +15,7 @@ mod batch_write;
 mod compute;
 mod direct_write;
 mod durability;
+mod failure_record;
 mod handle;
 mod inflight;
 pub mod io;
@@ -87,6 +88,7 @@ enum Kind {
     Sync(SyncKind),
 }
 
+#[expect(clippy::struct_excessive_bools, reason = "independent facts about one request")]
 struct Request {
     id: ReqId,
     buf: Vec<u8>,
@@ -100,6 +102,9 @@ struct Request {
     zeroes: bool,
     /// A FUA write whose log retirement has been asked for (see `ppl::log_flush`).
     fua_logged: bool,
+    /// A write, discard or flush: its success says blocks are on the members, so it waits
+    /// for failures to be recorded (`failure_record`).
+    acks_writes: bool,
 }
 
 /// What a member I/O in flight was for.
@@ -196,6 +201,7 @@ pub struct Array {
     write_intent: Option<write_intent::WriteIntent>,
     ppl: Option<ppl::PartialParityLog>,
     batches: batch_write::Batches,
+    failure_record: failure_record::FailureRecord,
 }
 
 impl ArrayConfig {
@@ -253,6 +259,7 @@ impl Array {
             write_intent: None,
             ppl: None,
             batches: batch_write::Batches::default(),
+            failure_record: failure_record::FailureRecord::default(),
         })
     }
 
@@ -285,7 +292,7 @@ impl Array {
 
     /// Marks a member failed: it gets no more I/O and its blocks are rebuilt from parity.
     pub fn fail_member(&mut self, member: DiskIndex) {
-        self.failed[member.get()] = true;
+        self.mark_failed(member);
     }
 
     #[must_use]
@@ -328,6 +335,7 @@ impl Array {
     fn write_request(&mut self, id: ReqId, sector: Sector, buf: Vec<u8>, fua: bool) {
         let Some(slot) = self.admit(id, sector, buf) else { return };
         self.request_mut(slot).fua = fua;
+        self.request_mut(slot).acks_writes = true;
         let sectors = self.request_sectors(slot);
         if self.raid0_direct() {
             self.direct_write(slot, sector, sectors, 0);
@@ -396,9 +404,13 @@ impl Array {
         }
     }
 
-    /// The next member I/O to perform.
+    /// The next member I/O to perform. While a member failure waits to be recorded, writes
+    /// wait (`failure_record`).
     pub fn next_io(&mut self) -> Option<MemberIo> {
         self.settle();
+        if self.has_unrecorded_failures() {
+            return self.next_io_but_writes();
+        }
         self.queue.pop_front()
     }
 
@@ -507,7 +519,7 @@ impl Array {
         let errors = &mut self.read_errors[member.get()];
         *errors += 1;
         if *errors > MAX_CORRECTED_READ_ERRORS {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
         }
     }
 
@@ -577,6 +589,7 @@ impl Array {
             fua: false,
             zeroes: false,
             fua_logged: false,
+            acks_writes: false,
         };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());
         if slot == self.requests.len() {
@@ -616,7 +629,7 @@ impl Array {
         self.free_slots.push(slot);
         let result = req.error.map_or(Ok(()), Err);
         debug_assert!(req.sector.0 < self.size_sectors || req.buf.is_empty());
-        self.done.push((req.id, result, req.buf));
+        self.finished(req.id, result, req.buf, req.acks_writes);
     }
 
     fn direct_read(

@@ -80,7 +80,7 @@ impl Array {
     /// Puts a member back (a re-added or replacement member) as being recovered: in sync below
     /// `recovery_offset` member sectors, rebuilt by `SyncKind::Recovery` above it.
     pub fn start_recovery(&mut self, member: DiskIndex, recovery_offset: Sector) {
-        self.failed[member.get()] = false;
+        self.mark_back(member);
         self.read_errors[member.get()] = 0;
         self.recovery_offset[member.get()] = Some(recovery_offset.0);
         self.recovered[member.get()].clear();

@@ -401,7 +401,7 @@ impl Array {
     /// A member flush before a clearing generation's pages completed.
     pub(super) fn bitmap_flush_done(&mut self, member: DiskIndex, ok: bool) {
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
         }
         let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
         let (outstanding, _) = wi.in_flight.as_mut().expect("a generation in flight");
@@ -415,7 +415,7 @@ impl Array {
     /// A bitmap page write completed; a failed one fails its member (md does the same).
     pub(super) fn bitmap_write_done(&mut self, member: DiskIndex, ok: bool) {
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
         }
         let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
         let (outstanding, _) = wi.in_flight.as_mut().expect("a generation in flight");

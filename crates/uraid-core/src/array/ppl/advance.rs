@@ -151,7 +151,7 @@ impl Array {
         ok: bool,
     ) {
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
         }
         let Some(l) = self.ppl.as_mut() else { return };
         let Some(a) = l.advance.as_mut().filter(|a| a.number == number) else { return };

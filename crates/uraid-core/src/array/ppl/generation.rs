@@ -244,7 +244,7 @@ impl Array {
     /// A log write or flush completed; a failed one fails its member (as a bitmap write).
     pub(in crate::array) fn log_io_done(&mut self, member: DiskIndex, ok: bool) {
         if !ok {
-            self.failed[member.get()] = true;
+            self.mark_failed(member);
         }
         let l = self.ppl.as_mut().expect("log I/O with a log");
         let f = l.in_flight.as_mut().expect("a generation in flight");
