@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     pub queue: Mutex<SyncQueue>,
     pub wake: Condvar,
     pub shutdown: AtomicBool,
+    /// Stops the monitor, which outlives the sync runner at a stop (see `MdArray::stop`).
+    pub monitor_stop: AtomicBool,
     pub file_options: FileOptions,
 }
 
@@ -204,19 +206,11 @@ impl MdArray {
             queue: Mutex::new(queue),
             wake: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            monitor_stop: AtomicBool::new(false),
             file_options: options.file_options,
         });
         *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
-        for (slot, member) in plan.slots.iter().enumerate() {
-            match member {
-                None => inner.runtime.fail_member(slot),
-                Some(m) => {
-                    if let Some(at) = m.recovery_offset_sectors {
-                        inner.runtime.start_recovery(slot, at);
-                    }
-                }
-            }
-        }
+        inner.start_slots(&plan);
         let threads = crate::runner::start_threads(&inner);
         // Spares found at assemble fill empty slots at once, as md does.
         inner.start_rebuilds();
@@ -241,12 +235,17 @@ impl MdArray {
         self.inner.shutdown.store(true, Ordering::Release);
         self.inner.control.stop.store(true, Ordering::Release);
         self.inner.wake.notify_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+        let [runner, monitor] = <[JoinHandle<()>; 2]>::try_from(std::mem::take(&mut self.threads))
+            .unwrap_or_else(|_| unreachable!("start_threads starts two"));
+        let _ = runner.join();
+        // The monitor records failures while the flush runs: a member failing now holds the
+        // flush until its failure is recorded.
+        let flushed = self.inner.runtime.flush();
+        self.inner.monitor_stop.store(true, Ordering::Release);
+        let _ = monitor.join();
+        flushed?;
         let inner = Arc::try_unwrap(self.inner)
             .map_err(|_| MdError::Refused("the array is still in use".into()))?;
-        inner.runtime.flush()?;
         let runtime = Arc::try_unwrap(inner.runtime)
             .map_err(|_| MdError::Refused("a frontend still holds the array".into()))?;
         let failed = runtime.failed_members();
@@ -274,6 +273,24 @@ impl MdArray {
         }
         .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
         fail_on_error(meta.write())
+    }
+}
+
+impl Inner {
+    /// The runtime learns what the plan says of each slot: empty (failed, which the
+    /// superblocks already record), or being recovered from an offset.
+    fn start_slots(&self, plan: &AssemblyPlan) {
+        for (slot, member) in plan.slots.iter().enumerate() {
+            match member {
+                None => self.runtime.fail_member(slot),
+                Some(m) => {
+                    if let Some(at) = m.recovery_offset_sectors {
+                        self.runtime.start_recovery(slot, at);
+                    }
+                }
+            }
+        }
+        self.record_failures(&self.meta.lock().unwrap_or_else(PoisonError::into_inner));
     }
 }
 
@@ -494,6 +511,8 @@ fn start_runtime(
         workers: options.workers,
         data_offset_bytes: info.data_offset_sectors * 512,
         write_intent,
+        // md_update_sb before a degraded write is acknowledged (`Inner::record_failures`).
+        record_failures: true,
     };
     let source = SlotSource { paths: log_start::slot_paths(plan), options: options.file_options };
     Ok(Runtime::start_with_log(&cfg, log, &source)?)

@@ -37,6 +37,21 @@ impl Inner {
                 self.runtime.fail_member(slot as usize);
             }
         }
+        self.record_failures(meta);
+    }
+
+    /// Tells the runtime which failed slots the superblocks now record: those no device
+    /// holds any more. Writes held since a failure are acknowledged then (md's
+    /// MD_SB_CHANGE_PENDING): before, a crash would bring the failed member back in sync,
+    /// its blocks stale. Called with the metadata locked, after it is written, so that a
+    /// spare taking the slot meanwhile (which clears the slot's bits) cannot be outrun.
+    pub(crate) fn record_failures(&self, meta: &crate::meta::Metadata) {
+        let recorded = self
+            .runtime
+            .failed_members()
+            .into_iter()
+            .filter(|&slot| !meta.devices.iter().any(|d| d.role == Role::Slot(slot as u32)));
+        self.runtime.failures_recorded(recorded.fold(0, |mask, slot| mask | 1 << slot));
     }
 
     pub(crate) fn note_recovery(&self, slot: u32, sector: u64) {
@@ -55,28 +70,32 @@ impl Inner {
     }
 
     /// The engine failed `slot` (or a verb did): mark its device faulty, then rebuild onto
-    /// a spare if there is one. Nothing to do if the slot's device is already faulty.
+    /// a spare if there is one. If another thread got there first (the monitor wakes on the
+    /// same failure a verb makes), the rebuild it starts is under way when this returns.
     pub(crate) fn member_failed(&self, slot: u32) {
-        {
+        let marked = {
             let mut meta = self.meta();
             // Checked under the lock: a rebuild starting a spare in this slot clears the
             // runtime's failed bit before releasing it.
-            if !self.runtime.failed_members().contains(&(slot as usize)) {
-                return;
+            let device = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot));
+            match device {
+                Some(d) if self.runtime.failed_members().contains(&(slot as usize)) => {
+                    d.role = Role::Faulty;
+                    d.recovery_offset = None;
+                    d.former_slot = Some(slot);
+                    self.commit_locked(&mut meta);
+                    true
+                }
+                _ => false,
             }
-            let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) else {
-                return;
-            };
-            d.role = Role::Faulty;
-            d.recovery_offset = None;
-            d.former_slot = Some(slot);
-            self.commit_locked(&mut meta);
+        };
+        if marked {
+            let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if q.running == Some(Action::Recover { slot }) {
+                self.control.abort.store(true, Ordering::Release);
+            }
         }
-        let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        if q.running == Some(Action::Recover { slot }) {
-            self.control.abort.store(true, Ordering::Release);
-        }
-        drop(q);
+        // Waits for the meta lock, so for a rebuild another thread is starting.
         self.start_rebuilds();
     }
 

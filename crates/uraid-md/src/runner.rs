@@ -16,7 +16,8 @@ use uraid_format::MAX_SECTOR;
 /// How often recovery progress is written to the superblocks (md checkpoints too, so that a
 /// restart resumes near where it stopped).
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
-/// How often the monitor looks for members the engine failed.
+/// How often the monitor looks for members the engine failed, at the latest (a failure
+/// wakes it at once: writes wait for its record).
 const MONITOR_EVERY: Duration = Duration::from_millis(50);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,8 +81,9 @@ pub(crate) fn start_threads(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
 }
 
 fn monitor(inner: &Inner) {
-    while !inner.shutdown.load(Ordering::Acquire) {
-        std::thread::sleep(MONITOR_EVERY);
+    let mut seen = 0;
+    while !inner.monitor_stop.load(Ordering::Acquire) {
+        seen = inner.runtime.wait_for_failure(seen, MONITOR_EVERY);
         for slot in inner.runtime.failed_members() {
             inner.member_failed(slot as u32);
         }

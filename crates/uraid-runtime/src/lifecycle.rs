@@ -95,6 +95,7 @@ impl Runtime {
     pub fn start_recovery(&self, member: usize, offset: u64) {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
         self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
         for tx in &self.senders {
             let _ = tx.send(Msg::StartRecovery { member, offset });
         }

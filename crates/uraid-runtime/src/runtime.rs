@@ -35,6 +35,11 @@ pub struct RuntimeConfig {
     /// image in memory and writes whole pages of it, so one engine must own it: an array
     /// with a bitmap runs one worker whatever `workers` says.
     pub write_intent: Option<WriteIntentSetup>,
+    /// The caller records every member failure in its metadata and says so with
+    /// `failures_recorded`: until then, writes and flushes that finish after a failure are
+    /// not acknowledged (md's MD_SB_CHANGE_PENDING; see the engine's `failure_record`). Off,
+    /// failures are the caller's to notice (`failed_members`) whenever it likes.
+    pub record_failures: bool,
 }
 
 /// Where the bitmap is and what it holds.
@@ -128,13 +133,7 @@ impl Runtime {
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
         for w in 0..workers {
-            let mut array = Array::new(array_config.clone())?;
-            if let Some(wi) = &config.write_intent {
-                array.enable_write_intent(&wi.config);
-            }
-            if let Some(l) = log {
-                array.enable_partial_parity_log(&l.engine_config());
-            }
+            let array = worker_engine(config, &array_config, log)?;
             let opened: Result<Vec<_>, _> = (0..g.raid_disks())
                 .map(|m| members.open(m).map_err(|e| open_error(w, m, e)))
                 .collect();
@@ -364,6 +363,34 @@ impl Runtime {
     pub fn fail_member(&self, member: usize) {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
         self.wide.failed_mask.fetch_or(1 << member, Ordering::AcqRel);
+        self.wide.announce_failure();
+    }
+
+    /// Waits until members have failed since `seen` (what the last call returned; 0 at
+    /// first) or `timeout` passes; returns the news count to pass next time. Who records
+    /// failures (`failures_recorded`) waits here, so that writes held for one wait only as
+    /// long as the record takes.
+    pub fn wait_for_failure(&self, seen: u64, timeout: std::time::Duration) -> u64 {
+        let news = self.wide.failure_news.lock().unwrap_or_else(PoisonError::into_inner);
+        let (news, _) = self
+            .wide
+            .failure_news_cv
+            .wait_timeout_while(news, timeout, |n| *n == seen)
+            .unwrap_or_else(PoisonError::into_inner);
+        *news
+    }
+
+    /// The caller's metadata now says `members` (a bit each) are faulty: writes held for
+    /// their failures are acknowledged (with `RuntimeConfig::record_failures`). A bit stays
+    /// until the member comes back (`start_recovery`).
+    pub fn failures_recorded(&self, members: u64) {
+        let before = self.wide.recorded_mask.fetch_or(members, Ordering::AcqRel);
+        if before | members != before {
+            for tx in &self.senders {
+                // A worker gone holds nothing.
+                let _ = tx.send(Msg::FailuresRecorded);
+            }
+        }
     }
 
     /// The members failed anywhere in the array.
@@ -427,6 +454,25 @@ impl Drop for Runtime {
         // Errors were already reported to the requests; a panic here would only hide them.
         let _ = self.stop();
     }
+}
+
+/// One worker's engine: its share of the stripe cache, the bitmap, the log, the hold.
+fn worker_engine(
+    config: &RuntimeConfig,
+    array_config: &ArrayConfig,
+    log: Option<&LogSetup>,
+) -> Result<Array, RuntimeError> {
+    let mut array = Array::new(array_config.clone())?;
+    if config.record_failures {
+        array.hold_writes_until_failures_recorded();
+    }
+    if let Some(wi) = &config.write_intent {
+        array.enable_write_intent(&wi.config);
+    }
+    if let Some(l) = log {
+        array.enable_partial_parity_log(&l.engine_config());
+    }
+    Ok(array)
 }
 
 fn heads_per_worker(total: usize, workers: usize) -> usize {

@@ -21,7 +21,7 @@ use crate::request::{Piece, PieceOp};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use uraid_core::DiskIndex;
 use uraid_core::Sector;
@@ -59,6 +59,8 @@ pub(crate) enum Msg {
         sector: u64,
         sectors: u64,
     },
+    /// `ArrayWide::recorded_mask` grew: writes held for those failures may be acknowledged.
+    FailuresRecorded,
 }
 
 /// What the runtime reads of a worker while it runs.
@@ -75,10 +77,23 @@ pub(crate) struct WorkerView {
     pub write_intent: Mutex<(Vec<u64>, u64)>,
 }
 
-/// State every worker shares: the members failed anywhere (a bit each).
+/// State every worker shares: the members failed anywhere, and those of them the caller's
+/// metadata says are faulty (`Runtime::failures_recorded`), a bit each.
 #[derive(Default)]
 pub(crate) struct ArrayWide {
     pub failed_mask: AtomicU64,
+    pub recorded_mask: AtomicU64,
+    /// How many times `failed_mask` has gained members, for `Runtime::wait_for_failure`.
+    pub failure_news: Mutex<u64>,
+    pub failure_news_cv: Condvar,
+}
+
+impl ArrayWide {
+    /// `failed_mask` gained members: wakes whoever records failures.
+    pub fn announce_failure(&self) {
+        *self.failure_news.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        self.failure_news_cv.notify_all();
+    }
 }
 
 pub(crate) struct Worker {
@@ -140,9 +155,12 @@ impl Worker {
         loop {
             // The engine may still have work no piece waits on: writes acknowledged once
             // their log entries were durable, a log reset. It is idle only without those.
-            let idle = self.pieces.is_empty()
-                && self.driver.in_flight() == 0
-                && (self.broken.is_some() || !self.array.busy());
+            // Pieces held until a member failure is recorded, and member writes paused for it,
+            // wait for that news (a message).
+            let idle = self.driver.in_flight() == 0
+                && (self.array.writes_wait_for_record()
+                    || (self.pieces.len() == self.array.held_requests()
+                        && (self.broken.is_some() || !self.array.busy())));
             let mut taken = 0;
             if idle {
                 if !open {
@@ -166,7 +184,8 @@ impl Worker {
             // when it goes idle); many such turns in a row is a stall, not a workload.
             let spinning = self.driver.in_flight() == 0
                 && self.broken.is_none()
-                && (!self.pieces.is_empty() || self.array.busy());
+                && !self.array.writes_wait_for_record()
+                && (self.pieces.len() > self.array.held_requests() || self.array.busy());
             stalled_turns = if spinning { stalled_turns + 1 } else { 0 };
             assert!(stalled_turns < 1_000_000, "worker {} stalled: {}", self.index, self.report());
         }
@@ -232,6 +251,8 @@ impl Worker {
             Msg::BitmapResynced { sector, sectors } => {
                 self.array.write_intent_resynced(Sector(sector), sectors);
             }
+            // The turn that follows hands back what this releases.
+            Msg::FailuresRecorded => self.sync_failures(),
         }
     }
 
@@ -312,13 +333,23 @@ impl Worker {
         let all = if newly == 0 {
             self.wide.failed_mask.load(Ordering::Acquire)
         } else {
-            self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly
+            let all = self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly;
+            self.wide.announce_failure();
+            all
         };
         let adopt = all & !mine;
         self.known_failed = mine | all;
         for m in 0..64 {
             if adopt & (1 << m) != 0 {
                 self.array.fail_member(DiskIndex(m));
+            }
+        }
+        if self.array.has_unrecorded_failures() {
+            let recorded = self.wide.recorded_mask.load(Ordering::Acquire);
+            for m in self.array.unrecorded_failures() {
+                if recorded & (1 << m.get()) != 0 {
+                    self.array.failure_recorded(m);
+                }
             }
         }
         // Only this worker writes its view.

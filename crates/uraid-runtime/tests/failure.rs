@@ -81,3 +81,42 @@ fn degraded_whole_stripe_discard_reads_back_zeros() {
     rt.discard(0, row as u64).unwrap();
     assert_same(&rt.read_at(0, row).unwrap(), &vec![0; row], "a discarded row");
 }
+
+/// With `record_failures`, a member failed by an I/O error in one worker holds back the
+/// writes and flushes of every worker until the caller says its metadata records the failure
+/// (md's MD_SB_CHANGE_PENDING).
+#[test]
+fn writes_after_a_failure_wait_until_it_is_recorded() {
+    let mut cfg = with_workers(config(Level::Raid5, 4, CHUNK_BYTES, MEMBER_BYTES), 2);
+    cfg.record_failures = true;
+    let inner = SharedMemorySource::new(4, MEMBER_BYTES);
+    let source =
+        FaultySource { inner, worker: 0, member: 2, after: 0, opened: AtomicUsize::new(0) };
+    let rt = std::sync::Arc::new(Runtime::start(&cfg, &source).unwrap());
+    let data = common::pattern(5, rt.size_bytes() as usize);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for op in 0..2 {
+        let (shared, data, tx) = (rt.clone(), data.clone(), tx.clone());
+        std::thread::spawn(move || {
+            // The whole array: rows of both workers, member 2 of worker 0 among them.
+            let r = if op == 0 { shared.write_at(0, &data) } else { shared.flush() };
+            tx.send((op, r)).unwrap();
+        });
+        // The flush after the write has failed the member.
+        while op == 0 && rt.failed_members().is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    let wait = std::time::Duration::from_millis(300);
+    assert!(rx.recv_timeout(wait).is_err(), "acknowledged before the failure was recorded");
+    assert_eq!(rt.failed_members(), vec![2]);
+    rt.failures_recorded(1 << 2);
+    let mut got: Vec<(i32, Result<(), RuntimeError>)> =
+        (0..2).map(|_| rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap()).collect();
+    got.sort_by_key(|(op, _)| *op);
+    assert!(got.iter().all(|(_, r)| r.is_ok()), "{got:?}");
+    assert_same(&rt.read_at(0, data.len()).unwrap(), &data, "written degraded");
+    // Recorded: later writes are not held.
+    rt.write_at(0, &data[..3 * CHUNK_BYTES]).unwrap();
+    std::sync::Arc::try_unwrap(rt).ok().unwrap().shutdown().unwrap();
+}

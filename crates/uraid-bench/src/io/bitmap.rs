@@ -329,6 +329,7 @@ fn runtime_pass(
         workers,
         data_offset_bytes: 0,
         write_intent,
+        record_failures: false,
     };
     let size = usize::try_from(spec.member_bytes)? + bitmap_bytes(spec, BS);
     let rt = Runtime::start(&cfg, &SharedMemorySource::new(spec.members, size))?;

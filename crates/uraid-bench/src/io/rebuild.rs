@@ -81,7 +81,13 @@ fn measure(spec: &Spec, load: bool) -> Result<(f64, String)> {
         stripe_cache_size: 1024,
         member_sectors: spec.member_bytes / 512,
     };
-    let cfg = RuntimeConfig { array, workers: Some(1), data_offset_bytes: 0, write_intent: None };
+    let cfg = RuntimeConfig {
+        array,
+        workers: Some(1),
+        data_offset_bytes: 0,
+        write_intent: None,
+        record_failures: false,
+    };
     let size = usize::try_from(spec.member_bytes)?;
     let media = (0..spec.members).map(|i| SharedMemory::new(&format!("m{i}"), size)).collect();
     let rt = Runtime::start(&cfg, &ThrottledSource { media })?;

@@ -109,6 +109,7 @@ impl Contender {
             workers: Some(workers),
             data_offset_bytes: 0,
             write_intent: None,
+            record_failures: false,
         };
         let source = SharedMemorySource::new(spec.members, spec.member_bytes as usize);
         Ok(Contender { rt: Runtime::start(&cfg, &source)?, workers })

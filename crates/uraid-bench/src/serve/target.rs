@@ -160,7 +160,13 @@ fn start_uraid(spec: &Spec, level: Level, socket: &Path, size_bytes: u64) -> Res
         stripe_cache_size: STRIPE_CACHE_SIZE,
         member_sectors: member_bytes / SECTOR_BYTES,
     };
-    let config = RuntimeConfig { array, workers: None, data_offset_bytes: 0, write_intent: None };
+    let config = RuntimeConfig {
+        array,
+        workers: None,
+        data_offset_bytes: 0,
+        write_intent: None,
+        record_failures: false,
+    };
     let source = SharedMemorySource::new(spec.members, usize::try_from(member_bytes)?);
     let runtime = Arc::new(Runtime::start(&config, &source)?);
     ensure!(runtime.size_bytes() == size_bytes, "{} exports {}", spec.name, runtime.size_bytes());

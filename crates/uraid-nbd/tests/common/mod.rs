@@ -27,8 +27,13 @@ pub fn runtime(level: Level, disks: usize, chunk_bytes: usize, member_bytes: usi
         stripe_cache_size: 256,
         member_sectors: (member_bytes / 512) as u64,
     };
-    let config =
-        RuntimeConfig { array, workers: Some(2), data_offset_bytes: 0, write_intent: None };
+    let config = RuntimeConfig {
+        array,
+        workers: Some(2),
+        data_offset_bytes: 0,
+        write_intent: None,
+        record_failures: false,
+    };
     let source = SharedMemorySource::new(disks, member_bytes);
     Runtime::start(&config, &source).unwrap()
 }

@@ -24,7 +24,13 @@ pub fn config(
         stripe_cache_size: 64,
         member_sectors: (member_bytes / 512) as u64,
     };
-    RuntimeConfig { array, workers: None, data_offset_bytes: 0, write_intent: None }
+    RuntimeConfig {
+        array,
+        workers: None,
+        data_offset_bytes: 0,
+        write_intent: None,
+        record_failures: false,
+    }
 }
 
 pub fn with_workers(mut cfg: RuntimeConfig, workers: usize) -> RuntimeConfig {
