@@ -54,6 +54,9 @@ pub enum Sabotage {
     NoLogReplay,
     /// Restarts replay the log's entries but not its ranges (sequential streams unprotected).
     NoRangeResync,
+    /// The engine acknowledges writes that finish after a member failure before the
+    /// metadata records it (md without MD_SB_CHANGE_PENDING).
+    AckBeforeFailureRecorded,
 }
 
 impl SimConfig {

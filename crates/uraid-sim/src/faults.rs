@@ -53,7 +53,13 @@ impl Sim {
         // A member may go only if its loss and every member with latent errors stay within
         // parity (an error already reported cannot be taken back by healing the sector).
         let spare_redundancy = lost + 1 + self.bad_members().len() <= self.max_degraded();
-        match self.rng.random_range(0..100) {
+        // A failure not yet recorded is a window worth cutting the power in.
+        let roll = if self.failures_unrecorded() && self.rng.random_bool(0.5) {
+            85
+        } else {
+            self.rng.random_range(0..100)
+        };
+        match roll {
             0..20 if spare_redundancy => {
                 let Some(m) = self.healthy_member() else { return Ok(()) };
                 self.members[m].pulled = true;
@@ -107,7 +113,11 @@ impl Sim {
 
     /// A spare full of garbage takes the place of a failed member and is rebuilt.
     fn add_spare(&mut self) {
-        let Some(m) = self.array.failed_members().first().map(|d| d.get()) else { return };
+        // uraid-md puts a spare only into a slot the superblocks already say is empty.
+        let failed = self.array.failed_members();
+        let Some(m) = failed.iter().map(|d| d.get()).find(|&m| self.recorded_faulty[m]) else {
+            return;
+        };
         // The old disk's I/Os in flight finish (failing) before the new one takes its slot,
         // as the runtime's `Driver::replace_member` drains the old instance first.
         if self.inflight.iter().any(|f| f.io.member.get() == m) {
@@ -123,6 +133,7 @@ impl Sim {
             self.cfg.log_bytes(),
         );
         self.array.start_recovery(Self::member_index(m), Sector(0));
+        self.recorded_faulty[m] = false;
         self.note(|| format!("spare for member {m}: recovery starts"));
         self.recovery = Some((m, 0, false));
     }
@@ -304,6 +315,7 @@ impl Sim {
             if self.array.failed_members().is_empty() {
                 return Ok(());
             }
+            self.record_failures();
             self.add_spare();
         }
     }

@@ -45,6 +45,10 @@ pub struct SimStats {
     pub spares_rebuilt: u64,
     pub checks: u64,
     pub io_count_checks: u64,
+    /// Member failures the metadata recorded (each after writes waited for it), and power
+    /// cuts that came while a failure was not yet recorded.
+    pub failures_recorded: u64,
+    pub cuts_before_record: u64,
 }
 
 impl SimStats {
@@ -75,6 +79,8 @@ impl SimStats {
         self.spares_rebuilt += o.spares_rebuilt;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
+        self.failures_recorded += o.failures_recorded;
+        self.cuts_before_record += o.cuts_before_record;
     }
 
     /// Faults injected: members pulled, write errors, latent bad sectors, power cuts.

@@ -36,8 +36,15 @@ impl Sim {
         }
         let allowed = self.oracle.after_power_cut();
         let unreadable = self.unreadable_units();
+        // The restart knows only the failures the metadata recorded: a member failed since
+        // comes back as in sync, with whatever its blocks hold.
+        if self.failures_unrecorded() {
+            self.stats.cuts_before_record += 1;
+            self.note(|| "the cut comes before a failure is recorded".into());
+        }
+        let failed: Vec<usize> =
+            (0..self.members.len()).filter(|&m| self.recorded_faulty[m]).collect();
         // The write hole's case: a member lost right after the cut (within redundancy).
-        let failed: Vec<usize> = self.array.failed_members().iter().map(|d| d.get()).collect();
         let lost = self.lost_members().len();
         if self.cfg.log_ring_sectors.is_some()
             && lost < self.cfg.geometry().max_degraded()
@@ -65,19 +72,7 @@ impl Sim {
         self.stats.log_advances += self.array.stats().log_advances;
         self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;
         self.stats.stripe_batches += self.array.stats().stripe_batches;
-        // The restart: a new engine over what the members hold.
-        self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
-        for (m, g) in gone.iter().enumerate() {
-            if *g {
-                self.array.fail_member(Self::member_index(m));
-            }
-        }
-        if let Some(wi) = self.cfg.write_intent(self.members[0].bitmap_image()) {
-            self.array.enable_write_intent(&wi);
-        }
-        if let Some(log) = self.cfg.log(self.stats.power_cuts + 1) {
-            self.array.enable_partial_parity_log(&log);
-        }
+        self.restart_engine(&gone);
         let degraded = gone.iter().any(|g| *g);
         if !degraded {
             self.resync_after_cut()?;
@@ -88,6 +83,28 @@ impl Sim {
             self.check_after_cut()?;
         }
         Ok(())
+    }
+
+    /// The restart: a new engine over what the members hold, without the `gone` ones.
+    fn restart_engine(&mut self, gone: &[bool]) {
+        self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
+        if self.cfg.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
+            self.array.hold_writes_until_failures_recorded();
+        }
+        for (m, g) in gone.iter().enumerate() {
+            // Assembled without it: the metadata says so from now on.
+            self.recorded_faulty[m] = *g;
+            if *g {
+                self.array.fail_member(Self::member_index(m));
+                self.array.failure_recorded(Self::member_index(m));
+            }
+        }
+        if let Some(wi) = self.cfg.write_intent(self.members[0].bitmap_image()) {
+            self.array.enable_write_intent(&wi);
+        }
+        if let Some(log) = self.cfg.log(self.stats.power_cuts + 1) {
+            self.array.enable_partial_parity_log(&log);
+        }
     }
 
     /// md's resync after an unclean shutdown: the bitmap's dirty regions, or everything.

@@ -61,6 +61,9 @@ pub struct Sim {
     pub(crate) plugged: bool,
     /// `--watch`: an array sector, its member and member sector; its events are printed.
     pub(crate) watch: Option<(u64, usize, u64)>,
+    /// Per member: the metadata (md's superblocks) says it is faulty. A restart takes the
+    /// failed set from here, not from the engine: a failure not yet recorded is forgotten.
+    pub(crate) recorded_faulty: Vec<bool>,
 }
 
 impl Sim {
@@ -87,12 +90,14 @@ impl Sim {
         if let Some(log) = cfg.log(1) {
             array.enable_partial_parity_log(&log);
         }
+        if cfg.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
+            array.hold_writes_until_failures_recorded();
+        }
         let oracle = Oracle::new(array.size_sectors());
         Sim {
             cfg,
             rng,
             array,
-            members,
             oracle,
             inflight: Vec::new(),
             user: BTreeMap::new(),
@@ -106,6 +111,8 @@ impl Sim {
             syncs_done: Vec::new(),
             plugged: false,
             watch: None,
+            recorded_faulty: vec![false; members.len()],
+            members,
         }
     }
 
@@ -185,6 +192,10 @@ impl Sim {
                 return Err(self.fail("no progress after 2,000,000 steps"));
             }
             self.pump();
+            // The lifecycle layer writes the superblocks some time after a failure.
+            if self.failures_unrecorded() && self.rng.random_bool(0.02) {
+                self.record_failures();
+            }
             let room = self.user.len() < self.cfg.queue_depth && submitted < self.cfg.requests;
             let roll = self.rng.random_range(0..1000);
             if self.cfg.faults && roll < 12 {
@@ -213,6 +224,8 @@ impl Sim {
     /// Nothing in flight but requests outstanding: the engine is waiting for a plug to end or
     /// a clock tick; anything else is a stall.
     pub(crate) fn unstick(&mut self) -> Result<(), SimFailure> {
+        // Writes may be waiting for a failure's record: the lifecycle layer always makes it.
+        self.record_failures();
         self.array.unplug();
         self.plugged = false;
         self.pump();
@@ -461,6 +474,23 @@ impl Sim {
             return Err(self.fail(format!("{kind:?} {member_sector}+{sectors} did not finish")));
         }
         Ok(())
+    }
+
+    /// Whether the engine has failed a member the metadata does not yet say is faulty.
+    pub(crate) fn failures_unrecorded(&self) -> bool {
+        self.array.failed_members().iter().any(|d| !self.recorded_faulty[d.get()])
+    }
+
+    /// The metadata records every member the engine has failed (uraid-md's monitor commits
+    /// the superblocks), and the engine is told so.
+    pub(crate) fn record_failures(&mut self) {
+        for d in self.array.failed_members() {
+            if !std::mem::replace(&mut self.recorded_faulty[d.get()], true) {
+                self.stats.failures_recorded += 1;
+                self.note(|| format!("member {d} recorded faulty"));
+            }
+            self.array.failure_recorded(d);
+        }
     }
 
     pub(crate) fn member_index(m: usize) -> DiskIndex {

@@ -36,6 +36,8 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
     // The run exercised what it claims to (each seed draws its faults from its seed).
     assert!(total.power_cuts > 100 && total.members_pulled > 100 && total.bad_sectors > 100);
     assert!(total.spares_rebuilt > 100 && total.checks > 100 && total.io_count_checks > 100);
+    // Writes held for failures not yet recorded, and power cuts that came meanwhile.
+    assert!(total.failures_recorded > 100 && total.cuts_before_record > 10, "{total:?}");
     // The write hole's case: power cuts with members lost, and the log replayed.
     assert!(total.power_cuts_degraded > 500 && total.lost_after_cut > 100, "{total:?}");
     assert!(total.log_replays > 1000, "{total:?}");
@@ -127,5 +129,13 @@ fn a_restart_that_skips_the_ranges_resync_is_caught() {
 #[test]
 fn corrupt_member_reads_are_caught() {
     let failure = first_failure(Sabotage::CorruptReads).expect("caught");
+    println!("{failure}");
+}
+
+#[test]
+fn acknowledging_writes_before_a_failure_is_recorded_is_caught() {
+    // A member failed, a degraded write acknowledged, the power cut before the superblocks
+    // said so: the member comes back in sync with stale blocks.
+    let failure = first_failure(Sabotage::AckBeforeFailureRecorded).expect("caught");
     println!("{failure}");
 }
