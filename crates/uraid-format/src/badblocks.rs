@@ -61,6 +61,49 @@ pub fn decode_bad_blocks(log: &[u8], shift: u8) -> Result<Vec<BadRange>, String>
     Ok(out)
 }
 
+/// md's longest entry, in units of `2^shift` sectors (BB_MAX_LEN).
+pub const BAD_BLOCK_ENTRY_MAX: u64 = 512;
+
+/// The log's bytes (`log_bytes` long: every word after the entries all-ones, as md writes
+/// them) for `ranges` (sorted, disjoint), each widened to whole units of `2^shift` sectors
+/// and cut into entries of at most `BAD_BLOCK_ENTRY_MAX` units. Err when they do not fit.
+pub fn encode_bad_blocks(
+    ranges: &[BadRange],
+    shift: u8,
+    log_bytes: usize,
+) -> Result<Vec<u8>, String> {
+    let words = bad_block_entries(ranges, shift)?;
+    if words.len() > log_bytes / 8 {
+        return Err(format!("{} bad block entries: the log holds {}", words.len(), log_bytes / 8));
+    }
+    let mut log = vec![0xff; log_bytes];
+    for (w, word) in log.chunks_exact_mut(8).zip(words) {
+        w.copy_from_slice(&word.to_le_bytes());
+    }
+    Ok(log)
+}
+
+/// The entries (md's on-disk words) `ranges` take; see `encode_bad_blocks`.
+pub fn bad_block_entries(ranges: &[BadRange], shift: u8) -> Result<Vec<u64>, String> {
+    if shift >= 54 {
+        return Err(format!("bad block shift {shift}"));
+    }
+    let mut words = Vec::new();
+    for r in ranges {
+        let end = r.start_sector.checked_add(r.sectors).ok_or("a bad range past u64")?;
+        let (mut at, end) = (r.start_sector >> shift, end.div_ceil(1 << shift));
+        if end > 1 << 54 {
+            return Err(format!("a bad range at sector {} md cannot record", r.start_sector));
+        }
+        while at < end {
+            let len = (end - at).min(BAD_BLOCK_ENTRY_MAX);
+            words.push(at << 10 | len);
+            at += len;
+        }
+    }
+    Ok(words)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +127,31 @@ mod tests {
             BadRange { start_sector: 32832, sectors: 64 }
         );
         assert!(decode_bad_blocks(&[0; 8], 0).is_err(), "a zero word is a length-0 entry");
+    }
+
+    #[test]
+    fn encoding_round_trips_and_cuts_long_ranges() {
+        let ranges = [
+            BadRange { start_sector: 4104, sectors: 8 },
+            BadRange { start_sector: 9000, sectors: 1300 },
+        ];
+        let log = encode_bad_blocks(&ranges, 0, 4096).unwrap();
+        assert_eq!(log.len(), 4096);
+        let back = decode_bad_blocks(&log, 0).unwrap();
+        let lens: Vec<u64> = back.iter().map(|r| r.sectors).collect();
+        assert_eq!(lens, vec![8, 512, 512, 276], "md's entries hold at most 512 units");
+        assert_eq!(back[1].start_sector, 9000);
+        assert_eq!(back[3].start_sector + back[3].sectors, 10300);
+        assert!(log[4 * 8..].iter().all(|b| *b == 0xff), "the rest is all ones");
+        // With a shift, ranges widen to whole units.
+        let log = encode_bad_blocks(&[BadRange { start_sector: 9, sectors: 2 }], 3, 512).unwrap();
+        assert_eq!(
+            decode_bad_blocks(&log, 3).unwrap(),
+            vec![BadRange { start_sector: 8, sectors: 8 }]
+        );
+        let many: Vec<BadRange> =
+            (0..65).map(|i| BadRange { start_sector: i * 10, sectors: 1 }).collect();
+        assert!(encode_bad_blocks(&many, 0, 512).is_err(), "64 entries fit in a sector");
+        assert!(encode_bad_blocks(&many[..64], 0, 512).is_ok());
     }
 }

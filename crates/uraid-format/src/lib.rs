@@ -26,7 +26,9 @@ pub mod md_ppl;
 mod superblock;
 mod uuid;
 
-pub use badblocks::{BadRange, decode_bad_blocks};
+pub use badblocks::{
+    BAD_BLOCK_ENTRY_MAX, BadRange, bad_block_entries, decode_bad_blocks, encode_bad_blocks,
+};
 pub use bitmap::{
     BITMAP_MAGIC, BITMAP_SUPER_BYTES, BITMAP_VERSION, BitmapSuper, DEFAULT_DAEMON_SLEEP_SECONDS,
     WriteIntentBitmap, bitmap_state, default_chunk_bytes,
