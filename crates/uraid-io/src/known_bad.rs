@@ -4,23 +4,145 @@
 //! from parity and rewrites them, as md reads around its bad blocks. A write that completes
 //! over part of a range makes that part good again (md clears an entry the same way).
 //!
-//! The list is per member instance (each worker opens its own); a worker only ever touches the
-//! stripes it owns, so the instances never need to agree on what was rewritten.
+//! With recording on (`BadBlockList::recording`), a data write that fails is listed instead
+//! of failing the member, as md does with its log: the range is made durable in the log
+//! first (`PersistBadBlocks`, under the list's lock), and only then does the write complete,
+//! as a success: the engine's parity already holds the new data, and the range is read
+//! around from now on. Where the log cannot take it (full, unwritable, below the data area),
+//! the write fails and so does the member.
+//!
+//! One list per member device, shared by every worker's instance of it (each worker opens
+//! its own); a worker only ever touches the stripes it owns.
 
 use crate::counters::MemberCounters;
 use crate::member::{IoCompletion, IoFailure, IoOp, IoRequest, Member, MemberInfo};
 use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-pub struct KnownBad<M: Member> {
-    inner: M,
-    /// Byte ranges of the device, sorted, disjoint.
+/// Makes a member's bad block list durable: given the ranges to keep (device bytes, sorted,
+/// disjoint), under the list's lock. Err (the log is full or cannot be written) refuses them.
+pub type PersistBadBlocks = Box<dyn Fn(&[Range<u64>]) -> io::Result<()> + Send + Sync>;
+
+/// A member device's bad block list (see the module docs).
+pub struct BadBlockList {
+    state: Mutex<ListState>,
+    /// Whether `bad` is non-empty: reads look only then (no lock on a healthy member).
+    listed: AtomicBool,
+    recording: Option<Recording>,
+}
+
+struct Recording {
+    /// Failed writes from this byte on (the data area) are listed.
+    from_byte: u64,
+    persist: PersistBadBlocks,
+}
+
+struct ListState {
+    /// What reads avoid: the log as found, plus failed writes, minus ranges written since.
     bad: Vec<Range<u64>>,
-    /// Writes in flight over a bad range: tag to the bytes they cover.
-    writes: HashMap<u64, Range<u64>>,
-    failed: Vec<IoCompletion>,
+    /// What the log on the device says. Rewritten ranges leave it only at `settle`, after a
+    /// flush: before, a crash could lose their new data.
+    durable: Vec<Range<u64>>,
+}
+
+impl BadBlockList {
+    /// The ranges `bad` (device bytes, any order), never added to.
+    #[must_use]
+    pub fn fixed(bad: Vec<Range<u64>>) -> Arc<BadBlockList> {
+        Self::with(bad, None)
+    }
+
+    /// The ranges `bad` as the log holds them; failed writes from `from_byte` on are added
+    /// and made durable by `persist`.
+    #[must_use]
+    pub fn recording(
+        bad: Vec<Range<u64>>,
+        from_byte: u64,
+        persist: PersistBadBlocks,
+    ) -> Arc<BadBlockList> {
+        Self::with(bad, Some(Recording { from_byte, persist }))
+    }
+
+    fn with(bad: Vec<Range<u64>>, recording: Option<Recording>) -> Arc<BadBlockList> {
+        let bad = normalized(bad);
+        Arc::new(BadBlockList {
+            listed: AtomicBool::new(!bad.is_empty()),
+            state: Mutex::new(ListState { durable: bad.clone(), bad }),
+            recording,
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ListState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The ranges reads avoid now.
+    #[must_use]
+    pub fn bad(&self) -> Vec<Range<u64>> {
+        self.state().bad.clone()
+    }
+
+    /// The ranges the device's log holds.
+    #[must_use]
+    pub fn durable(&self) -> Vec<Range<u64>> {
+        self.state().durable.clone()
+    }
+
+    fn overlaps(&self, span: &Range<u64>) -> bool {
+        self.listed.load(Ordering::Acquire) && overlaps(&self.state().bad, span)
+    }
+
+    /// `good` now holds good data: cut it out of the ranges reads avoid.
+    fn cleared(&self, good: &Range<u64>) {
+        let mut st = self.state();
+        st.bad = cut(&st.bad, good);
+        self.listed.store(!st.bad.is_empty(), Ordering::Release);
+    }
+
+    /// A write of `span` failed: lists it durably if the log can take it (the write then
+    /// counts as done).
+    fn list_failed_write(&self, span: &Range<u64>) -> bool {
+        let Some(rec) = &self.recording else { return false };
+        if span.start < rec.from_byte {
+            return false;
+        }
+        let mut st = self.state();
+        let mut durable = st.durable.clone();
+        durable.push(span.clone());
+        let durable = normalized(durable);
+        if (rec.persist)(&durable).is_err() {
+            return false;
+        }
+        st.durable = durable;
+        let mut bad = std::mem::take(&mut st.bad);
+        bad.push(span.clone());
+        st.bad = normalized(bad);
+        self.listed.store(true, Ordering::Release);
+        true
+    }
+
+    /// Writes the log as it stands (`durable`): before a superblock first says it is there.
+    pub fn write_durable(&self) -> io::Result<()> {
+        let Some(rec) = &self.recording else { return Ok(()) };
+        let st = self.state();
+        (rec.persist)(&st.durable)
+    }
+
+    /// Everything written so far is durable (the caller flushed): the log may drop what has
+    /// been rewritten. A list that never records has nothing to write.
+    pub fn settle(&self) -> io::Result<()> {
+        let Some(rec) = &self.recording else { return Ok(()) };
+        let mut guard = self.state();
+        let st = &mut *guard;
+        if st.durable != st.bad {
+            (rec.persist)(&st.bad)?;
+            st.durable.clone_from(&st.bad);
+        }
+        Ok(())
+    }
 }
 
 /// `ranges` sorted by start, empty ones dropped, overlapping and touching ones merged: the
@@ -46,34 +168,43 @@ pub fn overlaps(bad: &[Range<u64>], r: &Range<u64>) -> bool {
     bad.get(first_ending_after).is_some_and(|b| b.start < r.end)
 }
 
+/// `bad` with `good` cut out.
+fn cut(bad: &[Range<u64>], good: &Range<u64>) -> Vec<Range<u64>> {
+    let mut out = Vec::with_capacity(bad.len() + 1);
+    for b in bad {
+        if b.end <= good.start || good.end <= b.start {
+            out.push(b.clone());
+            continue;
+        }
+        if b.start < good.start {
+            out.push(b.start..good.start);
+        }
+        if good.end < b.end {
+            out.push(good.end..b.end);
+        }
+    }
+    out
+}
+
+/// A member instance reading around its device's `BadBlockList`.
+pub struct KnownBad<M: Member> {
+    inner: M,
+    list: Arc<BadBlockList>,
+    /// Writes in flight this wrapper must hear back about (over a bad range, or any while
+    /// recording): tag to the bytes they cover.
+    writes: HashMap<u64, Range<u64>>,
+    failed: Vec<IoCompletion>,
+}
+
 impl<M: Member> KnownBad<M> {
-    /// `bad`: byte ranges of the device (any order; overlaps are merged).
-    pub fn new(inner: M, bad: Vec<Range<u64>>) -> KnownBad<M> {
-        KnownBad { inner, bad: normalized(bad), writes: HashMap::new(), failed: Vec::new() }
+    pub fn new(inner: M, list: Arc<BadBlockList>) -> KnownBad<M> {
+        KnownBad { inner, list, writes: HashMap::new(), failed: Vec::new() }
     }
 
     /// The ranges still bad.
     #[must_use]
-    pub fn bad(&self) -> &[Range<u64>] {
-        &self.bad
-    }
-
-    /// `good` now holds good data: cut it out of the bad ranges.
-    fn cleared(&mut self, good: &Range<u64>) {
-        let mut out = Vec::with_capacity(self.bad.len() + 1);
-        for b in self.bad.drain(..) {
-            if b.end <= good.start || good.end <= b.start {
-                out.push(b);
-                continue;
-            }
-            if b.start < good.start {
-                out.push(b.start..good.start);
-            }
-            if good.end < b.end {
-                out.push(good.end..b.end);
-            }
-        }
-        self.bad = out;
+    pub fn bad(&self) -> Vec<Range<u64>> {
+        self.list.bad()
     }
 }
 
@@ -89,14 +220,14 @@ impl<M: Member> Member for KnownBad<M> {
     unsafe fn submit(&mut self, req: IoRequest) {
         let span = req.offset_bytes..req.end_bytes();
         match req.op {
-            IoOp::Read if overlaps(&self.bad, &span) => {
+            IoOp::Read if self.list.overlaps(&span) => {
                 let counters = self.inner.counters();
                 counters.record_submit(req.op, req.len_bytes);
                 counters.record_error();
                 self.failed.push(IoCompletion { tag: req.tag, result: Err(IoFailure::KnownBad) });
                 return;
             }
-            IoOp::Write { .. } if overlaps(&self.bad, &span) => {
+            IoOp::Write { .. } if self.list.recording.is_some() || self.list.overlaps(&span) => {
                 self.writes.insert(req.tag, span);
             }
             _ => {}
@@ -115,11 +246,17 @@ impl<M: Member> Member for KnownBad<M> {
         let start = out.len();
         self.inner.reap(out, wait && !failed)?;
         if !self.writes.is_empty() {
-            for c in &out[start..] {
-                if let Some(span) = self.writes.remove(&c.tag)
-                    && c.result.is_ok()
-                {
-                    self.cleared(&span);
+            for c in &mut out[start..] {
+                let Some(span) = self.writes.remove(&c.tag) else { continue };
+                match &c.result {
+                    Ok(()) => self.list.cleared(&span),
+                    // The device refused the write (not a power cut, not a bug of ours).
+                    Err(
+                        IoFailure::Os { .. } | IoFailure::Short { .. } | IoFailure::Injected(_),
+                    ) if self.list.list_failed_write(&span) => {
+                        c.result = Ok(());
+                    }
+                    Err(_) => {}
                 }
             }
         }
@@ -140,7 +277,7 @@ mod tests {
     use super::*;
     use crate::member_memory::MemoryMember;
 
-    fn run(m: &mut KnownBad<MemoryMember>, req: IoRequest) -> Result<(), IoFailure> {
+    fn run<M: Member>(m: &mut KnownBad<M>, req: IoRequest) -> Result<(), IoFailure> {
         // SAFETY: the test keeps every buffer alive and untouched until the reap below.
         unsafe { m.submit(req) };
         m.flush_submissions().unwrap();
@@ -164,8 +301,9 @@ mod tests {
 
     #[test]
     fn reads_over_a_bad_range_fail_until_a_write_makes_it_good() {
-        let mut m = KnownBad::new(MemoryMember::new("m", 1 << 20), vec![8192..12288, 4096..8192]);
-        assert_eq!(m.bad(), std::slice::from_ref(&(4096..12288)), "merged");
+        let list = BadBlockList::fixed(vec![8192..12288, 4096..8192]);
+        let mut m = KnownBad::new(MemoryMember::new("m", 1 << 20), list);
+        assert_eq!(m.bad(), vec![4096..12288], "merged");
         let mut buf = vec![0u8; 4096];
         assert!(run(&mut m, IoRequest::read(1, 0, &mut buf)).is_ok());
         assert_eq!(run(&mut m, IoRequest::read(2, 8192, &mut buf)), Err(IoFailure::KnownBad));
@@ -173,9 +311,70 @@ mod tests {
         assert_eq!(run(&mut m, IoRequest::read(3, 0, &mut big)), Err(IoFailure::KnownBad));
         let data = vec![7u8; 4096];
         assert!(run(&mut m, IoRequest::write(4, 8192, &data, false)).is_ok());
-        assert_eq!(m.bad(), std::slice::from_ref(&(4096..8192)), "rewritten, good again");
+        assert_eq!(m.bad(), vec![4096..8192], "rewritten, good again");
         assert!(run(&mut m, IoRequest::read(5, 8192, &mut buf)).is_ok());
         assert_eq!(buf, data);
         assert_eq!(run(&mut m, IoRequest::read(6, 4096, &mut buf)), Err(IoFailure::KnownBad));
+    }
+
+    /// A list recording into `log` (what the device's log would hold after each persist),
+    /// refusing more than `room` ranges.
+    /// Every list a persist wrote, in order.
+    type Persisted = Arc<Mutex<Vec<Vec<Range<u64>>>>>;
+
+    fn recording(room: usize) -> (Arc<BadBlockList>, Persisted) {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let seen = log.clone();
+        let persist: PersistBadBlocks = Box::new(move |ranges| {
+            if ranges.len() > room {
+                return Err(io::Error::other("the log is full"));
+            }
+            seen.lock().unwrap().push(ranges.to_vec());
+            Ok(())
+        });
+        (BadBlockList::recording(vec![], 8192, persist), log)
+    }
+
+    #[test]
+    fn a_failed_data_write_is_listed_durably_and_counts_as_done() {
+        let (list, log) = recording(2);
+        let mut faulty = crate::Faulty::new(MemoryMember::new("m", 1 << 20), 1);
+        faulty.fail_writes(16384..20480);
+        faulty.fail_writes(0..4096);
+        let mut m = KnownBad::new(faulty, list.clone());
+        let data = vec![5u8; 4096];
+        // Below the data area (metadata): the member fails, as before.
+        assert!(run(&mut m, IoRequest::write(1, 0, &data, false)).is_err());
+        assert!(list.bad().is_empty());
+        assert!(run(&mut m, IoRequest::write(2, 16384, &data, false)).is_ok(), "listed");
+        assert_eq!(*log.lock().unwrap(), vec![vec![16384..20480]], "durable before done");
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(run(&mut m, IoRequest::read(3, 16384, &mut buf)), Err(IoFailure::KnownBad));
+        // A second instance of the member (another worker's) reads around it too.
+        let mut other = KnownBad::new(MemoryMember::new("m", 1 << 20), list.clone());
+        assert_eq!(run(&mut other, IoRequest::read(4, 12288, &mut buf)), Ok(()));
+        assert_eq!(run(&mut other, IoRequest::read(5, 16384, &mut buf)), Err(IoFailure::KnownBad));
+        // Rewritten: good for reads at once, out of the log only once settled (flushed).
+        m.inner.heal();
+        assert!(run(&mut m, IoRequest::write(6, 16384, &data, false)).is_ok());
+        assert!(list.bad().is_empty());
+        assert_eq!(list.durable(), vec![16384..20480]);
+        list.settle().unwrap();
+        assert!(list.durable().is_empty());
+        assert_eq!(log.lock().unwrap().last().unwrap(), &Vec::<Range<u64>>::new());
+    }
+
+    #[test]
+    fn a_full_log_leaves_the_write_failed() {
+        let (list, log) = recording(1);
+        let mut faulty = crate::Faulty::new(MemoryMember::new("m", 1 << 20), 1);
+        faulty.fail_writes(8192..65536);
+        let mut m = KnownBad::new(faulty, list.clone());
+        let data = vec![5u8; 4096];
+        assert!(run(&mut m, IoRequest::write(1, 8192, &data, false)).is_ok());
+        assert!(run(&mut m, IoRequest::write(2, 12288, &data, false)).is_ok(), "merged: one");
+        assert!(run(&mut m, IoRequest::write(3, 32768, &data, false)).is_err(), "no room");
+        assert_eq!(list.durable(), vec![8192..16384]);
+        assert_eq!(log.lock().unwrap().len(), 2);
     }
 }

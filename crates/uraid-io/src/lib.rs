@@ -40,7 +40,7 @@ pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError, MergeLimits};
 pub use faulty::Faulty;
 pub use identity::{FileIdentity, same_file_message, same_file_twice};
-pub use known_bad::KnownBad;
+pub use known_bad::{BadBlockList, KnownBad, PersistBadBlocks};
 pub use member::{
     BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo, Segment,
 };

@@ -281,6 +281,38 @@ pub trait Member: Send {
     }
 }
 
+/// A boxed member is a member (so that wrappers like `KnownBad` can sit over any of them).
+impl Member for Box<dyn Member> {
+    fn info(&self) -> &MemberInfo {
+        (**self).info()
+    }
+
+    fn counters(&self) -> &Arc<MemberCounters> {
+        (**self).counters()
+    }
+
+    unsafe fn submit(&mut self, req: IoRequest) {
+        // SAFETY: forwarded: our caller's contract is the boxed member's.
+        unsafe { (**self).submit(req) }
+    }
+
+    fn flush_submissions(&mut self) -> io::Result<()> {
+        (**self).flush_submissions()
+    }
+
+    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> io::Result<()> {
+        (**self).reap(out, wait)
+    }
+
+    fn in_flight(&self) -> usize {
+        (**self).in_flight()
+    }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        (**self).next_due_ns()
+    }
+}
+
 /// Direct access to a member's medium, bypassing queue and counters: what fault injection and
 /// tests use to look at (and, after a simulated power cut, rewrite) what is stored.
 pub trait MediaAccess {
