@@ -10,10 +10,14 @@
 //! * `uraid assemble -o` reads the sha256 md reported; with the log's feature bit cleared (a
 //!   uraid that ignored the log) it does not: the test can fail;
 //! * uraid-md runs the array, reads it whole (the same contents; no member failed: reads of
-//!   known bad blocks count against no member), stops it; each member keeps its own list
-//!   (uraid writes every member's superblock, and used to copy one member's bad block fields
-//!   to all);
-//! * md assembles what uraid left: the same sha256, and a check finds `mismatch_cnt` 0.
+//!   known bad blocks count against no member; the data blocks are rewritten from parity,
+//!   which makes them good), stops it: their entries have left the logs, as md drops an
+//!   entry it has rewritten; the parity block's stays;
+//! * uraid-md runs it again with member 1's writes to 64 KiB failing (`MemberFaults`), and
+//!   rewrites the whole array: member 1 stays, the range is listed in its log (and the
+//!   parity block's entry, rewritten, leaves it);
+//! * md assembles what uraid left: it lists uraid's entry (sysfs `bad_blocks`), reads the
+//!   second contents' sha256 (around the stale range), and a check finds `mismatch_cnt` 0.
 //!
 //! Skips without the VM kit, except under CI=true.
 
@@ -27,7 +31,9 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use uraid_format::feature;
+use uraid_md::members::MemberFaults;
 use uraid_md::{MdArray, MdOptions};
 
 const MEMBERS: usize = 4;
@@ -79,13 +85,24 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
     let status = md.status();
     assert!(status.members.iter().all(|m| m.state == "active sync"), "{:?}", status.members);
     md.stop().expect("a clean stop");
-    // Each member keeps its own list (uraid writes every member's superblock).
+    // The read rebuilt the listed data blocks and rewrote them (md's read-error correction),
+    // which made them good: the stop wrote the logs without them, as md clears an entry it
+    // has rewritten. The range on a parity block (member 1's, by the layout), which reads
+    // never touch, stays listed. (That each member keeps its own list is
+    // `uraid-md/tests/per_member.rs`'s.)
+    let data_offset = superblock(&members[1]).data_offset_sectors;
+    let parity_range = (data_offset + 30_000) * 512..(data_offset + 30_003) * 512;
     for (i, path) in members.iter().enumerate() {
+        let left = uraid_md::members::known_bad_bytes(path).unwrap();
+        let want = if i == 1 { vec![parity_range.clone()] } else { Vec::new() };
+        assert_eq!(left, want, "member {i}'s list after the rewrites");
         let listed = superblock(path).feature_map & feature::BAD_BLOCKS != 0;
-        assert_eq!(listed, BAD.iter().any(|b| b.0 == i), "member {i}'s bad block list");
+        assert_eq!(listed, i == 1, "member {i}'s bad block bit");
     }
 
+    let (second, listed_at) = uraid_lists_a_write_error(&members);
     let job = "mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1\n\
+               echo \"RESULT listed $(tr '\\n' ' ' < /sys/block/md0/md/dev-vdb/bad_blocks)\"\n\
                echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n\
                echo check > /sys/block/md0/md/sync_action\n\
                sleep 1\n\
@@ -93,8 +110,34 @@ fn md_bad_blocks_are_read_around_by_uraid_as_by_md() {
                echo \"RESULT mismatch $(cat /sys/block/md0/md/mismatch_cnt)\"\n\
                mdadm --stop /dev/md0\n";
     let after = run(&scripts, &dir, "after.sh", job, &members);
-    assert_eq!(after["sha"], sha, "md reads what uraid left");
+    // Only uraid's entry: the whole rewrite mended the parity block's too.
+    assert_eq!(after["listed"], format!("{listed_at} 128"), "md lists uraid's entry");
+    assert_eq!(after["sha"], sha256(&second), "md reads what uraid left, around its entry");
     assert_eq!(after["mismatch"], "0", "and finds parity consistent");
+}
+
+/// Runs the array with member 1's writes to 64 KiB failing and rewrites it whole: the member
+/// stays, the range is listed. Returns the contents written and the range's first sector.
+fn uraid_lists_a_write_error(members: &[PathBuf]) -> (Vec<u8>, u64) {
+    let at = superblock(&members[1]).data_offset_sectors * 512 + (8 << 20);
+    let bad = at..at + (64 << 10);
+    let faults = MemberFaults(Arc::new(move |slot, file| {
+        let mut f = uraid_io::Faulty::new(file, 1);
+        if slot == 1 {
+            f.fail_writes(bad.clone());
+        }
+        Box::new(f) as Box<dyn uraid_io::Member>
+    }));
+    let options = MdOptions { member_faults: Some(faults), ..MdOptions::default() };
+    let md = MdArray::assemble(members, &options).expect("uraid-md runs the array");
+    let size = usize::try_from(md.runtime().size_bytes()).unwrap();
+    let second: Vec<u8> = (0..size).map(|i| (i / 4096 * 7 + i % 251) as u8).collect();
+    md.runtime().write_at(0, &second).unwrap();
+    let m1 = &md.status().members[1];
+    assert_eq!((m1.state.as_str(), m1.bad_sectors), ("active sync", 128), "{m1:?}");
+    md.stop().expect("a clean stop");
+    assert_ne!(superblock(&members[1]).feature_map & feature::BAD_BLOCKS, 0);
+    (second, at / 512)
 }
 
 /// The first VM job: md makes and fills the array, reports its sha256, lists `BAD` as bad

@@ -55,6 +55,7 @@ impl FakeArray {
             path: format!("/img/m{slot}.img"),
             state: state.into(),
             recovery_offset_sectors: None,
+            bad_sectors: 0,
         };
         ArrayStatus {
             name: self.name.clone(),

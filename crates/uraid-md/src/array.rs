@@ -11,7 +11,9 @@
 //! clears the bitmap.
 
 use crate::log_start;
-use crate::members::{SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at, read_candidate};
+use crate::members::{
+    MemberFaults, SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at, read_candidate,
+};
 use crate::meta::{Device, Metadata, Role};
 use crate::runner::{Action, SyncQueue};
 use crate::sync::{SyncControl, SyncSpeed};
@@ -60,6 +62,8 @@ pub struct MdOptions {
     pub workers: Option<usize>,
     pub speed: SyncSpeed,
     pub file_options: FileOptions,
+    /// Faults injected under every member device (tests and drills; see `MemberFaults`).
+    pub member_faults: Option<MemberFaults>,
 }
 
 impl Default for MdOptions {
@@ -73,6 +77,7 @@ impl Default for MdOptions {
             workers: None,
             speed: SyncSpeed::default(),
             file_options: FileOptions { direct: true, io_uring: true, ring_entries: 128 },
+            member_faults: None,
         }
     }
 }
@@ -126,6 +131,7 @@ pub(crate) struct Inner {
     /// Stops the monitor, which outlives the sync runner at a stop (see `MdArray::stop`).
     pub monitor_stop: AtomicBool,
     pub file_options: FileOptions,
+    pub member_faults: Option<MemberFaults>,
 }
 
 /// One file or device given twice (by name, `..`, a link) would be two members writing the same
@@ -208,6 +214,7 @@ impl MdArray {
             shutdown: AtomicBool::new(false),
             monitor_stop: AtomicBool::new(false),
             file_options: options.file_options,
+            member_faults: options.member_faults.clone(),
         });
         *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
         inner.start_slots(&plan);
@@ -258,6 +265,19 @@ impl MdArray {
             crate::ppl::clear_log(&setup, paths)
                 .map_err(|e| MdError::Refused(format!("clearing the partial parity log: {e}")))?;
         }
+        // Everything written is durable: the logs drop ranges rewritten since they were
+        // listed, and a superblock whose list is empty says it has none (md's convention).
+        for d in meta.devices.iter().filter(|d| d.role != Role::Faulty) {
+            if let Some(list) = &d.bad_blocks {
+                list.settle().map_err(|e| {
+                    MdError::Refused(format!(
+                        "{}: writing its bad block log: {e}",
+                        d.path.display()
+                    ))
+                })?;
+            }
+        }
+        meta.running = false;
         let queue = inner.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
         meta.set_resync_offset(queue.resync_cp);
         meta.events += 1;
@@ -447,7 +467,10 @@ fn mark_active_and_start(
     options: &MdOptions,
 ) -> Result<Runtime, MdError> {
     let was = meta.resync_offset;
+    meta.attach_bad_blocks()
+        .map_err(|e| MdError::Refused(format!("opening the bad block logs: {e}")))?;
     meta.set_resync_offset(0);
+    meta.running = true;
     meta.events += 1;
     meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
     fail_on_error(meta.write())?;
@@ -458,6 +481,7 @@ fn mark_active_and_start(
     });
     start_runtime(info, meta, array, plan, image, log.as_ref(), options).inspect_err(|_| {
         meta.set_resync_offset(was);
+        meta.running = false;
         meta.events += 1;
         // Best effort: the start's own error is the one to report.
         let _ = meta.write_bitmap(None);
@@ -514,6 +538,12 @@ fn start_runtime(
         // md_update_sb before a degraded write is acknowledged (`Inner::record_failures`).
         record_failures: true,
     };
-    let source = SlotSource { paths: log_start::slot_paths(plan), options: options.file_options };
+    let mut source = SlotSource::new(log_start::slot_paths(plan), options.file_options);
+    source.faults.clone_from(&options.member_faults);
+    for d in &meta.devices {
+        if let Role::Slot(slot) = d.role {
+            source.bad_blocks[slot as usize].clone_from(&d.bad_blocks);
+        }
+    }
     Ok(Runtime::start_with_log(&cfg, log, &source)?)
 }

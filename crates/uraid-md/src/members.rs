@@ -6,9 +6,10 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use uraid_format::assemble::Candidate;
 use uraid_format::{Level, V1_2_SUPER_OFFSET_SECTORS};
-use uraid_io::{FileMember, FileOptions, KnownBad, Member, MemoryMember};
+use uraid_io::{BadBlockList, FileMember, FileOptions, KnownBad, Member, MemoryMember};
 use uraid_runtime::MemberSource;
 
 /// Where v1.2 metadata keeps the superblock: 4 KiB into the member.
@@ -93,15 +94,49 @@ pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
 /// A member file, behind `KnownBad` when its bad block log names ranges.
 pub fn open_member(path: &Path, options: FileOptions) -> io::Result<Box<dyn Member>> {
     let file = FileMember::open(path, options)?;
+    read_around_log(Box::new(file), path)
+}
+
+/// `member` behind `KnownBad` when `path`'s bad block log names ranges.
+fn read_around_log(member: Box<dyn Member>, path: &Path) -> io::Result<Box<dyn Member>> {
     let bad = known_bad_bytes(path)?;
-    if bad.is_empty() { Ok(Box::new(file)) } else { Ok(Box::new(KnownBad::new(file, bad))) }
+    if bad.is_empty() {
+        Ok(member)
+    } else {
+        Ok(Box::new(KnownBad::new(member, BadBlockList::fixed(bad))))
+    }
+}
+
+/// Fault injection for tests and drills (what md's faulty personality or dm-flakey give the
+/// kernel): every member device a slot opens is handed over, with its slot, and what comes
+/// back (a `uraid_io::Faulty` around it, say) is used instead, under the bad block layer,
+/// which takes its errors for a disk's.
+#[derive(Clone)]
+pub struct MemberFaults(pub Arc<dyn Fn(usize, FileMember) -> Box<dyn Member> + Send + Sync>);
+
+impl std::fmt::Debug for MemberFaults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemberFaults")
+    }
 }
 
 /// Each slot's device, or none (an empty slot: a stand-in that is failed and gets no I/O).
-/// A device whose md bad block log names ranges reads around them (`open_member`).
+/// A device with a bad block list (`Device::bad_blocks`) reads around it and lists the data
+/// writes that fail; one without reads around what its log names (`open_member`).
 pub struct SlotSource {
     pub paths: Vec<Option<PathBuf>>,
     pub options: FileOptions,
+    /// Per slot: its device's list, shared by every worker's instance.
+    pub bad_blocks: Vec<Option<Arc<BadBlockList>>>,
+    pub faults: Option<MemberFaults>,
+}
+
+impl SlotSource {
+    /// The devices of `paths` without lists of their own (each reads its log).
+    #[must_use]
+    pub fn new(paths: Vec<Option<PathBuf>>, options: FileOptions) -> SlotSource {
+        SlotSource { bad_blocks: vec![None; paths.len()], paths, options, faults: None }
+    }
 }
 
 impl MemberSource for SlotSource {
@@ -110,9 +145,17 @@ impl MemberSource for SlotSource {
     }
 
     fn open(&self, member: usize) -> io::Result<Box<dyn Member>> {
-        match &self.paths[member] {
-            Some(path) => open_member(path, self.options),
-            None => Ok(Box::new(MemoryMember::new(&format!("missing-{member}"), 0))),
+        let Some(path) = &self.paths[member] else {
+            return Ok(Box::new(MemoryMember::new(&format!("missing-{member}"), 0)));
+        };
+        let file = FileMember::open(path, self.options)?;
+        let device = match &self.faults {
+            Some(faults) => (faults.0)(member, file),
+            None => Box::new(file),
+        };
+        match &self.bad_blocks[member] {
+            Some(list) => Ok(Box::new(KnownBad::new(device, list.clone()))),
+            None => read_around_log(device, path),
         }
     }
 }

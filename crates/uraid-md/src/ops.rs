@@ -110,7 +110,9 @@ impl Inner {
             let path = meta.devices[i].path.clone();
             let mut paths = vec![None; self.info.raid_disks as usize];
             paths[slot as usize] = Some(path.clone());
-            let source = SlotSource { paths, options: self.file_options };
+            let mut source = SlotSource::new(paths, self.file_options);
+            source.faults.clone_from(&self.member_faults);
+            source.bad_blocks[slot as usize].clone_from(&meta.devices[i].bad_blocks);
             if let Err(e) = self.runtime.replace_member(slot as usize, &source) {
                 eprintln!("uraid: spare {}: cannot open for slot {slot}: {e}", path.display());
                 meta.devices.remove(i);
@@ -187,10 +189,8 @@ impl Inner {
             }
             (Role::Faulty, Some(slot)) => {
                 // Its slot gets an empty stand-in; the old descriptors close.
-                let source = SlotSource {
-                    paths: vec![None; self.info.raid_disks as usize],
-                    options: self.file_options,
-                };
+                let source =
+                    SlotSource::new(vec![None; self.info.raid_disks as usize], self.file_options);
                 self.runtime.replace_member(slot as usize, &source)?;
             }
             _ => {}
@@ -238,6 +238,7 @@ impl Inner {
                     .map_err(|e| refuse(format!("emptying md's PPL area: {e}")))?;
             }
             meta.devices.push(d);
+            meta.attach_bad_blocks().map_err(|e| refuse(format!("its bad block log: {e}")))?;
             self.commit_locked(&mut meta);
         }
         self.start_rebuilds();

@@ -87,6 +87,7 @@ fn member_statuses(
                 state: if d.recovery_offset.is_some() { "spare rebuilding" } else { "active sync" }
                     .into(),
                 recovery_offset_sectors: d.recovery_offset,
+                bad_sectors: bad_sectors(d),
             }),
             None => members.push(MemberStatus {
                 slot: Some(slot),
@@ -94,6 +95,7 @@ fn member_statuses(
                 path: "missing".into(),
                 state: "removed".into(),
                 recovery_offset_sectors: None,
+                bad_sectors: 0,
             }),
         }
     }
@@ -104,6 +106,7 @@ fn member_statuses(
             path: d.path.display().to_string(),
             state: if d.role == Role::Spare { "spare" } else { "faulty" }.into(),
             recovery_offset_sectors: None,
+            bad_sectors: bad_sectors(d),
         });
     }
     members
@@ -152,4 +155,10 @@ impl MdArray {
         }
         self.inner.queue.lock().unwrap_or_else(PoisonError::into_inner).last.clone()
     }
+}
+
+/// Sectors `d`'s bad block list names now.
+fn bad_sectors(d: &crate::meta::Device) -> u64 {
+    let list = d.bad_blocks.as_ref().map(|l| l.bad()).unwrap_or_default();
+    list.iter().map(|r| (r.end - r.start) / 512).sum()
 }

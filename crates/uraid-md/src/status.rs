@@ -70,6 +70,10 @@ pub struct MemberStatus {
     pub state: String,
     /// While being rebuilt: in sync below this member sector.
     pub recovery_offset_sectors: Option<u64>,
+    /// Sectors its bad block log lists (md's `bad_blocks` in sysfs): read around, rebuilt
+    /// from parity. Data writes that failed there kept the member in the array.
+    #[serde(default)]
+    pub bad_sectors: u64,
 }
 
 /// The sync process's current action.
@@ -315,8 +319,12 @@ pub fn render_detail(s: &ArrayStatus) -> String {
     for m in &s.members {
         let dash = |n: Option<u32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
         let path = if m.path == "missing" { "" } else { m.path.as_str() };
+        let bad = match m.bad_sectors {
+            0 => String::new(),
+            n => format!("   ({n} bad sectors listed)"),
+        };
         let row = format!(
-            "    {:>6}   {:>10}   {:<17} {path}",
+            "    {:>6}   {:>10}   {:<17} {path}{bad}",
             dash(m.dev_number),
             dash(m.slot),
             m.state
@@ -390,6 +398,7 @@ mod tests {
             path: path.into(),
             state: state.into(),
             recovery_offset_sectors: None,
+            bad_sectors: 0,
         }
     }
 

@@ -21,7 +21,9 @@ fn each_member_keeps_its_bad_block_list_and_devflags() {
     let f = std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
     f.write_all_at(&sb.encode(), 4096).unwrap();
     let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
-    let start = sb.data_offset_sectors + 64;
+    // 4 MiB into the data area: the 1 MiB write below leaves it alone (a write over it would
+    // make it good, and the stop would drop it: `a_rewritten_bad_range_leaves_the_log`).
+    let start = sb.data_offset_sectors + 8192;
     f.write_all_at(
         &[((start << 10) | 8).to_le_bytes(), u64::MAX.to_le_bytes()].concat(),
         log.unwrap() * 512,
@@ -38,6 +40,41 @@ fn each_member_keeps_its_bad_block_list_and_devflags() {
         assert_eq!(sb.devflags, u8::from(i == 1), "member {i}: its own devflags");
         assert!(sb.bblog_size_sectors > 0, "member {i} keeps its log's place");
     }
+}
+
+/// A listed range the array rewrites is good again, and the stop writes the log without it
+/// (md clears an entry the same way); the superblock then says the list is empty.
+#[test]
+fn a_rewritten_bad_range_leaves_the_log() {
+    let dir = tempdir("per-member-rewritten");
+    let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
+    let mut sb = superblock(&paths[1]);
+    sb.feature_map |= feature::BAD_BLOCKS;
+    sb.seal();
+    let f = std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
+    f.write_all_at(&sb.encode(), 4096).unwrap();
+    let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
+    // Data sectors 64..72 of member 1: array bytes in its first chunk (row 0's chunk 1).
+    let start = sb.data_offset_sectors + 64;
+    f.write_all_at(
+        &[((start << 10) | 8).to_le_bytes(), u64::MAX.to_le_bytes()].concat(),
+        log.unwrap() * 512,
+    )
+    .unwrap();
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    // While it runs, every member's superblock says its log is there (new entries may come).
+    assert!(paths.iter().all(|p| superblock(p).feature_map & feature::BAD_BLOCKS != 0));
+    let data = vec![7u8; 1 << 20];
+    md.runtime().write_at(0, &data).unwrap();
+    assert_eq!(md.runtime().read_at(0, 1 << 20).unwrap(), data);
+    md.stop().unwrap();
+    for p in &paths {
+        assert_eq!(superblock(p).feature_map & feature::BAD_BLOCKS, 0, "{}", p.display());
+    }
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    assert_eq!(md.runtime().read_at(0, 1 << 20).unwrap(), data, "read from the member now");
+    assert_eq!(md.runtime().stats().members[1].errors, 0, "nothing read around");
+    md.stop().unwrap();
 }
 
 /// A bad block log md would refuse (a zero word: an entry of length 0) refuses the start,
