@@ -38,6 +38,9 @@ pub struct SimConfig {
     pub max_request_sectors: u64,
     /// Whether faults (errors, pulled members, power cuts) are injected.
     pub faults: bool,
+    /// Whether members keep md's bad block log: a data write they refuse is listed (durably,
+    /// before it completes, as a success) and read around, instead of failing the member.
+    pub bad_block_logs: bool,
     /// A deliberately broken member, to show the checks catch what they claim to.
     #[serde(skip)]
     pub sabotage: Option<Sabotage>,
@@ -95,7 +98,9 @@ impl SimConfig {
         let log_ring_sectors =
             log_rng.random_bool(0.85).then(|| 8 + unit_sectors * log_rng.random_range(4..=48));
         let log_rotational = log_rng.random_bool(0.5);
+        let bad_block_logs = StdRng::seed_from_u64(seed ^ 0x0bad_b10c_0000_0000).random_bool(0.5);
         SimConfig {
+            bad_block_logs,
             seed,
             level,
             log_ring_sectors,

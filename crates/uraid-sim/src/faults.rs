@@ -34,7 +34,7 @@ impl Sim {
             .collect()
     }
 
-    /// Members (not lost) with latent bad sectors.
+    /// Members (not lost) with latent bad sectors or listed ones.
     fn bad_members(&self) -> Vec<usize> {
         let lost = self.lost();
         (0..self.members.len())
@@ -98,7 +98,9 @@ impl Sim {
             // A torn stripe plus a member lost (before the cut, or pulled right after it: see
             // `restart`) is md's write hole, which the partial parity log closes: without
             // the log, only a clean array is cut. Latent bad sectors are not combined with
-            // cuts (a rebuild reading them would count as one more loss).
+            // cuts (a rebuild reading them would count as one more loss), nor are listed
+            // ones: a torn write to a listed block leaves nothing to rebuild it from (the
+            // README's bad block section).
             85..100
                 if (lost == 0 || self.cfg.log_ring_sectors.is_some())
                     && self.recovery.is_none()
@@ -132,6 +134,7 @@ impl Sim {
             &image,
             self.cfg.log_bytes(),
         );
+        self.members[m].bad_block_log = self.cfg.bad_block_logs;
         self.array.start_recovery(Self::member_index(m), Sector(0));
         self.recorded_faulty[m] = false;
         self.note(|| format!("spare for member {m}: recovery starts"));

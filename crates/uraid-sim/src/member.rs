@@ -35,8 +35,15 @@ pub struct SimMember {
     remaps_pending: BTreeSet<u64>,
     /// Every I/O fails (the disk was pulled).
     pub pulled: bool,
-    /// The next write fails (and md then fails the member).
+    /// The next write fails (and md then fails the member, or lists the range).
     pub fail_next_write: bool,
+    /// md's bad block log: a data write that fails is listed (durably at once) and counts as
+    /// done; reads of listed sectors fail as known bad (`uraid_io::KnownBad`).
+    pub bad_block_log: bool,
+    /// Listed data sectors reads go around; a write that lands makes them good again.
+    pub listed: BTreeSet<u64>,
+    /// What the log on the disk holds: it only grows while the array runs.
+    listed_durable: BTreeSet<u64>,
     /// Relative chance of being the next to complete (a slow member is rarely picked).
     pub speed: u32,
 }
@@ -65,6 +72,9 @@ impl SimMember {
             remaps_pending: BTreeSet::new(),
             pulled: false,
             fail_next_write: false,
+            bad_block_log: false,
+            listed: BTreeSet::new(),
+            listed_durable: BTreeSet::new(),
             speed: 8,
         }
     }
@@ -93,12 +103,18 @@ impl SimMember {
         if self.pulled {
             return false;
         }
+        let written = sectors(offset, data.len());
         if std::mem::take(&mut self.fail_next_write) {
+            if self.bad_block_log && offset < self.data_bytes {
+                self.listed.extend(written.clone());
+                self.listed_durable.extend(written);
+                return true;
+            }
             return false;
         }
         self.current[offset..offset + data.len()].copy_from_slice(data);
-        let written = sectors(offset, data.len());
         if offset < self.data_bytes {
+            self.listed.retain(|s| !written.contains(s));
             // Written sectors are remapped by the disk: they read fine again (for good once
             // the write is durable).
             let remapped: Vec<u64> = self.bad_sectors.range(written.clone()).copied().collect();
@@ -188,6 +204,7 @@ impl SimMember {
         }
         // A rewrite that did not reach the medium left its sector pending: bad again.
         self.bad_sectors.append(&mut self.remaps_pending);
+        self.listed.clone_from(&self.listed_durable);
         self.current.clone_from(&self.durable);
     }
 
@@ -205,14 +222,25 @@ impl SimMember {
         self.bad_sectors.retain(|s| !written.contains(s));
     }
 
-    /// Whether some sector is bad, or will be again if the power goes now.
+    /// Whether some sector is bad or listed, or will be again if the power goes now.
     pub fn has_bad_sectors(&self) -> bool {
-        !self.bad_sectors.is_empty() || !self.remaps_pending.is_empty()
+        !self.bad_sectors.is_empty()
+            || !self.remaps_pending.is_empty()
+            || !self.listed.is_empty()
+            || !self.listed_durable.is_empty()
     }
 
-    /// Whether a data-area range reads without errors.
+    /// Whether a data-area range reads without errors (known bad ones included).
     pub fn readable(&self, offset: usize, len: usize) -> bool {
-        !self.pulled && self.bad_sectors.range(sectors(offset, len)).next().is_none()
+        !self.pulled
+            && self.bad_sectors.range(sectors(offset, len)).next().is_none()
+            && !self.is_listed(offset, len)
+    }
+
+    /// Whether the bad block log lists a sector of a data-area range: a read fails as known
+    /// bad without reaching the disk.
+    pub fn is_listed(&self, offset: usize, len: usize) -> bool {
+        offset < self.data_bytes && self.listed.range(sectors(offset, len)).next().is_some()
     }
 
     /// The log ring as it would be read at a restart.

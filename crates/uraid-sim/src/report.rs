@@ -49,6 +49,10 @@ pub struct SimStats {
     /// cuts that came while a failure was not yet recorded.
     pub failures_recorded: u64,
     pub cuts_before_record: u64,
+    /// Write errors listed in a member's bad block log (the member kept), and reads that
+    /// went around listed sectors.
+    pub writes_listed: u64,
+    pub known_bad_reads: u64,
 }
 
 impl SimStats {
@@ -81,6 +85,8 @@ impl SimStats {
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;
         self.cuts_before_record += o.cuts_before_record;
+        self.writes_listed += o.writes_listed;
+        self.known_bad_reads += o.known_bad_reads;
     }
 
     /// Faults injected: members pulled, write errors, latent bad sectors, power cuts.

@@ -161,7 +161,10 @@ impl Sim {
         self.members
             .iter()
             .map(|m| {
-                let mut units: Vec<u64> = m.bad_sectors.iter().map(|s| s - s % unit).collect();
+                let listed = m.listed.iter();
+                let mut units: Vec<u64> =
+                    m.bad_sectors.iter().chain(listed).map(|s| s - s % unit).collect();
+                units.sort_unstable();
                 units.dedup();
                 units
             })

@@ -80,6 +80,7 @@ impl Sim {
         let members: Vec<SimMember> = (0..cfg.members)
             .map(|_| {
                 let mut m = SimMember::new(data_bytes, |_| 0, &bitmap, cfg.log_bytes());
+                m.bad_block_log = cfg.bad_block_logs;
                 m.speed = if rng.random_bool(0.2) { 1 } else { 8 };
                 m
             })
@@ -289,6 +290,14 @@ impl Sim {
         let member = &mut self.members[io.member.get()];
         let offset = member.offset(io.area, io.sector.0);
         let sabotage = self.cfg.sabotage;
+        if io.op == MemberOp::Read && member.is_listed(offset, io.bytes()) {
+            self.mix(&[io.tag.0, 2]);
+            self.note_io("known bad", &io, None);
+            self.stats.known_bad_reads += 1;
+            self.array.complete_io_known_bad(io.tag);
+            self.pump();
+            return Ok(());
+        }
         let ok = match io.op {
             MemberOp::Read => {
                 let buf = self.array.io_buf_mut(&io);
@@ -303,7 +312,16 @@ impl Sim {
                 if self.array.io_buf(&io) != data.as_slice() {
                     return Err(self.fail(format!("the engine changed a write in flight: {io:?}")));
                 }
-                member.write(offset, &data, io.fua)
+                let listing =
+                    member.fail_next_write && member.bad_block_log && io.area == IoArea::Data;
+                let ok = member.write(offset, &data, io.fua);
+                if listing && ok {
+                    self.stats.writes_listed += 1;
+                    self.note(|| {
+                        format!("member {} lists {}+{}", io.member, io.sector.0, io.sectors)
+                    });
+                }
+                ok
             }
             MemberOp::Discard => member.write(offset, &vec![0; io.bytes()], false),
             MemberOp::Flush if sabotage == Some(Sabotage::FlushesDoNothing) => !member.pulled,

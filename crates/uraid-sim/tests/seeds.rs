@@ -36,6 +36,8 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
     // The run exercised what it claims to (each seed draws its faults from its seed).
     assert!(total.power_cuts > 100 && total.members_pulled > 100 && total.bad_sectors > 100);
     assert!(total.spares_rebuilt > 100 && total.checks > 100 && total.io_count_checks > 100);
+    // Write errors listed in bad block logs (members kept), and reads around them.
+    assert!(total.writes_listed > 100 && total.known_bad_reads > 100, "{total:?}");
     // Writes held for failures not yet recorded, and power cuts that came meanwhile.
     assert!(total.failures_recorded > 100 && total.cuts_before_record > 10, "{total:?}");
     // The write hole's case: power cuts with members lost, and the log replayed.
