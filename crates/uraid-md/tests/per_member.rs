@@ -9,26 +9,29 @@ use uraid_md::{MdArray, MdOptions};
 mod common;
 use common::{make_array_at, superblock, tempdir};
 
+/// Lists data sectors `[sector, +8)` in `path`'s own bad block log, as md would, and sets
+/// its devflags.
+fn list_8_sectors(path: &std::path::Path, sector: u64, devflags: u8) {
+    let mut sb = superblock(path);
+    sb.feature_map |= feature::BAD_BLOCKS;
+    sb.devflags = devflags;
+    sb.seal();
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(&sb.encode(), 4096).unwrap();
+    let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
+    let start = sb.data_offset_sectors + sector;
+    let entries = [((start << 10) | 8).to_le_bytes(), u64::MAX.to_le_bytes()].concat();
+    f.write_all_at(&entries, log.unwrap() * 512).unwrap();
+}
+
 #[test]
 fn each_member_keeps_its_bad_block_list_and_devflags() {
     let dir = tempdir("per-member");
     let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
-    // Member 1: a bad block listed (in its own log) and md's WriteMostly flag.
-    let mut sb = superblock(&paths[1]);
-    sb.feature_map |= feature::BAD_BLOCKS;
-    sb.devflags = 1;
-    sb.seal();
-    let f = std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
-    f.write_all_at(&sb.encode(), 4096).unwrap();
-    let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
-    // 4 MiB into the data area: the 1 MiB write below leaves it alone (a write over it would
-    // make it good, and the stop would drop it: `a_rewritten_bad_range_leaves_the_log`).
-    let start = sb.data_offset_sectors + 8192;
-    f.write_all_at(
-        &[((start << 10) | 8).to_le_bytes(), u64::MAX.to_le_bytes()].concat(),
-        log.unwrap() * 512,
-    )
-    .unwrap();
+    // Member 1: a bad block listed (in its own log) and md's WriteMostly flag; 4 MiB into the
+    // data area, which the 1 MiB write below leaves alone (a write over it would make it
+    // good, and the stop would drop it: `a_rewritten_bad_range_leaves_the_log`).
+    list_8_sectors(&paths[1], 8192, 1);
     let md =
         MdArray::assemble(&paths, &MdOptions { workers: Some(2), ..MdOptions::default() }).unwrap();
     md.runtime().write_at(0, &vec![9u8; 1 << 20]).unwrap();
@@ -48,19 +51,8 @@ fn each_member_keeps_its_bad_block_list_and_devflags() {
 fn a_rewritten_bad_range_leaves_the_log() {
     let dir = tempdir("per-member-rewritten");
     let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
-    let mut sb = superblock(&paths[1]);
-    sb.feature_map |= feature::BAD_BLOCKS;
-    sb.seal();
-    let f = std::fs::OpenOptions::new().write(true).open(&paths[1]).unwrap();
-    f.write_all_at(&sb.encode(), 4096).unwrap();
-    let log = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
     // Data sectors 64..72 of member 1: array bytes in its first chunk (row 0's chunk 1).
-    let start = sb.data_offset_sectors + 64;
-    f.write_all_at(
-        &[((start << 10) | 8).to_le_bytes(), u64::MAX.to_le_bytes()].concat(),
-        log.unwrap() * 512,
-    )
-    .unwrap();
+    list_8_sectors(&paths[1], 64, 0);
     let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
     // While it runs, every member's superblock says its log is there (new entries may come).
     assert!(paths.iter().all(|p| superblock(p).feature_map & feature::BAD_BLOCKS != 0));
