@@ -328,7 +328,11 @@ impl Metadata {
                 Some(_) => crate::members::known_bad_bytes(&d.path)?,
                 None => Vec::new(),
             };
-            let persist = log_writer(d.file.try_clone()?, at * 512, sectors, sb.bblog_shift);
+            // A descriptor of its own, not a clone of the locked one: the runtime's instances
+            // may hold the list a moment after the device is removed, and must not keep it
+            // locked (`Device::open`).
+            let file = OpenOptions::new().write(true).open(&d.path)?;
+            let persist = log_writer(file, at * 512, sectors, sb.bblog_shift);
             self.devices[i].bad_blocks = Some(BadBlockList::recording(found, data_from, persist));
         }
         Ok(())
