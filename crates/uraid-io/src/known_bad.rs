@@ -124,13 +124,6 @@ impl BadBlockList {
         true
     }
 
-    /// Writes the log as it stands (`durable`): before a superblock first says it is there.
-    pub fn write_durable(&self) -> io::Result<()> {
-        let Some(rec) = &self.recording else { return Ok(()) };
-        let st = self.state();
-        (rec.persist)(&st.durable)
-    }
-
     /// Everything written so far is durable (the caller flushed): the log may drop what has
     /// been rewritten. A list that never records has nothing to write.
     pub fn settle(&self) -> io::Result<()> {

@@ -266,7 +266,7 @@ impl MdArray {
                 .map_err(|e| MdError::Refused(format!("clearing the partial parity log: {e}")))?;
         }
         // Everything written is durable: the logs drop ranges rewritten since they were
-        // listed, and a superblock whose list is empty says it has none (md's convention).
+        // listed, and a superblock whose list empties says it has none (md's convention).
         for d in meta.devices.iter().filter(|d| d.role != Role::Faulty) {
             if let Some(list) = &d.bad_blocks {
                 list.settle().map_err(|e| {
@@ -277,7 +277,6 @@ impl MdArray {
                 })?;
             }
         }
-        meta.running = false;
         let queue = inner.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
         meta.set_resync_offset(queue.resync_cp);
         meta.events += 1;
@@ -470,7 +469,6 @@ fn mark_active_and_start(
     meta.attach_bad_blocks()
         .map_err(|e| MdError::Refused(format!("opening the bad block logs: {e}")))?;
     meta.set_resync_offset(0);
-    meta.running = true;
     meta.events += 1;
     meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
     fail_on_error(meta.write())?;
@@ -481,7 +479,6 @@ fn mark_active_and_start(
     });
     start_runtime(info, meta, array, plan, image, log.as_ref(), options).inspect_err(|_| {
         meta.set_resync_offset(was);
-        meta.running = false;
         meta.events += 1;
         // Best effort: the start's own error is the one to report.
         let _ = meta.write_bitmap(None);

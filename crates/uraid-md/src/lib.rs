@@ -10,6 +10,7 @@
 //! - `status`: what a running array reports.
 
 pub mod array;
+mod bad_blocks;
 pub mod control;
 mod log_start;
 pub mod md_ppl;

@@ -10,18 +10,16 @@
 //! written before the md superblocks (so a bitmap is never older than its array: md would
 //! distrust it and resync everything).
 
+use crate::bad_blocks::SuperblockSlot;
 use crate::members::SUPERBLOCK_OFFSET_BYTES;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-use uraid_format::{
-    BadRange, BitmapSuper, DevRole, MAX_SECTOR, Superblock1, Uuid, encode_bad_blocks, feature,
-};
-use uraid_io::{BadBlockList, FileIdentity, PersistBadBlocks};
+use uraid_format::{BitmapSuper, DevRole, MAX_SECTOR, Superblock1, Uuid, feature};
+use uraid_io::{BadBlockList, FileIdentity};
 
 /// What a device is to the array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,13 +45,12 @@ pub struct Device {
     /// Its own superblock as found at open, for the fields md keeps per device (its bad block
     /// log, devflags), which are never taken from another member's. None: no superblock of
     /// this device yet (a new spare).
-    own: Option<Superblock1>,
+    pub(crate) own: Option<Superblock1>,
     /// Its bad block list, shared with the runtime's instances of it, which add the ranges of
     /// failed writes (`Metadata::attach_bad_blocks`). None: no place for md's log.
     pub bad_blocks: Option<Arc<BadBlockList>>,
-    /// Whether its log area holds the list: written before a superblock first sets the
-    /// feature bit (mdadm leaves the area uninitialised).
-    log_written: AtomicBool,
+    /// Its last superblock, shared with the writer of its bad block log (`bad_blocks.rs`).
+    pub(crate) sb_slot: Arc<SuperblockSlot>,
     file: File,
 }
 
@@ -92,7 +89,7 @@ impl Device {
             former_slot: None,
             own,
             bad_blocks: None,
-            log_written: AtomicBool::new(false),
+            sb_slot: Arc::default(),
             file,
         })
     }
@@ -129,9 +126,6 @@ pub struct Metadata {
     pub resync_offset: u64,
     /// The bitmap superblock, when the array has an internal bitmap.
     pub bitmap: Option<BitmapSuper>,
-    /// The engine runs: members' bad block logs take new entries, so every superblock says
-    /// its log is there (md's feature bit), empty or not.
-    pub running: bool,
 }
 
 impl Metadata {
@@ -143,7 +137,6 @@ impl Metadata {
             base,
             devices,
             bitmap,
-            running: false,
         }
     }
 
@@ -178,9 +171,10 @@ impl Metadata {
             .expect("a free number")
     }
 
-    /// The superblock `device` gets now.
+    /// The superblock `device` gets now; `listed`: whether its bad block list (if it has one)
+    /// has entries, md's feature bit.
     #[must_use]
-    pub fn superblock_for(&self, device: &Device, roles: &[DevRole]) -> Superblock1 {
+    pub fn superblock_for(&self, device: &Device, roles: &[DevRole], listed: bool) -> Superblock1 {
         let mut sb = self.base.clone();
         sb.dev_number = device.dev_number;
         sb.device_uuid = device.device_uuid;
@@ -204,9 +198,9 @@ impl Metadata {
             sb.bblog_size_sectors = own.bblog_size_sectors;
             sb.bblog_offset_sectors = own.bblog_offset_sectors;
         }
-        if let Some(list) = &device.bad_blocks {
+        if device.bad_blocks.is_some() {
             sb.feature_map &= !feature::BAD_BLOCKS;
-            if self.running || !list.durable().is_empty() {
+            if listed {
                 sb.feature_map |= feature::BAD_BLOCKS;
             }
         }
@@ -256,13 +250,17 @@ impl Metadata {
             if d.role == Role::Faulty {
                 continue; // md writes no superblock to a failed member
             }
-            let sb = self.superblock_for(d, &roles);
-            let bytes = sb.encode();
-            let r = write_log_first(d, &sb)
-                .and_then(|()| d.file.write_all_at(&bytes, SUPERBLOCK_OFFSET_BYTES))
+            // Under the slot's lock: the log's writer sets the feature bit in the last
+            // superblock written, and must not be overtaken by an older one.
+            let mut slot = d.sb_slot.lock();
+            let sb = self.superblock_for(d, &roles, slot.listed);
+            let r = d
+                .file
+                .write_all_at(&sb.encode(), SUPERBLOCK_OFFSET_BYTES)
                 .and_then(|()| d.file.sync_data());
-            if let Err(e) = r {
-                failed.push((i, e));
+            match r {
+                Ok(()) => slot.last = Some(sb),
+                Err(e) => failed.push((i, e)),
             }
         }
         failed
@@ -294,66 +292,6 @@ impl Metadata {
     pub fn is_clean(&self) -> bool {
         self.resync_offset == MAX_SECTOR
     }
-}
-
-/// A superblock about to say `d`'s bad block log is there: the log is written (and synced)
-/// first, once; the runtime keeps it current after.
-fn write_log_first(d: &Device, sb: &Superblock1) -> io::Result<()> {
-    let Some(list) = &d.bad_blocks else { return Ok(()) };
-    if sb.feature_map & feature::BAD_BLOCKS == 0 || d.log_written.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    list.write_durable()?;
-    d.log_written.store(true, Ordering::Release);
-    Ok(())
-}
-
-impl Metadata {
-    /// Gives every device that lacks one its bad block list (those whose superblock has a
-    /// place for md's log): the entries its log holds, and failed data writes added from now
-    /// on, each written to the log and synced before the write completes.
-    pub fn attach_bad_blocks(&mut self) -> io::Result<()> {
-        let roles = self.dev_roles();
-        let data_from = self.base.data_offset_sectors * 512;
-        for i in 0..self.devices.len() {
-            if self.devices[i].bad_blocks.is_some() {
-                continue;
-            }
-            let mut sb = self.superblock_for(&self.devices[i], &roles);
-            sb.feature_map |= feature::BAD_BLOCKS;
-            let Some((at, sectors)) = sb.bad_block_log() else { continue };
-            let d = &self.devices[i];
-            // Only a device's own superblock says what its log holds (a new spare: nothing).
-            let found = match &d.own {
-                Some(_) => crate::members::known_bad_bytes(&d.path)?,
-                None => Vec::new(),
-            };
-            // A descriptor of its own, not a clone of the locked one: the runtime's instances
-            // may hold the list a moment after the device is removed, and must not keep it
-            // locked (`Device::open`).
-            let file = OpenOptions::new().write(true).open(&d.path)?;
-            let persist = log_writer(file, at * 512, sectors, sb.bblog_shift);
-            self.devices[i].bad_blocks = Some(BadBlockList::recording(found, data_from, persist));
-        }
-        Ok(())
-    }
-}
-
-/// Writes a bad block list (device bytes) as md's log: `sectors` at byte `at`, synced.
-fn log_writer(file: File, at: u64, sectors: u16, shift: u8) -> PersistBadBlocks {
-    Box::new(move |ranges| {
-        let ranges: Vec<BadRange> = ranges
-            .iter()
-            .map(|r| BadRange {
-                start_sector: r.start / 512,
-                sectors: (r.end - r.start).div_ceil(512),
-            })
-            .collect();
-        let log = encode_bad_blocks(&ranges, shift, usize::from(sectors) * 512)
-            .map_err(io::Error::other)?;
-        file.write_all_at(&log, at)?;
-        file.sync_data()
-    })
 }
 
 fn now_seconds() -> u64 {

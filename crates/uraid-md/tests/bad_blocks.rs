@@ -57,9 +57,16 @@ fn a_failed_data_write_is_listed_and_the_member_stays() {
     let rt = md.runtime().clone();
     let size = rt.size_bytes() as usize;
     let data = fill(5, size);
+    assert!(paths.iter().all(|p| !listed(p)), "no member lists anything yet");
     rt.write_at(0, &data).unwrap();
-    // Acknowledged: the range is in the log on the disk already.
+    // Acknowledged: the range is in the log on the disk already, and the superblock says so
+    // (md reads the log only then); the others' say nothing.
     assert_eq!(known_bad_bytes(&paths[1]).unwrap(), vec![bad.clone()]);
+    for (i, p) in paths.iter().enumerate() {
+        assert_eq!(listed(p), i == 1, "member {i} while running");
+    }
+    let events = superblock(&paths[1]).events;
+    assert_eq!(events, superblock(&paths[0]).events, "the bit set on the last superblock");
     let st = md.status();
     assert!(!st.degraded, "{st:?}");
     assert_eq!(st.members[1].state, "active sync");
