@@ -7,11 +7,12 @@
 //! reached. Invariants: no panic; a decoded header re-encodes and decodes to itself; the
 //! chain's end is a valid header of the array and its partial parity lies inside the area; a
 //! coverage md's rules accept has 1..=data_disks chunks, a non-empty strip, and every sector it
-//! names is at or above its first and below its last; bad block ranges are non-empty.
+//! names is at or above its first and below its last; bad block ranges are non-empty, and
+//! re-encoded (merged, as uraid writes them) decode to the same sectors.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use uraid_format::decode_bad_blocks;
+use uraid_format::{BadRange, decode_bad_blocks, encode_bad_blocks};
 use uraid_format::md_ppl::{EntryCoverage, HEADER_BYTES, MdPplHeader, newest_in_chain, signature};
 
 /// The array of the seeds (`corpus/md_logs/seed-ppl-*`: the kernel's PPL areas after a crash
@@ -54,7 +55,28 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    if let Ok(bad) = decode_bad_blocks(rest, steer & 7) {
+    let shift = steer & 7;
+    if let Ok(bad) = decode_bad_blocks(rest, shift) {
         assert!(bad.iter().all(|r| r.sectors > 0));
+        // What uraid writes back (merged and sorted, as its lists are) decodes to the same
+        // sectors, in entries md accepts.
+        let mut merged: Vec<BadRange> = Vec::new();
+        let mut sorted = bad;
+        sorted.sort_by_key(|r| r.start_sector);
+        for r in sorted {
+            match merged.last_mut() {
+                Some(m) if r.start_sector <= m.start_sector + m.sectors => {
+                    let end = (m.start_sector + m.sectors).max(r.start_sector + r.sectors);
+                    m.sectors = end - m.start_sector;
+                }
+                _ => merged.push(r),
+            }
+        }
+        if let Ok(log) = encode_bad_blocks(&merged, shift, 4096) {
+            let back = decode_bad_blocks(&log, shift).expect("our own log decodes");
+            let sectors = |v: &[BadRange]| v.iter().map(|r| r.sectors).sum::<u64>();
+            assert_eq!(sectors(&back), sectors(&merged));
+            assert_eq!(back.first().map(|r| r.start_sector), merged.first().map(|r| r.start_sector));
+        }
     }
 });
