@@ -150,8 +150,13 @@ fn acknowledging_writes_before_a_failure_is_recorded_is_caught() {
 /// replay counts that block as zeros and rewrites P and Q from it, and the flushed write on
 /// the pulled member is rebuilt wrong. The replay should not rewrite parity from a lost block
 /// whose write completed (or the flush should retire the entries of the writes it covers).
-/// The pause of member writes while a failure is unrecorded led there; whether the flaw
-/// predates it is not known. Run with `--ignored` to see it fail.
+/// With `--watch 1270`: the replayed entry (modified members 1 and 5) is from the
+/// generation written at step 801 at the ring's start, right after flush 32's advance ended:
+/// the Q repair's entry, recomputed after the advance, still carried the union's data blocks
+/// the advance had made durable. Suspects: `recompute_waiting` skips a waiting head whose
+/// entries are empty before dropping its union, and `finish_log_advance` keeps unions whose
+/// head has `writing > 0`. The pause of member writes while a failure is unrecorded led
+/// there; whether the flaw predates it is not known. Run with `--ignored` to see it fail.
 #[test]
 #[ignore = "open: a live log entry replayed with a modified member lost after the cut"]
 fn seed_20013895_replays_a_finished_entry_with_a_lost_member() {
