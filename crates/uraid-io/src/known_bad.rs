@@ -86,8 +86,8 @@ impl BadBlockList {
     }
 
     /// The ranges the device's log holds.
-    #[must_use]
-    pub fn durable(&self) -> Vec<Range<u64>> {
+    #[cfg(test)]
+    fn durable(&self) -> Vec<Range<u64>> {
         self.state().durable.clone()
     }
 
@@ -102,11 +102,16 @@ impl BadBlockList {
         self.listed.store(!st.bad.is_empty(), Ordering::Release);
     }
 
+    /// Whether a failed write of `span` would be listed (recording, in the data area).
+    fn listable(&self, span: &Range<u64>) -> bool {
+        self.recording.as_ref().is_some_and(|rec| span.start >= rec.from_byte)
+    }
+
     /// A write of `span` failed: lists it durably if the log can take it (the write then
     /// counts as done).
     fn list_failed_write(&self, span: &Range<u64>) -> bool {
         let Some(rec) = &self.recording else { return false };
-        if span.start < rec.from_byte {
+        if !self.listable(span) {
             return false;
         }
         let mut st = self.state();
@@ -183,8 +188,8 @@ fn cut(bad: &[Range<u64>], good: &Range<u64>) -> Vec<Range<u64>> {
 pub struct KnownBad<M: Member> {
     inner: M,
     list: Arc<BadBlockList>,
-    /// Writes in flight this wrapper must hear back about (over a bad range, or any while
-    /// recording): tag to the bytes they cover.
+    /// Writes in flight this wrapper must hear back about (over a bad range, or in the data
+    /// area while recording): tag to the bytes they cover.
     writes: HashMap<u64, Range<u64>>,
     failed: Vec<IoCompletion>,
 }
@@ -220,7 +225,7 @@ impl<M: Member> Member for KnownBad<M> {
                 self.failed.push(IoCompletion { tag: req.tag, result: Err(IoFailure::KnownBad) });
                 return;
             }
-            IoOp::Write { .. } if self.list.recording.is_some() || self.list.overlaps(&span) => {
+            IoOp::Write { .. } if self.list.listable(&span) || self.list.overlaps(&span) => {
                 self.writes.insert(req.tag, span);
             }
             _ => {}
@@ -310,11 +315,11 @@ mod tests {
         assert_eq!(run(&mut m, IoRequest::read(6, 4096, &mut buf)), Err(IoFailure::KnownBad));
     }
 
-    /// A list recording into `log` (what the device's log would hold after each persist),
-    /// refusing more than `room` ranges.
     /// Every list a persist wrote, in order.
     type Persisted = Arc<Mutex<Vec<Vec<Range<u64>>>>>;
 
+    /// A list recording into what it returns (the lists each persist wrote), refusing more
+    /// than `room` ranges.
     fn recording(room: usize) -> (Arc<BadBlockList>, Persisted) {
         let log = Arc::new(Mutex::new(Vec::new()));
         let seen = log.clone();

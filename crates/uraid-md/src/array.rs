@@ -165,11 +165,6 @@ impl MdArray {
         // Options the engine refuses are refused before anything is written or said.
         let array = array_config(&info, options)?;
         array.check().map_err(|e| MdError::Refused(e.to_string()))?;
-        // So are bad block logs md would refuse: the runtime reads them when it opens the
-        // members, after the superblocks say active.
-        for path in log_start::slot_paths(&plan).iter().flatten() {
-            crate::members::known_bad_bytes(path).map_err(|e| MdError::Refused(e.to_string()))?;
-        }
         let area = log_start::array_log_area(
             &plan,
             &candidates,
@@ -184,6 +179,10 @@ impl MdArray {
         let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
         let mut meta = Metadata::new(base.clone(), devices, bitmap);
+        // Each device's bad block list, read now: a log md would refuse is refused before
+        // anything is written (md's PPL start, below, writes).
+        meta.attach_bad_blocks()
+            .map_err(|e| MdError::Refused(format!("its bad block log: {e}")))?;
         info.md_ppl = log_start::md_ppl_at_assemble(&info, &plan, &base, &mut meta)?;
         info.log_replayed = info.md_ppl.map_or(0, |m| m.parity_blocks);
         let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
@@ -466,8 +465,6 @@ fn mark_active_and_start(
     options: &MdOptions,
 ) -> Result<Runtime, MdError> {
     let was = meta.resync_offset;
-    meta.attach_bad_blocks()
-        .map_err(|e| MdError::Refused(format!("opening the bad block logs: {e}")))?;
     meta.set_resync_offset(0);
     meta.events += 1;
     meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;

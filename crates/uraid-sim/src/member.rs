@@ -224,9 +224,9 @@ impl SimMember {
 
     /// Whether some sector is bad or listed, or will be again if the power goes now.
     pub fn has_bad_sectors(&self) -> bool {
+        // `listed` only ever holds sectors of `listed_durable`.
         !self.bad_sectors.is_empty()
             || !self.remaps_pending.is_empty()
-            || !self.listed.is_empty()
             || !self.listed_durable.is_empty()
     }
 
