@@ -203,6 +203,38 @@ fn a_read_error_during_rmw_is_corrected() {
     assert_eq!(read(&mut fresh, &mut mem, 0, bytes), data, "parity is consistent");
 }
 
+/// The same on a degraded RAID6, where parity that failed to read cannot be recomputed by a
+/// plain reconstruct-write (a data block is on the failed member): the write rebuilds that
+/// block from P, then recomputes P and Q and rewrites Q over its bad sector. Left stale, Q
+/// would have rebuilt garbage once another member failed, had its sector read again.
+#[test]
+fn a_parity_read_error_during_a_degraded_rmw_is_corrected() {
+    let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
+        .unwrap();
+    let map = g.stripe_map(uraid_core::StripeNumber(0)).clone();
+    let mut a = array(Level::Raid6, 6, 64 << 10, 4096);
+    let mut mem = Mem::new(6);
+    let bytes = (a.size_sectors() * 512) as usize;
+    let mut data = pattern(14, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    let mut b = array(Level::Raid6, 6, 64 << 10, 4096);
+    b.fail_member(map.data_disk[0]);
+    let q = map.q_disk.unwrap();
+    mem.bad_reads.insert((q.0, 0));
+    // Slot 1's first block: an rmw would read it, P and Q.
+    let at = 128;
+    let new = pattern(15, 4096);
+    write(&mut b, &mut mem, at, new.clone());
+    data[at as usize * 512..at as usize * 512 + 4096].copy_from_slice(&new);
+    assert!(mem.bad_reads.is_empty(), "Q rewritten over its bad sector");
+    assert_eq!(b.failed_members(), vec![map.data_disk[0]]);
+    // Lose P too: slot 0 now rebuilds from Q and the data.
+    let mut c = array(Level::Raid6, 6, 64 << 10, 4096);
+    c.fail_member(map.data_disk[0]);
+    c.fail_member(map.p_disk.unwrap());
+    assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
+}
+
 #[test]
 fn beyond_redundancy_and_bad_requests_are_refused() {
     let mut a = array(Level::Raid5, 4, 64 << 10, 4096);

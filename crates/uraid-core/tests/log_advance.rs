@@ -9,7 +9,7 @@ mod common;
 use common::{CHUNK_64K as CHUNK, LOG_RING_SECTORS, Mem, array, pattern, read, run, write};
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::{LogHeader, entries_to_replay, full_mask, replayed_parity, scan_ring};
-use uraid_core::{DiskIndex, Level, Sector};
+use uraid_core::{DiskIndex, Geometry, Level, Sector, StripeNumber};
 
 const UUID: [u8; 16] = [9; 16];
 
@@ -335,4 +335,52 @@ fn a_flush_joins_the_advance_under_way_only_if_it_covers_every_acknowledged_writ
         assert!(live.iter().all(|e| e.0 != 8), "head 1's entry live after the flush: {live:?}");
         assert_eq!(a.stats().log_advances, if fresh_acknowledged { 2 } else { 1 });
     }
+}
+
+/// RAID6 x6 with data slot 0's member failed, the second 4 KiB row of stripe 0: a one-block
+/// write to slot 1 whose Q read fails, with a read of slot 0 in its batch, and a flush once
+/// the write's block is on its member. After the flush no live entry may count that block as
+/// being written: a replay after losing its member would take it as zeros and rewrite P and
+/// Q from that, and the flushed block would be rebuilt wrong (simulator seed 20013895). There
+/// the write went out without Q, whose rewrite (after the read rebuilt slot 0) waited through
+/// the flush's advance and was then logged with the write's data in its union. Now Q is
+/// recomputed with the write (a degraded reconstruct-write), and a rewrite logged after an
+/// advance counts only the blocks it writes (`log_entries`).
+#[test]
+fn a_read_error_rewrite_after_an_advance_leaves_durable_data_out_of_its_union() {
+    let mut a = array(Level::Raid6, 6, CHUNK, 4096);
+    let cfg = PartialParityLogConfig {
+        ring_sectors: LOG_RING_SECTORS,
+        uuid: UUID,
+        epoch: 1,
+        rotational: false,
+    };
+    a.enable_partial_parity_log(&cfg);
+    let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, CHUNK).unwrap();
+    let map = g.stripe_map(StripeNumber(0));
+    let (data, q) = (map.data_disk[1].0, map.q_disk.unwrap().0);
+    a.fail_member(map.data_disk[0]);
+    let mut mem = Mem::new(6);
+    mem.bad_reads.insert((q, 8));
+    let sector = CHUNK / 512 + 8;
+    a.submit_write(ReqId(10), Sector(sector), pattern(2, 4096));
+    a.submit_read(ReqId(11), Sector(8), vec![0; 4096]);
+    let mut flushed = false;
+    while let Some(io) = a.next_io() {
+        let data_write = io.op == MemberOp::Write && io.area == IoArea::Data;
+        let ok = mem.perform(&mut a, &io);
+        a.complete_io(io.tag, ok);
+        // Once the write's block is on its member, the flush (before Q is rewritten).
+        if data_write && io.member.0 == data && !flushed {
+            flushed = true;
+            a.submit_flush(ReqId(20));
+        }
+    }
+    let done: Vec<u64> = a.take_completed().into_iter().map(|d| d.0.0).collect();
+    assert!(flushed && done.contains(&10) && done.contains(&20), "{done:?}");
+    assert!(mem.bad_reads.is_empty(), "Q rewritten");
+    assert_eq!(a.stats().log_advances, 1);
+    let live = live_entries(&mem);
+    assert!(live.iter().all(|(_, modified)| !modified.contains(&usize::from(data))), "{live:?}");
+    assert_eq!(read(&mut a, &mut mem, sector, 4096), pattern(2, 4096));
 }

@@ -318,8 +318,12 @@ impl Array {
                 blocks[m].uptodate = false;
             }
             let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
+            // On a degraded stripe that is a degraded reconstruct-write: the failed member's
+            // block rebuilt from the other parity first, unless it would need this one.
             match plan_write_without_rmw(&view) {
-                Ok(p) if p.method != WriteMethod::DegradedReconstructWrite => plan = p,
+                Ok(p) if !p.reads.iter().any(|d| unreadable_parity.contains(&d.get())) => {
+                    plan = p;
+                }
                 _ => {}
             }
         }

@@ -546,9 +546,17 @@ impl Array {
             // degraded leaves P and Q consistent with each other and with what is there.
             entry.modified = self.whole_stripe_modified(self.cache.head(id).key.stripe);
         } else {
+            // Only blocks this generation writes: a read-error rewrite after the batch's data
+            // writes completed, computed again after an advance or reset, must not count that
+            // data as being written once it is durable (seed 20013895: a lost member's
+            // flushed block read as zeros at the replay). A failed member's block stays: the
+            // replay counts it as zeros, and its partial parity leaves it in either way.
             for p in self.batch(id).iter().filter(|p| p.kind == super::Kind::Write) {
                 for b in &p.blocks {
                     let d = map.data_disk[usize::from(b.data_slot)].get();
+                    if !writes.iter().any(|w| w.get() == d) && !self.failed[d] {
+                        continue;
+                    }
                     entry.add(d, b.first, b.sectors, unit);
                 }
             }
