@@ -11,7 +11,9 @@
 //! or Write with the same fua) and within `MergeLimits`, as ONE vectored member I/O: 3 + 3 member
 //! I/Os of 64 KiB instead of 48 + 48. Flush and Discard are never merged, and a Flush stays after
 //! every I/O the engine issued to its member before it in the turn (sorting happens only between
-//! flushes). Each member I/O carries the engine I/Os it merged; each is reported on completion.
+//! flushes). On a disk that seeks, a run that continues where the member's last I/O ended goes
+//! first (`seek_order`). Each member I/O carries the engine I/Os it merged; each is reported on
+//! completion.
 //! A merged I/O that fails is resubmitted as its parts, one member I/O each, and each part is
 //! reported with its own result: the engine's read-error correction then sees exactly which
 //! block failed and rewrites only that one.
@@ -40,6 +42,8 @@ use std::io;
 use thiserror::Error;
 use uraid_core::SECTOR_BYTES;
 use uraid_core::array::{Array, IoArea, IoTag, MemberIo, MemberOp};
+
+mod seek_order;
 
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -181,6 +185,11 @@ pub struct Driver<M: Member + ?Sized = dyn Member> {
     ready: Vec<Part>,
     /// Per member: flushes seen so far in this turn.
     epochs: Vec<u32>,
+    /// This turn's member I/Os, as ranges of `ready`.
+    runs: Vec<std::ops::Range<usize>>,
+    /// Per member: whether its disk seeks, and where its last data I/O ended (`seek_order`).
+    seeks: Vec<bool>,
+    head: Vec<Option<u64>>,
     reaped: Vec<IoCompletion>,
 }
 
@@ -189,6 +198,7 @@ impl<M: Member + ?Sized> Driver<M> {
     pub fn new(members: Vec<Box<M>>) -> Driver<M> {
         assert!(!members.is_empty(), "an array has members");
         let count = members.len();
+        let seeks = members.iter().map(|m| m.info().rotational).collect();
         Driver {
             members,
             data_offset_bytes: 0,
@@ -201,6 +211,9 @@ impl<M: Member + ?Sized> Driver<M> {
             free_flights: Vec::new(),
             ready: Vec::new(),
             epochs: vec![0; count],
+            runs: Vec::new(),
+            seeks,
+            head: vec![None; count],
             reaped: Vec::new(),
         }
     }
@@ -268,6 +281,8 @@ impl<M: Member + ?Sized> Driver<M> {
             return Err(instance);
         }
         self.unflushed[member] = false;
+        self.seeks[member] = instance.info().rotational;
+        self.head[member] = None;
         Ok(std::mem::replace(&mut self.members[member], instance))
     }
 
@@ -354,12 +369,19 @@ impl<M: Member + ?Sized> Driver<M> {
             ready.push(part);
         }
         order_for_merging(&mut ready, &mut self.epochs);
-        let mut rest = &ready[..];
-        while !rest.is_empty() {
-            let n = run_len(rest, self.limits);
-            self.submit_parts(rest[..n].iter().copied().collect());
-            rest = &rest[n..];
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.clear();
+        let mut at = 0;
+        while at < ready.len() {
+            let n = run_len(&ready[at..], self.limits);
+            runs.push(at..at + n);
+            at += n;
         }
+        seek_order::sequential_first(&ready, &mut runs, &mut self.head, &self.seeks);
+        for run in &runs {
+            self.submit_parts(ready[run.clone()].iter().copied().collect());
+        }
+        self.runs = runs;
         let count = ready.len();
         self.in_flight += count;
         ready.clear();

@@ -31,7 +31,8 @@ pub(crate) fn open_member(path: &Path, want_direct: bool) -> io::Result<Opened> 
         }
         (buffered.try_clone()?, false, 512)
     };
-    let info = MemberInfo { name, size_bytes, logical_block_bytes: block };
+    let rotational = crate::rotational::rotational(path) == Some(true);
+    let info = MemberInfo { name, size_bytes, logical_block_bytes: block, rotational };
     Ok(Opened { info, file, buffered, direct })
 }
 

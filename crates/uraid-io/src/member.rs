@@ -233,6 +233,9 @@ pub struct MemberInfo {
     pub size_bytes: u64,
     /// Offsets, lengths (and for O_DIRECT, buffer addresses) must be multiples of this.
     pub logical_block_bytes: u32,
+    /// The device seeks (the kernel's `queue/rotational`): the driver orders a turn's I/O to
+    /// save seeks (`driver`).
+    pub rotational: bool,
 }
 
 impl MemberInfo {

@@ -69,6 +69,7 @@ impl<D: Medium> MemoryMember<D> {
             name: name.to_owned(),
             size_bytes: medium.size_bytes() as u64,
             logical_block_bytes: 512,
+            rotational: false,
         };
         MemoryMember { info, data: medium, queued: Vec::new(), counters: Arc::default() }
     }

@@ -66,6 +66,8 @@ impl DiskModel {
 
 pub struct Throttled<M: Member, C: Clock> {
     inner: M,
+    /// The inner member's, rotational when the model seeks.
+    info: MemberInfo,
     clock: C,
     model: DiskModel,
     channel_free_ns: u64,
@@ -81,8 +83,10 @@ pub struct Throttled<M: Member, C: Clock> {
 impl<M: Member, C: Clock> Throttled<M, C> {
     pub fn new(inner: M, model: DiskModel, clock: C) -> Throttled<M, C> {
         assert!(model.bandwidth_bytes_per_s > 0, "a disk moves data");
+        let info = MemberInfo { rotational: model.seek_ns > 0, ..inner.info().clone() };
         Throttled {
             inner,
+            info,
             clock,
             model,
             channel_free_ns: 0,
@@ -145,7 +149,7 @@ impl<M: Member, C: Clock> Throttled<M, C> {
 
 impl<M: Member, C: Clock> Member for Throttled<M, C> {
     fn info(&self) -> &MemberInfo {
-        self.inner.info()
+        &self.info
     }
 
     fn counters(&self) -> &Arc<MemberCounters> {

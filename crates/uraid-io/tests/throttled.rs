@@ -149,3 +149,59 @@ fn driver_on_throttled_members_runs_in_simulated_time() {
     r.unwrap();
     assert!(buf == data);
 }
+
+/// The driver saves seeks on members whose disk seeks. 4 KiB sequential writes at queue depth
+/// 1 on RAID5 of 4 modelled HDDs with the partial parity log: each is acknowledged once its log
+/// entry is durable, so its writes in place share a turn with the next write's pre-reads, 4 KiB
+/// further on. Sent reads first, every write cost two seeks on its data and parity members
+/// (back to it, then on to the next read; 6.8 ms a write here). Sent in the order that
+/// continues the head, at most one in two costs a seek (2.3 ms).
+#[test]
+fn sequential_writes_at_depth_1_seek_at_most_every_other_write() {
+    use uraid_core::array::{Array, ArrayConfig, PartialParityLogConfig, ReqId};
+    use uraid_core::{Geometry, Level, Sector};
+    use uraid_io::Driver;
+    let clock = ManualClock::new();
+    let member_bytes = 4 << 20;
+    let members: Vec<_> = (0..4)
+        .map(|i| {
+            let mem = MemoryMember::new(&format!("hdd{i}"), member_bytes + (1 << 20));
+            Box::new(Throttled::new(mem, DiskModel::hdd_7200(), clock.clone()))
+        })
+        .collect();
+    assert!(members[0].info().rotational, "a model that seeks is a rotational disk");
+    let mut d = Driver::new(members).with_log_offset_bytes(member_bytes as u64);
+    let geometry = Geometry::new(Level::Raid5, Level::Raid5.default_layout(), 4, 64 << 10);
+    let cfg = ArrayConfig {
+        geometry: geometry.unwrap(),
+        stripe_size_bytes: 4096,
+        stripe_cache_size: 256,
+        member_sectors: member_bytes as u64 / 512,
+    };
+    let mut a = Array::new(cfg).unwrap();
+    let log =
+        PartialParityLogConfig { ring_sectors: 2048, uuid: [1; 16], epoch: 1, rotational: true };
+    a.enable_partial_parity_log(&log);
+    // Past the log's first reset (a flush and a header on every member).
+    a.submit_write(ReqId(0), Sector(0), vec![1; 4096]);
+    d.run_until_idle(&mut a).unwrap();
+    a.take_completed();
+    let (start, writes) = (clock.now_ns(), 48u64);
+    for i in 1..=writes {
+        a.submit_write(ReqId(i), Sector(i * 8), vec![i as u8; 4096]);
+        while a.take_completed().is_empty() {
+            d.turn(&mut a, true).unwrap();
+        }
+    }
+    d.run_until_idle(&mut a).unwrap();
+    let per_write_ms = (clock.now_ns() - start) as f64 / writes as f64 / MS as f64;
+    println!("4 KiB sequential writes at qd1 with the log: {per_write_ms:.2} ms each (simulated)");
+    assert!(per_write_ms < 0.5 * 5.5 + 1.0, "{per_write_ms:.2} ms a write");
+    for i in 1..=writes {
+        a.submit_read(ReqId(1000 + i), Sector(i * 8), vec![0; 4096]);
+        d.run_until_idle(&mut a).unwrap();
+        let (_, r, buf) = a.take_completed().pop().unwrap();
+        r.unwrap();
+        assert!(buf.iter().all(|b| *b == i as u8), "write {i} reads back");
+    }
+}
