@@ -467,6 +467,10 @@ fn mark_active_and_start(
     let was = meta.resync_offset;
     meta.set_resync_offset(0);
     meta.events += 1;
+    if !meta.degraded() {
+        // Whole: the engine may clear bits from now on (`Metadata::bitmap_cleared`).
+        meta.bitmap_cleared();
+    }
     meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
     fail_on_error(meta.write())?;
     // The replay (before) used the area whatever the policy; the engine logs only with it.

@@ -223,7 +223,12 @@ impl Metadata {
         Some(b.encode().to_vec())
     }
 
-    /// Marks the bitmap's bits as clean up to now (md's events_cleared), at a clean stop.
+    /// Sets md's events_cleared to now: the bitmap may have lost bits of writes made before
+    /// this event count. md advances it whenever it clears bits (only while not degraded), and
+    /// takes a device back by re-add, resynced only where bits are set, only if that device's
+    /// own event count is not older. Called at a clean stop (every bit cleared) and at every
+    /// commit while the array is not degraded (the engine clears bits then), so that a device
+    /// that left before the array was last whole is never re-added on bits cleared since.
     pub fn bitmap_cleared(&mut self) {
         let events = self.events;
         if let Some(b) = self.bitmap.as_mut() {
@@ -286,6 +291,15 @@ impl Metadata {
     /// Marks the array clean (resync_offset MaxSector) or records where a resync must go on.
     pub fn set_resync_offset(&mut self, offset: u64) {
         self.resync_offset = offset;
+    }
+
+    /// Whether some slot has no device in sync in it (failed, empty, or being recovered).
+    #[must_use]
+    pub fn degraded(&self) -> bool {
+        let whole = |s: u32| {
+            self.devices.iter().any(|d| d.role == Role::Slot(s) && d.recovery_offset.is_none())
+        };
+        !(0..self.base.raid_disks).all(whole)
     }
 
     #[must_use]

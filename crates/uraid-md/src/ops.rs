@@ -29,6 +29,11 @@ impl Inner {
 
     fn commit_locked(&self, meta: &mut crate::meta::Metadata) {
         meta.events += 1;
+        // The engine clears bits only while no member is failed or being recovered: this
+        // commit is durable before it clears any (`Metadata::bitmap_cleared`).
+        if !meta.degraded() && self.runtime.failed_members().is_empty() {
+            meta.bitmap_cleared();
+        }
         if let Some(header) = meta.bitmap_header() {
             self.runtime.set_bitmap_header(header[..uraid_format::BITMAP_SUPER_BYTES].to_vec());
         }

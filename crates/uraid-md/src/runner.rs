@@ -183,8 +183,10 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     }
     if let Action::Recover { slot } = action {
         if outcome == "done" && rt.flush().is_ok() {
-            rt.set_recovery_offset(*slot as usize, end);
+            // Recorded first: the engine, told the array is whole, may clear bitmap bits,
+            // which the superblocks' events_cleared must already cover.
             inner.recovery_done(*slot);
+            rt.set_recovery_offset(*slot as usize, end);
         } else {
             inner.commit();
         }
