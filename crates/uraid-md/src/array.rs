@@ -188,7 +188,7 @@ impl MdArray {
         let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
         for d in &meta.devices {
             if let (Role::Slot(slot), Some(_)) = (d.role, d.recovery_offset) {
-                queue.pending.push_back(Action::Recover { slot });
+                queue.pending.push_back(Action::Recover { slot, ranges: None });
             }
         }
         if !meta.is_clean() {

@@ -18,6 +18,7 @@ pub mod members;
 pub mod meta;
 mod ops;
 pub mod ppl;
+mod readd;
 mod report;
 mod runner;
 pub mod status;

@@ -27,7 +27,7 @@ impl Inner {
         self.commit_locked(&mut meta);
     }
 
-    fn commit_locked(&self, meta: &mut crate::meta::Metadata) {
+    pub(crate) fn commit_locked(&self, meta: &mut crate::meta::Metadata) {
         meta.events += 1;
         // The engine clears bits only while no member is failed or being recovered: this
         // commit is durable before it clears any (`Metadata::bitmap_cleared`).
@@ -96,7 +96,7 @@ impl Inner {
         };
         if marked {
             let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            if q.running == Some(Action::Recover { slot }) {
+            if matches!(q.running, Some(Action::Recover { slot: s, .. }) if s == slot) {
                 self.control.abort.store(true, Ordering::Release);
             }
         }
@@ -133,7 +133,7 @@ impl Inner {
             meta.devices[i].recovery_offset = Some(0);
             self.commit_locked(&mut meta);
             let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            q.pending.push_front(Action::Recover { slot });
+            q.pending.push_front(Action::Recover { slot, ranges: None });
             self.wake.notify_all();
         }
     }
@@ -205,8 +205,10 @@ impl Inner {
         Ok(format!("removed {member}"))
     }
 
-    /// md's --add: the device becomes a hot spare (its old contents are not used) and, if a
-    /// slot is empty, is rebuilt into it at once.
+    /// md's --add: a device that left this array and may come back by re-add (`readd`) takes
+    /// its old slot, rebuilt only where the bitmap says it missed writes; any other becomes
+    /// a hot spare (its old contents are not used) and, if a slot is empty, is rebuilt into
+    /// it at once.
     pub fn add(&self, path: &str) -> Result<String, MdError> {
         let p = PathBuf::from(path);
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
@@ -230,6 +232,13 @@ impl Inner {
                     size / 512,
                     self.info.member_sectors
                 )));
+            }
+            if let Some(r) = self.try_readd(&p, &mut meta) {
+                let mib = r.sectors / 2048;
+                return Ok(format!(
+                    "re-added {path} to slot {}: rebuilding the {mib} MiB the bitmap says it missed",
+                    r.slot
+                ));
             }
             let dev_number = meta.free_dev_number();
             let uuid = random_uuid().map_err(|e| refuse(format!("no device UUID: {e}")))?;

@@ -27,9 +27,11 @@ pub enum Action {
         ranges: Vec<(u64, u64)>,
         by_bitmap: bool,
     },
-    /// Rebuild the member in `slot` from its recovery offset.
+    /// Rebuild the member in `slot` from its recovery offset; back by re-add, only in
+    /// `ranges` (member sectors: where the bitmap says it missed writes).
     Recover {
         slot: u32,
+        ranges: Option<Vec<(u64, u64)>>,
     },
     Check,
     Repair,
@@ -43,7 +45,10 @@ impl Action {
                 "a resync (of the bitmap's dirty regions)".into()
             }
             Action::Resync { .. } => "a resync".into(),
-            Action::Recover { slot } => format!("the recovery of slot {slot}"),
+            Action::Recover { slot, ranges: None } => format!("the recovery of slot {slot}"),
+            Action::Recover { slot, ranges: Some(_) } => {
+                format!("the recovery of slot {slot} (re-added: the bitmap's dirty regions)")
+            }
             Action::Check => "a check".into(),
             Action::Repair => "a repair".into(),
         }
@@ -117,8 +122,10 @@ fn run(inner: &Inner) {
 fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
     let end = inner.info.member_sectors;
     match action {
-        Action::Resync { ranges, .. } => ranges.clone(),
-        Action::Recover { slot } => {
+        Action::Resync { ranges, .. } | Action::Recover { ranges: Some(ranges), .. } => {
+            ranges.clone()
+        }
+        Action::Recover { slot, ranges: None } => {
             let meta = inner.meta.lock().unwrap_or_else(PoisonError::into_inner);
             let from = meta.devices.iter().find(|d| d.role == crate::meta::Role::Slot(*slot));
             match from.and_then(|d| d.recovery_offset) {
@@ -137,7 +144,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     let mismatches_before = rt.mismatches().1;
     let mut last_checkpoint = Instant::now();
     let mut on_progress = |range: usize, sector: u64| match action {
-        Action::Recover { slot } => {
+        Action::Recover { slot, .. } => {
             rt.set_recovery_offset(*slot as usize, sector);
             inner.note_recovery(*slot, sector);
             // The superblocks may say "rebuilt up to here" only once the rebuilt blocks are
@@ -181,7 +188,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         // A failed flush fails its member (the runtime reports it like any member error).
         let _ = rt.flush();
     }
-    if let Action::Recover { slot } = action {
+    if let Action::Recover { slot, .. } = action {
         if outcome == "done" && rt.flush().is_ok() {
             // Recorded first: the engine, told the array is whole, may clear bitmap bits,
             // which the superblocks' events_cleared must already cover.

@@ -101,6 +101,22 @@ impl Runtime {
         }
     }
 
+    /// Brings `member` back by re-add (md's `--re-add`, see `Array::start_readd`): in sync
+    /// everywhere but where the write-intent bitmap has bits set, which a recovery over the
+    /// returned member-sector ranges rebuilds. None when the array has no bitmap (it runs one
+    /// worker then, which keeps the bitmap) or a worker is gone: the member stays failed.
+    #[must_use]
+    pub fn start_readd(&self, member: usize) -> Option<Vec<(u64, u64)>> {
+        assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
+        let [tx] = &self.senders[..] else { return None };
+        let (reply, answer) = mpsc::sync_channel(1);
+        tx.send(Msg::StartReAdd { member, reply }).ok()?;
+        let ranges = answer.recv().ok()??;
+        self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        Some(ranges)
+    }
+
     /// Recovery progress: `member` is in sync below `offset` (at the end: everywhere).
     pub fn set_recovery_offset(&self, member: usize, offset: u64) {
         for tx in &self.senders {

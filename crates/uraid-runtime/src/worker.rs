@@ -42,6 +42,12 @@ pub(crate) enum Msg {
         member: usize,
         offset: u64,
     },
+    /// A member comes back by re-add (`Array::start_readd`): the ranges it must be rebuilt
+    /// in go back on `reply` (None: no bitmap here).
+    StartReAdd {
+        member: usize,
+        reply: std::sync::mpsc::SyncSender<Option<Vec<(u64, u64)>>>,
+    },
     /// Recovery progress: the member is in sync below `offset` (everywhere at its end).
     RecoveryOffset {
         member: usize,
@@ -242,6 +248,10 @@ impl Worker {
             Msg::StartRecovery { member, offset } => {
                 self.known_failed &= !(1 << member);
                 self.array.start_recovery(DiskIndex(member as u16), Sector(offset));
+            }
+            Msg::StartReAdd { member, reply } => {
+                self.known_failed &= !(1 << member);
+                let _ = reply.send(self.array.start_readd(DiskIndex(member as u16)));
             }
             Msg::RecoveryOffset { member, offset } => {
                 self.array.set_recovery_offset(DiskIndex(member as u16), Sector(offset));

@@ -55,11 +55,17 @@ pub fn run_remove(args: &RemoveArgs) -> anyhow::Result<()> {
 
 #[derive(Args)]
 #[command(
-    about = "Add a device to a running array as a hot spare (mdadm --add)",
-    long_about = "Add a device or image file to a running array, as mdadm --add does: it \
-becomes a hot spare, and when a slot is empty the array rebuilds onto it at once, in the \
-background, within its sync speed limits (`uraid status --watch` follows the rebuild).",
-    after_help = "Example:\n  uraid add md0 /dev/sdg\n  uraid status --watch md0"
+    about = "Add a device to a running array: re-added, or a hot spare (mdadm --add)",
+    long_about = "Add a device or image file to a running array, as mdadm --add does. A device \
+that was a member of this array (failed, then removed) goes back into its old slot when the \
+array has a write-intent bitmap that still holds every write it missed (md's re-add: its slot \
+is empty, and the bitmap was not cleared since it left): it is rebuilt only where bits are \
+set. Any other device becomes a hot spare, and when a slot is empty the array rebuilds onto \
+it whole. Rebuilds run at once, in the background, within the sync speed limits (`uraid \
+status --watch` follows them).",
+    after_help = "Example:\n  uraid remove md0 /dev/sdc   # after it failed\n  uraid add md0 /dev/sdc      \
+# re-added: rebuilt where it missed writes\n  uraid add md0 /dev/sdg      # a hot spare\n  uraid \
+status --watch md0"
 )]
 pub struct AddArgs {
     /// Print the array's answer as JSON.

@@ -20,6 +20,7 @@ mod handle;
 mod inflight;
 pub mod io;
 mod ppl;
+mod readd;
 mod sync;
 mod write_intent;
 
@@ -193,6 +194,8 @@ pub struct Array {
     /// Per member being recovered: ends (member sectors) of heads above its recovery offset
     /// that recovery has already rebuilt (see `sync::in_sync`).
     recovered: Vec<std::collections::BTreeSet<u64>>,
+    /// Per member back by re-add: the member-sector ranges where it missed writes (`readd`).
+    stale: Vec<Option<Vec<(u64, u64)>>>,
     /// Where check/repair/resync found parity mismatches (the first `MISMATCHES_KEPT`).
     mismatches: Vec<Mismatch>,
     /// A stripe unit of zeros: the source of the zero writes of partial-stripe discards.
@@ -236,6 +239,7 @@ impl Array {
             known_bad: false,
             recovery_offset: vec![None; g.raid_disks()],
             recovered: vec![std::collections::BTreeSet::new(); g.raid_disks()],
+            stale: vec![None; g.raid_disks()],
             mismatches: Vec::new(),
             geometry: g,
             unit_sectors,

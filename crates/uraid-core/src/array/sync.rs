@@ -84,6 +84,7 @@ impl Array {
         self.read_errors[member.get()] = 0;
         self.recovery_offset[member.get()] = Some(recovery_offset.0);
         self.recovered[member.get()].clear();
+        self.stale[member.get()] = None;
         if let Some(wi) = self.write_intent.as_mut() {
             wi.rewrite_for_new_member();
         }
@@ -95,6 +96,9 @@ impl Array {
     pub fn set_recovery_offset(&mut self, member: DiskIndex, offset: Sector) {
         let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
         self.recovery_offset[member.get()] = (offset.0 < member_sectors).then_some(offset.0);
+        if offset.0 >= member_sectors {
+            self.stale[member.get()] = None;
+        }
         // Heads below the offset need no record of their own any more.
         let recovered = &mut self.recovered[member.get()];
         *recovered = recovered.split_off(&(offset.0 + 1));
@@ -121,7 +125,8 @@ impl Array {
     pub(super) fn in_sync(&self, member: usize, end: u64) -> bool {
         !self.failed[member]
             && (self.recovery_offset[member].is_none_or(|o| end <= o)
-                || self.recovered[member].contains(&end))
+                || self.recovered[member].contains(&end)
+                || self.clean_since_readd(member, end - self.unit_sectors, end))
     }
 
     /// Whether `member` holds current data for all of member sectors `[start, end)` (whole
@@ -133,7 +138,9 @@ impl Array {
         if self.failed[member] {
             return false;
         }
-        if self.recovery_offset[member].is_none_or(|o| end <= o) {
+        if self.recovery_offset[member].is_none_or(|o| end <= o)
+            || self.clean_since_readd(member, start, end)
+        {
             return true;
         }
         let unit = self.unit_sectors;

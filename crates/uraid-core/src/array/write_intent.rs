@@ -146,6 +146,18 @@ impl WriteIntent {
         self.on_disk.fill(false);
     }
 
+    pub(super) fn chunk_sectors(&self) -> u64 {
+        self.chunk_sectors
+    }
+
+    /// Chunks a member that left missed writes in: bits set in the image or wanted by heads
+    /// that have planned their writes (ascending).
+    pub(super) fn stale_chunks(&self) -> Vec<u64> {
+        let mut chunks: BTreeSet<u64> = self.dirty_chunks().into_iter().collect();
+        chunks.extend(self.want_set.iter().copied());
+        chunks.into_iter().collect()
+    }
+
     /// Chunks whose bit is set in the image.
     pub(super) fn dirty_chunks(&self) -> Vec<u64> {
         (0..self.chunks).filter(|&c| self.bit(c)).collect()

@@ -1,0 +1,49 @@
+//! A member coming back by re-add (md's `--re-add`): a device that left the array while it had
+//! a write-intent bitmap missed only writes whose bits are still set (the engine clears no bit
+//! while a member is failed or being recovered), so it is in sync everywhere else and needs
+//! rebuilding only there. md marks it recovering from 0 and skips clean bitmap chunks as its
+//! recovery passes them; here the chunks dirty when it comes back are its stale ranges: reads
+//! and writes treat it as in sync outside them at once, and a recovery over those ranges alone
+//! brings it in sync.
+//!
+//! Why that is enough: a write planned before the re-add, with the member failed, has its bit
+//! set (wanted at planning, before any I/O), so its region is stale. A write planned after it
+//! reaches the member where it is in sync, and where it is stale waits for nothing: the
+//! region's recovery, serialised with it by the stripe head, rebuilds the member's block from
+//! the others afterwards, or it finds the head already rebuilt and writes the member too.
+
+use super::Array;
+use crate::units::{DiskIndex, Sector};
+
+impl Array {
+    /// Brings `member` (failed) back by re-add: in sync but where the bitmap has bits set,
+    /// which a `SyncKind::Recovery` over the returned member-sector ranges rebuilds (then
+    /// `set_recovery_offset` to the end, as for any recovery). None without a bitmap: the
+    /// member must be recovered whole (`start_recovery`).
+    pub fn start_readd(&mut self, member: DiskIndex) -> Option<Vec<(u64, u64)>> {
+        let wi = self.write_intent.as_ref()?;
+        let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
+        let chunk_sectors = wi.chunk_sectors();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for chunk in wi.stale_chunks() {
+            let start = chunk * chunk_sectors;
+            let end = (start + chunk_sectors).min(member_sectors);
+            match ranges.last_mut() {
+                Some(last) if last.0 + last.1 == start => last.1 = end - last.0,
+                _ if start < end => ranges.push((start, end - start)),
+                _ => {}
+            }
+        }
+        self.start_recovery(member, Sector(0));
+        self.stale[member.get()] = Some(ranges.clone());
+        Some(ranges)
+    }
+
+    /// Whether `member`, back by re-add, is in sync over member sectors `[start, end)`
+    /// whatever its recovery offset: none of its stale ranges meets them.
+    pub(super) fn clean_since_readd(&self, member: usize, start: u64, end: u64) -> bool {
+        self.stale[member]
+            .as_ref()
+            .is_some_and(|ranges| ranges.iter().all(|&(s, n)| s + n <= start || end <= s))
+    }
+}

@@ -1,0 +1,96 @@
+//! md's re-add: a device that left the array (failed, then removed) comes back into its old
+//! slot and is rebuilt only where the write-intent bitmap says it missed writes, instead of
+//! whole as a spare. md's rules: the device's superblock is this array's and names a slot that
+//! is empty now, and its event count is not older than the bitmap's events_cleared (no bit it
+//! would need has been cleared since it left: `Metadata::bitmap_cleared`). `add` tries this
+//! first, as mdadm --add does for a device that was a member; anything else is a spare.
+
+use crate::array::Inner;
+use crate::members::{SUPERBLOCK_OFFSET_BYTES, SlotSource};
+use crate::meta::{Device, Metadata, Role};
+use crate::runner::Action;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::PoisonError;
+use uraid_format::{DevRole, Superblock1};
+
+/// What a re-add started: the slot, and the member sectors to rebuild.
+pub(crate) struct ReAdded {
+    pub slot: u32,
+    pub sectors: u64,
+}
+
+impl Inner {
+    /// Re-adds `path` if md would (see the module docs), with the metadata locked: it takes
+    /// its old slot at once (in sync but where bits are set), and the recovery of the dirty
+    /// regions is queued first. None: not a device to re-add (the caller adds it as a spare).
+    pub(crate) fn try_readd(&self, path: &Path, meta: &mut Metadata) -> Option<ReAdded> {
+        let sb = own_superblock(path)?;
+        let slot = self.readd_slot(&sb, meta)?;
+        // Its old number unless another device has it now.
+        let taken = meta.devices.iter().any(|d| d.dev_number == sb.dev_number);
+        let number = if taken { meta.free_dev_number() } else { sb.dev_number };
+        let mut d = Device::open(path, number, sb.device_uuid, Role::Spare, 0).ok()?;
+        d.data_size_sectors = sb.data_size_sectors;
+        meta.devices.push(d);
+        let i = meta.devices.len() - 1;
+        let ranges = self.start_readd(slot, meta, i);
+        let Some(ranges) = ranges else {
+            meta.devices.pop();
+            return None;
+        };
+        // As for a spare (`start_rebuilds`): a failed device that held the slot no longer does.
+        for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
+            d.former_slot = None;
+        }
+        meta.devices[i].role = Role::Slot(slot);
+        meta.devices[i].recovery_offset = Some(0);
+        self.commit_locked(meta);
+        let sectors = ranges.iter().map(|r| r.1).sum();
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.pending.push_front(Action::Recover { slot, ranges: Some(ranges) });
+        self.wake.notify_all();
+        Some(ReAdded { slot, sectors })
+    }
+
+    /// The slot `sb` (a device's own superblock) may be re-added to, if md would.
+    fn readd_slot(&self, sb: &Superblock1, meta: &Metadata) -> Option<u32> {
+        let base = meta.base();
+        let same_array = sb.set_uuid == base.set_uuid
+            && (sb.level, sb.layout, sb.chunk_sectors, sb.raid_disks)
+                == (base.level, base.layout, base.chunk_sectors, base.raid_disks)
+            && sb.data_offset_sectors == base.data_offset_sectors
+            && sb.data_size_sectors >= self.info.member_sectors;
+        let DevRole::Active(slot) = sb.dev_roles.get(sb.dev_number as usize).copied()? else {
+            return None;
+        };
+        let slot = u32::from(slot);
+        let bitmap = meta.bitmap.as_ref()?;
+        let empty = slot < base.raid_disks
+            && !meta.devices.iter().any(|d| d.role == Role::Slot(slot))
+            && self.runtime.failed_members().contains(&(slot as usize));
+        let unique = !meta.devices.iter().any(|d| d.device_uuid == sb.device_uuid);
+        let fresh_enough = sb.events >= bitmap.events_cleared && sb.events <= meta.events;
+        (same_array && empty && unique && fresh_enough).then_some(slot)
+    }
+
+    /// Opens device `i` of `meta` for `slot` in the runtime and brings it back by re-add.
+    fn start_readd(&self, slot: u32, meta: &mut Metadata, i: usize) -> Option<Vec<(u64, u64)>> {
+        meta.attach_bad_blocks().ok()?;
+        let mut paths = vec![None; self.info.raid_disks as usize];
+        paths[slot as usize] = Some(meta.devices[i].path.clone());
+        let mut source = SlotSource::new(paths, self.file_options);
+        source.faults.clone_from(&self.member_faults);
+        source.bad_blocks[slot as usize].clone_from(&meta.devices[i].bad_blocks);
+        self.runtime.replace_member(slot as usize, &source).ok()?;
+        self.runtime.start_readd(slot as usize)
+    }
+}
+
+/// The superblock `path` holds, if it has a valid md v1.2 one.
+fn own_superblock(path: &Path) -> Option<Superblock1> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut area = vec![0u8; 4096];
+    f.read_exact_at(&mut area, SUPERBLOCK_OFFSET_BYTES).ok()?;
+    Superblock1::decode(&area).ok()
+}

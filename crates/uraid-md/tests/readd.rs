@@ -1,0 +1,87 @@
+//! md's re-add: a member that failed and was removed comes back with `add` into its old slot
+//! and is rebuilt only where the write-intent bitmap says it missed writes; what it holds
+//! elsewhere is trusted, which a read with two other members failed then proves right. A
+//! device that left before the array was made whole again (bits cleared since) is a spare,
+//! rebuilt whole.
+
+use std::time::Duration;
+use uraid_format::DevRole;
+use uraid_md::{MdArray, MdOptions};
+
+mod common;
+use common::{MEMBER_BYTES, assert_same, fill, make_array, superblock, tempdir, wait_for};
+
+const BITMAP_CHUNK: u32 = 64 << 10;
+
+#[test]
+fn a_removed_member_comes_back_rebuilt_only_where_it_missed_writes() {
+    let dir = tempdir("readd");
+    let paths = make_array(dir.path(), 6, Some(BITMAP_CHUNK));
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let size = md.runtime().size_bytes() as usize;
+    let mut model = fill(1, size);
+    md.runtime().write_at(0, &model).unwrap();
+    // A clean stop clears every bit.
+    md.stop().unwrap();
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let rt = md.runtime().clone();
+
+    rt.fail_member(2);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&paths[2].display().to_string()).unwrap();
+    // Three writes while it is out: 64 KiB, 4 KiB and 256 KiB.
+    for (i, (at, len)) in
+        [(0usize, 64 << 10), (5 << 20, 4 << 10), (40 << 20, 256 << 10)].into_iter().enumerate()
+    {
+        let data = fill(10 + i as u64, len);
+        rt.write_at(at as u64, &data).unwrap();
+        model[at..at + len].copy_from_slice(&data);
+    }
+
+    let said = md.add(&paths[2].display().to_string()).unwrap();
+    assert!(said.starts_with(&format!("re-added {}", paths[2].display())), "{said}");
+    let result = md.wait_sync_idle(Duration::from_secs(60)).expect("a recovery ran");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    // Each write dirtied one or two 64 KiB bitmap chunks of member sectors: a few hundred
+    // KiB, not the member's 23 MiB.
+    let member_sectors = (MEMBER_BYTES / 512) - 2048;
+    assert!(result.sectors > 0 && result.sectors * 20 < member_sectors, "{result:?}");
+    let st = md.status();
+    assert!(!st.degraded, "{st:?}");
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "after the re-add");
+    // Its blocks are right everywhere: read with two other members failed.
+    rt.fail_member(0);
+    rt.fail_member(4);
+    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "from the re-added member and parity");
+    drop(rt);
+    md.stop().unwrap();
+    assert_eq!(superblock(&paths[2]).role(), DevRole::Active(2));
+}
+
+#[test]
+fn a_device_that_left_before_the_array_was_whole_again_is_a_spare() {
+    let dir = tempdir("readd-old");
+    let paths = make_array(dir.path(), 6, Some(BITMAP_CHUNK));
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let rt = md.runtime().clone();
+    rt.write_at(0, &fill(3, 1 << 20)).unwrap();
+    rt.fail_member(2);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&paths[2].display().to_string()).unwrap();
+    // A spare takes slot 2 and the array is whole again; then the spare fails too.
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare).unwrap().set_len(MEMBER_BYTES).unwrap();
+    md.add(&spare.display().to_string()).unwrap();
+    assert_eq!(md.wait_sync_idle(Duration::from_secs(60)).unwrap().outcome, "done");
+    rt.fail_member(2);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&spare.display().to_string()).unwrap();
+    let said = md.add(&paths[2].display().to_string()).unwrap();
+    assert!(said.starts_with("added"), "{said}");
+    let result = md.wait_sync_idle(Duration::from_secs(60)).expect("a recovery ran");
+    let member_sectors = (MEMBER_BYTES / 512) - 2048;
+    assert!(result.sectors * 2 > member_sectors, "rebuilt whole: {result:?}");
+    drop(rt);
+    md.stop().unwrap();
+}
