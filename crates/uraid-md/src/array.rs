@@ -467,8 +467,11 @@ fn mark_active_and_start(
     let was = meta.resync_offset;
     meta.set_resync_offset(0);
     meta.events += 1;
-    if !meta.degraded() {
-        // Whole: the engine may clear bits from now on (`Metadata::bitmap_cleared`).
+    if !meta.degraded() || info.log_replayed > 0 {
+        // Whole: the engine may clear bits from now on (`Metadata::bitmap_cleared`). Or a
+        // replay rewrote parity with members missing, counting what they were being written
+        // as zeros, and set no bit: a device that left before must not come back on the bits
+        // (its own blocks there disagree with that parity; the simulator's seed 1313).
         meta.bitmap_cleared();
     }
     meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;

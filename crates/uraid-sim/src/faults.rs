@@ -125,9 +125,13 @@ impl Sim {
         if self.inflight.iter().any(|f| f.io.member.get() == m) {
             return;
         }
+        let seed = self.rng.random::<u8>() | 1;
+        let blocked = std::mem::take(&mut self.readd_blocked[m]);
+        if self.cfg.bitmap_chunk_sectors.is_some() && self.step.is_multiple_of(2) && !blocked {
+            return self.readd(m);
+        }
         let data_bytes = (self.cfg.member_sectors * SECTOR_BYTES) as usize;
         let image = self.members[(m + 1) % self.members.len()].bitmap_image();
-        let seed = self.rng.random::<u8>() | 1;
         self.members[m] = crate::member::SimMember::new(
             data_bytes,
             |i| (i as u8).wrapping_mul(seed),
@@ -138,7 +142,48 @@ impl Sim {
         self.array.start_recovery(Self::member_index(m), Sector(0));
         self.recorded_faulty[m] = false;
         self.note(|| format!("spare for member {m}: recovery starts"));
+        self.readd = None;
         self.recovery = Some((m, 0, false));
+    }
+
+    /// md's re-add: the failed member's own disk comes back (pulled back in, or past its write
+    /// error) and is rebuilt only where the bitmap has bits set (`Array::start_readd`). It was
+    /// out: what its volatile cache held is lost or torn, as at a power cut.
+    fn readd(&mut self, m: usize) {
+        self.members[m].power_cut(&mut self.rng);
+        self.members[m].pulled = false;
+        self.members[m].fail_next_write = false;
+        let ranges = self.array.start_readd(Self::member_index(m)).expect("a bitmap");
+        self.recorded_faulty[m] = false;
+        self.stats.readds += 1;
+        self.stats.readd_sectors += ranges.iter().map(|r| r.1).sum::<u64>();
+        self.note(|| format!("member {m} re-added: recovery of {ranges:?}"));
+        let first = ranges.first().map_or(self.cfg.member_sectors, |r| r.0);
+        self.readd = Some(ranges);
+        self.recovery = Some((m, first, false));
+        if first >= self.cfg.member_sectors {
+            self.recovery_done(m);
+        }
+    }
+
+    /// Where the recovery goes on after member sector `at`, and how far it may go from
+    /// there in one range: the member's end when it is rebuilt whole.
+    fn recovery_next(&self, at: u64) -> (u64, u64) {
+        let end = self.cfg.member_sectors;
+        let Some(ranges) = &self.readd else { return (at, end) };
+        ranges.iter().find(|&&(s, n)| s + n > at).map_or((end, end), |&(s, n)| (at.max(s), s + n))
+    }
+
+    /// Every window is done: md records the member in sync only once what was written to it
+    /// is durable, so a flush comes first.
+    fn recovery_done(&mut self, m: usize) {
+        self.array.set_recovery_offset(Self::member_index(m), Sector(self.cfg.member_sectors));
+        let id = self.next_id;
+        self.next_id += 1;
+        let t = self.oracle.flush_submitted();
+        self.user.insert(id, User::RecoveryFlush(t));
+        self.array.submit_flush(ReqId(id));
+        self.recovery = Some((m, self.cfg.member_sectors, true));
     }
 
     /// The sync process's share of a step: the next recovery window, a check, a bitmap tick,
@@ -177,7 +222,8 @@ impl Sim {
     /// The next window of the rebuild (md's sync process works in windows, I/O goes on).
     fn submit_recovery_window(&mut self) {
         let Some((m, next, false)) = self.recovery else { return };
-        let window = (self.cfg.chunk_bytes / SECTOR_BYTES * 2).min(self.cfg.member_sectors - next);
+        let (next, limit) = self.recovery_next(next);
+        let window = (self.cfg.chunk_bytes / SECTOR_BYTES * 2).min(limit - next);
         let id = self.next_id;
         self.next_id += 1;
         let sync = User::Sync { kind: SyncKind::Recovery, member_sector: next, sectors: window };
@@ -201,17 +247,12 @@ impl Sim {
             };
             let end = member_sector + sectors;
             debug_assert_eq!(next, member_sector);
-            self.array.set_recovery_offset(Self::member_index(m), Sector(end));
-            if end >= self.cfg.member_sectors {
-                // md's rule: the rebuilt member is recorded in sync (its superblock) only
-                // once what was written to it is durable, so a flush comes first.
-                let id = self.next_id;
-                self.next_id += 1;
-                let t = self.oracle.flush_submitted();
-                self.user.insert(id, User::RecoveryFlush(t));
-                self.array.submit_flush(ReqId(id));
+            let (next, _) = self.recovery_next(end);
+            if next >= self.cfg.member_sectors {
+                self.recovery_done(m);
             } else {
-                self.recovery = Some((m, end, false));
+                self.array.set_recovery_offset(Self::member_index(m), Sector(end));
+                self.recovery = Some((m, next, false));
             }
         }
         Ok(())

@@ -191,8 +191,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.log_ring_wraps
     );
     println!(
-        "  spares rebuilt: {}; checks with 0 mismatches: {}; lone writes at md's minimum I/O: {}; \
-         whole stripes written as batches: {}",
-        t.spares_rebuilt, t.checks, t.io_count_checks, t.stripe_batches
+        "  spares rebuilt: {} ({} of them re-added, {} member sectors rebuilt); checks with 0 \
+         mismatches: {}; lone writes at md's minimum I/O: {}; whole stripes written as batches: {}",
+        t.spares_rebuilt, t.readds, t.readd_sectors, t.checks, t.io_count_checks, t.stripe_batches
     );
 }

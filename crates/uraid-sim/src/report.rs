@@ -43,6 +43,10 @@ pub struct SimStats {
     pub bad_sectors: u64,
     pub slowdowns: u64,
     pub spares_rebuilt: u64,
+    /// Of those, members back by re-add (the old disk, rebuilt where its bits are set).
+    pub readds: u64,
+    /// Member sectors those re-adds rebuilt (of `readds` times the member's size).
+    pub readd_sectors: u64,
     pub checks: u64,
     pub io_count_checks: u64,
     /// Member failures the metadata recorded (each after writes waited for it), and power
@@ -81,6 +85,8 @@ impl SimStats {
         self.bad_sectors += o.bad_sectors;
         self.slowdowns += o.slowdowns;
         self.spares_rebuilt += o.spares_rebuilt;
+        self.readds += o.readds;
+        self.readd_sectors += o.readd_sectors;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;

@@ -66,7 +66,16 @@ impl Sim {
         self.user.clear();
         self.plugged = false;
         self.stats.power_cuts += 1;
+        let parity_before = self.stats.log_replays + self.stats.range_resyncs;
         self.replay_log(&gone);
+        if self.stats.log_replays + self.stats.range_resyncs > parity_before {
+            // Parity rewritten with these members missing (their modified sectors counted
+            // as zeros) and no bit set: uraid-md advances events_cleared, and none of them
+            // may come back by re-add (seed 1313).
+            for (m, g) in gone.iter().enumerate() {
+                self.readd_blocked[m] |= *g;
+            }
+        }
         self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
         self.stats.writes_under_range += self.array.stats().writes_under_log_range;
         self.stats.log_advances += self.array.stats().log_advances;
@@ -99,7 +108,10 @@ impl Sim {
                 self.array.failure_recorded(Self::member_index(m));
             }
         }
-        if let Some(wi) = self.cfg.write_intent(self.members[0].bitmap_image()) {
+        // From a member in the array, as uraid-md reads it: a failed one missed the bits set
+        // after it failed (which mattered once members came back by re-add: seed 230).
+        let source = gone.iter().position(|g| !g).expect("a member in the array");
+        if let Some(wi) = self.cfg.write_intent(self.members[source].bitmap_image()) {
             self.array.enable_write_intent(&wi);
         }
         if let Some(log) = self.cfg.log(self.stats.power_cuts + 1) {

@@ -53,6 +53,10 @@ pub struct Sim {
     pub(crate) trace: u64,
     /// A member being rebuilt: (member, next window start, window in flight).
     pub(crate) recovery: Option<(usize, u64, bool)>,
+    /// For a member back by re-add: the member-sector ranges its recovery covers (else all).
+    pub(crate) readd: Option<Vec<(u64, u64)>>,
+    /// Per member: md would refuse its re-add (parity rewritten without it since it left).
+    pub(crate) readd_blocked: Vec<bool>,
     /// Member sectors of data written and read per member, data area (for I/O counts).
     pub(crate) data_read_sectors: u64,
     pub(crate) data_written_sectors: u64,
@@ -107,12 +111,14 @@ impl Sim {
             stats: SimStats::default(),
             trace: 0xcbf2_9ce4_8422_2325,
             recovery: None,
+            readd: None,
             data_read_sectors: 0,
             data_written_sectors: 0,
             syncs_done: Vec::new(),
             plugged: false,
             watch: None,
             recorded_faulty: vec![false; members.len()],
+            readd_blocked: vec![false; members.len()],
             members,
         }
     }
