@@ -79,12 +79,14 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
 /// uraid-core's log_advance.rs; 230 and 1313 found what re-add needed: the restart read the
 /// bitmap from a failed member, which had missed bits set after it failed, and a read whose
 /// member came back by re-add while its reads were in flight rebuilt from the block it had
-/// not read; kept so that the exact runs stay green.
+/// not read; 22002492 bitmap bits cleared while a member was failed (a clear wanted before
+/// it failed), so that its re-add missed a flushed write: regression tests in uraid-core's
+/// write_intent.rs; kept so that the exact runs stay green.
 #[test]
 fn seeds_that_found_bugs_pass() {
     let log = [
         2, 7, 19, 43, 292, 327, 807, 4993, 658, 5553, 6932, 16461, 5429, 1_088_000, 106_193, 2944,
-        10_130_915, 850, 20_013_895, 230, 1313,
+        10_130_915, 850, 20_013_895, 230, 1313, 22_002_492,
     ];
     for seed in [17, 20, 21, 48, 76, 111, 443, 1280, 4550, 5979, 10661].into_iter().chain(log) {
         if let Err(f) = run_seed(seed, true) {

@@ -332,7 +332,18 @@ impl Array {
     pub(super) fn start_bitmap_generation(&mut self) {
         // Runs at every settle (each member I/O of a turn): nothing is allocated until there
         // is a bitmap with changes to write.
-        let Some(wi) = self.write_intent.as_ref() else { return };
+        if self.write_intent.is_none() {
+            return;
+        }
+        // Clears a tick wanted before a member failed (or came back to be recovered) are
+        // dropped: no bit clears while the array is degraded (the simulator's seed 22002492:
+        // a member re-added later missed a write whose bit had been cleared so).
+        let degraded =
+            self.failed.iter().any(|&f| f) || self.recovery_offset.iter().any(Option::is_some);
+        let wi = self.write_intent.as_mut().expect("checked");
+        if degraded {
+            wi.want_clear.clear();
+        }
         if wi.in_flight.is_some()
             || (wi.want_set.is_empty()
                 && wi.want_clear.is_empty()
@@ -414,6 +425,16 @@ impl Array {
     pub(super) fn bitmap_flush_done(&mut self, member: DiskIndex, ok: bool) {
         if !ok {
             self.mark_failed(member);
+            // What that member holds of the writes the clears covered may not be durable:
+            // the bits stay (a member back by re-add is rebuilt where they are set: the
+            // simulator's seed 22002492 lost a flushed write so).
+            let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
+            let (_, changes) = wi.in_flight.as_mut().expect("a generation in flight");
+            let kept: Vec<u64> = changes.iter().filter(|c| !c.1).map(|c| c.0).collect();
+            changes.retain(|c| c.1);
+            for c in kept {
+                wi.set_bit(c, true);
+            }
         }
         let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
         let (outstanding, _) = wi.in_flight.as_mut().expect("a generation in flight");

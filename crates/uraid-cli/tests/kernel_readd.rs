@@ -1,0 +1,109 @@
+//! md's re-add moves with the array, both ways: a member uraid failed and removed goes back
+//! into its slot by the kernel's `mdadm --re-add` (which md refuses unless the member's event
+//! count is at least the bitmap's events_cleared and its slot is free), and a member md failed
+//! and removed goes back by uraid's `add`, rebuilt where md's bitmap has bits set.
+//!
+//! Method (md runs in the VM of DEVELOPERS.md): uraid creates a RAID5 of 4 x 24 MiB with an
+//! internal bitmap, writes it whole and stops; runs it again, fails and removes member 2,
+//! writes 1 MiB and stops, degraded. In the VM md assembles the other three, re-adds member 2
+//! (the test fails if md refuses), waits for the recovery, reports the sha256 (it must be the
+//! one uraid left) and a check's mismatch_cnt (0); then fails and removes member 1, writes
+//! 1 MiB and reports the sha256 again. On the host uraid-md assembles the three md left, and
+//! `add` of member 1 must say "re-added"; after its recovery the contents are md's, and a
+//! check finds no mismatch.
+//!
+//! Skips without the VM kit, except under CI=true.
+
+mod md_images;
+mod mdvm;
+
+use md_images::sha256;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use uraid_md::{MdArray, MdOptions};
+
+const MEMBERS: usize = 4;
+const MEMBER_BYTES: u64 = 24 << 20;
+
+#[test]
+fn members_removed_by_either_come_back_by_re_add_with_the_other() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_readd");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test directory");
+    let members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}.img"))).collect();
+    for path in &members {
+        std::fs::File::create(path).and_then(|f| f.set_len(MEMBER_BYTES)).expect("a member");
+    }
+    let create = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["create", "--level", "5", "--raid-devices", "4", "--chunk", "64K"])
+        .args(["--bitmap", "internal", "--assume-clean"])
+        .args(&members)
+        .output()
+        .expect("running uraid create");
+    assert!(create.status.success(), "{}", String::from_utf8_lossy(&create.stderr));
+
+    let uraid_left = uraid_removes_member_2(&members);
+    let job = "mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdd 2>&1\n\
+               if mdadm /dev/md0 --re-add /dev/vdc 2>&1; then echo \"RESULT readd yes\"; \
+               else echo \"RESULT readd no\"; fi\n\
+               sleep 1\n\
+               mdadm --wait /dev/md0 || true\n\
+               cat /proc/mdstat\n\
+               echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n\
+               echo check > /sys/block/md0/md/sync_action\n\
+               sleep 1\n\
+               mdadm --wait /dev/md0 || true\n\
+               echo \"RESULT mismatch $(cat /sys/block/md0/md/mismatch_cnt)\"\n\
+               mdadm /dev/md0 --fail /dev/vdb 2>&1\n\
+               mdadm /dev/md0 --remove /dev/vdb 2>&1\n\
+               dd if=/dev/urandom of=/dev/md0 bs=1M count=1 seek=40 oflag=direct 2>/dev/null\n\
+               echo \"RESULT sha2 $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n\
+               mdadm --stop /dev/md0\n";
+    let path = dir.join("readd.sh");
+    std::fs::write(&path, job).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", "300"]).arg(&path).args(&members);
+    let md = mdvm::results(&mdvm::run(&mut cmd, "md re-add"));
+    assert_eq!(md["readd"], "yes", "md re-adds the member uraid removed");
+    assert_eq!(md["sha"], sha256(&uraid_left), "with what uraid left");
+    assert_eq!(md["mismatch"], "0");
+
+    // md left member 1 out: uraid takes it back by re-add.
+    let three: Vec<PathBuf> = [0, 2, 3].iter().map(|&i| members[i].clone()).collect();
+    let array = MdArray::assemble(&three, &MdOptions::default()).expect("uraid-md runs it");
+    let said = array.add(&members[1].display().to_string()).expect("add");
+    assert!(said.starts_with("re-added"), "{said}");
+    let recovery = array.wait_sync_idle(Duration::from_secs(120)).expect("a recovery");
+    assert_eq!(recovery.outcome, "done", "{recovery:?}");
+    let size = usize::try_from(array.runtime().size_bytes()).unwrap();
+    assert_eq!(sha256(&array.runtime().read_at(0, size).unwrap()), md["sha2"], "md's contents");
+    array.scrub(false).unwrap();
+    let check = array.wait_sync_idle(Duration::from_secs(120)).expect("a check");
+    assert_eq!(check.mismatch_sectors, 0, "{check:?}");
+    array.stop().expect("a clean stop");
+}
+
+/// uraid-md writes the array whole and stops (every bit clear); runs it again, fails and
+/// removes member 2, writes 1 MiB at 8 MiB and stops degraded. Returns the contents.
+fn uraid_removes_member_2(members: &[PathBuf]) -> Vec<u8> {
+    let md = MdArray::assemble(members, &MdOptions::default()).expect("uraid-md runs it");
+    let size = usize::try_from(md.runtime().size_bytes()).unwrap();
+    let first: Vec<u8> = (0..size).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
+    md.runtime().write_at(0, &first).unwrap();
+    md.stop().expect("a clean stop");
+    let md = MdArray::assemble(members, &MdOptions::default()).expect("uraid-md runs it");
+    md.runtime().fail_member(2);
+    let faulty = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        md.status().members.iter().any(|m| m.state == "faulty")
+    });
+    assert!(faulty, "{:?}", md.status());
+    md.remove(&members[2].display().to_string()).expect("remove");
+    let second: Vec<u8> = (0..1usize << 20).map(|i| (i % 239) as u8 ^ 0x5a).collect();
+    md.runtime().write_at(8 << 20, &second).unwrap();
+    let contents = md.runtime().read_at(0, size).unwrap();
+    md.stop().expect("a degraded stop");
+    contents
+}
