@@ -14,8 +14,8 @@ const CHUNK_SECTORS: u64 = 512;
 /// A whole stripe's data: 3 data members of 64 KiB chunks.
 const STRIPE_BYTES: usize = 3 * (64 << 10);
 
-fn with_bitmap() -> Array {
-    let mut a = array(Level::Raid5, 4, 64 << 10, 4096);
+fn with_bitmap(level: Level, disks: usize) -> Array {
+    let mut a = array(level, disks, 64 << 10, 4096);
     a.enable_write_intent(&WriteIntentConfig {
         image: vec![0u8; 4096],
         bits_offset: 256,
@@ -27,7 +27,7 @@ fn with_bitmap() -> Array {
 
 #[test]
 fn a_readded_member_is_rebuilt_only_in_dirty_chunks() {
-    let mut a = with_bitmap();
+    let mut a = with_bitmap(Level::Raid5, 4);
     let mut mem = Mem::new(4);
     let bytes = (a.size_sectors() * 512) as usize;
     let mut model = pattern(1, bytes);
@@ -91,13 +91,7 @@ fn a_readded_member_is_rebuilt_only_in_dirty_chunks() {
 /// 1313 read garbage so); the head plans again and reads it.
 #[test]
 fn a_read_in_flight_when_a_member_comes_back_plans_again() {
-    let mut a = array(Level::Raid6, 6, 64 << 10, 4096);
-    a.enable_write_intent(&WriteIntentConfig {
-        image: vec![0u8; 4096],
-        bits_offset: 256,
-        chunk_sectors: CHUNK_SECTORS,
-        chunks: 4,
-    });
+    let mut a = with_bitmap(Level::Raid6, 6);
     let mut mem = Mem::new(6);
     let bytes = (a.size_sectors() * 512) as usize;
     let model = pattern(6, bytes);
