@@ -178,6 +178,7 @@ impl MdArray {
         }
         let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
+        let meta_bitmap_usable = bitmap.is_some() && !bitmap_stale;
         let mut meta = Metadata::new(base.clone(), devices, bitmap);
         // Each device's bad block list, read now: a log md would refuse is refused before
         // anything is written (md's PPL start, below, writes).
@@ -216,7 +217,7 @@ impl MdArray {
             member_faults: options.member_faults.clone(),
         });
         *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
-        inner.start_slots(&plan);
+        inner.start_slots(&plan, meta_bitmap_usable);
         let threads = crate::runner::start_threads(&inner);
         // Spares found at assemble fill empty slots at once, as md does.
         inner.start_rebuilds();
@@ -296,13 +297,16 @@ impl MdArray {
 
 impl Inner {
     /// The runtime learns what the plan says of each slot: empty (failed, which the
-    /// superblocks already record), or being recovered from an offset.
-    fn start_slots(&self, plan: &AssemblyPlan) {
+    /// superblocks already record), or being recovered from an offset (after a re-add, by md's
+    /// RECOVERY_BITMAP, only where bits are set: `resume_readd`).
+    fn start_slots(&self, plan: &AssemblyPlan, bitmap_usable: bool) {
         for (slot, member) in plan.slots.iter().enumerate() {
             match member {
                 None => self.runtime.fail_member(slot),
                 Some(m) => {
-                    if let Some(at) = m.recovery_offset_sectors {
+                    if let Some(at) = m.recovery_offset_sectors
+                        && !(bitmap_usable && self.resume_readd(slot as u32, at))
+                    {
                         self.runtime.start_recovery(slot, at);
                     }
                 }
@@ -322,6 +326,10 @@ fn open_devices(
         let Some(m) = member else { continue };
         let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Slot(slot as u32))?;
         d.recovery_offset = m.recovery_offset_sectors;
+        let bit = |sb: &uraid_format::Superblock1| {
+            sb.feature_map & uraid_format::feature::RECOVERY_BITMAP != 0
+        };
+        d.bitmap_recovery = d.recovery_offset.is_some() && d.own.as_ref().is_some_and(bit);
         d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
         devices.push(d);
     }
@@ -539,7 +547,7 @@ fn start_runtime(
         // md_update_sb before a degraded write is acknowledged (`Inner::record_failures`).
         record_failures: true,
     };
-    let mut source = SlotSource::new(log_start::slot_paths(plan), options.file_options);
+    let mut source = SlotSource::new(log_start::runtime_paths(plan), options.file_options);
     source.faults.clone_from(&options.member_faults);
     for d in &meta.devices {
         if let Role::Slot(slot) = d.role {

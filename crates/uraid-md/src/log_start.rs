@@ -24,6 +24,14 @@ pub(crate) fn slot_paths(plan: &AssemblyPlan) -> Vec<Option<PathBuf>> {
         .collect()
 }
 
+/// Each slot's member, in sync or being recovered (None: empty): what the runtime opens. A
+/// member being recovered is written by its recovery and by writes, and read below its
+/// checkpoint (opened as an empty slot instead, a restart during a recovery failed it at the
+/// first write: found with the re-add's resume test).
+pub(crate) fn runtime_paths(plan: &AssemblyPlan) -> Vec<Option<PathBuf>> {
+    plan.slots.iter().map(|m| m.as_ref().map(|m| PathBuf::from(&m.name))).collect()
+}
+
 /// The log's area, when there is room for it on every member in a slot and its rings hold
 /// the engine's stripe heads (`stripe_size_bytes`).
 pub(crate) fn array_log_area(

@@ -39,6 +39,9 @@ pub struct Device {
     pub role: Role,
     /// Being recovered: in sync below this member sector.
     pub recovery_offset: Option<u64>,
+    /// Being recovered after a re-add: above `recovery_offset`, only where bitmap bits are set
+    /// (md's RECOVERY_BITMAP feature, so that a restart, the kernel's too, resumes so).
+    pub bitmap_recovery: bool,
     pub data_size_sectors: u64,
     /// For a failed member: the slot it held (emptied when it is removed).
     pub former_slot: Option<u32>,
@@ -85,6 +88,7 @@ impl Device {
             device_uuid,
             role,
             recovery_offset: None,
+            bitmap_recovery: false,
             data_size_sectors,
             former_slot: None,
             own,
@@ -204,12 +208,14 @@ impl Metadata {
                 sb.feature_map |= feature::BAD_BLOCKS;
             }
         }
+        sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+        sb.recovery_offset_sectors = 0;
         if let Some(at) = device.recovery_offset {
             sb.feature_map |= feature::RECOVERY_OFFSET;
             sb.recovery_offset_sectors = at;
-        } else {
-            sb.feature_map &= !feature::RECOVERY_OFFSET;
-            sb.recovery_offset_sectors = 0;
+            if device.bitmap_recovery {
+                sb.feature_map |= feature::RECOVERY_BITMAP;
+            }
         }
         sb.seal();
         sb

@@ -70,6 +70,7 @@ impl Inner {
         let mut meta = self.meta();
         if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) {
             d.recovery_offset = None;
+            d.bitmap_recovery = false;
         }
         self.commit_locked(&mut meta);
     }
@@ -87,6 +88,7 @@ impl Inner {
                 Some(d) if self.runtime.failed_members().contains(&(slot as usize)) => {
                     d.role = Role::Faulty;
                     d.recovery_offset = None;
+                    d.bitmap_recovery = false;
                     d.former_slot = Some(slot);
                     self.commit_locked(&mut meta);
                     true
@@ -131,6 +133,7 @@ impl Inner {
             }
             meta.devices[i].role = Role::Slot(slot);
             meta.devices[i].recovery_offset = Some(0);
+            meta.devices[i].bitmap_recovery = false;
             self.commit_locked(&mut meta);
             let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
             q.pending.push_front(Action::Recover { slot, ranges: None });

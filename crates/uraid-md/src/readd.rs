@@ -45,6 +45,7 @@ impl Inner {
         }
         meta.devices[i].role = Role::Slot(slot);
         meta.devices[i].recovery_offset = Some(0);
+        meta.devices[i].bitmap_recovery = true;
         self.commit_locked(meta);
         let sectors = ranges.iter().map(|r| r.1).sum();
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -84,6 +85,41 @@ impl Inner {
         source.bad_blocks[slot as usize].clone_from(&meta.devices[i].bad_blocks);
         self.runtime.replace_member(slot as usize, &source).ok()?;
         self.runtime.start_readd(slot as usize)
+    }
+}
+
+impl Inner {
+    /// At assemble: a device md's RECOVERY_BITMAP says was being recovered after a re-add
+    /// goes on so, from its checkpoint `at`: below it in sync, above it in sync but where bits
+    /// are set (any write it missed since it came back left its bit set, crash included: no
+    /// bit clears while a member is recovering). False: recovered whole from `at` instead.
+    pub(crate) fn resume_readd(&self, slot: u32, at: u64) -> bool {
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) else {
+            return false;
+        };
+        if !d.bitmap_recovery {
+            return false;
+        }
+        let Some(ranges) = self.runtime.start_readd(slot as usize) else {
+            d.bitmap_recovery = false;
+            return false;
+        };
+        self.runtime.set_recovery_offset(slot as usize, at);
+        let above: Vec<(u64, u64)> = ranges
+            .into_iter()
+            .filter(|&(s, n)| s + n > at)
+            .map(|(s, n)| (s.max(at), s + n - s.max(at)))
+            .collect();
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        for a in &mut q.pending {
+            if let Action::Recover { slot: s, ranges } = a
+                && *s == slot
+            {
+                *ranges = Some(above.clone());
+            }
+        }
+        true
     }
 }
 

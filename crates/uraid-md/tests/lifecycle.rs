@@ -276,3 +276,44 @@ fn a_scrub_during_a_recovery_is_refused_naming_it() {
     assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
     md.stop().unwrap();
 }
+
+/// A spare's recovery stopped midway goes on at the next start from its checkpoint, the member
+/// opened (it used to be opened as an empty slot, which failed it at its first write).
+#[test]
+fn a_recovery_stopped_midway_goes_on_at_the_next_start() {
+    let dir = tempdir("recovery-resume");
+    let paths = make_array(dir.path(), 6, None);
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let size = md.runtime().size_bytes() as usize;
+    let model = fill(41, size);
+    md.runtime().write_at(0, &model).unwrap();
+    md.runtime().fail_member(3);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&paths[3].display().to_string()).unwrap();
+    md.set_sync_speed(SyncSpeed { min_kib: 1, max_kib: 1 });
+    let spare = dir.path().join("spare.img");
+    std::fs::File::create(&spare).unwrap().set_len(MEMBER_BYTES).unwrap();
+    md.add(&spare.display().to_string()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    md.stop().unwrap();
+    let at = superblock(&spare).recovery_offset_sectors;
+    let member_sectors = MEMBER_BYTES / 512 - 2048;
+    assert!(at > 0 && at < member_sectors, "stopped midway: {at}");
+
+    let members: Vec<PathBuf> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i == 3 { spare.clone() } else { p.clone() })
+        .collect();
+    let md = MdArray::assemble(&members, &MdOptions::default()).unwrap();
+    let result = md.wait_sync_idle(Duration::from_secs(60)).expect("the recovery goes on");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    assert_eq!(result.sectors, member_sectors - at, "from the checkpoint: {result:?}");
+    let rt = md.runtime().clone();
+    rt.fail_member(0);
+    rt.fail_member(5);
+    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "with the rebuilt member");
+    drop(rt);
+    md.stop().unwrap();
+}

@@ -5,11 +5,13 @@
 //! rebuilt whole.
 
 use std::time::Duration;
-use uraid_format::DevRole;
-use uraid_md::{MdArray, MdOptions};
+use uraid_format::{DevRole, feature};
+use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
-use common::{MEMBER_BYTES, assert_same, fill, make_array, superblock, tempdir, wait_for};
+use common::{
+    MEMBER_BYTES, assert_same, examine_with_mdadm, fill, make_array, superblock, tempdir, wait_for,
+};
 
 const BITMAP_CHUNK: u32 = 64 << 10;
 
@@ -82,6 +84,58 @@ fn a_device_that_left_before_the_array_was_whole_again_is_a_spare() {
     let result = md.wait_sync_idle(Duration::from_secs(60)).expect("a recovery ran");
     let member_sectors = (MEMBER_BYTES / 512) - 2048;
     assert!(result.sectors * 2 > member_sectors, "rebuilt whole: {result:?}");
+    drop(rt);
+    md.stop().unwrap();
+}
+
+/// Stopped during its recovery, a re-added member's superblock says so as md says it
+/// (RECOVERY_BITMAP beside the recovery offset), and the next start goes on rebuilding it only
+/// where bits are set.
+#[test]
+fn a_readd_stopped_midway_resumes_by_the_bitmap() {
+    let dir = tempdir("readd-resume");
+    let paths = make_array(dir.path(), 6, Some(BITMAP_CHUNK));
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let size = md.runtime().size_bytes() as usize;
+    let mut model = fill(21, size);
+    md.runtime().write_at(0, &model).unwrap();
+    md.stop().unwrap();
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let rt = md.runtime().clone();
+    rt.fail_member(2);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&paths[2].display().to_string()).unwrap();
+    // 4 KiB at every MiB: one dirty bitmap chunk, so one recovery window, each; more than
+    // the sync process keeps in flight, so that the speed limit below holds most back.
+    for i in 0..size / (1 << 20) {
+        let (at, data) = (i << 20, fill(30 + i as u64, 4096));
+        rt.write_at(at as u64, &data).unwrap();
+        model[at..at + data.len()].copy_from_slice(&data);
+    }
+    md.set_sync_speed(SyncSpeed { min_kib: 1, max_kib: 1 });
+    let said = md.add(&paths[2].display().to_string()).unwrap();
+    assert!(said.starts_with("re-added"), "{said}");
+    std::thread::sleep(Duration::from_millis(300));
+    drop(rt);
+    md.stop().unwrap();
+    let sb = superblock(&paths[2]);
+    let bits = feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP;
+    assert_eq!(sb.feature_map & bits, bits, "recovering by the bitmap, as md writes it");
+    assert_eq!(sb.role(), DevRole::Active(2));
+    examine_with_mdadm(&paths[2]);
+
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let result = md.wait_sync_idle(Duration::from_secs(60)).expect("the recovery goes on");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    // At most one 64 KiB chunk (128 member sectors) per MiB of the array (256 KiB a member).
+    let member_sectors = (MEMBER_BYTES / 512) - 2048;
+    assert!(result.sectors * 4 <= member_sectors, "only where bits are set: {result:?}");
+    let rt = md.runtime().clone();
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "after the resumed re-add");
+    rt.fail_member(0);
+    rt.fail_member(4);
+    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "from the re-added member and parity");
     drop(rt);
     md.stop().unwrap();
 }

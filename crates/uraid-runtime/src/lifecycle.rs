@@ -109,12 +109,20 @@ impl Runtime {
     pub fn start_readd(&self, member: usize) -> Option<Vec<(u64, u64)>> {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
         let [tx] = &self.senders[..] else { return None };
-        let (reply, answer) = mpsc::sync_channel(1);
-        tx.send(Msg::StartReAdd { member, reply }).ok()?;
-        let ranges = answer.recv().ok()??;
+        // Cleared first, as for `start_recovery`: the worker applies the failed mask before
+        // every piece it plans, and would fail the member again from a stale one (which made
+        // reads refuse a stripe within redundancy, found with two tests running at once).
         self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
         self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
-        Some(ranges)
+        let (reply, answer) = mpsc::sync_channel(1);
+        let ranges = tx
+            .send(Msg::StartReAdd { member, reply })
+            .ok()
+            .and_then(|()| answer.recv().ok().flatten());
+        if ranges.is_none() {
+            self.fail_member(member);
+        }
+        ranges
     }
 
     /// Recovery progress: `member` is in sync below `offset` (at the end: everywhere).
