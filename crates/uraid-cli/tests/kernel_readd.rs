@@ -12,6 +12,9 @@
 //! `add` of member 1 must say "re-added"; after its recovery the contents are md's, and a
 //! check finds no mismatch.
 //!
+//! A second test stops a re-add of uraid's midway (RECOVERY_BITMAP in the member's superblock)
+//! and md assembles the array with it, goes on recovering it, and ends with uraid's contents.
+//!
 //! Skips without the VM kit, except under CI=true.
 
 mod md_images;
@@ -106,4 +109,74 @@ fn uraid_removes_member_2(members: &[PathBuf]) -> Vec<u8> {
     let contents = md.runtime().read_at(0, size).unwrap();
     md.stop().expect("a degraded stop");
     contents
+}
+
+/// A re-add uraid stopped midway (its superblock says RECOVERY_BITMAP beside the recovery
+/// offset, as md writes it) is taken up by md: it assembles the array with the member, goes on
+/// recovering it, and ends with uraid's contents and a check of 0 mismatches.
+#[test]
+fn md_goes_on_with_a_re_add_uraid_stopped_midway() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_readd_midway");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the test directory");
+    let members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}.img"))).collect();
+    for path in &members {
+        std::fs::File::create(path).and_then(|f| f.set_len(MEMBER_BYTES)).expect("a member");
+    }
+    let create = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["create", "--level", "5", "--raid-devices", "4", "--chunk", "64K"])
+        .args(["--bitmap", "internal", "--bitmap-chunk", "64K", "--assume-clean"])
+        .args(&members)
+        .output()
+        .expect("running uraid create");
+    assert!(create.status.success(), "{}", String::from_utf8_lossy(&create.stderr));
+    let md = MdArray::assemble(&members, &MdOptions::default()).expect("uraid-md runs it");
+    let size = usize::try_from(md.runtime().size_bytes()).unwrap();
+    let first: Vec<u8> = (0..size).map(|i| (i / 4096 * 11 + i % 233) as u8).collect();
+    md.runtime().write_at(0, &first).unwrap();
+    md.stop().expect("a clean stop");
+    let md = MdArray::assemble(&members, &MdOptions::default()).expect("uraid-md runs it");
+    md.runtime().fail_member(2);
+    let faulty = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        md.status().members.iter().any(|m| m.state == "faulty")
+    });
+    assert!(faulty, "{:?}", md.status());
+    md.remove(&members[2].display().to_string()).expect("remove");
+    // 4 KiB at every MiB: more recovery windows than the sync process keeps in flight.
+    for i in 0..size >> 20 {
+        let block: Vec<u8> = (0..4096).map(|b| (b + i * 7) as u8 ^ 0xc3).collect();
+        md.runtime().write_at((i as u64) << 20, &block).unwrap();
+    }
+    md.set_sync_speed(uraid_md::SyncSpeed { min_kib: 1, max_kib: 1 });
+    let said = md.add(&members[2].display().to_string()).expect("add");
+    assert!(said.starts_with("re-added"), "{said}");
+    std::thread::sleep(Duration::from_millis(300));
+    let contents = md.runtime().read_at(0, size).unwrap();
+    md.stop().expect("a stop during the recovery");
+    let sb = md_images::superblock(&members[2]);
+    let bits = uraid_format::feature::RECOVERY_OFFSET | uraid_format::feature::RECOVERY_BITMAP;
+    assert_eq!(sb.feature_map & bits, bits, "stopped midway: {:#x}", sb.feature_map);
+
+    let job = "mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1\n\
+               cat /proc/mdstat\n\
+               sleep 1\n\
+               mdadm --wait /dev/md0 || true\n\
+               cat /proc/mdstat\n\
+               echo \"RESULT devices $(cat /sys/block/md0/md/raid_disks) $(cat /sys/block/md0/md/degraded)\"\n\
+               echo \"RESULT sha $(sha256sum /dev/md0 | cut -d' ' -f1)\"\n\
+               echo check > /sys/block/md0/md/sync_action\n\
+               sleep 1\n\
+               mdadm --wait /dev/md0 || true\n\
+               echo \"RESULT mismatch $(cat /sys/block/md0/md/mismatch_cnt)\"\n\
+               mdadm --stop /dev/md0\n";
+    let path = dir.join("midway.sh");
+    std::fs::write(&path, job).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", "300"]).arg(&path).args(&members);
+    let md = mdvm::results(&mdvm::run(&mut cmd, "md after a re-add stopped midway"));
+    assert_eq!(md["devices"], "4 0", "whole again");
+    assert_eq!(md["sha"], sha256(&contents), "with what uraid left");
+    assert_eq!(md["mismatch"], "0");
 }
