@@ -32,20 +32,7 @@ const MEMBER_BYTES: u64 = 24 << 20;
 #[test]
 fn members_removed_by_either_come_back_by_re_add_with_the_other() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_readd");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("the test directory");
-    let members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}.img"))).collect();
-    for path in &members {
-        std::fs::File::create(path).and_then(|f| f.set_len(MEMBER_BYTES)).expect("a member");
-    }
-    let create = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["create", "--level", "5", "--raid-devices", "4", "--chunk", "64K"])
-        .args(["--bitmap", "internal", "--assume-clean"])
-        .args(&members)
-        .output()
-        .expect("running uraid create");
-    assert!(create.status.success(), "{}", String::from_utf8_lossy(&create.stderr));
+    let (dir, members) = uraid_creates("kernel_readd", "64M");
 
     let uraid_left = uraid_removes_member_2(&members);
     let job = "mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdd 2>&1\n\
@@ -91,6 +78,18 @@ fn members_removed_by_either_come_back_by_re_add_with_the_other() {
 /// uraid-md writes the array whole and stops (every bit clear); runs it again, fails and
 /// removes member 2, writes 1 MiB at 8 MiB and stops degraded. Returns the contents.
 fn uraid_removes_member_2(members: &[PathBuf]) -> Vec<u8> {
+    let md = written_then_without_member_2(members);
+    let size = usize::try_from(md.runtime().size_bytes()).unwrap();
+    let second: Vec<u8> = (0..1usize << 20).map(|i| (i % 239) as u8 ^ 0x5a).collect();
+    md.runtime().write_at(8 << 20, &second).unwrap();
+    let contents = md.runtime().read_at(0, size).unwrap();
+    md.stop().expect("a degraded stop");
+    contents
+}
+
+/// uraid-md writes the array whole and stops (every bit clear), then runs it again with
+/// member 2 failed and removed.
+fn written_then_without_member_2(members: &[PathBuf]) -> MdArray {
     let md = MdArray::assemble(members, &MdOptions::default()).expect("uraid-md runs it");
     let size = usize::try_from(md.runtime().size_bytes()).unwrap();
     let first: Vec<u8> = (0..size).map(|i| (i / 4096 * 13 + i % 241) as u8).collect();
@@ -104,20 +103,13 @@ fn uraid_removes_member_2(members: &[PathBuf]) -> Vec<u8> {
     });
     assert!(faulty, "{:?}", md.status());
     md.remove(&members[2].display().to_string()).expect("remove");
-    let second: Vec<u8> = (0..1usize << 20).map(|i| (i % 239) as u8 ^ 0x5a).collect();
-    md.runtime().write_at(8 << 20, &second).unwrap();
-    let contents = md.runtime().read_at(0, size).unwrap();
-    md.stop().expect("a degraded stop");
-    contents
+    md
 }
 
-/// A re-add uraid stopped midway (its superblock says RECOVERY_BITMAP beside the recovery
-/// offset, as md writes it) is taken up by md: it assembles the array with the member, goes on
-/// recovering it, and ends with uraid's contents and a check of 0 mismatches.
-#[test]
-fn md_goes_on_with_a_re_add_uraid_stopped_midway() {
-    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_readd_midway");
+/// A RAID5 of 4 made by `uraid create` in a fresh directory `name`, with an internal bitmap
+/// of `bitmap_chunk`.
+fn uraid_creates(name: &str, bitmap_chunk: &str) -> (PathBuf, Vec<PathBuf>) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("the test directory");
     let members: Vec<PathBuf> = (0..MEMBERS).map(|i| dir.join(format!("m{i}.img"))).collect();
@@ -126,24 +118,23 @@ fn md_goes_on_with_a_re_add_uraid_stopped_midway() {
     }
     let create = Command::new(env!("CARGO_BIN_EXE_uraid"))
         .args(["create", "--level", "5", "--raid-devices", "4", "--chunk", "64K"])
-        .args(["--bitmap", "internal", "--bitmap-chunk", "64K", "--assume-clean"])
+        .args(["--bitmap", "internal", "--bitmap-chunk", bitmap_chunk, "--assume-clean"])
         .args(&members)
         .output()
         .expect("running uraid create");
     assert!(create.status.success(), "{}", String::from_utf8_lossy(&create.stderr));
-    let md = MdArray::assemble(&members, &MdOptions::default()).expect("uraid-md runs it");
+    (dir, members)
+}
+
+/// A re-add uraid stopped midway (its superblock says RECOVERY_BITMAP beside the recovery
+/// offset, as md writes it) is taken up by md: it assembles the array with the member, goes on
+/// recovering it, and ends with uraid's contents and a check of 0 mismatches.
+#[test]
+fn md_goes_on_with_a_re_add_uraid_stopped_midway() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let (dir, members) = uraid_creates("kernel_readd_midway", "64K");
+    let md = written_then_without_member_2(&members);
     let size = usize::try_from(md.runtime().size_bytes()).unwrap();
-    let first: Vec<u8> = (0..size).map(|i| (i / 4096 * 11 + i % 233) as u8).collect();
-    md.runtime().write_at(0, &first).unwrap();
-    md.stop().expect("a clean stop");
-    let md = MdArray::assemble(&members, &MdOptions::default()).expect("uraid-md runs it");
-    md.runtime().fail_member(2);
-    let faulty = (0..500).any(|_| {
-        std::thread::sleep(Duration::from_millis(10));
-        md.status().members.iter().any(|m| m.state == "faulty")
-    });
-    assert!(faulty, "{:?}", md.status());
-    md.remove(&members[2].display().to_string()).expect("remove");
     // 4 KiB at every MiB: more recovery windows than the sync process keeps in flight.
     for i in 0..size >> 20 {
         let block: Vec<u8> = (0..4096).map(|b| (b + i * 7) as u8 ^ 0xc3).collect();

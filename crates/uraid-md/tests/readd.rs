@@ -4,33 +4,40 @@
 //! device that left before the array was made whole again (bits cleared since) is a spare,
 //! rebuilt whole.
 
+use std::path::PathBuf;
 use std::time::Duration;
 use uraid_format::{DevRole, feature};
 use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
-    MEMBER_BYTES, assert_same, examine_with_mdadm, fill, make_array, superblock, tempdir, wait_for,
+    MEMBER_BYTES, TempDir, assert_same, examine_with_mdadm, fill, make_array, superblock, tempdir,
+    wait_for,
 };
 
 const BITMAP_CHUNK: u32 = 64 << 10;
 
+/// A RAID6 of 6 with a bitmap, written whole with `seed`'s pattern and stopped clean (every bit
+/// clear), running again with member 2 failed and removed: the array and its contents.
+fn running_without_member_2(dir: &TempDir, seed: u64) -> (Vec<PathBuf>, MdArray, Vec<u8>) {
+    let paths = make_array(dir.path(), 6, Some(BITMAP_CHUNK));
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let model = fill(seed, md.runtime().size_bytes() as usize);
+    md.runtime().write_at(0, &model).unwrap();
+    md.stop().unwrap();
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    md.runtime().fail_member(2);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&paths[2].display().to_string()).unwrap();
+    (paths, md, model)
+}
+
 #[test]
 fn a_removed_member_comes_back_rebuilt_only_where_it_missed_writes() {
     let dir = tempdir("readd");
-    let paths = make_array(dir.path(), 6, Some(BITMAP_CHUNK));
-    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
-    let size = md.runtime().size_bytes() as usize;
-    let mut model = fill(1, size);
-    md.runtime().write_at(0, &model).unwrap();
-    // A clean stop clears every bit.
-    md.stop().unwrap();
-    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let (paths, md, mut model) = running_without_member_2(&dir, 1);
     let rt = md.runtime().clone();
-
-    rt.fail_member(2);
-    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
-    md.remove(&paths[2].display().to_string()).unwrap();
+    let size = model.len();
     // Three writes while it is out: 64 KiB, 4 KiB and 256 KiB.
     for (i, (at, len)) in
         [(0usize, 64 << 10), (5 << 20, 4 << 10), (40 << 20, 256 << 10)].into_iter().enumerate()
@@ -94,17 +101,9 @@ fn a_device_that_left_before_the_array_was_whole_again_is_a_spare() {
 #[test]
 fn a_readd_stopped_midway_resumes_by_the_bitmap() {
     let dir = tempdir("readd-resume");
-    let paths = make_array(dir.path(), 6, Some(BITMAP_CHUNK));
-    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
-    let size = md.runtime().size_bytes() as usize;
-    let mut model = fill(21, size);
-    md.runtime().write_at(0, &model).unwrap();
-    md.stop().unwrap();
-    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let (paths, md, mut model) = running_without_member_2(&dir, 21);
     let rt = md.runtime().clone();
-    rt.fail_member(2);
-    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
-    md.remove(&paths[2].display().to_string()).unwrap();
+    let size = model.len();
     // 4 KiB at every MiB: one dirty bitmap chunk, so one recovery window, each; more than
     // the sync process keeps in flight, so that the speed limit below holds most back.
     for i in 0..size / (1 << 20) {
