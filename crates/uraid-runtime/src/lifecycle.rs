@@ -103,8 +103,9 @@ impl Runtime {
 
     /// Brings `member` back by re-add (md's `--re-add`, see `Array::start_readd`): in sync
     /// everywhere but where the write-intent bitmap has bits set, which a recovery over the
-    /// returned member-sector ranges rebuilds. None when the array has no bitmap (it runs one
-    /// worker then, which keeps the bitmap) or a worker is gone: the member stays failed.
+    /// returned member-sector ranges rebuilds. None when the array has no bitmap (re-add needs
+    /// one; an array with a bitmap runs one worker, which keeps it) or the worker is gone:
+    /// the member stays failed.
     #[must_use]
     pub fn start_readd(&self, member: usize) -> Option<Vec<(u64, u64)>> {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
