@@ -14,6 +14,7 @@ use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use uraid_format::Uuid;
 use uraid_io::FileIdentity;
+use uraid_runtime::RuntimeError;
 
 impl Inner {
     fn meta(&self) -> std::sync::MutexGuard<'_, crate::meta::Metadata> {
@@ -114,31 +115,50 @@ impl Inner {
                 continue;
             }
             let Some(i) = meta.devices.iter().position(|d| d.role == Role::Spare) else { return };
-            let path = meta.devices[i].path.clone();
-            let mut paths = vec![None; self.info.raid_disks as usize];
-            paths[slot as usize] = Some(path.clone());
-            let mut source = SlotSource::new(paths, self.file_options);
-            source.faults.clone_from(&self.member_faults);
-            source.bad_blocks[slot as usize].clone_from(&meta.devices[i].bad_blocks);
-            if let Err(e) = self.runtime.replace_member(slot as usize, &source) {
-                eprintln!("uraid: spare {}: cannot open for slot {slot}: {e}", path.display());
+            if let Err(e) = self.open_in_slot(slot, &meta.devices[i]) {
+                let path = meta.devices[i].path.display();
+                eprintln!("uraid: spare {path}: cannot open for slot {slot}: {e}");
                 meta.devices.remove(i);
                 continue;
             }
             self.runtime.start_recovery(slot as usize, 0);
-            // The failed device that held the slot no longer does: removing it later must
-            // leave the spare's member in place.
-            for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
-                d.former_slot = None;
-            }
-            meta.devices[i].role = Role::Slot(slot);
-            meta.devices[i].recovery_offset = Some(0);
-            meta.devices[i].bitmap_recovery = false;
-            self.commit_locked(&mut meta);
-            let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            q.pending.push_front(Action::Recover { slot, ranges: None });
-            self.wake.notify_all();
+            self.recover_in_slot(&mut meta, i, slot, None);
         }
+    }
+
+    /// Gives the runtime's slot `slot` an instance of `device` (with its bad block list and
+    /// any injected faults); the slot stays failed until a recovery starts.
+    pub(crate) fn open_in_slot(&self, slot: u32, device: &Device) -> Result<(), RuntimeError> {
+        let mut paths = vec![None; self.info.raid_disks as usize];
+        paths[slot as usize] = Some(device.path.clone());
+        let mut source = SlotSource::new(paths, self.file_options);
+        source.faults.clone_from(&self.member_faults);
+        source.bad_blocks[slot as usize].clone_from(&device.bad_blocks);
+        self.runtime.replace_member(slot as usize, &source)
+    }
+
+    /// Device `i`, its recovery started in the runtime, holds `slot` from now on: recorded,
+    /// and its recovery queued first (over `ranges` only after a re-add, else whole).
+    pub(crate) fn recover_in_slot(
+        &self,
+        meta: &mut crate::meta::Metadata,
+        i: usize,
+        slot: u32,
+        ranges: Option<Vec<(u64, u64)>>,
+    ) {
+        // The failed device that held the slot no longer does: removing it later must leave
+        // the new member in place.
+        for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
+            d.former_slot = None;
+        }
+        let d = &mut meta.devices[i];
+        d.role = Role::Slot(slot);
+        d.recovery_offset = Some(0);
+        d.bitmap_recovery = ranges.is_some();
+        self.commit_locked(meta);
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.pending.push_front(Action::Recover { slot, ranges });
+        self.wake.notify_all();
     }
 
     /// Finds a device by path (as given, or any other path to the same file or device) or slot

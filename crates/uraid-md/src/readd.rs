@@ -6,7 +6,7 @@
 //! first, as mdadm --add does for a device that was a member; anything else is a spare.
 
 use crate::array::Inner;
-use crate::members::{SUPERBLOCK_OFFSET_BYTES, SlotSource};
+use crate::members::SUPERBLOCK_OFFSET_BYTES;
 use crate::meta::{Device, Metadata, Role};
 use crate::runner::Action;
 use std::os::unix::fs::FileExt;
@@ -34,23 +34,15 @@ impl Inner {
         d.data_size_sectors = sb.data_size_sectors;
         meta.devices.push(d);
         let i = meta.devices.len() - 1;
-        let ranges = self.start_readd(slot, meta, i);
-        let Some(ranges) = ranges else {
+        let started =
+            meta.attach_bad_blocks().is_ok() && self.open_in_slot(slot, &meta.devices[i]).is_ok();
+        let Some(ranges) = started.then(|| self.runtime.start_readd(slot as usize)).flatten()
+        else {
             meta.devices.pop();
             return None;
         };
-        // As for a spare (`start_rebuilds`): a failed device that held the slot no longer does.
-        for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
-            d.former_slot = None;
-        }
-        meta.devices[i].role = Role::Slot(slot);
-        meta.devices[i].recovery_offset = Some(0);
-        meta.devices[i].bitmap_recovery = true;
-        self.commit_locked(meta);
         let sectors = ranges.iter().map(|r| r.1).sum();
-        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        q.pending.push_front(Action::Recover { slot, ranges: Some(ranges) });
-        self.wake.notify_all();
+        self.recover_in_slot(meta, i, slot, Some(ranges));
         Some(ReAdded { slot, sectors })
     }
 
@@ -73,18 +65,6 @@ impl Inner {
         let unique = !meta.devices.iter().any(|d| d.device_uuid == sb.device_uuid);
         let fresh_enough = sb.events >= bitmap.events_cleared && sb.events <= meta.events;
         (same_array && empty && unique && fresh_enough).then_some(slot)
-    }
-
-    /// Opens device `i` of `meta` for `slot` in the runtime and brings it back by re-add.
-    fn start_readd(&self, slot: u32, meta: &mut Metadata, i: usize) -> Option<Vec<(u64, u64)>> {
-        meta.attach_bad_blocks().ok()?;
-        let mut paths = vec![None; self.info.raid_disks as usize];
-        paths[slot as usize] = Some(meta.devices[i].path.clone());
-        let mut source = SlotSource::new(paths, self.file_options);
-        source.faults.clone_from(&self.member_faults);
-        source.bad_blocks[slot as usize].clone_from(&meta.devices[i].bad_blocks);
-        self.runtime.replace_member(slot as usize, &source).ok()?;
-        self.runtime.start_readd(slot as usize)
     }
 }
 

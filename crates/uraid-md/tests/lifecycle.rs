@@ -15,8 +15,8 @@ use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
-    MEMBER_BYTES, Rng, assert_same, examine_with_mdadm, fill, make_array, superblock, tempdir,
-    wait_for,
+    MEMBER_BYTES, Rng, assert_same, examine_with_mdadm, fill, make_array, reads_with_two_failed,
+    superblock, tempdir, wait_for,
 };
 
 /// Random 4 KiB..64 KiB writes and reads, every read checked against the model.
@@ -309,11 +309,6 @@ fn a_recovery_stopped_midway_goes_on_at_the_next_start() {
     let result = md.wait_sync_idle(Duration::from_secs(60)).expect("the recovery goes on");
     assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
     assert_eq!(result.sectors, member_sectors - at, "from the checkpoint: {result:?}");
-    let rt = md.runtime().clone();
-    rt.fail_member(0);
-    rt.fail_member(5);
-    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
-    assert_same(&rt.read_at(0, size).unwrap(), &model, "with the rebuilt member");
-    drop(rt);
+    reads_with_two_failed(&md, 0, 5, &model, "with the rebuilt member");
     md.stop().unwrap();
 }

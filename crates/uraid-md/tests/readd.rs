@@ -11,8 +11,8 @@ use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
-    MEMBER_BYTES, TempDir, assert_same, examine_with_mdadm, fill, make_array, superblock, tempdir,
-    wait_for,
+    MEMBER_BYTES, TempDir, assert_same, examine_with_mdadm, fill, make_array,
+    reads_with_two_failed, superblock, tempdir, wait_for,
 };
 
 const BITMAP_CHUNK: u32 = 64 << 10;
@@ -59,10 +59,7 @@ fn a_removed_member_comes_back_rebuilt_only_where_it_missed_writes() {
     assert!(!st.degraded, "{st:?}");
     assert_same(&rt.read_at(0, size).unwrap(), &model, "after the re-add");
     // Its blocks are right everywhere: read with two other members failed.
-    rt.fail_member(0);
-    rt.fail_member(4);
-    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
-    assert_same(&rt.read_at(0, size).unwrap(), &model, "from the re-added member and parity");
+    reads_with_two_failed(&md, 0, 4, &model, "from the re-added member and parity");
     drop(rt);
     md.stop().unwrap();
     assert_eq!(superblock(&paths[2]).role(), DevRole::Active(2));
@@ -131,10 +128,7 @@ fn a_readd_stopped_midway_resumes_by_the_bitmap() {
     assert!(result.sectors * 4 <= member_sectors, "only where bits are set: {result:?}");
     let rt = md.runtime().clone();
     assert_same(&rt.read_at(0, size).unwrap(), &model, "after the resumed re-add");
-    rt.fail_member(0);
-    rt.fail_member(4);
-    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
-    assert_same(&rt.read_at(0, size).unwrap(), &model, "from the re-added member and parity");
+    reads_with_two_failed(&md, 0, 4, &model, "from the re-added member and parity");
     drop(rt);
     md.stop().unwrap();
 }

@@ -146,3 +146,14 @@ pub fn examine_with_mdadm(member: &Path) {
 }
 
 pub const SECOND: Duration = Duration::from_secs(1);
+
+/// Fails members `a` and `b` of `md` (as the engine does), waits for the monitor to mark them
+/// faulty, and checks the whole array still reads `model`: every other member holds right
+/// blocks (a RAID6 has no redundancy left to hide a wrong one).
+pub fn reads_with_two_failed(md: &uraid_md::MdArray, a: usize, b: usize, model: &[u8], what: &str) {
+    let rt = md.runtime();
+    rt.fail_member(a);
+    rt.fail_member(b);
+    assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
+    assert_same(&rt.read_at(0, model.len()).unwrap(), model, what);
+}
