@@ -92,6 +92,26 @@ fn a_device_that_left_before_the_array_was_whole_again_is_a_spare() {
     md.stop().unwrap();
 }
 
+/// A removed member whose superblock no longer checks (a flipped byte) is not re-added on it:
+/// it becomes a spare, is rebuilt whole, and the array reads what was written.
+#[test]
+fn a_member_with_a_corrupt_superblock_is_a_spare_not_a_re_add() {
+    let dir = tempdir("readd-corrupt");
+    let (paths, md, mut model) = running_without_member_2(&dir, 5);
+    let data = fill(6, 64 << 10);
+    md.runtime().write_at(1 << 20, &data).unwrap();
+    model[1 << 20..(1 << 20) + data.len()].copy_from_slice(&data);
+    let f = std::fs::OpenOptions::new().write(true).open(&paths[2]).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[0x5a], 4096 + 40).unwrap();
+    let said = md.add(&paths[2].display().to_string()).unwrap();
+    assert!(said.starts_with("added"), "{said}");
+    let result = md.wait_sync_idle(Duration::from_secs(60)).expect("a recovery ran");
+    let member_sectors = (MEMBER_BYTES / 512) - 2048;
+    assert!(result.sectors * 2 > member_sectors, "rebuilt whole: {result:?}");
+    reads_with_two_failed(&md, 0, 4, &model, "with the rebuilt member");
+    md.stop().unwrap();
+}
+
 /// Stopped during its recovery, a re-added member's superblock says so as md says it
 /// (RECOVERY_BITMAP beside the recovery offset), and the next start goes on rebuilding it only
 /// where bits are set.
