@@ -96,6 +96,9 @@ struct Part {
     epoch: u32,
     /// A write-intent bitmap page write (`IoArea::Bitmap`).
     bitmap: bool,
+    /// For the device replacing the member only (`MemberOp::CopyWrite`): never merged with
+    /// a write to the member.
+    to_replacement: bool,
 }
 
 impl Part {
@@ -125,7 +128,8 @@ impl Part {
     /// Whether `next` (sorted after this run's last part `self`) extends the run.
     fn continued_by(&self, next: &Part) -> bool {
         matches!(self.op, IoOp::Read | IoOp::Write { .. })
-            && (next.member, next.epoch, next.op) == (self.member, self.epoch, self.op)
+            && (next.member, next.epoch, next.op, next.to_replacement)
+                == (self.member, self.epoch, self.op, self.to_replacement)
             && next.offset_bytes == self.end_bytes()
     }
 }
@@ -286,6 +290,14 @@ impl<M: Member + ?Sized> Driver<M> {
         Ok(std::mem::replace(&mut self.members[member], instance))
     }
 
+    /// Puts `wrap(instance)` in place of `member`'s instance without waiting for its I/O to
+    /// drain: the wrapper must take the instance's in-flight I/O over (its completions come
+    /// back through it under the same tags), as `Replacing` does.
+    pub fn wrap_member(&mut self, member: usize, wrap: impl FnOnce(Box<M>) -> Box<M>) {
+        let instance = self.members.remove(member);
+        self.members.insert(member, wrap(instance));
+    }
+
     /// Whether `member` has I/O in flight.
     #[must_use]
     pub fn member_busy(&self, member: usize) -> bool {
@@ -396,6 +408,7 @@ impl<M: Member + ?Sized> Driver<M> {
         let (op, buf) = match io.op {
             MemberOp::Read => (IoOp::Read, BufPtr::from_mut(array.io_buf_mut(io))),
             MemberOp::Write => (IoOp::Write { fua: io.fua }, BufPtr::from_ref(array.io_buf(io))),
+            MemberOp::CopyWrite => (IoOp::Write { fua: false }, BufPtr::from_ref(array.io_buf(io))),
             MemberOp::Flush => (IoOp::Flush, BufPtr::null()),
             MemberOp::Discard => (IoOp::Discard, BufPtr::null()),
         };
@@ -413,7 +426,19 @@ impl<M: Member + ?Sized> Driver<M> {
         };
         // Log writes, like bitmap pages, hold the head's writes back: they go first.
         let bitmap = io.area != IoArea::Data;
-        Part { tag: io.tag, member, op, offset_bytes, len_bytes: io.bytes(), buf, epoch: 0, bitmap }
+        let to_replacement = io.op == MemberOp::CopyWrite;
+        let len_bytes = io.bytes();
+        Part {
+            tag: io.tag,
+            member,
+            op,
+            offset_bytes,
+            len_bytes,
+            buf,
+            epoch: 0,
+            bitmap,
+            to_replacement,
+        }
     }
 
     /// Submits one member I/O carrying `parts` (contiguous, one kind); it has no engine I/O of
@@ -425,7 +450,9 @@ impl<M: Member + ?Sized> Driver<M> {
             IoOp::Read | IoOp::Write { .. } => {
                 let segs: Segments =
                     parts.iter().map(|p| Segment { buf: p.buf, len_bytes: p.len_bytes }).collect();
-                IoRequest::vectored(tag as u64, first.op, first.offset_bytes, segs)
+                let mut req = IoRequest::vectored(tag as u64, first.op, first.offset_bytes, segs);
+                req.to_replacement = first.to_replacement;
+                req
             }
             IoOp::Flush => IoRequest::flush(tag as u64),
             IoOp::Discard => IoRequest::discard(tag as u64, first.offset_bytes, first.len_bytes),
@@ -572,6 +599,7 @@ mod tests {
             buf: BufPtr::null(),
             epoch: 0,
             bitmap: false,
+            to_replacement: false,
         };
         ios.iter().enumerate().map(part).collect()
     }

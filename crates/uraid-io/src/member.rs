@@ -93,6 +93,10 @@ pub struct IoRequest {
     pub len_bytes: usize,
     /// Memory read into or written from, in device order; empty for Flush and Discard.
     pub segs: Segments,
+    /// A Write meant for the device replacing this member only (md's replace: the engine's
+    /// `MemberOp::CopyWrite`, see `Replacing`). Members that are not replacing treat it as
+    /// an ordinary write.
+    pub to_replacement: bool,
 }
 
 impl IoRequest {
@@ -115,17 +119,31 @@ impl IoRequest {
         assert!(matches!(op, IoOp::Read | IoOp::Write { .. }), "{op:?} carries no data");
         assert!(!segs.is_empty() && segs.len() <= MAX_SEGMENTS, "{} segments", segs.len());
         let len_bytes = segs.iter().map(|s| s.len_bytes).sum();
-        IoRequest { tag, op, offset_bytes, len_bytes, segs }
+        IoRequest { tag, op, offset_bytes, len_bytes, segs, to_replacement: false }
     }
 
     #[must_use]
     pub fn flush(tag: u64) -> IoRequest {
-        IoRequest { tag, op: IoOp::Flush, offset_bytes: 0, len_bytes: 0, segs: Segments::new() }
+        IoRequest {
+            tag,
+            op: IoOp::Flush,
+            offset_bytes: 0,
+            len_bytes: 0,
+            segs: Segments::new(),
+            to_replacement: false,
+        }
     }
 
     #[must_use]
     pub fn discard(tag: u64, offset_bytes: u64, len_bytes: usize) -> IoRequest {
-        IoRequest { tag, op: IoOp::Discard, offset_bytes, len_bytes, segs: Segments::new() }
+        IoRequest {
+            tag,
+            op: IoOp::Discard,
+            offset_bytes,
+            len_bytes,
+            segs: Segments::new(),
+            to_replacement: false,
+        }
     }
 
     #[must_use]

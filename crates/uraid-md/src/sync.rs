@@ -90,6 +90,8 @@ pub fn action_name(kind: SyncKind) -> &'static str {
     match kind {
         SyncKind::Resync => "resync",
         SyncKind::Recovery => "recover",
+        // md shows a replacement's copy as a recovery too.
+        SyncKind::Replace => "replace",
         SyncKind::Check => "check",
         SyncKind::Repair => "repair",
     }

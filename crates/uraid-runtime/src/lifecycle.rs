@@ -89,6 +89,40 @@ impl Runtime {
         Ok(())
     }
 
+    /// md's replace: pairs `member` with the device `source` opens at index `member`, which
+    /// gets every write from now on, while `SyncKind::Replace` windows copy the member to it.
+    /// The member stays in the array throughout. The returned control ends it: set its mode
+    /// (`New` once the copy has passed the end, `Old` to give up), then `end_replacement`.
+    pub fn start_replacement(
+        &self,
+        member: usize,
+        source: &dyn MemberSource,
+    ) -> Result<std::sync::Arc<uraid_io::ReplacementControl>, RuntimeError> {
+        assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
+        let opened: Result<Vec<_>, _> = (0..self.workers())
+            .map(|w| {
+                source.open(member).map_err(|e| RuntimeError::Open {
+                    worker: w,
+                    member,
+                    source: std::sync::Arc::new(e),
+                })
+            })
+            .collect();
+        let control = uraid_io::ReplacementControl::new();
+        for (w, instance) in opened?.into_iter().enumerate() {
+            let control = control.clone();
+            let _ = self.senders[w].send(Msg::StartReplacement { member, instance, control });
+        }
+        Ok(control)
+    }
+
+    /// The replacement of `member` is over (its control's mode says which device stays).
+    pub fn end_replacement(&self, member: usize) {
+        for tx in &self.senders {
+            let _ = tx.send(Msg::EndReplacement { member });
+        }
+    }
+
     /// Brings `member` back as being recovered: in sync below `offset` member sectors and
     /// rebuilt above it by `SyncKind::Recovery` windows (reads there are rebuilt from parity,
     /// writes there go to it as the rebuild passes).

@@ -499,6 +499,7 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         stripe_writes_degraded: a.stripe_writes_degraded + b.stripe_writes_degraded,
         read_errors_corrected: a.read_errors_corrected + b.read_errors_corrected,
         stripe_discards: a.stripe_discards + b.stripe_discards,
+        replace_copies: a.replace_copies + b.replace_copies,
         mismatch_sectors: a.mismatch_sectors + b.mismatch_sectors,
         writes_acked_when_logged: a.writes_acked_when_logged + b.writes_acked_when_logged,
         writes_under_log_range: a.writes_under_log_range + b.writes_under_log_range,

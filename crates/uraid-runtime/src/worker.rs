@@ -58,6 +58,17 @@ pub(crate) enum Msg {
         member: usize,
         instance: Box<dyn Member>,
     },
+    /// md's replace: `instance` (the new device) pairs with the member's instance until
+    /// `control` says otherwise (`uraid_io::Replacing`); the engine copies the member.
+    StartReplacement {
+        member: usize,
+        instance: Box<dyn Member>,
+        control: std::sync::Arc<uraid_io::ReplacementControl>,
+    },
+    /// The replacement is over (its control says which device stays): copies stop.
+    EndReplacement {
+        member: usize,
+    },
     /// A new bitmap superblock for the engine to write (see `Array::write_intent_set_header`).
     BitmapHeader(Vec<u8>),
     /// The resync of member sectors `[sector, +sectors)` is done: their bits may clear.
@@ -257,6 +268,15 @@ impl Worker {
                 self.array.set_recovery_offset(DiskIndex(member as u16), Sector(offset));
             }
             Msg::Replace { member, instance } => self.replace(member, instance),
+            Msg::StartReplacement { member, instance, control } => {
+                self.driver.wrap_member(member, |old| {
+                    Box::new(uraid_io::Replacing::new(old, instance, control))
+                });
+                self.array.start_replacement(DiskIndex(member as u16));
+            }
+            Msg::EndReplacement { member } => {
+                self.array.end_replacement(DiskIndex(member as u16));
+            }
             Msg::BitmapHeader(header) => self.array.write_intent_set_header(&header),
             Msg::BitmapResynced { sector, sectors } => {
                 self.array.write_intent_resynced(Sector(sector), sectors);

@@ -267,6 +267,7 @@ impl Sim {
                     MemberOp::Read => self.data_read_sectors += io.sectors,
                     MemberOp::Write | MemberOp::Discard => self.data_written_sectors += io.sectors,
                     MemberOp::Flush => {}
+                    MemberOp::CopyWrite => unreachable!("the simulator replaces no member"),
                 }
             }
             self.stats.member_ios += 1;
@@ -330,6 +331,7 @@ impl Sim {
                 ok
             }
             MemberOp::Discard => member.write(offset, &vec![0; io.bytes()], false),
+            MemberOp::CopyWrite => unreachable!("the simulator replaces no member"),
             MemberOp::Flush if sabotage == Some(Sabotage::FlushesDoNothing) => !member.pulled,
             MemberOp::Flush => member.flush(f.flush_mark),
         };
@@ -536,5 +538,6 @@ fn op_code(op: MemberOp) -> u64 {
         MemberOp::Write => 2,
         MemberOp::Flush => 3,
         MemberOp::Discard => 4,
+        MemberOp::CopyWrite => 5,
     }
 }

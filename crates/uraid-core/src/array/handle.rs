@@ -456,7 +456,7 @@ impl Array {
             let direct = self.heads[&id].skip_copy.iter().find(|s| s.0 == member);
             let buf = match (op, direct) {
                 (MemberOp::Write, Some(&(_, slot, offset))) => IoBuf::Request { slot, offset },
-                (MemberOp::Read | MemberOp::Write, _) => {
+                (MemberOp::Read | MemberOp::Write | MemberOp::CopyWrite, _) => {
                     IoBuf::Head { head: id, member, offset: 0 }
                 }
                 (MemberOp::Flush | MemberOp::Discard, _) => IoBuf::None,

@@ -24,6 +24,11 @@ pub enum MemberOp {
     /// The range reads back as zeros afterwards (parity of a discarded stripe stays
     /// consistent only so): a member that cannot discard that way must write zeros. No buffer.
     Discard,
+    /// md's replace: the member's block written to the device taking its place, not to the
+    /// member (`Array::start_replacement`). The member layer sends it there and completes
+    /// it as written whatever happens to that device: a replacement that fails is its
+    /// business (the member stays), never a reason to fail the member.
+    CopyWrite,
 }
 
 /// Whose memory a member I/O reads into or writes from.
@@ -98,6 +103,8 @@ pub struct ArrayStats {
     pub read_errors_corrected: u64,
     /// Stripe heads discarded whole on the members.
     pub stripe_discards: u64,
+    /// Blocks copied to a replacement (md's replace).
+    pub replace_copies: u64,
     /// Sectors (per member) whose parity did not match their data at a check, repair or
     /// resync: md's mismatch_cnt.
     pub mismatch_sectors: u64,

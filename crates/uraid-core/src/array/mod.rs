@@ -21,6 +21,7 @@ mod inflight;
 pub mod io;
 mod ppl;
 mod readd;
+mod replace;
 mod sync;
 mod write_intent;
 
@@ -196,6 +197,8 @@ pub struct Array {
     recovered: Vec<std::collections::BTreeSet<u64>>,
     /// Per member back by re-add: the member-sector ranges where it missed writes (`readd`).
     stale: Vec<Option<Vec<(u64, u64)>>>,
+    /// Members being replaced (md's replace, `replace.rs`): `SyncKind::Replace` copies them.
+    replacing: Vec<bool>,
     /// Where check/repair/resync found parity mismatches (the first `MISMATCHES_KEPT`).
     mismatches: Vec<Mismatch>,
     /// A stripe unit of zeros: the source of the zero writes of partial-stripe discards.
@@ -240,6 +243,7 @@ impl Array {
             recovery_offset: vec![None; g.raid_disks()],
             recovered: vec![std::collections::BTreeSet::new(); g.raid_disks()],
             stale: vec![None; g.raid_disks()],
+            replacing: vec![false; g.raid_disks()],
             mismatches: Vec::new(),
             geometry: g,
             unit_sectors,

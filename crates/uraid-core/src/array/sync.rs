@@ -30,6 +30,8 @@ pub enum SyncKind {
     Repair,
     /// Rebuild the blocks of members being recovered and write them there.
     Recovery,
+    /// Copy the blocks of members being replaced to their replacements (`replace.rs`).
+    Replace,
 }
 
 /// A stripe unit whose parity did not match its data.
@@ -165,7 +167,7 @@ impl Array {
         let ok = match kind {
             // Comparing needs every block.
             SyncKind::Check | SyncKind::Repair | SyncKind::Resync => lost_count == 0,
-            SyncKind::Recovery => lost_count <= self.geometry.max_degraded(),
+            SyncKind::Recovery | SyncKind::Replace => lost_count <= self.geometry.max_degraded(),
         };
         if !ok {
             if lost_count > self.geometry.max_degraded() {
@@ -179,11 +181,19 @@ impl Array {
             self.state(id).writes_done = true;
             return;
         }
-        let head = self.cache.head(id);
-        let reads: Vec<DiskIndex> = (0..lost.len())
-            .filter(|&m| !lost[m] && !head.devs[m].uptodate)
-            .map(|m| DiskIndex(m as u16))
-            .collect();
+        let reads: Vec<DiskIndex> = if kind == SyncKind::Replace {
+            if self.replacing_here(id).is_empty() {
+                self.state(id).writes_done = true;
+                return;
+            }
+            self.replace_reads(id)
+        } else {
+            let head = self.cache.head(id);
+            (0..lost.len())
+                .filter(|&m| !lost[m] && !head.devs[m].uptodate)
+                .map(|m| DiskIndex(m as u16))
+                .collect()
+        };
         if reads.is_empty() {
             self.finish_sync_reads(id);
         } else {
@@ -217,6 +227,17 @@ impl Array {
             return;
         }
         let writes = match kind {
+            SyncKind::Replace => {
+                // A member read failed: read the rest and rebuild from them first.
+                let more = self.replace_reads(id);
+                if more.is_empty() {
+                    self.copy_to_replacements(id);
+                } else {
+                    self.issue(id, &more, MemberOp::Read);
+                    self.state(id).phase = Phase::SyncReading { outstanding: more.len() };
+                }
+                return;
+            }
             SyncKind::Recovery => {
                 self.rebuild_lost_blocks(id);
                 self.recovering_here(id)

@@ -34,6 +34,9 @@ pub struct Mem {
     pub bitmaps: Vec<Vec<u8>>,
     /// Each member's partial parity log ring (`LOG_RING_SECTORS`; log writes are FUA).
     pub rings: Vec<Vec<u8>>,
+    /// A device replacing the member (md's replace), as the member layer pairs them: it gets
+    /// the member's data writes and copy-writes alone.
+    pub replacements: Vec<Option<Vec<u8>>>,
 }
 
 /// Sectors of each member's log ring (`Mem::rings`).
@@ -50,6 +53,7 @@ impl Mem {
             log: Vec::new(),
             bitmaps: vec![vec![0u8; 8192]; members],
             rings: vec![vec![0u8; (LOG_RING_SECTORS * 512) as usize]; members],
+            replacements: vec![None; members],
         }
     }
 
@@ -108,12 +112,24 @@ impl Mem {
                     bm != io.member.0 || bs < io.sector.0 || bs >= io.sector.0 + io.sectors
                 });
                 self.disks[m][at..at + len].copy_from_slice(array.io_buf(io));
+                if let Some(r) = self.replacements[m].as_mut() {
+                    r[at..at + len].copy_from_slice(array.io_buf(io));
+                }
                 if io.fua {
                     self.durable[m][at..at + len].copy_from_slice(array.io_buf(io));
                 }
             }
             MemberOp::Flush => self.durable[m].clone_from(&self.disks[m]),
-            MemberOp::Discard => self.disks[m][at..at + len].fill(0),
+            MemberOp::Discard => {
+                self.disks[m][at..at + len].fill(0);
+                if let Some(r) = self.replacements[m].as_mut() {
+                    r[at..at + len].fill(0);
+                }
+            }
+            MemberOp::CopyWrite => {
+                let r = self.replacements[m].as_mut().expect("a copy-write goes to a replacement");
+                r[at..at + len].copy_from_slice(array.io_buf(io));
+            }
         }
         true
     }

@@ -81,6 +81,7 @@ mod tests {
             buf: BufPtr::null(),
             epoch: 0,
             bitmap: false,
+            to_replacement: false,
         }
     }
 

@@ -1,0 +1,285 @@
+//! md's replace at the member layer: a member and the device taking its place, as one member.
+//!
+//! While the copy runs (`Mode::Both`) reads go to the member, writes, flushes and discards to
+//! both devices (complete when both have), and writes marked `to_replacement` (the engine's
+//! `MemberOp::CopyWrite`) to the replacement alone. The engine serialises copies with user
+//! writes per stripe head (`uraid_core::array` `replace.rs`); this only fans I/O out.
+//!
+//! The lifecycle layer ends it by switching the shared `ReplacementControl`: `Mode::New` when
+//! the copy has passed the end (everything then goes to the replacement, and the member is
+//! closed once its last I/O completes), or `Mode::Old` when the replacement is given up. No
+//! I/O has to drain first: each request reads the mode once, when submitted.
+//!
+//! A failed replacement never fails the member: its errors are recorded in the control (the
+//! lifecycle layer gives the replacement up) and the request completes with the member's
+//! result; a copy-write completes as written.
+
+use crate::counters::MemberCounters;
+use crate::member::{IoCompletion, IoFailure, IoOp, IoRequest, Member, MemberInfo};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+/// Where a replacing member's I/O goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Copying: reads from the member, writes to both.
+    Both = 0,
+    /// Done: everything to the replacement.
+    New = 1,
+    /// Given up: everything to the member.
+    Old = 2,
+}
+
+/// What the lifecycle layer and every worker's `Replacing` share for one slot.
+#[derive(Debug, Default)]
+pub struct ReplacementControl {
+    mode: AtomicU8,
+    failed: AtomicBool,
+    error: std::sync::Mutex<Option<IoFailure>>,
+}
+
+impl ReplacementControl {
+    #[must_use]
+    pub fn new() -> Arc<ReplacementControl> {
+        Arc::new(ReplacementControl::default())
+    }
+
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        match self.mode.load(Ordering::Acquire) {
+            0 => Mode::Both,
+            1 => Mode::New,
+            _ => Mode::Old,
+        }
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        self.mode.store(mode as u8, Ordering::Release);
+    }
+
+    /// Whether an I/O to the replacement failed (its first error, if so).
+    #[must_use]
+    pub fn failure(&self) -> Option<IoFailure> {
+        if !self.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn fail(&self, e: IoFailure) {
+        let mut first = self.error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        first.get_or_insert(e);
+        self.failed.store(true, Ordering::Release);
+    }
+}
+
+/// A request sent to both devices: completions still due, and the member's result.
+struct Pair {
+    due: u8,
+    result: Result<(), IoFailure>,
+}
+
+pub struct Replacing {
+    info: MemberInfo,
+    old: Option<Box<dyn Member>>,
+    new: Option<Box<dyn Member>>,
+    control: Arc<ReplacementControl>,
+    pairs: HashMap<u64, Pair>,
+    /// Tags sent to the replacement alone in `Mode::Both` (copy-writes): they complete as
+    /// written whatever it answers.
+    copies: HashSet<u64>,
+    ready: Vec<IoCompletion>,
+    scratch: Vec<IoCompletion>,
+    /// Requests taken and not yet handed back.
+    outstanding: usize,
+}
+
+impl Replacing {
+    /// Pairs `old` (the member, perhaps with I/O in flight: its completions come through
+    /// here) with `new`, the device replacing it.
+    #[must_use]
+    pub fn new(
+        old: Box<dyn Member>,
+        new: Box<dyn Member>,
+        control: Arc<ReplacementControl>,
+    ) -> Replacing {
+        let outstanding = old.in_flight();
+        Replacing {
+            info: old.info().clone(),
+            old: Some(old),
+            new: Some(new),
+            control,
+            pairs: HashMap::new(),
+            copies: HashSet::new(),
+            ready: Vec::new(),
+            scratch: Vec::new(),
+            outstanding,
+        }
+    }
+
+    fn complete(&mut self, tag: u64, result: Result<(), IoFailure>) {
+        self.ready.push(IoCompletion { tag, result });
+    }
+
+    /// Handles what one side returned.
+    fn take(&mut self, from_new: bool) {
+        let done = std::mem::take(&mut self.scratch);
+        for c in &done {
+            if from_new && c.result.is_err() {
+                self.control.fail(c.result.clone().expect_err("an error"));
+            }
+            if let Some(p) = self.pairs.get_mut(&c.tag) {
+                if !from_new {
+                    p.result.clone_from(&c.result);
+                }
+                p.due -= 1;
+                if p.due == 0 {
+                    let p = self.pairs.remove(&c.tag).expect("a pair");
+                    self.complete(c.tag, p.result);
+                }
+            } else if from_new && self.copies.remove(&c.tag) {
+                self.complete(c.tag, Ok(()));
+            } else {
+                self.complete(c.tag, c.result.clone());
+            }
+        }
+        self.scratch = done;
+        self.scratch.clear();
+    }
+
+    fn reap_side(&mut self, from_new: bool, wait: bool) -> io::Result<()> {
+        let mut out = std::mem::take(&mut self.scratch);
+        let side = if from_new { self.new.as_mut() } else { self.old.as_mut() };
+        let r = match side {
+            Some(m) if m.in_flight() > 0 => m.reap(&mut out, wait),
+            _ => Ok(()),
+        };
+        self.scratch = out;
+        self.take(from_new);
+        r
+    }
+
+    /// Closes a side the mode no longer uses once it has nothing in flight.
+    fn close_unused(&mut self) {
+        let unused = match self.control.mode() {
+            Mode::Both => return,
+            Mode::New => &mut self.old,
+            Mode::Old => &mut self.new,
+        };
+        if unused.as_ref().is_some_and(|m| m.in_flight() == 0) {
+            *unused = None;
+        }
+    }
+
+    fn in_flight_of(side: Option<&dyn Member>) -> usize {
+        side.map_or(0, Member::in_flight)
+    }
+
+    fn due_of(side: Option<&dyn Member>) -> Option<u64> {
+        side.and_then(Member::next_due_ns)
+    }
+}
+
+impl Member for Replacing {
+    fn info(&self) -> &MemberInfo {
+        &self.info
+    }
+
+    fn counters(&self) -> &Arc<MemberCounters> {
+        match (self.control.mode(), &self.old, &self.new) {
+            (Mode::New, _, Some(new)) | (_, None, Some(new)) => new.counters(),
+            (_, Some(old), _) => old.counters(),
+            (_, None, None) => unreachable!("a replacing member keeps one side"),
+        }
+    }
+
+    unsafe fn submit(&mut self, req: IoRequest) {
+        self.outstanding += 1;
+        let mode = self.control.mode();
+        let new_ok = self.new.is_some() && self.control.failure().is_none();
+        let to_new = match mode {
+            Mode::Both => req.op != IoOp::Read && new_ok,
+            Mode::New => true,
+            Mode::Old => false,
+        };
+        let to_old = mode != Mode::New && !req.to_replacement;
+        let tag = req.tag;
+        match (to_old, to_new) {
+            (true, true) => {
+                self.pairs.insert(tag, Pair { due: 2, result: Ok(()) });
+                let new = self.new.as_mut().expect("a replacement");
+                // SAFETY: the caller's contract covers both submissions: a Write's buffers may be
+                // read by both devices, and neither writes them.
+                unsafe { new.submit(req.clone()) };
+                let old = self.old.as_mut().expect("the member");
+                // SAFETY: as above.
+                unsafe { old.submit(req) };
+            }
+            (false, true) => {
+                if mode == Mode::Both {
+                    self.copies.insert(tag);
+                }
+                let new = self.new.as_mut().expect("a replacement in this mode");
+                // SAFETY: forwarded: our caller's contract is the replacement's.
+                unsafe { new.submit(req) };
+            }
+            (true, false) => {
+                let old = self.old.as_mut().expect("the member in this mode");
+                // SAFETY: forwarded: our caller's contract is the member's.
+                unsafe { old.submit(req) };
+            }
+            // A copy-write with the replacement given up or failed: nothing to write.
+            (false, false) => self.complete(tag, Ok(())),
+        }
+    }
+
+    fn flush_submissions(&mut self) -> io::Result<()> {
+        if let Some(new) = self.new.as_mut()
+            && let Err(e) = new.flush_submissions()
+        {
+            // Its queued I/O still completes (with errors) through reap.
+            self.control.fail(IoFailure::Os { errno: e.raw_os_error().unwrap_or(libc::EIO) });
+        }
+        match self.old.as_mut() {
+            Some(old) => old.flush_submissions(),
+            None => Ok(()),
+        }
+    }
+
+    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> io::Result<()> {
+        self.reap_side(false, false)?;
+        self.reap_side(true, false)?;
+        while wait && self.ready.is_empty() && self.outstanding > 0 {
+            // Block on the side due first (a modelled clock says which; else the member).
+            let (o, n) =
+                (Self::in_flight_of(self.old.as_deref()), Self::in_flight_of(self.new.as_deref()));
+            let new_first = match (o, n) {
+                (0, 0) => break,
+                (0, _) => true,
+                (_, 0) => false,
+                _ => {
+                    let (a, b) =
+                        (Self::due_of(self.old.as_deref()), Self::due_of(self.new.as_deref()));
+                    matches!((a, b), (Some(a), Some(b)) if b < a)
+                }
+            };
+            self.reap_side(new_first, true)?;
+            self.reap_side(!new_first, false)?;
+        }
+        self.outstanding -= self.ready.len();
+        out.append(&mut self.ready);
+        self.close_unused();
+        Ok(())
+    }
+
+    fn in_flight(&self) -> usize {
+        self.outstanding
+    }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        let due = [&self.old, &self.new].into_iter().flatten().filter(|m| m.in_flight() > 0);
+        due.filter_map(|m| Member::next_due_ns(&**m)).min()
+    }
+}
