@@ -132,6 +132,8 @@ pub(crate) struct Inner {
     pub monitor_stop: AtomicBool,
     pub file_options: FileOptions,
     pub member_faults: Option<MemberFaults>,
+    /// Replacements under way, by slot (`replace.rs`).
+    pub replacements: Mutex<std::collections::HashMap<u32, Arc<uraid_io::ReplacementControl>>>,
 }
 
 /// One file or device given twice (by name, `..`, a link) would be two members writing the same
@@ -215,9 +217,11 @@ impl MdArray {
             monitor_stop: AtomicBool::new(false),
             file_options: options.file_options,
             member_faults: options.member_faults.clone(),
+            replacements: Mutex::default(),
         });
         *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
         inner.start_slots(&plan, meta_bitmap_usable);
+        inner.resume_replacements()?;
         let threads = crate::runner::start_threads(&inner);
         // Spares found at assemble fill empty slots at once, as md does.
         inner.start_rebuilds();
@@ -336,6 +340,26 @@ fn open_devices(
     for m in &plan.spares {
         let mut d = open_device(&m.name, m.dev_number, m.device_uuid, Role::Spare)?;
         d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
+        devices.push(d);
+    }
+    for m in &plan.replacements {
+        let uraid_format::DevRole::Active(slot) = m.role else { continue };
+        let slot = u32::from(slot);
+        // It goes on only beside an in-sync member; alone it is a spare, rebuilt whole.
+        let beside = plan.slots.get(slot as usize).and_then(Option::as_ref);
+        let role = if beside.is_some_and(|b| b.recovery_offset_sectors.is_none()) {
+            Role::Replacement(slot)
+        } else {
+            Role::Spare
+        };
+        let mut d = open_device(&m.name, m.dev_number, m.device_uuid, role)?;
+        d.data_size_sectors = own_data_size(&candidates[m.candidate])?;
+        if role != Role::Spare {
+            // After a crash its copy starts over: writes in flight may have reached one
+            // device and not the other, and parity is made to agree with the member's.
+            d.recovery_offset =
+                Some(if plan.is_clean() { m.recovery_offset_sectors.unwrap_or(0) } else { 0 });
+        }
         devices.push(d);
     }
     Ok(devices)

@@ -19,6 +19,7 @@ pub mod meta;
 mod ops;
 pub mod ppl;
 mod readd;
+mod replace;
 mod report;
 mod runner;
 pub mod status;

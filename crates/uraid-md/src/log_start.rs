@@ -136,6 +136,7 @@ pub(crate) fn md_ppl_at_assemble(
     let others: Vec<PathBuf> = rebuilding
         .filter_map(|(m, _)| m.as_ref())
         .chain(&plan.spares)
+        .chain(&plan.replacements)
         .map(|m| PathBuf::from(&m.name))
         .collect();
     let start = |target: &ReplayTarget<'_>| crate::md_ppl::start(target, base, dirty, &others);

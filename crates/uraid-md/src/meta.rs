@@ -27,6 +27,9 @@ pub enum Role {
     /// Holds this slot (in sync, or being recovered when `recovery_offset` is set).
     Slot(u32),
     Spare,
+    /// Replacing the member of this slot (md's replace: the slot's role in the superblocks,
+    /// with the REPLACEMENT feature); copied up to `recovery_offset`.
+    Replacement(u32),
     /// Failed and not yet removed.
     Faulty,
 }
@@ -159,7 +162,7 @@ impl Metadata {
                 roles.resize(slot + 1, DevRole::Spare);
             }
             roles[slot] = match d.role {
-                Role::Slot(s) => DevRole::Active(s as u16),
+                Role::Slot(s) | Role::Replacement(s) => DevRole::Active(s as u16),
                 Role::Spare => DevRole::Spare,
                 Role::Faulty => DevRole::Faulty,
             };
@@ -209,6 +212,10 @@ impl Metadata {
             }
         }
         sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP);
+        sb.feature_map &= !feature::REPLACEMENT;
+        if matches!(device.role, Role::Replacement(_)) {
+            sb.feature_map |= feature::REPLACEMENT;
+        }
         sb.recovery_offset_sectors = 0;
         if let Some(at) = device.recovery_offset {
             sb.feature_map |= feature::RECOVERY_OFFSET;

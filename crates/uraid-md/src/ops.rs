@@ -39,8 +39,11 @@ impl Inner {
             self.runtime.set_bitmap_header(header[..uraid_format::BITMAP_SUPER_BYTES].to_vec());
         }
         for (i, _err) in meta.write() {
-            if let Role::Slot(slot) = meta.devices[i].role {
-                self.runtime.fail_member(slot as usize);
+            match meta.devices[i].role {
+                Role::Slot(slot) => self.runtime.fail_member(slot as usize),
+                // md gives a replacement up when it cannot write its superblock.
+                Role::Replacement(slot) => self.replacement_given_up(meta, slot),
+                Role::Spare | Role::Faulty => {}
             }
         }
         self.record_failures(meta);
@@ -91,6 +94,18 @@ impl Inner {
                     d.recovery_offset = None;
                     d.bitmap_recovery = false;
                     d.former_slot = Some(slot);
+                    if let Some(at) = self.replacement_takes_over(&mut meta, slot) {
+                        // Its replacement holds the slot now: removing it must leave that.
+                        for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
+                            d.former_slot = None;
+                        }
+                        self.commit_locked(&mut meta);
+                        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                        q.pending.push_front(Action::Recover { slot, ranges: None });
+                        self.wake.notify_all();
+                        eprintln!("uraid: slot {slot} failed; its replacement goes on from {at}");
+                        return;
+                    }
                     self.commit_locked(&mut meta);
                     true
                 }
@@ -163,7 +178,7 @@ impl Inner {
 
     /// Finds a device by path (as given, or any other path to the same file or device) or slot
     /// number.
-    fn find(meta: &crate::meta::Metadata, member: &str) -> Result<usize, MdError> {
+    pub(crate) fn find(meta: &crate::meta::Metadata, member: &str) -> Result<usize, MdError> {
         let by_slot = member.parse::<u32>().ok();
         let id = FileIdentity::of_path(Path::new(member)).ok();
         meta.devices
@@ -179,10 +194,17 @@ impl Inner {
     /// md's --fail: refused when it would take the array beyond its redundancy.
     pub fn fail(&self, member: &str) -> Result<String, MdError> {
         let slot = {
-            let meta = self.meta();
+            let mut meta = self.meta();
             let i = Self::find(&meta, member)?;
-            let Role::Slot(slot) = meta.devices[i].role else {
-                return Err(MdError::Refused(format!("{member} is not active in a slot")));
+            let slot = match meta.devices[i].role {
+                Role::Slot(slot) => slot,
+                // md's --fail of a replacement gives the replacement up; the member stays.
+                Role::Replacement(slot) => {
+                    self.replacement_given_up(&mut meta, slot);
+                    self.commit_locked(&mut meta);
+                    return Ok(format!("set {member} faulty (its replacement of slot {slot})"));
+                }
+                _ => return Err(MdError::Refused(format!("{member} is not active in a slot"))),
             };
             let working = (0..self.info.raid_disks)
                 .filter(|s| {
@@ -212,7 +234,7 @@ impl Inner {
         let i = Self::find(&meta, member)?;
         let d = &meta.devices[i];
         match (d.role, d.former_slot) {
-            (Role::Slot(_), _) => {
+            (Role::Slot(_) | Role::Replacement(_), _) => {
                 return Err(MdError::Refused(format!("{member} is active: fail it first")));
             }
             (Role::Faulty, Some(slot)) => {
@@ -282,21 +304,6 @@ impl Inner {
         Ok(format!("added {path}"))
     }
 
-    /// Replaces `member` by `with`: `with` is added as a spare, then `member` is failed and
-    /// the spare rebuilt in its slot. md's replace copies while the old member stays in the
-    /// array; uraid's engine has one device per slot, so redundancy is one lower during the
-    /// rebuild (said in the verb's help).
-    pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
-        self.add(with)?;
-        match self.fail(member) {
-            Ok(_) => Ok(format!("replacing {member} with {with}: rebuild started")),
-            Err(e) => {
-                let _ = self.remove(with);
-                Err(e)
-            }
-        }
-    }
-
     /// Queues check or repair (md's sync_action), refused while one is queued or running.
     pub fn start_scrub(&self, repair: bool) -> Result<String, MdError> {
         let action = if repair { Action::Repair } else { Action::Check };
@@ -314,7 +321,7 @@ impl Inner {
     }
 }
 
-fn random_uuid() -> std::io::Result<Uuid> {
+pub(crate) fn random_uuid() -> std::io::Result<Uuid> {
     use std::io::Read;
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;

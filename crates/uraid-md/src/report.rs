@@ -100,12 +100,18 @@ fn member_statuses(
         }
     }
     for d in meta.devices.iter().filter(|d| !matches!(d.role, Role::Slot(_))) {
+        let (slot, state, offset) = match d.role {
+            // md's --detail lists a replacement in its slot, rebuilding.
+            Role::Replacement(s) => (Some(s), "replacement", d.recovery_offset),
+            Role::Spare => (None, "spare", None),
+            _ => (None, "faulty", None),
+        };
         members.push(MemberStatus {
-            slot: None,
+            slot,
             dev_number: Some(d.dev_number),
             path: d.path.display().to_string(),
-            state: if d.role == Role::Spare { "spare" } else { "faulty" }.into(),
-            recovery_offset_sectors: None,
+            state: state.into(),
+            recovery_offset_sectors: offset,
             bad_sectors: bad_sectors(d),
         });
     }

@@ -33,6 +33,11 @@ pub enum Action {
         slot: u32,
         ranges: Option<Vec<(u64, u64)>>,
     },
+    /// Copy the member of `slot` to its replacement from the replacement's offset
+    /// (`replace.rs`).
+    Replace {
+        slot: u32,
+    },
     Check,
     Repair,
 }
@@ -49,6 +54,7 @@ impl Action {
             Action::Recover { slot, ranges: Some(_) } => {
                 format!("the recovery of slot {slot} (re-added: the bitmap's dirty regions)")
             }
+            Action::Replace { slot } => format!("the replacement of slot {slot}"),
             Action::Check => "a check".into(),
             Action::Repair => "a repair".into(),
         }
@@ -58,6 +64,7 @@ impl Action {
         match self {
             Action::Resync { .. } => SyncKind::Resync,
             Action::Recover { .. } => SyncKind::Recovery,
+            Action::Replace { .. } => SyncKind::Replace,
             Action::Check => SyncKind::Check,
             Action::Repair => SyncKind::Repair,
         }
@@ -133,13 +140,21 @@ fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
                 None => Vec::new(),
             }
         }
+        Action::Replace { slot } => {
+            let meta = inner.meta.lock().unwrap_or_else(PoisonError::into_inner);
+            let to = meta.devices.iter().find(|d| d.role == crate::meta::Role::Replacement(*slot));
+            match to.and_then(|d| d.recovery_offset) {
+                Some(at) if at < end => vec![(at, end - at)],
+                Some(_) => vec![(end, 0)],
+                None => Vec::new(),
+            }
+        }
         Action::Check | Action::Repair => vec![(0, end)],
     }
 }
 
 fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     let rt = &inner.runtime;
-    let end = inner.info.member_sectors;
     let ranges = ranges_of(inner, action);
     let mismatches_before = rt.mismatches().1;
     let mut last_checkpoint = Instant::now();
@@ -165,6 +180,18 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
                 sector
             };
         }
+        Action::Replace { slot } => {
+            if inner.replacement_failed(*slot) {
+                inner.control.abort.store(true, Ordering::Release);
+                return;
+            }
+            inner.note_replace(*slot, sector);
+            // As for a recovery: recorded only once the copied blocks are durable.
+            if last_checkpoint.elapsed() >= CHECKPOINT_EVERY && rt.flush().is_ok() {
+                last_checkpoint = Instant::now();
+                inner.commit();
+            }
+        }
         Action::Check | Action::Repair => {}
     };
     let walked = walk(
@@ -182,6 +209,25 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         }
         Err(e) => (format!("failed: {e}"), 0, 0.0),
     };
+    finish(inner, action, &outcome);
+    let (found, count) = rt.mismatches();
+    let mismatch_sectors = count - mismatches_before;
+    SyncResult {
+        action: action_name(action.kind()).to_owned(),
+        outcome,
+        sectors,
+        array_bytes: sectors * 512 * u64::from(inner.info.data_disks),
+        seconds,
+        mismatch_sectors,
+        mismatches: if mismatch_sectors == 0 { Vec::new() } else { mismatch_list(&found) },
+    }
+}
+
+/// What an action's end records: parity made durable after a resync, a recovery's or a
+/// replacement's end in the superblocks (or its progress, when it stopped short).
+fn finish(inner: &Inner, action: &Action, outcome: &str) {
+    let rt = &inner.runtime;
+    let end = inner.info.member_sectors;
     if let Action::Resync { .. } = action {
         // A stripe torn by the crash is settled only once its rewritten parity is durable:
         // a second crash before that, with a member lost, would find it torn again.
@@ -198,16 +244,16 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
             inner.commit();
         }
     }
-    let (found, count) = rt.mismatches();
-    let mismatch_sectors = count - mismatches_before;
-    SyncResult {
-        action: action_name(action.kind()).to_owned(),
-        outcome,
-        sectors,
-        array_bytes: sectors * 512 * u64::from(inner.info.data_disks),
-        seconds,
-        mismatch_sectors,
-        mismatches: if mismatch_sectors == 0 { Vec::new() } else { mismatch_list(&found) },
+    if let Action::Replace { slot } = action {
+        if inner.replacement_failed(*slot) {
+            let mut meta = inner.meta.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.replacement_given_up(&mut meta, *slot);
+            inner.commit_locked(&mut meta);
+        } else if outcome == "done" && rt.flush().is_ok() {
+            inner.replacement_done(*slot);
+        } else {
+            inner.commit();
+        }
     }
 }
 

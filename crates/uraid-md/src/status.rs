@@ -66,7 +66,8 @@ pub struct MemberStatus {
     pub dev_number: Option<u32>,
     /// The member's path; "missing" for an empty slot.
     pub path: String,
-    /// "active sync", "spare rebuilding", "spare", "faulty", "removed".
+    /// "active sync", "spare rebuilding", "replacement" (md's replace: the device
+    /// taking the slot's place), "spare", "faulty", "removed".
     pub state: String,
     /// While being rebuilt: in sync below this member sector.
     pub recovery_offset_sectors: Option<u64>,
@@ -130,7 +131,8 @@ fn in_sync(member: &MemberStatus) -> bool {
 
 /// md's names for its sync actions in /proc/mdstat ("recover" reads "recovery" there).
 fn action_word(action: &str) -> &str {
-    if action == "recover" { "recovery" } else { action }
+    // md shows a replacement's copy as a recovery too.
+    if action == "recover" || action == "replace" { "recovery" } else { action }
 }
 
 /// A size as md prints a bitmap chunk: "64MB", "512KB".
@@ -208,6 +210,7 @@ fn mdstat_member(m: &MemberStatus) -> String {
     let flag = match m.state.as_str() {
         "faulty" => "(F)",
         "spare" => "(S)",
+        "replacement" => "(R)",
         _ => "",
     };
     format!("{base}[{number}]{flag}")
@@ -279,7 +282,7 @@ pub fn render_detail(s: &ArrayStatus) -> String {
     let count = |f: &dyn Fn(&MemberStatus) -> bool| present.iter().filter(|m| f(m)).count();
     let active = count(&in_sync);
     let failed = count(&|m| m.state == "faulty");
-    let spares = count(&|m| m.state.starts_with("spare"));
+    let spares = count(&|m| m.state.starts_with("spare") || m.state.starts_with("replacement"));
     let mut rows: Vec<(&str, String)> = vec![
         ("Version", "1.2".into()),
         ("Raid Level", format!("raid{}", s.level)),

@@ -83,10 +83,14 @@ pub fn run_add(args: &AddArgs) -> anyhow::Result<()> {
 
 #[derive(Args)]
 #[command(
-    about = "Rebuild a member onto a new device, then fail it (mdadm --replace)",
+    about = "Copy a member to a new device, then retire it (mdadm --replace)",
     long_about = "Replace a member of a running array, as mdadm --replace --with does: the \
-new device is rebuilt from the member while it stays in service, so redundancy never drops; \
-when the rebuild is done the old member is marked faulty and can be removed.",
+member is copied to the new device while it stays in service (every write goes to both), so \
+redundancy never drops; a block the member cannot read is rebuilt from parity. When the copy \
+is done the new device takes the slot and the old member is marked faulty, to be removed. If \
+the new device fails, the member stays; if the member fails, the new device goes on as a \
+rebuild from where the copy got to. A restart resumes the copy. Refused on a degraded array: \
+add a spare to rebuild the empty slot first.",
     after_help = "Example:\n  uraid replace md0 /dev/sdc --with /dev/sdg"
 )]
 pub struct ReplaceArgs {

@@ -102,6 +102,9 @@ pub struct AssemblyPlan {
     /// Left out: fewer events than the freshest. Rebuild targets, not data sources.
     pub stale: Vec<PlannedMember>,
     pub spares: Vec<PlannedMember>,
+    /// Fresh devices replacing the member of their slot (md's replace: the slot's role with
+    /// the REPLACEMENT feature), copied up to their recovery offset.
+    pub replacements: Vec<PlannedMember>,
     /// Fresh members whose superblock marks them faulty.
     pub faulty: Vec<PlannedMember>,
     /// Started dirty and degraded because `force` was given.
@@ -213,6 +216,7 @@ fn empty_plan(reference: &Superblock1) -> AssemblyPlan {
         slots: vec![None; reference.raid_disks as usize],
         stale: Vec::new(),
         spares: Vec::new(),
+        replacements: Vec::new(),
         faulty: Vec::new(),
         forced: false,
     }
@@ -240,6 +244,9 @@ fn place_members(
             continue;
         }
         match member.role {
+            DevRole::Active(_) if sb.feature_map & feature::REPLACEMENT != 0 => {
+                plan.replacements.push(member);
+            }
             DevRole::Active(slot) => {
                 let held = &mut plan.slots[usize::from(slot)];
                 if let Some(first) = held {

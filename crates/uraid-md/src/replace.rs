@@ -1,0 +1,207 @@
+//! md's replace (`mdadm --replace X --with Y`): Y is copied from X while X stays in the array,
+//! so the array keeps its redundancy; when the copy is done Y takes X's slot and X is marked
+//! faulty, to be removed. In the superblocks Y holds X's role with md's REPLACEMENT feature
+//! and its copy's progress as a recovery offset, so a restart (the kernel's too) goes on.
+//!
+//! - Y fails, or its superblock cannot be written: the replacement is given up, Y is marked
+//!   faulty, X stays.
+//! - X fails during the copy: Y takes the slot as a member being recovered from where the copy
+//!   got to (md does the same), and a recovery rebuilds the rest.
+//! - A degraded array is refused: md would put Y into the empty slot instead, which `add` does.
+
+use crate::array::{Inner, MdError};
+use crate::members::{SlotSource, device_size_bytes};
+use crate::meta::{Device, Metadata, Role};
+use crate::runner::Action;
+use std::path::PathBuf;
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use uraid_io::{FileIdentity, ReplacementMode};
+
+impl Inner {
+    /// md's --replace with --with.
+    pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
+        let p = PathBuf::from(with);
+        let refuse = |m: String| MdError::Member { path: with.to_owned(), message: m };
+        let (size, id) = std::fs::File::open(&p)
+            .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
+            .map_err(|e| refuse(format!("cannot open: {e}")))?;
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = Self::find(&meta, member)?;
+        let (Role::Slot(slot), None) = (meta.devices[i].role, meta.devices[i].recovery_offset)
+        else {
+            return Err(MdError::Refused(format!("{member} is not an in-sync member")));
+        };
+        if self.runtime.failed_members().contains(&(slot as usize)) {
+            return Err(MdError::Refused(format!("{member} has failed: add a spare instead")));
+        }
+        if meta.devices.iter().any(|d| d.role == Role::Replacement(slot)) {
+            return Err(MdError::Refused(format!("{member} is already being replaced")));
+        }
+        if let Some(empty) = (0..self.info.raid_disks)
+            .find(|s| !meta.devices.iter().any(|d| d.role == Role::Slot(*s)))
+        {
+            return Err(MdError::Refused(format!(
+                "the array is degraded (slot {empty} is empty): `add` a device to rebuild it \
+                 first (md would take {with} for that slot)"
+            )));
+        }
+        if let Some(d) = meta.devices.iter().find(|d| d.path == p || d.is(id)) {
+            let how = if d.path == p { String::new() } else { format!(" as {}", d.path.display()) };
+            return Err(refuse(format!("already a member of this array{how}")));
+        }
+        let need = self.info.data_offset_sectors + self.info.member_sectors;
+        if size / 512 < need {
+            return Err(refuse(format!(
+                "too small: {} sectors, the array needs {need} (data offset {} + {})",
+                size / 512,
+                self.info.data_offset_sectors,
+                self.info.member_sectors
+            )));
+        }
+        let dev_number = meta.free_dev_number();
+        let uuid = crate::ops::random_uuid().map_err(|e| refuse(format!("no device UUID: {e}")))?;
+        let data_size = size / 512 - self.info.data_offset_sectors;
+        let mut d = Device::open(&p, dev_number, uuid, Role::Replacement(slot), data_size)
+            .map_err(|e| refuse(format!("cannot open for writing: {e}")))?;
+        d.recovery_offset = Some(0);
+        if self.info.md_ppl.is_some() {
+            crate::md_ppl::empty_area(&p, meta.base())
+                .map_err(|e| refuse(format!("emptying md's PPL area: {e}")))?;
+        }
+        // Its superblock first: the runtime's instances of it check that they open a member.
+        meta.devices.push(d);
+        self.commit_locked(&mut meta);
+        let i = meta.devices.len() - 1;
+        if let Err(e) = self.start_replacing(&mut meta, i, slot) {
+            meta.devices.remove(i);
+            self.commit_locked(&mut meta);
+            return Err(refuse(format!("cannot open for the array: {e}")));
+        }
+        Ok(format!("replacing {member} (slot {slot}) with {with}: copy started"))
+    }
+
+    /// Replacements found at assemble go on (`open_devices` decided from where).
+    pub(crate) fn resume_replacements(&self) -> Result<(), MdError> {
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        for i in 0..meta.devices.len() {
+            if let Role::Replacement(slot) = meta.devices[i].role {
+                self.start_replacing(&mut meta, i, slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pairs device `i` (its superblock written) with the member of `slot` in the runtime and
+    /// queues the copy from its recovery offset (after the actions already queued: md
+    /// recovers first).
+    pub(crate) fn start_replacing(
+        &self,
+        meta: &mut Metadata,
+        i: usize,
+        slot: u32,
+    ) -> Result<(), uraid_runtime::RuntimeError> {
+        let device = &meta.devices[i];
+        let mut paths = vec![None; self.info.raid_disks as usize];
+        paths[slot as usize] = Some(device.path.clone());
+        let mut source = SlotSource::new(paths, self.file_options);
+        source.faults.clone_from(&self.member_faults);
+        source.bad_blocks[slot as usize].clone_from(&device.bad_blocks);
+        let control = self.runtime.start_replacement(slot as usize, &source)?;
+        self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.pending.push_back(Action::Replace { slot });
+        self.wake.notify_all();
+        Ok(())
+    }
+
+    /// Whether the replacement of `slot` has failed (an I/O error on the new device).
+    pub(crate) fn replacement_failed(&self, slot: u32) -> bool {
+        let r = self.replacements.lock().unwrap_or_else(PoisonError::into_inner);
+        r.get(&slot).is_some_and(|c| c.failure().is_some())
+    }
+
+    pub(crate) fn note_replace(&self, slot: u32, sector: u64) {
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot)) {
+            d.recovery_offset = Some(sector);
+        }
+    }
+
+    /// The copy has passed the end (and is durable): the new device takes the slot, the old
+    /// one is marked faulty (md's "replaced"), to be removed.
+    pub(crate) fn replacement_done(&self, slot: u32) {
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(control) =
+            self.replacements.lock().unwrap_or_else(PoisonError::into_inner).remove(&slot)
+        else {
+            return;
+        };
+        if control.failure().is_some() {
+            self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
+            self.replacement_given_up(&mut meta, slot);
+            self.commit_locked(&mut meta);
+            return;
+        }
+        control.set_mode(ReplacementMode::New);
+        self.runtime.end_replacement(slot as usize);
+        for d in &mut meta.devices {
+            if d.role == Role::Slot(slot) {
+                // Faulty with no slot: removing it leaves the new device in place.
+                d.role = Role::Faulty;
+                d.former_slot = None;
+            } else if d.role == Role::Replacement(slot) {
+                d.role = Role::Slot(slot);
+                d.recovery_offset = None;
+            }
+        }
+        self.commit_locked(&mut meta);
+    }
+
+    /// The new device failed (or its superblock could not be written): it is marked faulty
+    /// and the member stays. The caller commits.
+    pub(crate) fn replacement_given_up(&self, meta: &mut Metadata, slot: u32) {
+        let control =
+            self.replacements.lock().unwrap_or_else(PoisonError::into_inner).remove(&slot);
+        if let Some(c) = control {
+            c.set_mode(ReplacementMode::Old);
+            self.runtime.end_replacement(slot as usize);
+        }
+        if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot)) {
+            d.role = Role::Faulty;
+            d.recovery_offset = None;
+            d.former_slot = None;
+        }
+        self.abort_if_running(&Action::Replace { slot });
+    }
+
+    /// The member of `slot` failed while being replaced: the new device takes the slot as a
+    /// member being recovered from where the copy got to (everything below it was copied or
+    /// written to both). Returns whether it did; the caller commits and queues the recovery.
+    pub(crate) fn replacement_takes_over(&self, meta: &mut Metadata, slot: u32) -> Option<u64> {
+        let control =
+            self.replacements.lock().unwrap_or_else(PoisonError::into_inner).remove(&slot)?;
+        self.abort_if_running(&Action::Replace { slot });
+        if control.failure().is_some() {
+            self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
+            self.replacement_given_up(meta, slot);
+            return None;
+        }
+        control.set_mode(ReplacementMode::New);
+        self.runtime.end_replacement(slot as usize);
+        let d = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot))?;
+        let at = d.recovery_offset.unwrap_or(0);
+        d.role = Role::Slot(slot);
+        d.recovery_offset = Some(at);
+        self.runtime.start_recovery(slot as usize, at);
+        Some(at)
+    }
+
+    fn abort_if_running(&self, action: &Action) {
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        q.pending.retain(|a| a != action);
+        if q.running.as_ref() == Some(action) {
+            self.control.abort.store(true, Ordering::Release);
+        }
+    }
+}
