@@ -235,6 +235,37 @@ fn a_parity_read_error_during_a_degraded_rmw_is_corrected() {
     assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
 }
 
+/// As above with P unreadable: the block of the failed member can be rebuilt only from Q,
+/// and P is recomputed and rewritten by a reconstruct-write; a read-modify-write would have
+/// updated Q alone and left P stale, harmless while it stays unreadable but served as good
+/// once a replacement's copy or a remapped sector made it readable (simulator seed 2051).
+#[test]
+fn an_unreadable_p_with_a_data_member_failed_is_rewritten_by_the_write() {
+    let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
+        .unwrap();
+    let map = g.stripe_map(uraid_core::StripeNumber(0)).clone();
+    let mut a = array(Level::Raid6, 6, 64 << 10, 4096);
+    let mut mem = Mem::new(6);
+    let bytes = (a.size_sectors() * 512) as usize;
+    let mut data = pattern(16, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    let mut b = array(Level::Raid6, 6, 64 << 10, 4096);
+    b.fail_member(map.data_disk[0]);
+    let p = map.p_disk.unwrap();
+    mem.bad_reads.insert((p.0, 0));
+    let at = 128;
+    let new = pattern(17, 4096);
+    write(&mut b, &mut mem, at, new.clone());
+    data[at as usize * 512..at as usize * 512 + 4096].copy_from_slice(&new);
+    assert!(mem.bad_reads.is_empty(), "P rewritten over its bad sector");
+    assert_eq!(b.failed_members(), vec![map.data_disk[0]]);
+    // Lose Q too: slot 0 now rebuilds from P, which must be the new one.
+    let mut c = array(Level::Raid6, 6, 64 << 10, 4096);
+    c.fail_member(map.data_disk[0]);
+    c.fail_member(map.q_disk.unwrap());
+    assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
+}
+
 #[test]
 fn beyond_redundancy_and_bad_requests_are_refused() {
     let mut a = array(Level::Raid5, 4, 64 << 10, 4096);

@@ -312,6 +312,7 @@ impl Array {
             .filter(|&m| !matches!(map.roles[m], DiskRole::Data { .. }) && self.in_sync(m, end))
             .collect();
         if !unreadable_parity.is_empty() {
+            let given = blocks;
             let mut blocks = blocks.to_vec();
             for &m in &unreadable_parity {
                 blocks[m].failed = false;
@@ -324,7 +325,17 @@ impl Array {
                 Ok(p) if !p.reads.iter().any(|d| unreadable_parity.contains(&d.get())) => {
                     plan = p;
                 }
-                _ => {}
+                // Else with the unreadable parity planned as lost: a reconstruct-write still
+                // computes it from the data (rebuilt from the parity left where a member is
+                // lost), and it is rewritten with the stripe; a read-modify-write would update
+                // only the parity it read and leave it stale, readable again once a copy of the
+                // member or a remapped sector no longer says so (seed 2051, a replacement).
+                _ => {
+                    let view = StripeView { level: self.geometry.level(), map, blocks: given };
+                    if let Ok(p) = plan_write_without_rmw(&view) {
+                        plan = p;
+                    }
+                }
             }
         }
         // A block of the log's union that failed to read is rebuilt before the write: its
