@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use uraid_core::array::{MemberOp, ReqId, SyncKind};
+use uraid_core::array::{ArrayError, MemberOp, ReqId, SyncKind, WriteIntentConfig};
 use uraid_core::{DiskIndex, Level, Sector};
 
 const CHUNK: u64 = 16 << 10;
@@ -74,4 +74,45 @@ fn a_member_not_being_replaced_gets_no_copy() {
     a.submit_sync(ReqId(2), SyncKind::Replace, Sector(0), 256);
     run(&mut a, &mut mem);
     assert!(mem.log.iter().all(|io| io.op != MemberOp::CopyWrite), "ended: no copies");
+}
+
+#[test]
+fn a_copy_stops_where_the_member_failed() {
+    let mut a = array(Level::Raid5, 4, CHUNK, 4096);
+    let mut mem = Mem::new(4);
+    write(&mut a, &mut mem, 0, pattern(4, 64 << 10));
+    mem.replacements[1] = Some(vec![0u8; mem.disks[1].len()]);
+    a.start_replacement(DiskIndex(1));
+    a.submit_sync(ReqId(1), SyncKind::Replace, Sector(0), 64);
+    assert!(run(&mut a, &mut mem)[0].1.is_ok());
+    a.fail_member(DiskIndex(1));
+    // Nothing can be copied past here: the window says so rather than pass for done.
+    a.submit_sync(ReqId(2), SyncKind::Replace, Sector(64), 64);
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done[0].1, Err(ArrayError::ReplacedMemberFailed));
+}
+
+#[test]
+fn a_replacement_taking_over_is_stale_where_bits_are_set_and_above_the_copy() {
+    let mut a = array(Level::Raid6, 6, CHUNK, 4096);
+    a.enable_write_intent(&WriteIntentConfig {
+        image: vec![0u8; 4096],
+        bits_offset: 256,
+        chunk_sectors: 256,
+        chunks: 8,
+    });
+    let mut mem = Mem::new(6);
+    mem.replacements[3] = Some(vec![0u8; mem.disks[3].len()]);
+    a.start_replacement(DiskIndex(3));
+    a.submit_sync(ReqId(1), SyncKind::Replace, Sector(0), 1024);
+    run(&mut a, &mut mem);
+    a.fail_member(DiskIndex(3));
+    // Written while the member is failed and its replacement not yet in its place: member
+    // sector 300 is in bitmap chunk 1 (4 data members a stripe of 16 KiB chunks).
+    write(&mut a, &mut mem, 4 * 300, pattern(5, 4096));
+    let ranges = a.take_over_replacement(DiskIndex(3), Sector(1024)).expect("a bitmap");
+    assert!(ranges.contains(&(256, 256)), "the chunk written meanwhile: {ranges:?}");
+    assert_eq!(ranges.last(), Some(&(1024, MEMBER_SECTORS - 1024)), "above the copy");
+    assert!(!ranges.iter().any(|&(s, n)| s < 256 && s + n > 0), "chunk 0 is in sync");
+    assert!(a.replacing().is_empty());
 }

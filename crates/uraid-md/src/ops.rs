@@ -94,16 +94,16 @@ impl Inner {
                     d.recovery_offset = None;
                     d.bitmap_recovery = false;
                     d.former_slot = Some(slot);
-                    if let Some(at) = self.replacement_takes_over(&mut meta, slot) {
+                    if let Some(recover) = self.replacement_takes_over(&mut meta, slot) {
                         // Its replacement holds the slot now: removing it must leave that.
                         for d in meta.devices.iter_mut().filter(|d| d.former_slot == Some(slot)) {
                             d.former_slot = None;
                         }
                         self.commit_locked(&mut meta);
+                        eprintln!("uraid: slot {slot} failed; its replacement takes its place");
                         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                        q.pending.push_front(Action::Recover { slot, ranges: None });
+                        q.pending.push_front(recover);
                         self.wake.notify_all();
-                        eprintln!("uraid: slot {slot} failed; its replacement goes on from {at}");
                         return;
                     }
                     self.commit_locked(&mut meta);

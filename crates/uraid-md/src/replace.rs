@@ -176,9 +176,11 @@ impl Inner {
     }
 
     /// The member of `slot` failed while being replaced: the new device takes the slot as a
-    /// member being recovered from where the copy got to (everything below it was copied or
-    /// written to both). Returns whether it did; the caller commits and queues the recovery.
-    pub(crate) fn replacement_takes_over(&self, meta: &mut Metadata, slot: u32) -> Option<u64> {
+    /// member being recovered. Below where the copy got to it holds everything (copied, or
+    /// written to both) but the writes made since the failure, which the bitmap names; above
+    /// it, nothing. Without a bitmap it is rebuilt whole. Returns the action that rebuilds
+    /// it, for the caller to queue after it commits.
+    pub(crate) fn replacement_takes_over(&self, meta: &mut Metadata, slot: u32) -> Option<Action> {
         let control =
             self.replacements.lock().unwrap_or_else(PoisonError::into_inner).remove(&slot)?;
         self.abort_if_running(&Action::Replace { slot });
@@ -188,13 +190,13 @@ impl Inner {
             return None;
         }
         control.set_mode(ReplacementMode::New);
-        self.runtime.end_replacement(slot as usize);
         let d = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot))?;
-        let at = d.recovery_offset.unwrap_or(0);
+        let front = d.recovery_offset.unwrap_or(0);
         d.role = Role::Slot(slot);
-        d.recovery_offset = Some(at);
-        self.runtime.start_recovery(slot as usize, at);
-        Some(at)
+        d.recovery_offset = Some(0);
+        let ranges = self.runtime.take_over_replacement(slot as usize, front);
+        d.bitmap_recovery = ranges.is_some();
+        Some(Action::Recover { slot, ranges })
     }
 
     fn abort_if_running(&self, action: &Action) {

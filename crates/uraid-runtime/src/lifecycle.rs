@@ -116,6 +116,33 @@ impl Runtime {
         Ok(control)
     }
 
+    /// The member being replaced failed and its replacement (its control's mode set to
+    /// `New`) takes its place: in sync below `front`, where the copy got to, except where the
+    /// bitmap has bits set (writes made since the failure reached neither device). Returns the
+    /// member-sector ranges a recovery must rebuild. Without a bitmap (or with several
+    /// workers, which arrays with one never have) it is recovered whole: `start_recovery` from
+    /// 0, and None.
+    pub fn take_over_replacement(&self, member: usize, front: u64) -> Option<Vec<(u64, u64)>> {
+        assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
+        // Cleared first, as for `start_readd`.
+        self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        let ranges = match &self.senders[..] {
+            [tx] => {
+                let (reply, answer) = mpsc::sync_channel(1);
+                tx.send(Msg::TakeOver { member, front, reply })
+                    .ok()
+                    .and_then(|()| answer.recv().ok().flatten())
+            }
+            _ => None,
+        };
+        if ranges.is_none() {
+            self.end_replacement(member);
+            self.start_recovery(member, 0);
+        }
+        ranges
+    }
+
     /// The replacement of `member` is over (its control's mode says which device stays).
     pub fn end_replacement(&self, member: usize) {
         for tx in &self.senders {

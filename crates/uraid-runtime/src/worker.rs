@@ -69,6 +69,14 @@ pub(crate) enum Msg {
     EndReplacement {
         member: usize,
     },
+    /// The member being replaced failed: its replacement takes its place
+    /// (`Array::take_over_replacement`); the ranges it must be rebuilt in go back on `reply`
+    /// (None: no bitmap here).
+    TakeOver {
+        member: usize,
+        front: u64,
+        reply: std::sync::mpsc::SyncSender<Option<Vec<(u64, u64)>>>,
+    },
     /// A new bitmap superblock for the engine to write (see `Array::write_intent_set_header`).
     BitmapHeader(Vec<u8>),
     /// The resync of member sectors `[sector, +sectors)` is done: their bits may clear.
@@ -276,6 +284,12 @@ impl Worker {
             }
             Msg::EndReplacement { member } => {
                 self.array.end_replacement(DiskIndex(member as u16));
+            }
+            Msg::TakeOver { member, front, reply } => {
+                self.known_failed &= !(1 << member);
+                let ranges =
+                    self.array.take_over_replacement(DiskIndex(member as u16), Sector(front));
+                let _ = reply.send(ranges);
             }
             Msg::BitmapHeader(header) => self.array.write_intent_set_header(&header),
             Msg::BitmapResynced { sector, sectors } => {

@@ -78,6 +78,10 @@ pub enum ArrayError {
     BadCacheSize,
     #[error("too many members have failed: data in this stripe cannot be read or written")]
     BeyondRedundancy,
+    /// A copy to a replacement (md's replace) reached a stripe after the member being
+    /// replaced failed: nothing was copied there, and the copy's progress must not pass it.
+    #[error("the member being replaced has failed: the copy stops")]
+    ReplacedMemberFailed,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,13 +21,41 @@ impl Array {
     /// `set_recovery_offset` to the end, as for any recovery). None without a bitmap: the
     /// member must be recovered whole (`start_recovery`).
     pub fn start_readd(&mut self, member: DiskIndex) -> Option<Vec<(u64, u64)>> {
-        let wi = self.write_intent.as_ref()?;
         let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
+        self.readd_below(member, member_sectors)
+    }
+
+    /// md's replace, when the member being replaced fails: the new device takes its place,
+    /// in sync below `front` (what the copy has done: copied, or written to both) but where
+    /// bits are set (writes made since the member failed, with the device not yet in its
+    /// place, reached neither), and rebuilt above it. None without a bitmap: the writes
+    /// since the failure are not known, so it must be recovered whole.
+    pub fn take_over_replacement(
+        &mut self,
+        member: DiskIndex,
+        front: Sector,
+    ) -> Option<Vec<(u64, u64)>> {
+        self.replacing[member.get()] = false;
+        let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
+        let front = front.0.min(member_sectors);
+        let mut ranges = self.readd_below(member, front)?;
+        match ranges.last_mut() {
+            Some(last) if last.0 + last.1 == front => last.1 = member_sectors - last.0,
+            _ if front < member_sectors => ranges.push((front, member_sectors - front)),
+            _ => {}
+        }
+        self.stale[member.get()] = Some(ranges.clone());
+        Some(ranges)
+    }
+
+    /// Starts `member`'s recovery as a re-add, stale where bits are set below `limit`.
+    fn readd_below(&mut self, member: DiskIndex, limit: u64) -> Option<Vec<(u64, u64)>> {
+        let wi = self.write_intent.as_ref()?;
         let chunk_sectors = wi.chunk_sectors();
         let mut ranges: Vec<(u64, u64)> = Vec::new();
         for chunk in wi.stale_chunks() {
             let start = chunk * chunk_sectors;
-            let end = (start + chunk_sectors).min(member_sectors);
+            let end = (start + chunk_sectors).min(limit);
             match ranges.last_mut() {
                 Some(last) if last.0 + last.1 == start => last.1 = end - last.0,
                 _ if start < end => ranges.push((start, end - start)),

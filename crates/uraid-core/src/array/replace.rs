@@ -41,6 +41,11 @@ impl Array {
         r.filter(|(_, r)| **r).map(|(m, _)| DiskIndex(m as u16)).collect()
     }
 
+    /// Whether a member being replaced has failed (its copy must stop where it got to).
+    pub(super) fn replacing_failed(&self) -> bool {
+        (0..self.replacing.len()).any(|m| self.replacing[m] && self.failed[m])
+    }
+
     /// Members being replaced that can be copied here: not failed (a failed one's
     /// replacement is the lifecycle layer's to turn into a recovery).
     pub(super) fn replacing_here(&self, id: HeadId) -> Vec<DiskIndex> {
@@ -68,6 +73,12 @@ impl Array {
 
     /// The batch has what it copies: rebuild a block whose read failed, then copy-write.
     pub(super) fn copy_to_replacements(&mut self, id: HeadId) {
+        if self.replacing_failed() {
+            // Failed while this head read: not copied.
+            self.state(id).error = Some(super::ArrayError::ReplacedMemberFailed);
+            self.state(id).writes_done = true;
+            return;
+        }
         let targets = self.replacing_here(id);
         let lost = self.lost(id);
         if targets.iter().any(|t| lost[t.get()] && !self.cache.head(id).devs[t.get()].uptodate) {

@@ -182,6 +182,11 @@ impl Array {
             return;
         }
         let reads: Vec<DiskIndex> = if kind == SyncKind::Replace {
+            if self.replacing_failed() {
+                self.state(id).error = Some(ArrayError::ReplacedMemberFailed);
+                self.state(id).writes_done = true;
+                return;
+            }
             if self.replacing_here(id).is_empty() {
                 self.state(id).writes_done = true;
                 return;
