@@ -60,6 +60,9 @@ pub enum Sabotage {
     /// The engine acknowledges writes that finish after a member failure before the
     /// metadata records it (md without MD_SB_CHANGE_PENDING).
     AckBeforeFailureRecorded,
+    /// A member being replaced gets user writes, its new disk only the copy (the member
+    /// layer not sending writes to both).
+    ReplacementMissesWrites,
 }
 
 impl SimConfig {

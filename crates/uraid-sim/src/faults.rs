@@ -117,7 +117,13 @@ impl Sim {
     fn add_spare(&mut self) {
         // uraid-md puts a spare only into a slot the superblocks already say is empty.
         let failed = self.array.failed_members();
-        let Some(m) = failed.iter().map(|d| d.get()).find(|&m| self.recorded_faulty[m]) else {
+        // A member whose replacement is under way is handed to it (`replace`), not a spare.
+        let replaced = self.replacement.as_ref().map(|r| r.member);
+        let Some(m) = failed
+            .iter()
+            .map(|d| d.get())
+            .find(|&m| self.recorded_faulty[m] && replaced != Some(m))
+        else {
             return;
         };
         // The old disk's I/Os in flight finish (failing) before the new one takes its slot,
@@ -176,7 +182,7 @@ impl Sim {
 
     /// Every window is done: md records the member in sync only once what was written to it
     /// is durable, so a flush comes first.
-    fn recovery_done(&mut self, m: usize) {
+    pub(crate) fn recovery_done(&mut self, m: usize) {
         self.array.set_recovery_offset(Self::member_index(m), Sector(self.cfg.member_sectors));
         let id = self.next_id;
         self.next_id += 1;
@@ -191,6 +197,14 @@ impl Sim {
     pub(crate) fn background(&mut self) -> Result<(), SimFailure> {
         if let Some((_, _, false)) = self.recovery {
             self.submit_recovery_window();
+            return Ok(());
+        }
+        if self
+            .replacement
+            .as_ref()
+            .is_some_and(|r| !r.window_out && !r.copied && !r.failed && !r.failed_window)
+        {
+            self.submit_replace_window();
             return Ok(());
         }
         match self.rng.random_range(0..10) {
@@ -210,6 +224,7 @@ impl Sim {
             6..10
                 if self.lost().is_empty()
                     && self.recovery.is_none()
+                    && self.replacement.is_none()
                     && self.bad_members().is_empty() =>
             {
                 self.io_count_check()?;
@@ -241,6 +256,9 @@ impl Sim {
         sectors: u64,
     ) -> Result<(), SimFailure> {
         self.syncs_done.push(id);
+        if kind == SyncKind::Replace {
+            self.replace_window_done(member_sector, sectors);
+        }
         if kind == SyncKind::Recovery {
             let Some((m, next, true)) = self.recovery else {
                 return Err(self.fail("a recovery window finished with no recovery running"));
@@ -311,6 +329,7 @@ impl Sim {
     /// The end: every sector reads back as the oracle says, and parity is consistent.
     pub(crate) fn finish(&mut self) -> Result<(), SimFailure> {
         self.run_until_idle()?;
+        self.finish_replacement()?;
         self.rebuild_lost()?;
         let size = self.array.size_sectors();
         for start in (0..size).step_by(256) {

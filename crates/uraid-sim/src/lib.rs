@@ -20,6 +20,7 @@ mod config;
 mod faults;
 mod member;
 mod oracle;
+mod replace;
 mod report;
 mod restart;
 mod sim;

@@ -195,4 +195,14 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
          mismatches: {}; lone writes at md's minimum I/O: {}; whole stripes written as batches: {}",
         t.spares_rebuilt, t.readds, t.readd_sectors, t.checks, t.io_count_checks, t.stripe_batches
     );
+    println!(
+        "  members replaced (md's replace, the member in service during the copy): {} started, \
+         {} done, {} given up, {} taken over by the new disk when the member failed, {} copies \
+         started over after a power cut",
+        t.replacements,
+        t.replacements_done,
+        t.replacements_given_up,
+        t.replacements_taken_over,
+        t.replacements_restarted
+    );
 }

@@ -57,6 +57,14 @@ pub struct SimStats {
     /// went around listed sectors.
     pub writes_listed: u64,
     pub known_bad_reads: u64,
+    /// md's replace: copies started, done (the new disk took the member's place), given up
+    /// (the new disk failed, or the member was lost at a power cut), taken over (the member
+    /// failed and the new disk went on as a recovery), and started over after a power cut.
+    pub replacements: u64,
+    pub replacements_done: u64,
+    pub replacements_given_up: u64,
+    pub replacements_taken_over: u64,
+    pub replacements_restarted: u64,
 }
 
 impl SimStats {
@@ -93,6 +101,11 @@ impl SimStats {
         self.cuts_before_record += o.cuts_before_record;
         self.writes_listed += o.writes_listed;
         self.known_bad_reads += o.known_bad_reads;
+        self.replacements += o.replacements;
+        self.replacements_done += o.replacements_done;
+        self.replacements_given_up += o.replacements_given_up;
+        self.replacements_taken_over += o.replacements_taken_over;
+        self.replacements_restarted += o.replacements_restarted;
     }
 
     /// Faults injected: members pulled, write errors, latent bad sectors, power cuts.

@@ -82,6 +82,7 @@ impl Sim {
         self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;
         self.stats.stripe_batches += self.array.stats().stripe_batches;
         self.restart_engine(&gone);
+        self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
         if !degraded {
             self.resync_after_cut()?;

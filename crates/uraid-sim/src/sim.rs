@@ -16,6 +16,9 @@ pub(crate) struct Inflight {
     /// A write's data as the engine handed it over (it must not change until completion).
     pub data: Option<Vec<u8>>,
     pub flush_mark: u64,
+    /// The same for the new disk of the member's replacement, if it has one (a flush goes
+    /// to both).
+    pub replacement_mark: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -29,6 +32,8 @@ pub(crate) enum User {
     Flush(u64),
     /// The flush that ends a rebuild: the member counts as in sync once it completes.
     RecoveryFlush(u64),
+    /// The flush that ends a replacement's copy (`replace`).
+    ReplaceFlush(u64),
     /// Expected to be refused (out of range).
     Invalid,
     Sync {
@@ -68,6 +73,11 @@ pub struct Sim {
     /// Per member: the metadata (md's superblocks) says it is faulty. A restart takes the
     /// failed set from here, not from the engine: a failure not yet recorded is forgotten.
     pub(crate) recorded_faulty: Vec<bool>,
+    /// md's replace under way (`replace`), when the next one starts (a step), and the
+    /// random stream that draws them (apart, so that seeds without one run as before).
+    pub(crate) replacement: Option<crate::replace::Replacement>,
+    pub(crate) replace_at: Option<u64>,
+    pub(crate) replace_rng: StdRng,
 }
 
 impl Sim {
@@ -99,6 +109,8 @@ impl Sim {
             array.hold_writes_until_failures_recorded();
         }
         let oracle = Oracle::new(array.size_sectors());
+        let mut replace_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e91_ace0_5eed_0001);
+        let replace_at = crate::replace::first_replacement(&mut replace_rng);
         Sim {
             cfg,
             rng,
@@ -120,6 +132,9 @@ impl Sim {
             recorded_faulty: vec![false; members.len()],
             readd_blocked: vec![false; members.len()],
             members,
+            replacement: None,
+            replace_at,
+            replace_rng,
         }
     }
 
@@ -199,6 +214,7 @@ impl Sim {
                 return Err(self.fail("no progress after 2,000,000 steps"));
             }
             self.pump();
+            self.replacement_step();
             // The lifecycle layer writes the superblocks some time after a failure.
             if self.failures_unrecorded() && self.rng.random_bool(0.02) {
                 self.record_failures();
@@ -242,6 +258,13 @@ impl Sim {
         }
         self.collect()?;
         if self.inflight.is_empty() && !self.user.is_empty() {
+            // What completed may have let the engine move on (an advance started by the
+            // end of the last one queues its member flushes at the next turn): the runtime's
+            // worker takes another turn while a request is outstanding (seed 25022372).
+            self.pump();
+            self.collect()?;
+        }
+        if self.inflight.is_empty() && !self.user.is_empty() {
             let waiting: Vec<String> = self.user.values().map(|u| format!("{u:?}")).collect();
             return Err(self.fail(format!(
                 "stalled: no member I/O, requests outstanding: {} (failed members {:?}, \
@@ -260,20 +283,21 @@ impl Sim {
     pub(crate) fn pump(&mut self) {
         while let Some(io) = self.array.next_io() {
             let m = io.member.get();
-            let data = matches!(io.op, MemberOp::Write).then(|| self.array.io_buf(&io).to_vec());
+            let data = matches!(io.op, MemberOp::Write | MemberOp::CopyWrite)
+                .then(|| self.array.io_buf(&io).to_vec());
             let flush_mark = self.members[m].flush_mark();
             if io.area == IoArea::Data {
                 match io.op {
                     MemberOp::Read => self.data_read_sectors += io.sectors,
                     MemberOp::Write | MemberOp::Discard => self.data_written_sectors += io.sectors,
-                    MemberOp::Flush => {}
-                    MemberOp::CopyWrite => unreachable!("the simulator replaces no member"),
+                    MemberOp::Flush | MemberOp::CopyWrite => {}
                 }
             }
             self.stats.member_ios += 1;
             self.mix(&[io.tag.0, m as u64, io.sector.0, io.sectors, op_code(io.op)]);
             self.note_io("issue", &io, data.as_deref());
-            self.inflight.push(Inflight { io, data, flush_mark });
+            let replacement_mark = self.replacement_flush_mark(m);
+            self.inflight.push(Inflight { io, data, flush_mark, replacement_mark });
         }
     }
 
@@ -294,6 +318,7 @@ impl Sim {
             .expect("a pick below the total");
         let f = self.inflight.swap_remove(index);
         let io = f.io;
+        let mirror_data = f.data.clone();
         let member = &mut self.members[io.member.get()];
         let offset = member.offset(io.area, io.sector.0);
         let sabotage = self.cfg.sabotage;
@@ -331,14 +356,48 @@ impl Sim {
                 ok
             }
             MemberOp::Discard => member.write(offset, &vec![0; io.bytes()], false),
-            MemberOp::CopyWrite => unreachable!("the simulator replaces no member"),
+            MemberOp::CopyWrite => {
+                if f.data.as_deref() != Some(self.array.io_buf(&io)) {
+                    return Err(self.fail(format!("the engine changed a copy in flight: {io:?}")));
+                }
+                true
+            }
             MemberOp::Flush if sabotage == Some(Sabotage::FlushesDoNothing) => !member.pulled,
             MemberOp::Flush => member.flush(f.flush_mark),
         };
+        self.mirror(&io, offset, mirror_data, f.replacement_mark)?;
         self.mix(&[io.tag.0, u64::from(ok)]);
         self.note_io(if ok { "done" } else { "FAILED" }, &io, None);
         self.array.complete_io(io.tag, ok);
         self.pump();
+        Ok(())
+    }
+
+    /// The new disk of a replacement gets the member's writes, discards and flushes (md's
+    /// replace: both devices), and copy-writes alone.
+    fn mirror(
+        &mut self,
+        io: &MemberIo,
+        offset: usize,
+        data: Option<Vec<u8>>,
+        mark: Option<u64>,
+    ) -> Result<(), SimFailure> {
+        let data = match io.op {
+            MemberOp::Write if self.cfg.sabotage == Some(Sabotage::ReplacementMissesWrites) => None,
+            MemberOp::Write | MemberOp::CopyWrite => data,
+            MemberOp::Discard => Some(vec![0; io.bytes()]),
+            MemberOp::Flush => {
+                self.replacement_flush(io.member.get(), mark);
+                None
+            }
+            MemberOp::Read => None,
+        };
+        if let Some(data) = data
+            && !self.replacement_write(io.member.get(), offset, &data, io.fua)
+            && io.op == MemberOp::CopyWrite
+        {
+            return Err(self.fail(format!("a copy-write to a member not being replaced: {io:?}")));
+        }
         Ok(())
     }
 
@@ -351,6 +410,11 @@ impl Sim {
             };
             match (user, result) {
                 (User::Invalid, Err(_)) => self.stats.refused += 1,
+                // The member being replaced failed: the copy stops short of this window.
+                (
+                    User::Sync { kind: SyncKind::Replace, .. },
+                    Err(uraid_core::array::ArrayError::ReplacedMemberFailed),
+                ) => self.replace_window_failed(),
                 (User::Invalid, Ok(())) => {
                     return Err(self.fail("an out-of-range request succeeded"));
                 }
@@ -372,6 +436,10 @@ impl Sim {
                 (User::Write { id, sector, sectors }, Ok(())) => {
                     self.note_user("acked write", id, sector, sectors);
                     self.oracle.write_completed(id, sector, sectors);
+                }
+                (User::ReplaceFlush(t), Ok(())) => {
+                    self.oracle.flush_completed(t);
+                    self.replace_flushed();
                 }
                 (User::RecoveryFlush(t), Ok(())) => {
                     self.oracle.flush_completed(t);
