@@ -209,6 +209,22 @@ fn a_read_error_during_rmw_is_corrected() {
 /// would have rebuilt garbage once another member failed, had its sector read again.
 #[test]
 fn a_parity_read_error_during_a_degraded_rmw_is_corrected() {
+    unreadable_parity_with_a_data_member_failed_is_rewritten(true);
+}
+
+/// As above with P unreadable: the block of the failed member can be rebuilt only from Q,
+/// and P is recomputed and rewritten by a reconstruct-write; a read-modify-write would have
+/// updated Q alone and left P stale, harmless while it stays unreadable but served as good
+/// once a replacement's copy or a remapped sector made it readable (simulator seed 2051).
+#[test]
+fn an_unreadable_p_with_a_data_member_failed_is_rewritten_by_the_write() {
+    unreadable_parity_with_a_data_member_failed_is_rewritten(false);
+}
+
+/// RAID6 of 6, data slot 0's member failed, Q (or P) unreadable in the first stripe unit,
+/// a write to slot 1 there: the unreadable parity is rewritten over its bad sector, and the
+/// data reads back with the other parity lost too.
+fn unreadable_parity_with_a_data_member_failed_is_rewritten(q_unreadable: bool) {
     let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
         .unwrap();
     let map = g.stripe_map(uraid_core::StripeNumber(0)).clone();
@@ -219,50 +235,23 @@ fn a_parity_read_error_during_a_degraded_rmw_is_corrected() {
     write(&mut a, &mut mem, 0, data.clone());
     let mut b = array(Level::Raid6, 6, 64 << 10, 4096);
     b.fail_member(map.data_disk[0]);
-    let q = map.q_disk.unwrap();
-    mem.bad_reads.insert((q.0, 0));
+    let (bad, other) = if q_unreadable {
+        (map.q_disk.unwrap(), map.p_disk.unwrap())
+    } else {
+        (map.p_disk.unwrap(), map.q_disk.unwrap())
+    };
+    mem.bad_reads.insert((bad.0, 0));
     // Slot 1's first block: an rmw would read it, P and Q.
     let at = 128;
     let new = pattern(15, 4096);
     write(&mut b, &mut mem, at, new.clone());
     data[at as usize * 512..at as usize * 512 + 4096].copy_from_slice(&new);
-    assert!(mem.bad_reads.is_empty(), "Q rewritten over its bad sector");
+    assert!(mem.bad_reads.is_empty(), "the parity rewritten over its bad sector");
     assert_eq!(b.failed_members(), vec![map.data_disk[0]]);
-    // Lose P too: slot 0 now rebuilds from Q and the data.
+    // Lose the other parity too: slot 0 now rebuilds from the rewritten one.
     let mut c = array(Level::Raid6, 6, 64 << 10, 4096);
     c.fail_member(map.data_disk[0]);
-    c.fail_member(map.p_disk.unwrap());
-    assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
-}
-
-/// As above with P unreadable: the block of the failed member can be rebuilt only from Q,
-/// and P is recomputed and rewritten by a reconstruct-write; a read-modify-write would have
-/// updated Q alone and left P stale, harmless while it stays unreadable but served as good
-/// once a replacement's copy or a remapped sector made it readable (simulator seed 2051).
-#[test]
-fn an_unreadable_p_with_a_data_member_failed_is_rewritten_by_the_write() {
-    let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
-        .unwrap();
-    let map = g.stripe_map(uraid_core::StripeNumber(0)).clone();
-    let mut a = array(Level::Raid6, 6, 64 << 10, 4096);
-    let mut mem = Mem::new(6);
-    let bytes = (a.size_sectors() * 512) as usize;
-    let mut data = pattern(16, bytes);
-    write(&mut a, &mut mem, 0, data.clone());
-    let mut b = array(Level::Raid6, 6, 64 << 10, 4096);
-    b.fail_member(map.data_disk[0]);
-    let p = map.p_disk.unwrap();
-    mem.bad_reads.insert((p.0, 0));
-    let at = 128;
-    let new = pattern(17, 4096);
-    write(&mut b, &mut mem, at, new.clone());
-    data[at as usize * 512..at as usize * 512 + 4096].copy_from_slice(&new);
-    assert!(mem.bad_reads.is_empty(), "P rewritten over its bad sector");
-    assert_eq!(b.failed_members(), vec![map.data_disk[0]]);
-    // Lose Q too: slot 0 now rebuilds from P, which must be the new one.
-    let mut c = array(Level::Raid6, 6, 64 << 10, 4096);
-    c.fail_member(map.data_disk[0]);
-    c.fail_member(map.q_disk.unwrap());
+    c.fail_member(other);
     assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
 }
 

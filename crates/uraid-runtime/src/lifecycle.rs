@@ -63,6 +63,23 @@ impl Runtime {
         rx.recv().map_err(|_| RuntimeError::Gone)?.result
     }
 
+    /// One instance of the device `source` holds at index `member` per worker.
+    fn open_instances(
+        &self,
+        member: usize,
+        source: &dyn MemberSource,
+    ) -> Result<Vec<Box<dyn uraid_io::Member>>, RuntimeError> {
+        (0..self.workers())
+            .map(|w| {
+                source.open(member).map_err(|e| RuntimeError::Open {
+                    worker: w,
+                    member,
+                    source: std::sync::Arc::new(e),
+                })
+            })
+            .collect()
+    }
+
     /// Gives `member`'s slot a new instance in every worker, opened from `source` (which
     /// holds the new device at index `member`): a spare for a failed member, or an empty
     /// stand-in after a remove. The member stays failed until `start_recovery`.
@@ -73,16 +90,7 @@ impl Runtime {
     ) -> Result<(), RuntimeError> {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
         self.fail_member(member);
-        let opened: Result<Vec<_>, _> = (0..self.workers())
-            .map(|w| {
-                source.open(member).map_err(|e| RuntimeError::Open {
-                    worker: w,
-                    member,
-                    source: std::sync::Arc::new(e),
-                })
-            })
-            .collect();
-        for (w, instance) in opened?.into_iter().enumerate() {
+        for (w, instance) in self.open_instances(member, source)?.into_iter().enumerate() {
             // A worker gone refuses everything anyway.
             let _ = self.senders[w].send(Msg::Replace { member, instance });
         }
@@ -99,17 +107,9 @@ impl Runtime {
         source: &dyn MemberSource,
     ) -> Result<std::sync::Arc<uraid_io::ReplacementControl>, RuntimeError> {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
-        let opened: Result<Vec<_>, _> = (0..self.workers())
-            .map(|w| {
-                source.open(member).map_err(|e| RuntimeError::Open {
-                    worker: w,
-                    member,
-                    source: std::sync::Arc::new(e),
-                })
-            })
-            .collect();
+        let instances = self.open_instances(member, source)?;
         let control = uraid_io::ReplacementControl::new();
-        for (w, instance) in opened?.into_iter().enumerate() {
+        for (w, instance) in instances.into_iter().enumerate() {
             let control = control.clone();
             let _ = self.senders[w].send(Msg::StartReplacement { member, instance, control });
         }
