@@ -143,6 +143,12 @@ impl Inner {
             self.commit_locked(&mut meta);
             return;
         }
+        if self.runtime.failed_members().contains(&(slot as usize)) {
+            // The member failed as the copy ended: the monitor hands over (`member_failed`),
+            // which a swap here would turn into failing the new device.
+            self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
+            return;
+        }
         control.set_mode(ReplacementMode::New);
         self.runtime.end_replacement(slot as usize);
         for d in &mut meta.devices {
