@@ -175,8 +175,9 @@ fn every_verb_sends_its_request() {
         (vec!["add", "md0", "/img/m4.img"], ControlRequest::Add { path: "/img/m4.img".into() }),
         (
             vec!["replace", "md0", "2", "--with", "/img/m5.img"],
-            ControlRequest::Replace { member: "2".into(), with: "/img/m5.img".into() },
+            ControlRequest::Replace { member: "2".into(), with: Some("/img/m5.img".into()) },
         ),
+        (vec!["replace", "md0", "3"], ControlRequest::Replace { member: "3".into(), with: None }),
         (vec!["check", "md0"], ControlRequest::Check),
         (vec!["repair", "md0"], ControlRequest::Repair),
         (vec!["stop", "md0"], ControlRequest::Stop),

@@ -54,7 +54,9 @@ pub enum ControlRequest {
     },
     Replace {
         member: String,
-        with: String,
+        /// None: one of the array's hot spares.
+        #[serde(default)]
+        with: Option<String>,
     },
     Check,
     Repair,
@@ -434,7 +436,8 @@ mod tests {
             ControlRequest::Fail { member: "/dev/sdc".into() },
             ControlRequest::Remove { member: "2".into() },
             ControlRequest::Add { path: "m6.img".into() },
-            ControlRequest::Replace { member: "1".into(), with: "m7.img".into() },
+            ControlRequest::Replace { member: "1".into(), with: Some("m7.img".into()) },
+            ControlRequest::Replace { member: "1".into(), with: None },
             ControlRequest::Check,
             ControlRequest::Repair,
             ControlRequest::Stop,

@@ -27,25 +27,7 @@ impl Inner {
             .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
             .map_err(|e| refuse(format!("cannot open: {e}")))?;
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
-        let i = Self::find(&meta, member)?;
-        let (Role::Slot(slot), None) = (meta.devices[i].role, meta.devices[i].recovery_offset)
-        else {
-            return Err(MdError::Refused(format!("{member} is not an in-sync member")));
-        };
-        if self.runtime.failed_members().contains(&(slot as usize)) {
-            return Err(MdError::Refused(format!("{member} has failed: add a spare instead")));
-        }
-        if meta.devices.iter().any(|d| d.role == Role::Replacement(slot)) {
-            return Err(MdError::Refused(format!("{member} is already being replaced")));
-        }
-        if let Some(empty) = (0..self.info.raid_disks)
-            .find(|s| !meta.devices.iter().any(|d| d.role == Role::Slot(*s)))
-        {
-            return Err(MdError::Refused(format!(
-                "the array is degraded (slot {empty} is empty): `add` a device to rebuild it \
-                 first (md would take {with} for that slot)"
-            )));
-        }
+        let slot = self.replaceable(&meta, member)?;
         if let Some(d) = meta.devices.iter().find(|d| d.path == p || d.is(id)) {
             let how = if d.path == p { String::new() } else { format!(" as {}", d.path.display()) };
             return Err(refuse(format!("already a member of this array{how}")));
@@ -90,6 +72,54 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// md's --replace with no --with: a hot spare of the array's takes the member's place
+    /// (md waits for one; uraid refuses when there is none).
+    pub fn replace_from_spare(&self, member: &str) -> Result<String, MdError> {
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = self.replaceable(&meta, member)?;
+        let Some(i) = meta.devices.iter().position(|d| d.role == Role::Spare) else {
+            return Err(MdError::Refused(format!(
+                "no spare to replace {member} with: add one first, or give --with"
+            )));
+        };
+        let spare = meta.devices[i].path.display().to_string();
+        meta.devices[i].role = Role::Replacement(slot);
+        meta.devices[i].recovery_offset = Some(0);
+        self.commit_locked(&mut meta);
+        if let Err(e) = self.start_replacing(&mut meta, i, slot) {
+            meta.devices[i].role = Role::Spare;
+            meta.devices[i].recovery_offset = None;
+            self.commit_locked(&mut meta);
+            return Err(MdError::Member { path: spare, message: format!("cannot open: {e}") });
+        }
+        Ok(format!("replacing {member} (slot {slot}) with the spare {spare}: copy started"))
+    }
+
+    /// The slot of `member` if it may be replaced now: in sync, not failed, not already being
+    /// replaced, and the array not degraded.
+    fn replaceable(&self, meta: &Metadata, member: &str) -> Result<u32, MdError> {
+        let i = Self::find(meta, member)?;
+        let (Role::Slot(slot), None) = (meta.devices[i].role, meta.devices[i].recovery_offset)
+        else {
+            return Err(MdError::Refused(format!("{member} is not an in-sync member")));
+        };
+        if self.runtime.failed_members().contains(&(slot as usize)) {
+            return Err(MdError::Refused(format!("{member} has failed: add a spare instead")));
+        }
+        if meta.devices.iter().any(|d| d.role == Role::Replacement(slot)) {
+            return Err(MdError::Refused(format!("{member} is already being replaced")));
+        }
+        if let Some(empty) = (0..self.info.raid_disks)
+            .find(|s| !meta.devices.iter().any(|d| d.role == Role::Slot(*s)))
+        {
+            return Err(MdError::Refused(format!(
+                "the array is degraded (slot {empty} is empty): `add` a device to rebuild it \
+                 first (md would take the new device for that slot)"
+            )));
+        }
+        Ok(slot)
     }
 
     /// Pairs device `i` (its superblock written) with the member of `slot` in the runtime and

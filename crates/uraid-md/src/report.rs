@@ -139,8 +139,15 @@ impl MdArray {
         self.inner.add(path)
     }
 
+    /// md's --replace --with: `with` is copied from `member` while it serves, then takes its
+    /// slot (`replace.rs`).
     pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
         self.inner.replace(member, with)
+    }
+
+    /// md's --replace with no --with: one of the array's hot spares takes the member's place.
+    pub fn replace_from_spare(&self, member: &str) -> Result<String, MdError> {
+        self.inner.replace_from_spare(member)
     }
 
     /// Starts a check (`repair`: false) or a repair.

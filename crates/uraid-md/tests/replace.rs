@@ -311,3 +311,28 @@ fn failing_the_replacement_gives_it_up_and_removing_it_waits_for_that() {
     md.stop().unwrap();
     assert_eq!(superblock(&paths[0]).role(), DevRole::Active(0));
 }
+
+#[test]
+fn without_a_device_named_a_hot_spare_replaces_the_member() {
+    let dir = tempdir("replace-spare");
+    let paths = make_array(dir.path(), 6, Some(64 << 10));
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let rt = md.runtime().clone();
+    let size = rt.size_bytes() as usize;
+    let model = fill(9, size);
+    rt.write_at(0, &model).unwrap();
+    let e = md.replace_from_spare("5").unwrap_err();
+    assert!(e.to_string().contains("no spare"), "{e}");
+    let spare = new_device(dir.path(), "spare.img");
+    md.add(&spare.display().to_string()).unwrap();
+    assert!(md.status().members.iter().any(|m| m.state == "spare"), "a whole array keeps it");
+    let said = md.replace_from_spare("5").unwrap();
+    assert!(said.contains("spare.img"), "{said}");
+    let result = md.wait_sync_idle(WAIT).expect("the copy ran");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("replace", "done"));
+    md.remove(&paths[5].display().to_string()).unwrap();
+    reads_with_two_failed(&md, 0, 1, &model, "from the spare that replaced member 5");
+    drop(rt);
+    md.stop().unwrap();
+    assert_eq!(superblock(&spare).role(), DevRole::Active(5));
+}

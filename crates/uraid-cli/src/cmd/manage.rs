@@ -88,10 +88,13 @@ pub fn run_add(args: &AddArgs) -> anyhow::Result<()> {
 member is copied to the new device while it stays in service (every write goes to both), so \
 redundancy never drops; a block the member cannot read is rebuilt from parity. When the copy \
 is done the new device takes the slot and the old member is marked faulty, to be removed. If \
-the new device fails, the member stays; if the member fails, the new device goes on as a \
-rebuild from where the copy got to. A restart resumes the copy. Refused on a degraded array: \
-add a spare to rebuild the empty slot first.",
-    after_help = "Example:\n  uraid replace md0 /dev/sdc --with /dev/sdg"
+the new device fails, the member stays; if the member fails, the new device takes its slot \
+and is rebuilt where the copy had not reached (and, by the bitmap, where writes missed it; \
+without a bitmap, whole). A restart resumes the copy. Refused on a degraded array: \
+add a spare to rebuild the empty slot first. Without --with a hot spare the array already has \
+is used.",
+    after_help = "Examples:\n  uraid replace md0 /dev/sdc --with /dev/sdg\n  \
+uraid add md0 /dev/sdg && uraid replace md0 /dev/sdc"
 )]
 pub struct ReplaceArgs {
     /// Print the array's answer as JSON.
@@ -101,9 +104,9 @@ pub struct ReplaceArgs {
     name: String,
     /// The member to replace: its path as given at assemble, or its slot number.
     member: String,
-    /// The device or image file to rebuild onto.
+    /// The device or image file to copy onto; without it, one of the array's hot spares.
     #[arg(long, value_name = "PATH")]
-    with: String,
+    with: Option<String>,
 }
 
 pub fn run_replace(args: &ReplaceArgs) -> anyhow::Result<()> {

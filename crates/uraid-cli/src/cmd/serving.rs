@@ -191,8 +191,11 @@ impl ArrayControl for Serving {
             ControlRequest::Fail { member } => self.with_array(|md| answer(md.fail(&member))),
             ControlRequest::Remove { member } => self.with_array(|md| answer(md.remove(&member))),
             ControlRequest::Add { path } => self.with_array(|md| answer(md.add(&path))),
-            ControlRequest::Replace { member, with } => {
+            ControlRequest::Replace { member, with: Some(with) } => {
                 self.with_array(|md| answer(md.replace(&member, &with)))
+            }
+            ControlRequest::Replace { member, with: None } => {
+                self.with_array(|md| answer(md.replace_from_spare(&member)))
             }
             ControlRequest::Check => self.with_array(|md| answer(md.scrub(false))),
             ControlRequest::Repair => self.with_array(|md| answer(md.scrub(true))),
