@@ -171,9 +171,11 @@ fn a_member_that_fails_during_its_copy_hands_over_to_the_replacement() {
         model[at..at + data.len()].copy_from_slice(&data);
     }
     assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    // In slot 1 at once, rebuilding (or already rebuilt: what is left can be a few windows).
     let st = md.status();
     let new = st.members.iter().find(|m| m.path == with.display().to_string()).unwrap();
-    assert_eq!((new.slot, new.state.as_str()), (Some(1), "spare rebuilding"), "{st:?}");
+    assert_eq!(new.slot, Some(1), "{st:?}");
+    assert!(["spare rebuilding", "active sync"].contains(&new.state.as_str()), "{st:?}");
     md.set_sync_speed(SyncSpeed::default());
     let result = md.wait_sync_idle(WAIT).expect("a recovery ran");
     assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
