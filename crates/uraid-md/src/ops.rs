@@ -9,7 +9,7 @@ use crate::array::{Inner, MdError};
 use crate::members::{SlotSource, device_size_bytes};
 use crate::meta::{Device, Role};
 use crate::runner::Action;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 use uraid_format::Uuid;
@@ -255,53 +255,79 @@ impl Inner {
     /// a hot spare (its old contents are not used) and, if a slot is empty, is rebuilt into
     /// it at once.
     pub fn add(&self, path: &str) -> Result<String, MdError> {
-        let p = PathBuf::from(path);
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
-        let (size, id) = std::fs::File::open(&p)
-            .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
-            .map_err(|e| refuse(format!("cannot open: {e}")))?;
         {
             let mut meta = self.meta();
-            // By identity, not by path: `./m1` or a link to an active member, taken as a spare,
-            // would get a spare's superblock and then be rebuilt over.
-            if let Some(d) = meta.devices.iter().find(|d| d.path == p || d.is(id)) {
-                let how =
-                    if d.path == p { String::new() } else { format!(" as {}", d.path.display()) };
-                return Err(refuse(format!("already a member of this array{how}")));
-            }
-            let data_offset = self.info.data_offset_sectors;
-            let need = data_offset + self.info.member_sectors;
-            if size / 512 < need {
-                return Err(refuse(format!(
-                    "too small: {} sectors, the array needs {need} (data offset {data_offset} + {})",
-                    size / 512,
-                    self.info.member_sectors
-                )));
-            }
-            if let Some(r) = self.try_readd(&p, &mut meta) {
+            let size = self.check_joining(&meta, path)?;
+            if let Some(r) = self.try_readd(Path::new(path), &mut meta) {
                 let mib = r.sectors / 2048;
                 return Ok(format!(
                     "re-added {path} to slot {}: rebuilding the {mib} MiB the bitmap says it missed",
                     r.slot
                 ));
             }
-            let dev_number = meta.free_dev_number();
-            let uuid = random_uuid().map_err(|e| refuse(format!("no device UUID: {e}")))?;
-            let data_size = size / 512 - data_offset;
-            let d = Device::open(&p, dev_number, uuid, Role::Spare, data_size)
-                .map_err(|e| refuse(format!("cannot open for writing: {e}")))?;
-            // md empties its PPL area on a device it adds: whatever is there is not this
-            // array's log, and a start of md's must never replay it.
-            if self.info.md_ppl.is_some() {
-                crate::md_ppl::empty_area(&p, meta.base())
-                    .map_err(|e| refuse(format!("emptying md's PPL area: {e}")))?;
-            }
+            let d = self.open_joining(&meta, path, size, Role::Spare)?;
             meta.devices.push(d);
             meta.attach_bad_blocks().map_err(|e| refuse(format!("its bad block log: {e}")))?;
             self.commit_locked(&mut meta);
         }
         self.start_rebuilds();
         Ok(format!("added {path}"))
+    }
+
+    /// Checks a device about to join the array (`add`, `replace`) as md does: it opens, is
+    /// no member of this array by any path, and is big enough. Returns its size in bytes.
+    pub(crate) fn check_joining(
+        &self,
+        meta: &crate::meta::Metadata,
+        path: &str,
+    ) -> Result<u64, MdError> {
+        let p = Path::new(path);
+        let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
+        let (size, id) = std::fs::File::open(p)
+            .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
+            .map_err(|e| refuse(format!("cannot open: {e}")))?;
+        // By identity, not by path: `./m1` or a link to an active member, taken as a spare,
+        // would get a spare's superblock and then be rebuilt over.
+        if let Some(d) = meta.devices.iter().find(|d| d.path == p || d.is(id)) {
+            let how = if d.path == p { String::new() } else { format!(" as {}", d.path.display()) };
+            return Err(refuse(format!("already a member of this array{how}")));
+        }
+        let data_offset = self.info.data_offset_sectors;
+        let need = data_offset + self.info.member_sectors;
+        if size / 512 < need {
+            return Err(refuse(format!(
+                "too small: {} sectors, the array needs {need} (data offset {data_offset} + {})",
+                size / 512,
+                self.info.member_sectors
+            )));
+        }
+        Ok(size)
+    }
+
+    /// Opens a device `check_joining` passed (`size` bytes) with `role` and a new device
+    /// UUID, to keep its superblock.
+    pub(crate) fn open_joining(
+        &self,
+        meta: &crate::meta::Metadata,
+        path: &str,
+        size: u64,
+        role: Role,
+    ) -> Result<Device, MdError> {
+        let p = Path::new(path);
+        let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
+        let dev_number = meta.free_dev_number();
+        let uuid = random_uuid().map_err(|e| refuse(format!("no device UUID: {e}")))?;
+        let data_size = size / 512 - self.info.data_offset_sectors;
+        let d = Device::open(p, dev_number, uuid, role, data_size)
+            .map_err(|e| refuse(format!("cannot open for writing: {e}")))?;
+        // md empties its PPL area on a device it adds: whatever is there is not this array's
+        // log, and a start of md's must never replay it.
+        if self.info.md_ppl.is_some() {
+            crate::md_ppl::empty_area(p, meta.base())
+                .map_err(|e| refuse(format!("emptying md's PPL area: {e}")))?;
+        }
+        Ok(d)
     }
 
     /// Queues check or repair (md's sync_action), refused while one is queued or running.

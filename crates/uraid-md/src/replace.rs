@@ -5,52 +5,28 @@
 //!
 //! - Y fails, or its superblock cannot be written: the replacement is given up, Y is marked
 //!   faulty, X stays.
-//! - X fails during the copy: Y takes the slot as a member being recovered from where the copy
-//!   got to (md does the same), and a recovery rebuilds the rest.
+//! - X fails during the copy: Y takes the slot as a member being recovered; it is in sync
+//!   below where the copy got to except where bitmap bits are set (without a bitmap it is
+//!   rebuilt whole), and a recovery rebuilds the rest.
 //! - A degraded array is refused: md would put Y into the empty slot instead, which `add` does.
 
 use crate::array::{Inner, MdError};
-use crate::members::{SlotSource, device_size_bytes};
-use crate::meta::{Device, Metadata, Role};
+use crate::members::SlotSource;
+use crate::meta::{Metadata, Role};
 use crate::runner::Action;
-use std::path::PathBuf;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
-use uraid_io::{FileIdentity, ReplacementMode};
+use uraid_io::ReplacementMode;
 
 impl Inner {
     /// md's --replace with --with.
     pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
-        let p = PathBuf::from(with);
         let refuse = |m: String| MdError::Member { path: with.to_owned(), message: m };
-        let (size, id) = std::fs::File::open(&p)
-            .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
-            .map_err(|e| refuse(format!("cannot open: {e}")))?;
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let size = self.check_joining(&meta, with)?;
         let slot = self.replaceable(&meta, member)?;
-        if let Some(d) = meta.devices.iter().find(|d| d.path == p || d.is(id)) {
-            let how = if d.path == p { String::new() } else { format!(" as {}", d.path.display()) };
-            return Err(refuse(format!("already a member of this array{how}")));
-        }
-        let need = self.info.data_offset_sectors + self.info.member_sectors;
-        if size / 512 < need {
-            return Err(refuse(format!(
-                "too small: {} sectors, the array needs {need} (data offset {} + {})",
-                size / 512,
-                self.info.data_offset_sectors,
-                self.info.member_sectors
-            )));
-        }
-        let dev_number = meta.free_dev_number();
-        let uuid = crate::ops::random_uuid().map_err(|e| refuse(format!("no device UUID: {e}")))?;
-        let data_size = size / 512 - self.info.data_offset_sectors;
-        let mut d = Device::open(&p, dev_number, uuid, Role::Replacement(slot), data_size)
-            .map_err(|e| refuse(format!("cannot open for writing: {e}")))?;
+        let mut d = self.open_joining(&meta, with, size, Role::Replacement(slot))?;
         d.recovery_offset = Some(0);
-        if self.info.md_ppl.is_some() {
-            crate::md_ppl::empty_area(&p, meta.base())
-                .map_err(|e| refuse(format!("emptying md's PPL area: {e}")))?;
-        }
         // Its superblock first: the runtime's instances of it check that they open a member.
         meta.devices.push(d);
         self.commit_locked(&mut meta);

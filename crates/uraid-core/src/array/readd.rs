@@ -22,7 +22,8 @@ impl Array {
     /// member must be recovered whole (`start_recovery`).
     pub fn start_readd(&mut self, member: DiskIndex) -> Option<Vec<(u64, u64)>> {
         let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
-        self.readd_below(member, member_sectors)
+        let ranges = self.bitmap_ranges_below(member_sectors)?;
+        Some(self.recover_stale(member, ranges))
     }
 
     /// md's replace, when the member being replaced fails: the new device takes its place,
@@ -38,18 +39,25 @@ impl Array {
         self.replacing[member.get()] = false;
         let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
         let front = front.0.min(member_sectors);
-        let mut ranges = self.readd_below(member, front)?;
+        let mut ranges = self.bitmap_ranges_below(front)?;
         match ranges.last_mut() {
             Some(last) if last.0 + last.1 == front => last.1 = member_sectors - last.0,
             _ if front < member_sectors => ranges.push((front, member_sectors - front)),
             _ => {}
         }
-        self.stale[member.get()] = Some(ranges.clone());
-        Some(ranges)
+        Some(self.recover_stale(member, ranges))
     }
 
-    /// Starts `member`'s recovery as a re-add, stale where bits are set below `limit`.
-    fn readd_below(&mut self, member: DiskIndex, limit: u64) -> Option<Vec<(u64, u64)>> {
+    /// Starts `member`'s recovery, in sync at once outside `ranges`; returns them.
+    fn recover_stale(&mut self, member: DiskIndex, ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+        self.start_recovery(member, Sector(0));
+        self.stale[member.get()] = Some(ranges.clone());
+        ranges
+    }
+
+    /// The member-sector ranges below `limit` whose bitmap bits are set or wanted (None
+    /// without a bitmap).
+    fn bitmap_ranges_below(&self, limit: u64) -> Option<Vec<(u64, u64)>> {
         let wi = self.write_intent.as_ref()?;
         let chunk_sectors = wi.chunk_sectors();
         let mut ranges: Vec<(u64, u64)> = Vec::new();
@@ -62,8 +70,6 @@ impl Array {
                 _ => {}
             }
         }
-        self.start_recovery(member, Sector(0));
-        self.stale[member.get()] = Some(ranges.clone());
         Some(ranges)
     }
 

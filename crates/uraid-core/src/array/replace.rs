@@ -62,13 +62,19 @@ impl Array {
     pub(super) fn replace_reads(&self, id: HeadId) -> Vec<DiskIndex> {
         let lost = self.lost(id);
         let targets = self.replacing_here(id);
+        let rebuild = self.replaced_block_unread(id, &targets, &lost);
         let head = self.cache.head(id);
-        let rebuild = targets.iter().any(|t| lost[t.get()] && !head.devs[t.get()].uptodate);
         (0..lost.len())
             .filter(|&m| !lost[m] && !head.devs[m].uptodate)
             .filter(|&m| rebuild || targets.contains(&DiskIndex(m as u16)))
             .map(|m| DiskIndex(m as u16))
             .collect()
+    }
+
+    /// Whether a block of `targets` failed to read here and is not rebuilt yet.
+    fn replaced_block_unread(&self, id: HeadId, targets: &[DiskIndex], lost: &[bool]) -> bool {
+        let head = self.cache.head(id);
+        targets.iter().any(|t| lost[t.get()] && !head.devs[t.get()].uptodate)
     }
 
     /// The batch has what it copies: rebuild a block whose read failed, then copy-write.
@@ -80,8 +86,7 @@ impl Array {
             return;
         }
         let targets = self.replacing_here(id);
-        let lost = self.lost(id);
-        if targets.iter().any(|t| lost[t.get()] && !self.cache.head(id).devs[t.get()].uptodate) {
+        if self.replaced_block_unread(id, &targets, &self.lost(id)) {
             self.rebuild_lost_blocks(id);
         }
         // The member's own bad block stays as it is: the member is leaving.

@@ -187,10 +187,7 @@ impl Array {
                 self.state(id).writes_done = true;
                 return;
             }
-            if self.replacing_here(id).is_empty() {
-                self.state(id).writes_done = true;
-                return;
-            }
+            // None being replaced here: no reads, and `copy_to_replacements` has nothing.
             self.replace_reads(id)
         } else {
             let head = self.cache.head(id);
