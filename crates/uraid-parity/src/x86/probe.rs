@@ -1,8 +1,8 @@
 //! Is a stripe in a cache? One load timed with the TSC. The kernels ask this of their first
-//! source's first line (with the other sources' first lines prefetched alongside) to choose
-//! between ordinary and non-temporal stores (see `generic.rs`): the size of a call cannot tell a stripe that the
-//! caller just wrote (in cache) from one that it streams through (in DRAM), and each kind of
-//! store costs the other case 2x or 20%.
+//! source's first line (then prefetch the other sources' first lines) to choose between
+//! ordinary and non-temporal stores (see `generic.rs`): the size of a call cannot tell a stripe
+//! that the caller just wrote (in cache) from one that it streams through (in DRAM), and each
+//! kind of store costs the other case 2x or 20%.
 //!
 //! On the Zen 3 VM where this was measured (a 10 ns TSC granularity), the probe of a line in
 //! L1 read 49-98 ticks at 2.445 ticks/ns, an L3 hit no more, a miss to DRAM 300-2000. The limit
@@ -19,7 +19,7 @@ const MISS_NS: u64 = 45;
 /// TSC ticks above which a probe missed the caches; 0 until measured.
 static MISS_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// Ticks from just before to just after loading `p` while prefetching `also`.
+/// Ticks from just before to just after loading `p`; then prefetches `also`.
 ///
 /// SAFETY: `p` must be readable; `also` may point anywhere (prefetches cannot fault).
 #[inline(always)]
@@ -33,12 +33,17 @@ unsafe fn ticks(p: *const u8, also: impl Iterator<Item = *const u8>) -> u64 {
         _mm_lfence();
         let start = _rdtsc();
         _mm_lfence();
+        std::hint::black_box(std::ptr::read_volatile(p));
+        _mm_lfence();
+        let took = _rdtsc().wrapping_sub(start);
+        // Not inside the timed interval: prefetches of lines in a slow cache hold the line fill
+        // buffers, and the timed load queues behind them. On the Xeon VM with its neighbours
+        // busy, a 16 x 64 KiB stripe in L2 read as a miss in 90% of the probes that way
+        // (41-96% at 8 wide), against 0.5-4% with the prefetches after.
         for a in also {
             _mm_prefetch::<_MM_HINT_T0>(a.cast());
         }
-        std::hint::black_box(std::ptr::read_volatile(p));
-        _mm_lfence();
-        _rdtsc().wrapping_sub(start)
+        took
     }
 }
 
@@ -63,8 +68,8 @@ fn calibrate() -> u64 {
     limit
 }
 
-/// Whether the line at `p` answered from a cache (with the lines at `also` prefetched during
-/// the same interval, so that their misses overlap the probe's instead of following it).
+/// Whether the line at `p` answered from a cache. The lines at `also`, which the caller reads
+/// first, are prefetched right after it.
 ///
 /// SAFETY: `p` must be readable.
 #[inline(always)]
