@@ -32,6 +32,8 @@ pub struct BadBlockList {
     /// Whether `bad` is non-empty: reads look only then (no lock on a healthy member).
     listed: AtomicBool,
     recording: Option<Recording>,
+    /// Whether failed writes are listed now (see `set_listing`).
+    listing: AtomicBool,
 }
 
 struct Recording {
@@ -72,7 +74,16 @@ impl BadBlockList {
             listed: AtomicBool::new(!bad.is_empty()),
             state: Mutex::new(ListState { durable: bad.clone(), bad }),
             recording,
+            listing: AtomicBool::new(true),
         })
+    }
+
+    /// Pauses (`false`) or resumes the listing of failed writes, for a recording list. A
+    /// device being copied onto as a replacement lists nothing: md gives a replacement up at
+    /// its first failed write, since the copy must be whole; once it holds the slot it is a
+    /// member like the others.
+    pub fn set_listing(&self, on: bool) {
+        self.listing.store(on, Ordering::Release);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, ListState> {
@@ -102,9 +113,10 @@ impl BadBlockList {
         self.listed.store(!st.bad.is_empty(), Ordering::Release);
     }
 
-    /// Whether a failed write of `span` would be listed (recording, in the data area).
+    /// Whether a failed write of `span` would be listed (recording, listing, in the data area).
     fn listable(&self, span: &Range<u64>) -> bool {
         self.recording.as_ref().is_some_and(|rec| span.start >= rec.from_byte)
+            && self.listing.load(Ordering::Acquire)
     }
 
     /// A write of `span` failed: lists it durably if the log can take it (the write then
@@ -374,5 +386,20 @@ mod tests {
         assert!(run(&mut m, IoRequest::write(3, 32768, &data, false)).is_err(), "no room");
         assert_eq!(list.durable(), vec![8192..16384]);
         assert_eq!(log.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_paused_list_leaves_the_write_failed_until_resumed() {
+        let (list, log) = recording(4);
+        let mut faulty = crate::Faulty::new(MemoryMember::new("m", 1 << 20), 1);
+        faulty.fail_writes(8192..16384);
+        let mut m = KnownBad::new(faulty, list.clone());
+        let data = vec![5u8; 4096];
+        list.set_listing(false);
+        assert!(run(&mut m, IoRequest::write(1, 8192, &data, false)).is_err(), "a replacement's");
+        assert!(list.bad().is_empty() && log.lock().unwrap().is_empty());
+        list.set_listing(true);
+        assert!(run(&mut m, IoRequest::write(2, 8192, &data, false)).is_ok(), "a member's");
+        assert_eq!(list.bad(), vec![8192..12288]);
     }
 }

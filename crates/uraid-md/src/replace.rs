@@ -27,10 +27,15 @@ impl Inner {
         let slot = self.replaceable(&meta, member)?;
         let mut d = self.open_joining(&meta, with, size, Role::Replacement(slot))?;
         d.recovery_offset = Some(0);
-        // Its superblock first: the runtime's instances of it check that they open a member.
         meta.devices.push(d);
-        self.commit_locked(&mut meta);
         let i = meta.devices.len() - 1;
+        // Its list, for when it holds the slot (`add` attaches one the same way).
+        if let Err(e) = meta.attach_bad_blocks() {
+            meta.devices.remove(i);
+            return Err(refuse(format!("its bad block log: {e}")));
+        }
+        // Its superblock first: the runtime's instances of it check that they open a member.
+        self.commit_locked(&mut meta);
         if let Err(e) = self.start_replacing(&mut meta, i, slot) {
             meta.devices.remove(i);
             self.commit_locked(&mut meta);
@@ -108,6 +113,9 @@ impl Inner {
         slot: u32,
     ) -> Result<(), uraid_runtime::RuntimeError> {
         let device = &meta.devices[i];
+        if let Some(list) = &device.bad_blocks {
+            list.set_listing(false);
+        }
         let mut paths = vec![None; self.info.raid_disks as usize];
         paths[slot as usize] = Some(device.path.clone());
         let mut source = SlotSource::new(paths, self.file_options);
@@ -155,6 +163,7 @@ impl Inner {
             self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
             return;
         }
+        Self::list_from_now_on(&meta, slot);
         control.set_mode(ReplacementMode::New);
         self.runtime.end_replacement(slot as usize);
         for d in &mut meta.devices {
@@ -201,6 +210,7 @@ impl Inner {
             self.replacement_given_up(meta, slot);
             return None;
         }
+        Self::list_from_now_on(meta, slot);
         control.set_mode(ReplacementMode::New);
         let d = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot))?;
         let front = d.recovery_offset.unwrap_or(0);
@@ -209,6 +219,15 @@ impl Inner {
         let ranges = self.runtime.take_over_replacement(slot as usize, front);
         d.bitmap_recovery = ranges.is_some();
         Some(Action::Recover { slot, ranges })
+    }
+
+    /// The replacement of `slot` is about to hold the slot: its failed writes are listed from
+    /// now on, as any member's (before its writes stop going to the old device too).
+    fn list_from_now_on(meta: &Metadata, slot: u32) {
+        let new = meta.devices.iter().find(|d| d.role == Role::Replacement(slot));
+        if let Some(list) = new.and_then(|d| d.bad_blocks.as_ref()) {
+            list.set_listing(true);
+        }
     }
 
     fn abort_if_running(&self, action: &Action) {

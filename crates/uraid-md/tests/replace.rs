@@ -6,10 +6,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use uraid_format::{DevRole, Level, feature};
-use uraid_io::{Faulty, Member};
-use uraid_md::members::MemberFaults;
+use uraid_io::{
+    Faulty, IoCompletion, IoFailure, IoOp, IoRequest, Member, MemberCounters, MemberInfo,
+};
+use uraid_md::members::{MemberFaults, known_bad_bytes};
 use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
@@ -337,4 +340,101 @@ fn without_a_device_named_a_hot_spare_replaces_the_member() {
     drop(rt);
     md.stop().unwrap();
     assert_eq!(superblock(&spare).role(), DevRole::Active(5));
+}
+
+/// Writes overlapping `bytes` fail once `armed` is set (the test arms it after the swap).
+struct FailsWritesWhenArmed<M: Member> {
+    inner: M,
+    bytes: std::ops::Range<u64>,
+    armed: Arc<AtomicBool>,
+    failed: Vec<IoCompletion>,
+}
+
+impl<M: Member> Member for FailsWritesWhenArmed<M> {
+    fn info(&self) -> &MemberInfo {
+        self.inner.info()
+    }
+
+    fn counters(&self) -> &Arc<MemberCounters> {
+        self.inner.counters()
+    }
+
+    unsafe fn submit(&mut self, req: IoRequest) {
+        let span = req.offset_bytes..req.end_bytes();
+        let hits = span.start < self.bytes.end && self.bytes.start < span.end;
+        if matches!(req.op, IoOp::Write { .. }) && hits && self.armed.load(Ordering::Acquire) {
+            self.counters().record_submit(req.op, req.len_bytes);
+            self.counters().record_error();
+            let result = Err(IoFailure::Injected("armed write fault"));
+            self.failed.push(IoCompletion { tag: req.tag, result });
+            return;
+        }
+        // SAFETY: forwarded: our caller's contract is the inner member's.
+        unsafe { self.inner.submit(req) };
+    }
+
+    fn flush_submissions(&mut self) -> std::io::Result<()> {
+        self.inner.flush_submissions()
+    }
+
+    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> std::io::Result<()> {
+        let failed = !self.failed.is_empty();
+        out.append(&mut self.failed);
+        self.inner.reap(out, wait && !failed)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight() + self.failed.len()
+    }
+
+    fn next_due_ns(&self) -> Option<u64> {
+        if self.failed.is_empty() { self.inner.next_due_ns() } else { Some(0) }
+    }
+}
+
+/// Once the new device holds the slot, a write it refuses is listed in its bad block log and
+/// it stays in the array, as `add`'s devices and the assembled ones do (it once failed). While
+/// it is being copied onto, a failed write gives the replacement up instead (md's rule, and
+/// `a_replacement_that_fails_leaves_the_member`).
+#[test]
+fn the_new_device_lists_a_refused_write_once_it_holds_the_slot() {
+    let dir = tempdir("replace-bad-blocks");
+    let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
+    let bad =
+        DATA_OFFSET_SECTORS * 512 + (1 << 20)..DATA_OFFSET_SECTORS * 512 + (1 << 20) + (64 << 10);
+    let armed = Arc::new(AtomicBool::new(false));
+    let faults = {
+        let (armed, bad) = (armed.clone(), bad.clone());
+        MemberFaults(Arc::new(move |_slot, file| {
+            if file.info().name.ends_with("new.img") {
+                let (bytes, armed) = (bad.clone(), armed.clone());
+                let failed = Vec::new();
+                Box::new(FailsWritesWhenArmed { inner: file, bytes, armed, failed })
+                    as Box<dyn Member>
+            } else {
+                Box::new(file) as Box<dyn Member>
+            }
+        }))
+    };
+    let options = MdOptions { member_faults: Some(faults), ..MdOptions::default() };
+    let md = MdArray::assemble(&paths, &options).unwrap();
+    let rt = md.runtime().clone();
+    let size = rt.size_bytes() as usize;
+    rt.write_at(0, &fill(11, size)).unwrap();
+    let with = new_device(dir.path(), "new.img");
+    md.replace("1", &with.display().to_string()).unwrap();
+    let result = md.wait_sync_idle(WAIT).expect("the copy ran");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("replace", "done"));
+    md.remove(&paths[1].display().to_string()).unwrap();
+    armed.store(true, Ordering::Release);
+    let model = fill(12, size);
+    rt.write_at(0, &model).unwrap();
+    let st = md.status();
+    assert!(!st.degraded, "{st:?}");
+    let new = st.members.iter().find(|m| m.path == with.display().to_string()).unwrap();
+    assert_eq!((new.slot, new.state.as_str(), new.bad_sectors), (Some(1), "active sync", 128));
+    assert_eq!(known_bad_bytes(&with).unwrap(), vec![bad], "durable in its log");
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "read around the listed range");
+    drop(rt);
+    md.stop().unwrap();
 }
