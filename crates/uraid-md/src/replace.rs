@@ -143,25 +143,26 @@ impl Inner {
     }
 
     /// The copy has passed the end (and is durable): the new device takes the slot, the old
-    /// one is marked faulty (md's "replaced"), to be removed.
-    pub(crate) fn replacement_done(&self, slot: u32) {
+    /// one is marked faulty (md's "replaced"), to be removed. False if the new device failed
+    /// first: the replacement is given up instead.
+    pub(crate) fn replacement_done(&self, slot: u32) -> bool {
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(control) =
             self.replacements.lock().unwrap_or_else(PoisonError::into_inner).remove(&slot)
         else {
-            return;
+            return true;
         };
         if control.failure().is_some() {
             self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
             self.replacement_given_up(&mut meta, slot);
             self.commit_locked(&mut meta);
-            return;
+            return false;
         }
         if self.runtime.failed_members().contains(&(slot as usize)) {
             // The member failed as the copy ended: the monitor hands over (`member_failed`),
             // which a swap here would turn into failing the new device.
             self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
-            return;
+            return true;
         }
         Self::list_from_now_on(&meta, slot);
         control.set_mode(ReplacementMode::New);
@@ -177,6 +178,7 @@ impl Inner {
             }
         }
         self.commit_locked(&mut meta);
+        true
     }
 
     /// The new device failed (or its superblock could not be written): it is marked faulty

@@ -209,7 +209,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         }
         Err(e) => (format!("failed: {e}"), 0, 0.0),
     };
-    finish(inner, action, &outcome);
+    let outcome = finish(inner, action, outcome);
     let (found, count) = rt.mismatches();
     let mismatch_sectors = count - mismatches_before;
     SyncResult {
@@ -224,8 +224,10 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
 }
 
 /// What an action's end records: parity made durable after a resync, a recovery's or a
-/// replacement's end in the superblocks (or its progress, when it stopped short).
-fn finish(inner: &Inner, action: &Action, outcome: &str) {
+/// replacement's end in the superblocks (or its progress, when it stopped short). Returns
+/// the outcome to report: a replacement given up here did not end "done", whatever the walk
+/// found (its windows may all have been under way before the new device's failure showed).
+fn finish(inner: &Inner, action: &Action, outcome: String) -> String {
     let rt = &inner.runtime;
     let end = inner.info.member_sectors;
     if let Action::Resync { .. } = action {
@@ -245,16 +247,22 @@ fn finish(inner: &Inner, action: &Action, outcome: &str) {
         }
     }
     if let Action::Replace { slot } = action {
-        if inner.replacement_failed(*slot) {
+        let given_up = if inner.replacement_failed(*slot) {
             let mut meta = inner.meta.lock().unwrap_or_else(PoisonError::into_inner);
             inner.replacement_given_up(&mut meta, *slot);
             inner.commit_locked(&mut meta);
+            true
         } else if outcome == "done" && rt.flush().is_ok() {
-            inner.replacement_done(*slot);
+            !inner.replacement_done(*slot)
         } else {
             inner.commit();
+            false
+        };
+        if given_up {
+            return "failed: the new device failed; the replacement is given up".to_owned();
         }
     }
+    outcome
 }
 
 /// Where mismatches were found (since the array started: the engine keeps the first ones).
