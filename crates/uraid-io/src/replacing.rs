@@ -13,13 +13,19 @@
 //! A failed replacement never fails the member: its errors are recorded in the control (the
 //! lifecycle layer gives the replacement up) and the request completes with the member's
 //! result; a copy-write completes as written.
+//!
+//! A read the member fails below where the copy has got to (`set_copied_below`) is read again
+//! from the replacement, as md reads from a replacement below its recovery offset: there it
+//! holds every block, copied or written to both. It matters where parity cannot answer (the
+//! array degraded during the copy, the member being replaced with bad sectors, which is why
+//! it is replaced). Should the replacement fail that read too, the member's error stands.
 
 use crate::counters::MemberCounters;
 use crate::member::{IoCompletion, IoFailure, IoOp, IoRequest, Member, MemberInfo};
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 /// Where a replacing member's I/O goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +44,8 @@ pub struct ReplacementControl {
     mode: AtomicU8,
     failed: AtomicBool,
     error: std::sync::Mutex<Option<IoFailure>>,
+    /// Device bytes below which the replacement holds every block.
+    copied_below: AtomicU64,
 }
 
 impl ReplacementControl {
@@ -57,6 +65,17 @@ impl ReplacementControl {
 
     pub fn set_mode(&self, mode: Mode) {
         self.mode.store(mode as u8, Ordering::Release);
+    }
+
+    /// The replacement holds every block below device byte `byte` (the copy's progress, its
+    /// blocks written): the member's failed reads there are read from it. Never moves back.
+    pub fn set_copied_below(&self, byte: u64) {
+        self.copied_below.fetch_max(byte, Ordering::AcqRel);
+    }
+
+    #[must_use]
+    pub fn copied_below(&self) -> u64 {
+        self.copied_below.load(Ordering::Acquire)
     }
 
     /// Whether an I/O to the replacement failed (its first error, if so).
@@ -90,6 +109,12 @@ pub struct Replacing {
     /// Tags sent to the replacement alone in `Mode::Both` (copy-writes): they complete as
     /// written whatever it answers.
     copies: HashSet<u64>,
+    /// Reads sent to the member below the copy's progress: the replacement can answer them
+    /// if the member fails them.
+    rereadable: HashMap<u64, IoRequest>,
+    /// Reads the member failed, sent to the replacement: the member's error, which stands if
+    /// the replacement fails them too.
+    reread: HashMap<u64, IoFailure>,
     ready: Vec<IoCompletion>,
     scratch: Vec<IoCompletion>,
     /// Requests taken and not yet handed back.
@@ -113,6 +138,8 @@ impl Replacing {
             control,
             pairs: HashMap::new(),
             copies: HashSet::new(),
+            rereadable: HashMap::new(),
+            reread: HashMap::new(),
             ready: Vec::new(),
             scratch: Vec::new(),
             outstanding,
@@ -123,12 +150,46 @@ impl Replacing {
         self.ready.push(IoCompletion { tag, result });
     }
 
+    /// Whether a read the member failed is read again from the replacement.
+    fn usable_for_reads(&self) -> bool {
+        self.new.is_some() && self.control.failure().is_none() && self.control.mode() != Mode::Old
+    }
+
+    /// Sends a read the member failed to the replacement; false if it cannot take it.
+    fn reread(&mut self, req: IoRequest, member_error: IoFailure) -> bool {
+        if !self.usable_for_reads() {
+            return false;
+        }
+        let tag = req.tag;
+        let new = self.new.as_mut().expect("checked");
+        // SAFETY: the caller's contract for this read holds until we complete it, which we
+        // have not: its buffer is still ours to fill.
+        unsafe { new.submit(req) };
+        if let Err(e) = new.flush_submissions() {
+            // It still completes (with an error) through reap.
+            self.control.fail(IoFailure::Os { errno: e.raw_os_error().unwrap_or(libc::EIO) });
+        }
+        self.reread.insert(tag, member_error);
+        true
+    }
+
     /// Handles what one side returned.
     fn take(&mut self, from_new: bool) {
         let done = std::mem::take(&mut self.scratch);
         for c in &done {
             if from_new && c.result.is_err() {
                 self.control.fail(c.result.clone().expect_err("an error"));
+            }
+            if from_new && let Some(member_error) = self.reread.remove(&c.tag) {
+                self.complete(c.tag, c.result.clone().map_err(|_| member_error));
+                continue;
+            }
+            if !from_new
+                && let Some(req) = self.rereadable.remove(&c.tag)
+                && let Err(e) = &c.result
+                && self.reread(req, e.clone())
+            {
+                continue;
             }
             if let Some(p) = self.pairs.get_mut(&c.tag) {
                 if !from_new {
@@ -226,6 +287,13 @@ impl Member for Replacing {
                 unsafe { new.submit(req) };
             }
             (true, false) => {
+                if req.op == IoOp::Read
+                    && mode == Mode::Both
+                    && new_ok
+                    && req.end_bytes() <= self.control.copied_below()
+                {
+                    self.rereadable.insert(tag, req.clone());
+                }
                 let old = self.old.as_mut().expect("the member in this mode");
                 // SAFETY: forwarded: our caller's contract is the member's.
                 unsafe { old.submit(req) };

@@ -123,3 +123,30 @@ fn a_member_error_is_the_request_s_and_in_flight_io_survives_the_wrap() {
     assert!(run(&mut r, IoRequest::write(1, 0, &data, false)).result.is_err());
     assert!(control.failure().is_none(), "the member's error, not the replacement's");
 }
+
+/// md reads from a replacement below its recovery offset: a read the member fails there is
+/// read again from the replacement; above it, or with the replacement failing it too, the
+/// member's error stands (and a failing replacement is given up).
+#[test]
+fn a_read_the_member_fails_below_the_copy_comes_from_the_replacement() {
+    let mut old = Faulty::new(MemoryMember::on("old", shared(1)), 1);
+    old.fail_reads(0..4096);
+    old.fail_reads(8192..12288);
+    old.fail_reads(32768..36864);
+    let mut new = Faulty::new(MemoryMember::on("new", shared(2)), 2);
+    new.fail_reads(8192..12288);
+    let control = ReplacementControl::new();
+    let mut r = Replacing::new(Box::new(old), Box::new(new), control.clone());
+    let mut buf = vec![0u8; 4096];
+    assert!(run(&mut r, IoRequest::read(1, 0, &mut buf)).result.is_err(), "nothing copied yet");
+    control.set_copied_below(16384);
+    assert!(run(&mut r, IoRequest::read(2, 0, &mut buf)).result.is_ok());
+    assert!(buf.iter().all(|b| *b == 2), "from the replacement");
+    assert!(run(&mut r, IoRequest::read(3, 4096, &mut buf)).result.is_ok());
+    assert!(buf.iter().all(|b| *b == 1), "the member's good blocks from the member");
+    assert!(run(&mut r, IoRequest::read(4, 32768, &mut buf)).result.is_err(), "beyond the copy");
+    assert!(control.failure().is_none());
+    assert!(run(&mut r, IoRequest::read(5, 8192, &mut buf)).result.is_err(), "failed by both");
+    assert!(control.failure().is_some(), "the replacement is given up");
+    assert!(run(&mut r, IoRequest::read(6, 0, &mut buf)).result.is_err(), "not asked again");
+}

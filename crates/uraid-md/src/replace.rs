@@ -122,11 +122,19 @@ impl Inner {
         source.faults.clone_from(&self.member_faults);
         source.bad_blocks[slot as usize].clone_from(&device.bad_blocks);
         let control = self.runtime.start_replacement(slot as usize, &source)?;
+        // Resumed after a stop: what it holds already (reads the member fails there come
+        // from it).
+        control.set_copied_below(self.copied_byte(device.recovery_offset.unwrap_or(0)));
         self.replacements.lock().unwrap_or_else(PoisonError::into_inner).insert(slot, control);
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         q.pending.push_back(Action::Replace { slot });
         self.wake.notify_all();
         Ok(())
+    }
+
+    /// The device byte of member sector `sector` (past the data offset).
+    fn copied_byte(&self, sector: u64) -> u64 {
+        (self.info.data_offset_sectors + sector) * 512
     }
 
     /// Whether the replacement of `slot` has failed (an I/O error on the new device).
@@ -135,7 +143,13 @@ impl Inner {
         r.get(&slot).is_some_and(|c| c.failure().is_some())
     }
 
+    /// The copy of `slot` has got to member sector `sector` (its blocks written, not yet
+    /// durable: enough to read them back).
     pub(crate) fn note_replace(&self, slot: u32, sector: u64) {
+        if let Some(c) = self.replacements.lock().unwrap_or_else(PoisonError::into_inner).get(&slot)
+        {
+            c.set_copied_below(self.copied_byte(sector));
+        }
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot)) {
             d.recovery_offset = Some(sector);

@@ -438,3 +438,45 @@ fn the_new_device_lists_a_refused_write_once_it_holds_the_slot() {
     drop(rt);
     md.stop().unwrap();
 }
+
+/// The member being replaced has bad sectors (why it is replaced) and another member fails
+/// during the copy: parity cannot rebuild those sectors any more, but below where the copy has
+/// got to the new device holds them, and reads come from it (md's reads from a replacement
+/// below its recovery offset). uraid once returned read errors there.
+#[test]
+fn a_degraded_read_the_member_fails_below_the_copy_comes_from_the_new_device() {
+    let dir = tempdir("replace-reread");
+    let paths = make_array_at(dir.path(), Level::Raid5, 4, None);
+    let data = DATA_OFFSET_SECTORS * 512;
+    let faults = MemberFaults(Arc::new(move |_slot, file| {
+        let bad = file.info().name.ends_with("m1.img");
+        let mut f = Faulty::new(file, 1);
+        if bad {
+            f.fail_reads(data..data + (64 << 10));
+        }
+        Box::new(f) as Box<dyn Member>
+    }));
+    let options = MdOptions { member_faults: Some(faults), speed: slow(), ..MdOptions::default() };
+    let md = MdArray::assemble(&paths, &options).unwrap();
+    let rt = md.runtime().clone();
+    let size = rt.size_bytes() as usize;
+    let model = fill(13, size);
+    rt.write_at(0, &model).unwrap();
+    let with = new_device(dir.path(), "new.img");
+    let w = with.display().to_string();
+    md.replace(&paths[1].display().to_string(), &w).unwrap();
+    let copied = |md: &MdArray| {
+        let st = md.status();
+        let new = st.members.iter().find(|m| m.path == w).cloned();
+        new.and_then(|m| m.recovery_offset_sectors).unwrap_or(0)
+    };
+    assert!(wait_for(|| copied(&md) >= 128), "the copy passed the bad sectors");
+    rt.fail_member(2);
+    assert!(wait_for(|| md.status().degraded));
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "degraded, the bad sectors from the copy");
+    let st = md.status();
+    let new = st.members.iter().find(|m| m.path == w).unwrap();
+    assert_eq!(new.state, "replacement", "still copying: read from the pair, {st:?}");
+    drop(rt);
+    md.stop().unwrap();
+}
