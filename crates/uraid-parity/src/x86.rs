@@ -25,10 +25,7 @@ macro_rules! backend_module {
                     // SAFETY: the caller checked the CPU features this module is compiled for.
                     return unsafe { xor_4(dst, [a, b, c, d], stream) };
                 }
-                if !acc
-                    && dst.len() < generic::NT_MIN_BYTES
-                    && let [a, b, c, d, e, f, g, h] = srcs
-                {
+                if !acc && let [a, b, c, d, e, f, g, h] = srcs {
                     // SAFETY: as above.
                     return unsafe { xor_8(dst, [a, b, c, d, e, f, g, h], stream) };
                 }
@@ -49,8 +46,10 @@ macro_rules! backend_module {
             /// general loop walk a slice of sources in every group. On a Zen 5 machine, three
             /// runs each alternated with the loops before: 4 x 4 KiB in L1 1.35-1.38x ISA-L ->
             /// 1.69-1.70x, 4 x 1 MiB in L3 0.97-1.04x -> 1.02-1.03x, 4 x 64 KiB in L2 0.94x ->
-            /// 0.95x; 8 x 4 KiB 1.19-1.23x -> 1.63-1.67x. 8 sources of 16 KiB and more keep the
-            /// general loop (8 x 64 KiB in L2 0.98x there, 0.92-1.02x here).
+            /// 0.95x; 8 x 4 KiB 1.19-1.23x -> 1.63-1.67x. 8 sources of 16 KiB and more kept
+            /// the general loop there (8 x 64 KiB in L2 0.98x with it, 0.92-1.02x with this);
+            /// on an Intel Xeon (Sapphire Rapids class) VM this one is faster: 8 x 64 KiB in L2
+            /// 0.99-1.04x -> 1.06-1.10x (three runs alternated), 8 x 1 MiB and streamed level.
             #[target_feature(enable = $features)]
             #[inline(never)]
             unsafe fn xor_4(dst: &mut [u8], srcs: [&[u8]; 4], stream: bool) {

@@ -54,8 +54,8 @@ proptest! {
         xor_case(n, len, skew, seed, acc)?;
     }
 
-    /// Up to 4 sources take a loop of their own (`xor_few`), and so do exactly 4, and 8 on
-    /// blocks shorter than 16 KiB (`xor_4`, `xor_8`); the general geometry rarely draws them.
+    /// Up to 4 sources take a loop of their own (`xor_few`), and so do exactly 4 and 8
+    /// (`xor_4`, `xor_8`); the general geometry rarely draws them.
     #[test]
     fn xor_of_few_sources_matches_reference(
         n in prop_oneof![0usize..=5, Just(8usize)], len in prop_oneof![0usize..300, 300usize..20_000],
