@@ -117,10 +117,17 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
     let results = md_reads_in_the_vm(&scripts, &dir, &disks);
     let r = |key: &str| mdvm::result(&results, key).to_owned();
     assert_eq!(r("k.mismatch"), "0", "md's own replay leaves the stripes consistent");
-    // Failed once in about fifteen runs (the fifth session of 2026-11-26): md's own copy
-    // said resync_start 0. The job now prints md's kernel messages after that assemble, so
-    // that the next occurrence says why md chose to resync.
-    assert_eq!(r("k.resync"), "none", "md trusts its replay: no resync");
+    // md's own copy of the crashed array usually comes back replayed, with no resync; about
+    // one run in fifteen the kernel resyncs it instead (the fifth session of 2026-11-26 saw
+    // resync_start 0; the seventh, in CI, 2824 after "not clean -- starting background
+    // reconstruction", no replay message). That is the kernel's choice about its own array,
+    // not uraid's doing; a resync leaves the data as it is, so every comparison below holds
+    // either way, and the degraded copy (no resync possible) is where the replay shows.
+    let k_resync = r("k.resync");
+    if k_resync != "none" {
+        eprintln!("md resynced its own copy instead of trusting its replay ({k_resync})");
+    }
+    assert_eq!(r("kd.resync"), "none", "degraded, md has only its replay");
     assert_eq!(sha256(&healthy), r("k.sha"), "uraid reads what md reads after the same crash");
     assert_eq!(sha256(&degraded), r("kd.sha"), "and the same without the lost member");
     assert!(settled(&degraded) == settled(&healthy), "the replay closes the hole");
