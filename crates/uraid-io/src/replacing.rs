@@ -287,9 +287,9 @@ impl Member for Replacing {
                 unsafe { new.submit(req) };
             }
             (true, false) => {
+                // Here the mode is not New: `usable_for_reads` is the copy under way.
                 if req.op == IoOp::Read
-                    && mode == Mode::Both
-                    && new_ok
+                    && self.usable_for_reads()
                     && req.end_bytes() <= self.control.copied_below()
                 {
                     self.rereadable.insert(tag, req.clone());
