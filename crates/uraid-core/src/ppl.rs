@@ -10,14 +10,18 @@
 //! bitmap in the space md leaves before the data (see `uraid-md`), so arrays still move to the
 //! kernel unchanged (it ignores the log and keeps md's own behaviour).
 //!
-//! A log write ("generation") to one member is a 4 KiB header, then the partial parity blocks
-//! of its entries in entry order. Little endian throughout:
+//! A log write ("generation") to one member is a header, then the partial parity blocks of
+//! its entries in entry order. The header takes the whole sectors its entries need (one for
+//! up to six entries, at most eight; 4 KiB always before version 4): on a disk whose
+//! bandwidth is the limit every log byte is paid for, and a generation at depth 1 carries one
+//! entry. Little endian throughout:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 0..8 | magic `URAIDPPL` |
-//! | 8..12 | version (3; 2 before entries could be on any ring, 1 before rings wrapped) |
-//! | 12..16 | crc32c of the header with this field zero |
+//! | 8..12 | version (4; 3 before headers took only the sectors they need, 2 before entries
+//!   could be on any ring, 1 before rings wrapped) |
+//! | 12..16 | crc32c of the header (its whole sectors) with this field zero |
 //! | 16..32 | array UUID |
 //! | 32..40 | epoch: md's events when the array was assembled (orders runs) |
 //! | 40..48 | generation (orders log writes within a run) |
@@ -54,17 +58,26 @@ pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
 /// 2: rings may wrap (a version 1 reader, walking from the ring's start, would miss live
 /// generations, so it must not take these for its own). 3: an entry may be on any member's
 /// ring, not only its parity member's (a version 2 reader skipped such entries as misplaced).
-/// Older logs are read as before.
-pub const LOG_VERSION: u32 = 3;
+/// 4: a header takes only the sectors its entries need (before, always 4 KiB; a version 3
+/// reader would look for the first block 4 KiB on). Older logs are read as before.
+pub const LOG_VERSION: u32 = 4;
 const OLDEST_LOG_VERSION: u32 = 1;
-/// Bytes of a generation's header.
+/// Bytes of the largest header (every header before version 4).
 pub const LOG_HEADER_BYTES: usize = 4096;
+/// Sectors of the largest header: what the engine reserves when it does not yet know how
+/// many entries a header will hold.
 pub const LOG_HEADER_SECTORS: u64 = (LOG_HEADER_BYTES / 512) as u64;
 const ENTRY_BYTES: usize = 64;
 const ENTRIES_AT: usize = 96;
 /// Entries one header holds.
 pub const MAX_LOG_ENTRIES: usize = (LOG_HEADER_BYTES - ENTRIES_AT) / ENTRY_BYTES;
 const FLAG_Q: u32 = 1;
+
+/// Sectors of a header with `entries` entries (version 4 on): whole sectors, at least one.
+#[must_use]
+pub fn header_sectors(entries: usize) -> u64 {
+    (ENTRIES_AT + entries * ENTRY_BYTES).div_ceil(512) as u64
+}
 const FLAG_BLOCK: u32 = 2;
 const FLAG_MASKS: u32 = 4;
 const FLAG_RANGE: u32 = 8;
@@ -200,11 +213,11 @@ impl LogHeader {
         out
     }
 
-    /// The 4 KiB header, checksummed.
+    /// The header (`header_sectors` of its entries), checksummed.
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         assert!(self.entries.len() <= MAX_LOG_ENTRIES, "a header holds {MAX_LOG_ENTRIES}");
-        let mut b = vec![0u8; LOG_HEADER_BYTES];
+        let mut b = vec![0u8; header_sectors(self.entries.len()) as usize * 512];
         b[0..8].copy_from_slice(&LOG_MAGIC);
         b[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
         b[16..32].copy_from_slice(&self.uuid);
@@ -243,24 +256,35 @@ impl LogHeader {
     /// masks are read from the ring after the blocks (`scan_ring`).
     #[must_use]
     pub fn decode(b: &[u8]) -> Option<LogHeader> {
-        Self::decode_with_masks(b).map(|(h, _)| h)
+        Self::decode_with_masks(b).map(|(h, _, _)| h)
     }
 
-    fn decode_with_masks(b: &[u8]) -> Option<(LogHeader, Vec<Option<MaskInfo>>)> {
-        if b.len() < LOG_HEADER_BYTES
+    /// The header, what it says of its entries' sector masks, and its length in bytes.
+    fn decode_with_masks(b: &[u8]) -> Option<(LogHeader, Vec<Option<MaskInfo>>, usize)> {
+        if b.len() < 512
             || b[0..8] != LOG_MAGIC
             || !(OLDEST_LOG_VERSION..=LOG_VERSION).contains(&u32_at(b, 8))
         {
             return None;
         }
-        let mut copy = b[..LOG_HEADER_BYTES].to_vec();
+        // The count is read before the checksum is known to hold: bounded first, it only
+        // says how many sectors the checksum covers.
+        let count = u32_at(b, 60) as usize;
+        if count > MAX_LOG_ENTRIES {
+            return None;
+        }
+        let len =
+            if u32_at(b, 8) >= 4 { header_sectors(count) as usize * 512 } else { LOG_HEADER_BYTES };
+        if b.len() < len {
+            return None;
+        }
+        let mut copy = b[..len].to_vec();
         copy[12..16].fill(0);
         if crc32c::crc32c(&copy) != u32_at(b, 12) {
             return None;
         }
-        let count = u32_at(b, 60) as usize;
         let unit_sectors = u32_at(b, 56);
-        if count > MAX_LOG_ENTRIES || unit_sectors < 8 || !unit_sectors.is_power_of_two() {
+        if unit_sectors < 8 || !unit_sectors.is_power_of_two() {
             return None;
         }
         let mut masks = Vec::with_capacity(count);
@@ -298,14 +322,16 @@ impl LogHeader {
             members: b[64..96].try_into().expect("32 bytes"),
             entries,
         };
-        Some((header, masks))
+        Some((header, masks, len))
     }
 
-    /// Sectors the generation occupies: the header, its blocks and sector masks.
+    /// Sectors the generation occupies as this version writes it: the header, its blocks
+    /// and sector masks.
     #[must_use]
     pub fn sectors(&self) -> u64 {
         let unit = u64::from(self.unit_sectors);
-        LOG_HEADER_SECTORS + self.entries.iter().map(|e| e.stored_sectors(unit)).sum::<u64>()
+        header_sectors(self.entries.len())
+            + self.entries.iter().map(|e| e.stored_sectors(unit)).sum::<u64>()
     }
 }
 
@@ -351,9 +377,9 @@ pub struct RingScan {
 #[must_use]
 pub fn scan_ring(ring: &[u8], uuid: [u8; 16], member: DiskIndex) -> RingScan {
     let mut scan = RingScan { member, entries: Vec::new(), headers: Vec::new() };
-    for (at, h, masks) in ring_headers(ring, uuid) {
+    for (at, h, masks, len) in ring_headers(ring, uuid) {
         let unit = h.unit_sectors as usize * 512;
-        let mut block_at = at + LOG_HEADER_BYTES;
+        let mut block_at = at + len;
         for (e, mask) in h.entries.iter().zip(masks) {
             let mut block = match e.block_crc {
                 Some(crc) if block_at + unit <= ring.len() => {
@@ -407,11 +433,11 @@ pub fn magic_sectors(ring: &[u8]) -> Vec<usize> {
 fn ring_headers(
     ring: &[u8],
     uuid: [u8; 16],
-) -> impl Iterator<Item = (usize, LogHeader, Vec<Option<MaskInfo>>)> + '_ {
+) -> impl Iterator<Item = (usize, LogHeader, Vec<Option<MaskInfo>>, usize)> + '_ {
     magic_sectors(ring).into_iter().filter_map(move |at| {
-        let (h, masks) =
-            LogHeader::decode_with_masks(&ring[at..]).filter(|(h, _)| h.uuid == uuid)?;
-        Some((at, h, masks))
+        let (h, masks, len) =
+            LogHeader::decode_with_masks(&ring[at..]).filter(|(h, _, _)| h.uuid == uuid)?;
+        Some((at, h, masks, len))
     })
 }
 
@@ -645,13 +671,51 @@ mod tests {
         let h = header(9, 4, vec![entry(64, LogParity::Q, &[0, 255], &[1; 4096])]);
         let b = h.encode();
         assert_eq!(LogHeader::decode(&b), Some(h.clone()));
-        assert_eq!(h.sectors(), 16);
-        for at in [0, 13, 40, 100, 4095] {
+        assert_eq!((b.len(), h.sectors()), (512, 9), "one sector of header, then the block");
+        for at in [0, 13, 40, 100, 511] {
             let mut bad = b.clone();
             bad[at] ^= 1;
             assert_eq!(LogHeader::decode(&bad), None, "a flip at byte {at}");
         }
         assert_eq!(LogHeader::decode(&[0u8; 4096]), None);
+        assert_eq!(LogHeader::decode(&b[..511]), None, "cut off by the ring's end");
+        // Seven entries take two sectors, and the checksum covers both: a header whose first
+        // sector landed over an older second one (a torn write) is refused.
+        let seven: Vec<LogEntry> =
+            (0..7).map(|i| entry(8 * i, LogParity::P, &[1], &[1; 4096])).collect();
+        let h7 = header(9, 4, seven);
+        let b7 = h7.encode();
+        assert_eq!(b7.len(), 1024);
+        assert_eq!(LogHeader::decode(&b7), Some(h7.clone()));
+        let mut torn = b7.clone();
+        torn[512..].copy_from_slice(&[0x5a; 512]);
+        assert_eq!(LogHeader::decode(&torn), None);
+        assert_eq!(LogHeader::decode(&b7[..1023]), None);
+        let most = header(9, 4, vec![entry(0, LogParity::P, &[1], &[]); MAX_LOG_ENTRIES]);
+        assert_eq!(most.encode().len(), LOG_HEADER_BYTES, "the largest header");
+    }
+
+    /// A version 3 log (a 4 KiB header whatever it holds) is still read: its block is found
+    /// 4 KiB after the header.
+    #[test]
+    fn a_version_3_header_is_read_with_its_4k() {
+        let block = vec![6u8; 4096];
+        let h = header(5, 5, vec![entry(8, LogParity::P, &[1], &block)]);
+        let mut old = vec![0u8; LOG_HEADER_BYTES];
+        old[..512].copy_from_slice(&h.encode());
+        old[8..12].copy_from_slice(&3u32.to_le_bytes());
+        old[12..16].fill(0);
+        let crc = crc32c::crc32c(&old);
+        old[12..16].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(LogHeader::decode(&old), Some(h.clone()));
+        let mut ring = old.clone();
+        ring.extend_from_slice(&block);
+        let found = scan_ring(&ring, [7; 16], DiskIndex(3)).entries;
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].block.as_deref(), Some(&block[..]));
+        // Read as version 4 (one sector of header), the same bytes would not hold.
+        ring[8..12].copy_from_slice(&4u32.to_le_bytes());
+        assert!(scan_ring(&ring, [7; 16], DiskIndex(3)).entries.is_empty());
     }
 
     #[test]
@@ -696,7 +760,8 @@ mod tests {
         partial.add(2, 1, 2, 8); // sector masks: the generation ends on a sector, not 4 KiB
         let mut ring = vec![0u8; 64 * 512];
         let old = header(4, 4, vec![entry(24, LogParity::P, &[1], &a)]);
-        ring[..16 * 512].copy_from_slice(&old.encode_generation(&[Some(a.clone())]));
+        let old = old.encode_generation(&[Some(a.clone())]);
+        ring[..old.len()].copy_from_slice(&old);
         let g6 = header(6, 5, vec![partial.clone()]).encode_generation(&[Some(a.clone())]);
         let g7 = header(7, 5, vec![entry(8, LogParity::P, &[2], &b)])
             .encode_generation(&[Some(b.clone())]);
@@ -707,7 +772,7 @@ mod tests {
         ring[g7_at..g7_at + g7.len()].copy_from_slice(&g7);
         // Generation 8 overwrites the start (generation 4's header only, here).
         let g8 = header(8, 5, vec![entry(16, LogParity::P, &[1], &[])]).encode();
-        ring[..4096].copy_from_slice(&g8);
+        ring[..g8.len()].copy_from_slice(&g8);
         let scan = scan_ring(&ring, [7; 16], DiskIndex(3));
         let mut gens: Vec<u64> = scan.headers.iter().map(|h| h.1).collect();
         gens.sort_unstable();
@@ -719,7 +784,7 @@ mod tests {
         live.sort_unstable();
         assert_eq!(live, vec![(6, 0), (7, 8), (8, 16)]);
         // A whole retired header elsewhere is found, and stays retired.
-        ring[56 * 512..64 * 512].copy_from_slice(&header(3, 3, Vec::new()).encode());
+        ring[56 * 512..57 * 512].copy_from_slice(&header(3, 3, Vec::new()).encode());
         let scan = scan_ring(&ring, [7; 16], DiskIndex(3));
         assert_eq!(scan.headers.len(), 4);
         assert_eq!(entries_to_replay(std::slice::from_ref(&scan)).len(), 3);
@@ -740,7 +805,7 @@ mod tests {
     fn a_range_round_trips_and_yields_to_newer_entries() {
         let h = header(5, 5, vec![range(16, 4)]);
         assert_eq!(LogHeader::decode(&h.encode()), Some(h.clone()));
-        assert_eq!(h.sectors(), LOG_HEADER_SECTORS, "a range is block-less");
+        assert_eq!(h.sectors(), 1, "a range is block-less");
         let mut bad = h.encode();
         bad[96 + 52..96 + 56].fill(0); // a span of 0
         let crc = {

@@ -149,9 +149,9 @@ fn run_checking_rings(a: &mut Array, mem: &mut Mem, written: &mut Vec<(u16, u64,
 /// restores the parity the members hold.
 #[test]
 fn rings_wrap_over_retired_generations() {
-    // 8 sectors for the run's first header, then 16 (a header and a block) per 4 KiB write on
+    // A sector for the run's first header, then 9 (a header and a block) per 4 KiB write on
     // a head of its own: eight of them fill member 4's ring.
-    let ring = 8 + 8 * 16 + 4;
+    let ring = 1 + 8 * 9 + 4;
     let mut a = logged_array(ring);
     let mut mem = Mem::new(5);
     let mut live_after = 0;
@@ -191,7 +191,10 @@ fn rings_wrap_over_retired_generations() {
 /// advance's tail: the rings are reset, which retires everything.
 #[test]
 fn a_ring_full_of_live_generations_is_reset() {
-    let ring = 8 + 8 + 16 * 8 + 4;
+    // The run's first header, then one generation: a header of sixteen entries (three
+    // sectors) and their blocks. Not a sector more: the tail's header would fit.
+    let big_gen = uraid_core::ppl::header_sectors(16) + 16 * 8;
+    let ring = 1 + big_gen;
     let mut a = logged_array(ring);
     let mut mem = Mem::new(5);
     for i in 0..16u64 {
@@ -202,7 +205,7 @@ fn a_ring_full_of_live_generations_is_reset() {
     }
     let big = mem.log.iter().filter(|io| io.area == IoArea::Log && io.member == DiskIndex(4));
     assert!(
-        big.clone().any(|io| io.sectors == 8 + 16 * 8),
+        big.clone().any(|io| io.sectors == big_gen),
         "one generation: {:?}",
         big.collect::<Vec<_>>()
     );

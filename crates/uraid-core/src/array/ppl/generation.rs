@@ -6,7 +6,7 @@ use super::{Array, Cover, Owner, Reset, Waiting};
 use crate::array::handle::Phase;
 use crate::array::{IoArea, IoBuf, Kind, MemberIo, MemberOp, Pending};
 use crate::buffer::BlockBuf;
-use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogHeader, MAX_LOG_ENTRIES};
+use crate::ppl::{LogEntry, LogHeader, MAX_LOG_ENTRIES, header_sectors};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
 use std::collections::{BTreeMap, HashSet};
@@ -48,7 +48,7 @@ impl Array {
         // Group commit: heads that started reading for their writes before the oldest waiting
         // head was admitted join this generation rather than wait a whole log write for the
         // next (a log write per member per generation: the fewer generations, the fewer I/Os
-        // and 4 KiB headers). Heads that started later do not hold it: no starvation. Nor
+        // and headers). Heads that started later do not hold it: no starvation. Nor
         // does a flush's tail wait for them.
         if let Some(first) = first.filter(|_| tail.is_none())
             && l.reading.first().is_some_and(|&started| started <= l.waiting[first].after)
@@ -112,9 +112,11 @@ impl Array {
         let tail_ahead = l.advance.as_ref().is_some_and(|a| {
             matches!(a.stage, super::advance::Stage::Draining | super::advance::Stage::Flushing(_))
         });
-        let reserve = if tail_ahead { LOG_HEADER_SECTORS } else { 0 };
+        let reserve = if tail_ahead { header_sectors(0) } else { 0 };
+        // Per member: entries, and the sectors of their blocks and masks (the header's size
+        // follows from the entries).
         let mut count = vec![0usize; l.rings.members()];
-        let mut used = vec![LOG_HEADER_SECTORS; l.rings.members()];
+        let mut used = vec![0u64; l.rings.members()];
         let mut chosen = vec![false; l.waiting.len()];
         let mut full = false;
         for (i, Waiting { entries, .. }) in l.waiting.iter().enumerate() {
@@ -130,7 +132,9 @@ impl Array {
                     .fold((0, 0), |(n, s), (_, e, _)| (n + 1, s + e.stored_sectors(unit)));
                 let m = m.get();
                 count[m] + n <= MAX_LOG_ENTRIES
-                    && l.rings.place(m, used[m] + sectors + reserve).is_some()
+                    && l.rings
+                        .place(m, header_sectors(count[m] + n) + used[m] + sectors + reserve)
+                        .is_some()
             });
             if !fits {
                 full = true;
@@ -142,11 +146,13 @@ impl Array {
             }
             chosen[i] = true;
         }
-        let tail_fits = live_members.iter().all(|&m| l.rings.place(m, used[m]).is_some());
+        let tail_fits = live_members
+            .iter()
+            .all(|&m| l.rings.place(m, header_sectors(count[m]) + used[m]).is_some());
         if full && !chosen.contains(&true) && !tail {
             // The advance under way retires older generations: wait for it, unless its tail
             // has no room either.
-            let room = live_members.iter().all(|&m| l.rings.place(m, LOG_HEADER_SECTORS).is_some());
+            let room = live_members.iter().all(|&m| l.rings.place(m, header_sectors(0)).is_some());
             return if tail_ahead && room { Taken::Wait } else { Taken::Full };
         }
         if (full && !chosen.contains(&true)) || (tail && !tail_fits) {
