@@ -387,3 +387,48 @@ fn a_read_error_rewrite_after_an_advance_leaves_durable_data_out_of_its_union() 
     assert!(live.iter().all(|(_, modified)| !modified.contains(&usize::from(data))), "{live:?}");
     assert_eq!(read(&mut a, &mut mem, sector, 4096), pattern(2, 4096));
 }
+
+/// At depth 1, with an advance started by a ring filling up (no flush waits for it): a write
+/// to a head whose union began before the advance is computed again once every member is
+/// flushed and goes in the tail's generation, not in one of its own after it (a sequential
+/// stream at depth 1 met such a head at nearly every advance). Its new entry holds its own
+/// sectors only: the older ones are durable.
+#[test]
+fn a_depth_1_head_with_an_older_union_joins_the_advance_tail() {
+    // The run's first header, then a header and a block per write: the third write leaves
+    // less than half of the ring free, and its generation starts an advance.
+    let mut a = logged_array(1 + 9 + 9 + 9 + 12);
+    let mut mem = Mem::new(5);
+    write(&mut a, &mut mem, 0, pattern(1, 4096)); // head 0, slot 0
+    write(&mut a, &mut mem, 8, pattern(2, 4096)); // head 1, slot 0
+    assert_eq!(a.stats().log_advances, 0);
+    a.submit_write(ReqId(3), Sector(16), pattern(3, 4096)); // head 2, slot 0
+    loop {
+        let ios: Vec<MemberIo> = std::iter::from_fn(|| a.next_io()).collect();
+        assert!(!ios.is_empty(), "head 2 is logged");
+        let logged = ios.iter().any(|io| io.area == IoArea::Log);
+        for io in &ios {
+            let ok = mem.perform(&mut a, io);
+            a.complete_io(io.tag, ok);
+        }
+        if logged {
+            break;
+        }
+    }
+    // Head 0 again (slot 1): its union holds slot 0's sectors, written before the advance.
+    a.submit_write(ReqId(4), Sector(128), pattern(4, 4096));
+    let turns = turns(&mut a, &mut mem);
+    let tail = turns.iter().position(|t| t.1.len() == 5).expect("the tail goes to every ring");
+    assert_eq!(turn_of(&turns, 4), tail, "head 0 is logged with the tail: {turns:?}");
+    assert_eq!(turns.iter().filter(|t| !t.1.is_empty()).count(), 1, "{turns:?}");
+    assert_eq!(a.stats().log_advances, 1);
+    assert_eq!(a.log_stats().unwrap().3, 0, "nothing unprotected");
+    let head0 =
+        entries_to_replay(&mem.scans(UUID)).into_iter().find(|e| e.entry.member_sector == 0);
+    assert_eq!(head0.unwrap().entry.modified, vec![(1, full_mask(8))]);
+    for (head, replayed, held) in replayed_against_parity(&mem) {
+        assert!(replayed == held, "head {head}: the replay would write other parity");
+    }
+    assert_eq!(read(&mut a, &mut mem, 0, 4096), pattern(1, 4096));
+    assert_eq!(read(&mut a, &mut mem, 128, 4096), pattern(4, 4096));
+}

@@ -26,6 +26,7 @@
 
 use super::{Array, Owner, PartialParityLog, Reset, Waiting};
 use crate::array::Pending;
+use crate::stripe::WriteMethod;
 use crate::units::DiskIndex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +160,68 @@ impl Array {
             *n -= 1;
             if *n == 0 {
                 a.stage = Stage::Tail;
+                self.renew_old_unions(number);
             }
+        }
+    }
+
+    /// Every member is flushed: a union born before the advance holds only durable sectors
+    /// now (the advance drained every write started before it). Partial-stripe heads waiting
+    /// with such a union are computed again with a fresh one and join the tail's generation,
+    /// as heads that came during the flushes do, instead of waiting for it to be durable and
+    /// then for a generation of their own: at depth 1 each advance held a write that long
+    /// (a sequential stream comes back to a head every chunk). If the tail's generation is
+    /// torn, their older entries are still live and still right (their writes are durable
+    /// and these have not started). Full-stripe heads, ranged ones, discards and batches
+    /// wait for the end as before: what they log may be a range, which the end retires.
+    /// Only at depth 1 (one head waiting, no flush waiting for the advance): at depth the
+    /// renewed heads made the tail's generation larger, and the flushes waiting for it
+    /// slower (`bench io --only ppl`, RAID6 a flush every 64 writes: SSD 0.84 -> 0.76, NVMe
+    /// 0.93 -> 0.89), while the heads behind it share the next generation anyway.
+    fn renew_old_unions(&mut self, number: u64) {
+        let l = self.ppl.as_ref().expect("a log");
+        if l.waiting.len() != 1 || l.flush_waiters.iter().any(|w| w.2 <= number) {
+            return;
+        }
+        let renew: Vec<bool> = l
+            .waiting
+            .iter()
+            .map(|w| {
+                let Owner::Head(id) = w.owner else { return false };
+                !self.log_joinable(w, number)
+                    && !w.discard
+                    && !w.ranged
+                    && !w.entries.is_empty()
+                    && w.entries.iter().all(|e| e.1.span == 1)
+                    && self.method(id) != Some(WriteMethod::FullStripe)
+                    && l.live.get(&self.head_member_range(id).0).is_some_and(|v| v.writing == 1)
+            })
+            .collect();
+        if !renew.contains(&true) {
+            return;
+        }
+        let waiting = std::mem::take(&mut self.ppl.as_mut().expect("a log").waiting);
+        for (w, renew) in waiting.into_iter().zip(renew) {
+            let (Owner::Head(id), true) = (w.owner, renew) else {
+                self.ppl.as_mut().expect("a log").waiting.push(w);
+                continue;
+            };
+            let key = self.head_member_range(id).0;
+            let l = self.ppl.as_mut().expect("a log");
+            l.live.remove(&key);
+            l.on_ring.remove(&key);
+            let entries = self.log_entries(id, false);
+            let l = self.ppl.as_mut().expect("a log");
+            if entries.is_empty() {
+                // No parity left to log for (as at the end: written at once).
+                l.waiting.push(Waiting { entries, ..w });
+                continue;
+            }
+            let live = l.live_at(key);
+            live.modified.clone_from(&entries[0].1.modified);
+            live.writing = 1;
+            l.on_ring.insert(key);
+            l.waiting.push(Waiting { entries, ..w });
         }
     }
 
