@@ -331,6 +331,9 @@ impl Harness {
                 }
                 MemberOp::Discard => self.members[m][at..at + len].fill(0),
                 MemberOp::Flush => {}
+                // Only a replacement's copy writes to the new device, and this target starts
+                // none.
+                MemberOp::CopyWrite => panic!("a copy write with no replacement under way"),
             }
         }
         self.array.complete_io(io.tag, ok);
