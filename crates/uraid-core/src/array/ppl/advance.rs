@@ -180,49 +180,35 @@ impl Array {
     /// 0.93 -> 0.89), while the heads behind it share the next generation anyway.
     fn renew_old_unions(&mut self, number: u64) {
         let l = self.ppl.as_ref().expect("a log");
-        if l.waiting.len() != 1 || l.flush_waiters.iter().any(|w| w.2 <= number) {
+        let ([w], false) = (&l.waiting[..], l.flush_waiters.iter().any(|f| f.2 <= number)) else {
+            return;
+        };
+        let Owner::Head(id) = w.owner else { return };
+        let key = self.head_member_range(id).0;
+        let renew = !self.log_joinable(w, number)
+            && !w.discard
+            && !w.ranged
+            && !w.entries.is_empty()
+            && w.entries.iter().all(|e| e.1.span == 1)
+            && self.method(id) != Some(WriteMethod::FullStripe)
+            && l.live.get(&key).is_some_and(|v| v.writing == 1);
+        if !renew {
             return;
         }
-        let renew: Vec<bool> = l
-            .waiting
-            .iter()
-            .map(|w| {
-                let Owner::Head(id) = w.owner else { return false };
-                !self.log_joinable(w, number)
-                    && !w.discard
-                    && !w.ranged
-                    && !w.entries.is_empty()
-                    && w.entries.iter().all(|e| e.1.span == 1)
-                    && self.method(id) != Some(WriteMethod::FullStripe)
-                    && l.live.get(&self.head_member_range(id).0).is_some_and(|v| v.writing == 1)
-            })
-            .collect();
-        if !renew.contains(&true) {
-            return;
-        }
-        let waiting = std::mem::take(&mut self.ppl.as_mut().expect("a log").waiting);
-        for (w, renew) in waiting.into_iter().zip(renew) {
-            let (Owner::Head(id), true) = (w.owner, renew) else {
-                self.ppl.as_mut().expect("a log").waiting.push(w);
-                continue;
-            };
-            let key = self.head_member_range(id).0;
-            let l = self.ppl.as_mut().expect("a log");
-            l.live.remove(&key);
-            l.on_ring.remove(&key);
-            let entries = self.log_entries(id, false);
-            let l = self.ppl.as_mut().expect("a log");
-            if entries.is_empty() {
-                // No parity left to log for (as at the end: written at once).
-                l.waiting.push(Waiting { entries, ..w });
-                continue;
-            }
+        let l = self.ppl.as_mut().expect("a log");
+        let w = l.waiting.pop().expect("one head waits");
+        l.live.remove(&key);
+        l.on_ring.remove(&key);
+        let entries = self.log_entries(id, false);
+        let l = self.ppl.as_mut().expect("a log");
+        if !entries.is_empty() {
             let live = l.live_at(key);
             live.modified.clone_from(&entries[0].1.modified);
             live.writing = 1;
             l.on_ring.insert(key);
-            l.waiting.push(Waiting { entries, ..w });
         }
+        // With no entries (no parity left to log for) it is written at once, as at the end.
+        l.waiting.push(Waiting { entries, ..w });
     }
 
     /// The generation carrying the advance's tail is durable: what it covers retires (every
