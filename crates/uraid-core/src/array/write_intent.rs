@@ -413,7 +413,7 @@ impl Array {
                     fua: true,
                     area: IoArea::Bitmap,
                 });
-                self.inflight.insert(tag, Pending::Bitmap { member });
+                self.inflight.insert(tag, member, Pending::Bitmap { member });
             }
         }
         if live.is_empty() || pages.is_empty() {
@@ -427,11 +427,18 @@ impl Array {
             self.mark_failed(member);
             // What that member holds of the writes the clears covered may not be durable:
             // the bits stay (a member back by re-add is rebuilt where they are set: the
-            // simulator's seed 22002492 lost a flushed write so).
+            // simulator's seed 22002492 lost a flushed write so). They go out set with the
+            // generation's pages: a member that joined meanwhile (`rewrite_for_new_member`)
+            // counts no bit as on disk until it is written, and dropped from the generation
+            // these stayed set in the image and off the disk, with nothing left to write
+            // them, so heads waiting for them waited for good (seed 29059083: a replacement
+            // started while a clearing generation was in flight, then a flush failed).
             let wi = self.write_intent.as_mut().expect("bitmap I/O with a bitmap");
             let (_, changes) = wi.in_flight.as_mut().expect("a generation in flight");
             let kept: Vec<u64> = changes.iter().filter(|c| !c.1).map(|c| c.0).collect();
-            changes.retain(|c| c.1);
+            for c in changes.iter_mut() {
+                c.1 = true;
+            }
             for c in kept {
                 wi.set_bit(c, true);
             }
