@@ -139,7 +139,7 @@ impl Array {
                 fua,
                 area: IoArea::Data,
             });
-            self.inflight.insert(tag, Pending::Batch { index, member });
+            self.inflight.insert(tag, member, Pending::Batch { index, member });
             outstanding += 1;
         }
         self.batches.slots[index].as_mut().expect("a batch held").outstanding = outstanding;

@@ -51,7 +51,11 @@ impl Array {
                     fua,
                     area: IoArea::Data,
                 });
-                self.inflight.insert(tag, Pending::DirectWrite { slot, member: p.addr.disk });
+                self.inflight.insert(
+                    tag,
+                    p.addr.disk,
+                    Pending::DirectWrite { slot, member: p.addr.disk },
+                );
                 self.request_mut(slot).outstanding += 1;
                 self.stats.writes_bypassed += 1;
                 done += n;

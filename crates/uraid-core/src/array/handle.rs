@@ -482,7 +482,7 @@ impl Array {
                 fua,
                 area: super::IoArea::Data,
             });
-            self.inflight.insert(tag, Pending::Head { head: id, member });
+            self.inflight.insert(tag, member, Pending::Head { head: id, member });
             let dev = &mut self.cache.head_mut(id).devs[member.get()];
             dev.io = if op == MemberOp::Read { DevIo::Reading } else { DevIo::Writing };
         }

@@ -553,7 +553,7 @@ impl Array {
             fua: false,
             area: IoArea::Data,
         });
-        self.inflight.insert(tag, pending);
+        self.inflight.insert(tag, member, pending);
     }
 
     /// Whether member I/O is queued or in flight.
@@ -665,7 +665,11 @@ impl Array {
             area: IoArea::Data,
         };
         let piece_sector = self.request(slot).sector.0 + buf_sector;
-        self.inflight.insert(tag, Pending::Direct { slot, piece_sector, sectors, buf_sector });
+        self.inflight.insert(
+            tag,
+            member,
+            Pending::Direct { slot, piece_sector, sectors, buf_sector },
+        );
         self.request_mut(slot).outstanding += 1;
         self.stats.reads_bypassed += 1;
         self.queue.push_back(io);

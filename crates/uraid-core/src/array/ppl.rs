@@ -584,7 +584,7 @@ impl Array {
             };
             out.push((member, e, block));
         }
-        self.place_when_idle(id, &mut out);
+        self.place_entries(id, &mut out);
         if entry.span > 1 && !out.is_empty() {
             let end = key + u64::from(entry.span) * unit;
             let owner = Owner::Head(id);

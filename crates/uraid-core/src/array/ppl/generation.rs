@@ -226,7 +226,7 @@ impl Array {
             fua: write,
             area: if write { IoArea::Log } else { IoArea::Data },
         });
-        self.inflight.insert(tag, Pending::Log { member });
+        self.inflight.insert(tag, member, Pending::Log { member });
     }
 
     /// Flush every member (everything logged is durable in place), then an empty header
