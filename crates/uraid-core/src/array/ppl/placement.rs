@@ -27,7 +27,7 @@
 //! writes an entry's parity to the parity member whichever ring held it (`crate::ppl`).
 
 use super::{Array, Entries};
-use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, full_mask};
+use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
 use crate::stripe::HeadId;
 use crate::units::DiskIndex;
 
@@ -96,11 +96,10 @@ impl Array {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let lost = self.lost(id);
         let full = full_mask(self.unit_sectors);
-        let whole = |d: DiskIndex| entry.modified.iter().any(|(m, k)| *m == d.get() && *k == full);
         let load = |d: DiskIndex| self.inflight.load(d);
         let mut best = (out[0].0, load(out[0].0));
         for &d in &map.data_disk {
-            if !lost[d.get()] && whole(d) && load(d) + MARGIN <= best.1 {
+            if !lost[d.get()] && union_mask(entry, d) == Some(&full) && load(d) + MARGIN <= best.1 {
                 best = (d, load(d));
             }
         }
@@ -115,11 +114,9 @@ impl Array {
         let lost = self.lost(id);
         let writes = &self.heads[&id].writes;
         let full = full_mask(self.unit_sectors);
-        let in_union = |d: usize| entry.modified.iter().find(|(m, _)| *m == d).map(|(_, m)| m);
-        let holder =
-            map.data_disk.iter().copied().find(|d| {
-                !lost[d.get()] && !writes.contains(d) && in_union(d.get()) == Some(&full)
-            });
+        let holder = map.data_disk.iter().copied().find(|d| {
+            !lost[d.get()] && !writes.contains(d) && union_mask(entry, *d) == Some(&full)
+        });
         if let Some(holder) = holder {
             out[0].0 = holder;
             return;
@@ -131,7 +128,7 @@ impl Array {
             .data_disk
             .iter()
             .copied()
-            .filter(|d| !lost[d.get()] && in_union(d.get()).is_none())
+            .filter(|d| !lost[d.get()] && union_mask(entry, *d).is_none())
             .take(2)
             .collect();
         if let [first, second] = untouched[..] {
@@ -140,4 +137,9 @@ impl Array {
             out.push((second, entry, block));
         }
     }
+}
+
+/// The sectors of member `d`'s block in `entry`'s union, if any.
+fn union_mask(entry: &LogEntry, d: DiskIndex) -> Option<&SectorMask> {
+    entry.modified.iter().find(|(m, _)| *m == d.get()).map(|(_, mask)| mask)
 }
