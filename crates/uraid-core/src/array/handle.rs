@@ -11,6 +11,15 @@ use crate::stripe::{
 };
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 
+/// Other I/O queued or in flight when a partial-stripe write would start (`others_busy`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Busy {
+    /// Reads and writes clients wait on, a plug, batches waiting for the log.
+    pub data: bool,
+    /// The log's writes and member flushes (counted in `data` while a flush waits).
+    pub log: bool,
+}
+
 /// One request's sectors on one stripe head.
 #[derive(Clone, Debug)]
 pub(super) struct Piece {
@@ -196,9 +205,36 @@ impl Array {
     /// write that needs reads may then wait for more writes to fill its stripe.
     /// Writes in place of batches already acknowledged (see `ppl::ack_logged_writes`) do not
     /// count: no client waits on them to send more, so holding for them only adds their latency.
-    fn others_busy(&self) -> bool {
+    /// The log's I/O holds back only writes that run on into the next stripe
+    /// (`isolated_writes`): a random write's reads waited for the generation in flight and its
+    /// entry for the one after, so writes went in waves (`bench io --only ppl`, summed over
+    /// four streams: RAID5 random qd16 SSD 0.878 -> 0.895, NVMe 0.977 -> 0.986), while a
+    /// stream's partial stripe at a request's end is filled by the next request (with it
+    /// started, 1 MiB sequential on an HDD with 128 KiB rings fell from 0.996 to 0.373).
+    /// While a flush waits for the log to retire, the log's I/O counts as the rest: reads
+    /// started then slow the writes in place the flush waits for and split the generations
+    /// (a flush every 8 writes on NVMe: 0.853 -> 0.747).
+    fn others_busy(&self) -> Busy {
         // (`inflight` holds every I/O issued, the queued ones too.)
-        self.plugged || self.inflight.len() > self.background_ios || self.log_holds_batches()
+        let log = if self.log_flush_waiting() { 0 } else { self.inflight.log() };
+        Busy {
+            data: self.plugged
+                || self.inflight.len() > self.background_ios + log
+                || self.log_holds_batches(),
+            log: log > 0,
+        }
+    }
+
+    /// Whether every write in head `id`'s batch lies within its stripe: no request runs on
+    /// into the next stripe, as a stream's do.
+    pub(super) fn isolated_writes(&self, id: HeadId) -> bool {
+        let per = self.geometry.stripe_data_sectors();
+        let stripe = self.cache.head(id).key.stripe.0;
+        self.heads[&id].batch.iter().all(|p| {
+            let r = self.request(p.slot);
+            let n = r.buf.len() as u64 / crate::SECTOR_BYTES;
+            n > 0 && r.sector.0 / per == stripe && (r.sector.0 + n - 1) / per == stripe
+        })
     }
 
     /// Handles the heads that received pieces since the last call. Whether other I/O is busy
@@ -358,7 +394,8 @@ impl Array {
         };
         let plan = self.plan_for_unreadable(id, &blocks, plan);
         let fua = self.batch_fua(id);
-        let others_busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
+        let busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
+        let others_busy = busy.data || (busy.log && !self.isolated_writes(id));
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
         let overtaken = self.full_stripe_writes - since > super::PREREAD_BYPASS_THRESHOLD;
         if others_busy
@@ -793,6 +830,20 @@ impl Array {
                 self.state(id).hold_released = true;
                 self.handle(id);
                 return;
+            }
+        }
+    }
+
+    /// Starts delayed heads whose writes lie within their stripe.
+    pub(super) fn start_delayed_isolated(&mut self) {
+        let ids: Vec<HeadId> = self.delayed.clone();
+        for id in ids {
+            if self.heads.get(&id).is_some_and(|st| matches!(st.phase, Phase::Delayed { .. }))
+                && self.isolated_writes(id)
+            {
+                self.delayed.retain(|d| *d != id);
+                self.state(id).hold_released = true;
+                self.handle(id);
             }
         }
     }

@@ -183,7 +183,7 @@ pub struct Array {
     deferred: Vec<HeadId>,
     deferred_ids: HashSet<HeadId>,
     /// While `handle_deferred` runs: whether other I/O was busy when it began.
-    busy_before_settle: Option<bool>,
+    busy_before_settle: Option<handle::Busy>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Member writes queued or in flight for batches already acknowledged (`ppl`).
@@ -406,13 +406,17 @@ impl Array {
     fn start_delayed_when_idle(&mut self) {
         // Writes in place of acknowledged batches (`ppl::ack_logged_writes`) hold no client
         // back: they do not keep held writes waiting either.
-        let nothing_in_flight = self.inflight.len() <= self.background_ios
+        let log = if self.log_flush_waiting() { 0 } else { self.inflight.log() };
+        let only_log = self.inflight.len() <= self.background_ios + log
             && self.deferred.is_empty()
             && !self.log_holds_batches();
+        let nothing_in_flight = only_log && log == 0;
         if nothing_in_flight && !self.plugged {
             self.start_delayed();
         } else if nothing_in_flight && !self.waiting.is_empty() {
             self.start_oldest_delayed();
+        } else if only_log && !self.plugged {
+            self.start_delayed_isolated();
         }
     }
 

@@ -313,6 +313,11 @@ impl Array {
         }
     }
 
+    /// Whether flushes (or FUA writes) wait for the log's entries to retire.
+    pub(super) fn log_flush_waiting(&self) -> bool {
+        self.ppl.as_ref().is_some_and(|l| !l.flush_waiters.is_empty())
+    }
+
     pub(super) fn log_busy(&self) -> bool {
         self.ppl.as_ref().is_some_and(|l| {
             !l.waiting.is_empty()
