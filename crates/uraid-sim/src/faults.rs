@@ -350,7 +350,10 @@ impl Sim {
             self.sync_now(SyncKind::Check, 0, self.cfg.member_sectors)?;
             let found = self.array.mismatches().1 - before;
             if found != 0 {
-                return Err(self.fail(format!("the final check found {found} mismatched sectors")));
+                let (at, _) = self.array.mismatches();
+                return Err(
+                    self.fail(format!("the final check found {found} mismatched sectors: {at:?}"))
+                );
             }
             self.stats.checks += 1;
         }

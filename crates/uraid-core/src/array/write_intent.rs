@@ -93,9 +93,14 @@ impl WriteIntent {
             rewrite_all: false,
             page_writes: 0,
         };
-        wi.on_disk = (0..cfg.chunks).map(|c| wi.bit(c)).collect();
         // Bits found set were being written at a crash: they stay until resynced.
         wi.pinned = (0..cfg.chunks).filter(|&c| wi.bit(c)).collect();
+        // The image came from one member. A generation torn by the crash may have set bits
+        // on it alone, and writes to those chunks (on the word of bits it alone holds) would
+        // be lost to a re-add after it fails: the first generation rewrites the image to every
+        // member, as md writes the pages it loaded with bits set (seed 31084478).
+        wi.on_disk = vec![false; cfg.chunks as usize];
+        wi.rewrite_all = !wi.pinned.is_empty();
         wi
     }
 
