@@ -1,8 +1,8 @@
-//! A partial-stripe write that needs reads waits while other I/O is in flight (md's delayed
-//! list), so that more writes may fill its stripe. The log's own writes and flushes hold back
-//! only writes that run on into the next stripe (a stream's, which the next request fills)
-//! and, while a flush waits for the log to retire, every write; a write that lies within its
-//! stripe reads at once while a generation is in flight, and its entry joins the next one.
+//! A partial-stripe write that needs reads may wait for more writes to fill its stripe (md's
+//! delayed list). A stream's does while other I/O is in flight: a write that runs on into
+//! the next stripe, or that begins where a recent write ended. A random write (within its
+//! stripe, continuing nothing) reads at once: no later write will fill its stripe. With the
+//! log it waits only while a flush waits for the log to retire.
 
 mod common;
 
@@ -27,8 +27,15 @@ fn drain(a: &mut Array) -> Vec<MemberIo> {
     std::iter::from_fn(|| a.next_io()).collect()
 }
 
+/// The member I/O the engine issues now: data reads only.
+fn drain_reads(a: &mut Array) -> Vec<MemberIo> {
+    let ios = drain(a);
+    assert!(ios.iter().all(|io| io.op == MemberOp::Read && io.area == IoArea::Data), "{ios:?}");
+    ios
+}
+
 #[test]
-fn a_write_within_its_stripe_reads_while_the_log_writes() {
+fn a_random_write_reads_at_once_and_a_streams_waits() {
     for flush_waits in [false, true] {
         let mut a = logged_array();
         let mut mem = Mem::new(5);
@@ -47,7 +54,7 @@ fn a_write_within_its_stripe_reads_while_the_log_writes() {
         if flush_waits {
             a.submit_flush(ReqId(9));
         }
-        // An 8 KiB write from the end of stripe 3 into stripe 4: held back.
+        // An 8 KiB write from the end of stripe 3 into stripe 4: a stream's, held back.
         let spanning = pattern(3, 8192);
         a.submit_write(ReqId(2), Sector(4 * 512 - 8), spanning.clone());
         assert!(drain_reads(&mut a).is_empty(), "a stream's write waits for the next request");
@@ -55,30 +62,67 @@ fn a_write_within_its_stripe_reads_while_the_log_writes() {
         // unless a flush waits.
         let within = pattern(4, 4096);
         a.submit_write(ReqId(3), Sector(2 * 512), within.clone());
-        let reads = drain_reads(&mut a);
+        let mut reads = drain_reads(&mut a);
         if flush_waits {
             assert!(reads.is_empty(), "while a flush waits every write is held: {reads:?}");
         } else {
             assert_eq!(reads.len(), 2, "an rmw of stripe 2's first block: {reads:?}");
             assert!(reads.iter().all(|io| io.sector.0 == 256), "{reads:?}");
         }
+        // With those reads in flight: the write that continues it (stripe 2's next 4 KiB,
+        // member sector 264) waits; one to stripe 6 (member sector 768) reads at once.
+        let continuing = pattern(5, 4096);
+        a.submit_write(ReqId(4), Sector(2 * 512 + 8), continuing.clone());
+        let elsewhere = pattern(6, 4096);
+        a.submit_write(ReqId(5), Sector(6 * 512), elsewhere.clone());
+        let more = drain_reads(&mut a);
+        let sectors: Vec<u64> = more.iter().map(|io| io.sector.0).collect();
+        let want = if flush_waits { vec![] } else { vec![768, 768] };
+        assert_eq!(sectors, want, "flush waits: {flush_waits}");
+        reads.extend(more);
         for io in held.into_iter().chain(reads) {
             let ok = mem.perform(&mut a, &io);
             a.complete_io(io.tag, ok);
         }
         let done = run(&mut a, &mut mem);
-        assert_eq!(done.len(), 3 + usize::from(flush_waits));
+        assert_eq!(done.len(), 5 + usize::from(flush_waits));
         assert!(done.iter().all(|d| d.1.is_ok()), "{done:?}");
-        assert!(read(&mut a, &mut mem, 0, 4096) == first);
-        assert!(read(&mut a, &mut mem, 4 * 512 - 8, 8192) == spanning);
-        assert!(read(&mut a, &mut mem, 2 * 512, 4096) == within);
-        common::assert_consistent(&mut a, &mut mem, 6);
+        for (sector, data) in [
+            (0, &first),
+            (4 * 512 - 8, &spanning),
+            (2 * 512, &within),
+            (2 * 512 + 8, &continuing),
+            (6 * 512, &elsewhere),
+        ] {
+            assert!(read(&mut a, &mut mem, sector, data.len()) == *data, "sector {sector}");
+        }
+        common::assert_consistent(&mut a, &mut mem, 7);
     }
 }
 
-/// The member I/O the engine issues now; none may be a log write (those are held above).
-fn drain_reads(a: &mut Array) -> Vec<MemberIo> {
-    let ios = drain(a);
-    assert!(ios.iter().all(|io| io.op == MemberOp::Read && io.area == IoArea::Data), "{ios:?}");
-    ios
+/// Without the log as with it: a random write does not wait for other writes in flight.
+#[test]
+fn without_the_log_a_random_write_reads_while_others_write() {
+    let mut a = array(Level::Raid5, 5, CHUNK, 4096);
+    let mut mem = Mem::new(5);
+    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
+    for io in drain_reads(&mut a) {
+        let ok = mem.perform(&mut a, &io);
+        a.complete_io(io.tag, ok);
+    }
+    // Stripe 0's data and parity writes are in flight.
+    let writes = drain(&mut a);
+    assert!(writes.len() == 2 && writes.iter().all(|io| io.op == MemberOp::Write));
+    a.submit_write(ReqId(2), Sector(3 * 512), pattern(2, 4096));
+    let reads = drain_reads(&mut a);
+    assert_eq!(reads.len(), 2, "stripe 3's rmw reads go out at once");
+    a.submit_write(ReqId(3), Sector(3 * 512 + 8), pattern(3, 4096));
+    assert!(drain_reads(&mut a).is_empty(), "the write continuing it waits");
+    for io in writes.into_iter().chain(reads) {
+        let ok = mem.perform(&mut a, &io);
+        a.complete_io(io.tag, ok);
+    }
+    let done = run(&mut a, &mut mem);
+    assert!(done.len() == 3 && done.iter().all(|d| d.1.is_ok()), "{done:?}");
+    assert!(read(&mut a, &mut mem, 3 * 512, 8192)[4096..] == pattern(3, 4096));
 }

@@ -11,13 +11,12 @@ use crate::stripe::{
 };
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
 
-/// Other I/O queued or in flight when a partial-stripe write would start (`others_busy`).
+/// Whether a partial-stripe write that needs reads would wait now (`others_busy`): one of a
+/// stream, and a random one.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Busy {
-    /// Reads and writes clients wait on, a plug, batches waiting for the log.
-    pub data: bool,
-    /// The log's writes and member flushes (counted in `data` while a flush waits).
-    pub log: bool,
+    pub stream: bool,
+    pub random: bool,
 }
 
 /// One request's sectors on one stripe head.
@@ -201,39 +200,44 @@ impl Array {
         }
     }
 
-    /// Whether other I/O is queued or in flight (or announced by a plug): a partial-stripe
-    /// write that needs reads may then wait for more writes to fill its stripe.
-    /// Writes in place of batches already acknowledged (see `ppl::ack_logged_writes`) do not
-    /// count: no client waits on them to send more, so holding for them only adds their latency.
-    /// The log's I/O holds back only writes that run on into the next stripe
-    /// (`isolated_writes`): a random write's reads waited for the generation in flight and its
-    /// entry for the one after, so writes went in waves (`bench io --only ppl`, summed over
-    /// four streams: RAID5 random qd16 SSD 0.878 -> 0.895, NVMe 0.977 -> 0.986), while a
-    /// stream's partial stripe at a request's end is filled by the next request (with it
-    /// started, 1 MiB sequential on an HDD with 128 KiB rings fell from 0.996 to 0.373).
-    /// While a flush waits for the log to retire, the log's I/O counts as the rest: reads
-    /// started then slow the writes in place the flush waits for and split the generations
-    /// (a flush every 8 writes on NVMe: 0.853 -> 0.747).
-    fn others_busy(&self) -> Busy {
+    /// Whether a partial-stripe write that needs reads waits for more writes to fill its
+    /// stripe (md's delayed list), by what its writes look like (`random_writes`).
+    /// A stream's waits while other I/O is queued or in flight (or announced by a plug): the
+    /// next requests fill its stripe. Writes in place of batches already acknowledged (see
+    /// `ppl::ack_logged_writes`) do not count: no client waits on them to send more, so
+    /// holding for them only adds their latency.
+    /// A random write waits only for a plug, for batches waiting for the log, and (with the
+    /// log) for other I/O while a flush waits for the log to retire. Until the first session
+    /// of 2026-11-27 it waited like a stream's, and at depth random writes went in waves: each
+    /// wave's reads waited for the last one's writes (`bench io --only ppl`, RAID5 random
+    /// qd16 without the log: SSD 123 -> 171 MB/s, NVMe 227 -> 313, HDD 0.58 -> 0.70; with
+    /// it 108 -> 113 and 221 -> 233). A flush waiting for the log waits for the writes in
+    /// place the log's advance drains; reads started meanwhile slow them and split the log's
+    /// generations (with the log's I/O not counted then, a flush every 8 writes on NVMe fell
+    /// from 174 to 153 MB/s).
+    pub(super) fn others_busy(&self) -> Busy {
         // (`inflight` holds every I/O issued, the queued ones too.)
-        let log = if self.log_flush_waiting() { 0 } else { self.inflight.log() };
+        let others = self.inflight.len() > self.background_ios;
+        let batches = self.log_holds_batches();
         Busy {
-            data: self.plugged
-                || self.inflight.len() > self.background_ios + log
-                || self.log_holds_batches(),
-            log: log > 0,
+            stream: self.plugged || others || batches,
+            random: self.plugged || batches || (others && self.log_flush_waiting()),
         }
     }
 
-    /// Whether every write in head `id`'s batch lies within its stripe: no request runs on
-    /// into the next stripe, as a stream's do.
-    pub(super) fn isolated_writes(&self, id: HeadId) -> bool {
+    /// Whether every write in head `id`'s batch looks random: it lies within its stripe (no
+    /// request runs on into the next one) and does not continue a recent write. The next
+    /// requests will not fill such a stripe; a stream's will.
+    pub(super) fn random_writes(&self, id: HeadId) -> bool {
         let per = self.geometry.stripe_data_sectors();
         let stripe = self.cache.head(id).key.stripe.0;
         self.heads[&id].batch.iter().all(|p| {
             let r = self.request(p.slot);
             let n = r.buf.len() as u64 / crate::SECTOR_BYTES;
-            n > 0 && r.sector.0 / per == stripe && (r.sector.0 + n - 1) / per == stripe
+            !r.continues_stream
+                && n > 0
+                && r.sector.0 / per == stripe
+                && (r.sector.0 + n - 1) / per == stripe
         })
     }
 
@@ -395,7 +399,7 @@ impl Array {
         let plan = self.plan_for_unreadable(id, &blocks, plan);
         let fua = self.batch_fua(id);
         let busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
-        let others_busy = busy.data || (busy.log && !self.isolated_writes(id));
+        let others_busy = if self.random_writes(id) { busy.random } else { busy.stream };
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
         let overtaken = self.full_stripe_writes - since > super::PREREAD_BYPASS_THRESHOLD;
         if others_busy
@@ -834,12 +838,12 @@ impl Array {
         }
     }
 
-    /// Starts delayed heads whose writes lie within their stripe.
-    pub(super) fn start_delayed_isolated(&mut self) {
+    /// Starts delayed heads whose writes look random (`random_writes`).
+    pub(super) fn start_delayed_random(&mut self) {
         let ids: Vec<HeadId> = self.delayed.clone();
         for id in ids {
             if self.heads.get(&id).is_some_and(|st| matches!(st.phase, Phase::Delayed { .. }))
-                && self.isolated_writes(id)
+                && self.random_writes(id)
             {
                 self.delayed.retain(|d| *d != id);
                 self.state(id).hold_released = true;

@@ -30,8 +30,6 @@ pub(super) struct InFlight {
     free: Vec<u32>,
     /// Inserted (not just reserved) I/Os.
     len: usize,
-    /// Of those, the log's writes and member flushes.
-    log: usize,
     sequence: u64,
 }
 
@@ -53,9 +51,7 @@ impl InFlight {
     pub fn insert(&mut self, tag: IoTag, member: DiskIndex, pending: Pending) {
         let entry = self.slot_mut(tag).expect("a tag from new_tag");
         assert!(entry.is_none(), "tag {} inserted twice", tag.0);
-        let log = is_log(&pending);
         *entry = Some((pending, member));
-        self.log += usize::from(log);
         self.len += 1;
         let m = member.get();
         if self.load.len() <= m {
@@ -73,7 +69,6 @@ impl InFlight {
     pub fn remove(&mut self, tag: IoTag) -> Option<Pending> {
         let (pending, member) = self.slot_mut(tag)?.take()?;
         self.load[member.get()] -= 1;
-        self.log -= usize::from(is_log(&pending));
         let slot = Self::slot(tag);
         self.slots[slot] = None;
         self.free.push(slot as u32);
@@ -83,11 +78,6 @@ impl InFlight {
 
     pub fn len(&self) -> usize {
         self.len
-    }
-
-    /// The log's writes and member flushes inserted.
-    pub fn log(&self) -> usize {
-        self.log
     }
 
     pub fn is_empty(&self) -> bool {
@@ -104,10 +94,6 @@ impl InFlight {
             _ => None,
         }
     }
-}
-
-fn is_log(p: &Pending) -> bool {
-    matches!(p, Pending::Log { .. } | Pending::LogFlush { .. })
 }
 
 #[cfg(test)]

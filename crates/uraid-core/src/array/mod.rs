@@ -108,6 +108,8 @@ struct Request {
     zeroes: bool,
     /// A FUA write whose log retirement has been asked for (see `ppl::log_flush`).
     fua_logged: bool,
+    /// A write that begins where a recent write ended: part of a stream (`recent_write_ends`).
+    continues_stream: bool,
     /// A write, discard or flush: its success says blocks are on the members, so it waits
     /// for failures to be recorded (`failure_record`).
     acks_writes: bool,
@@ -184,6 +186,9 @@ pub struct Array {
     deferred_ids: HashSet<HeadId>,
     /// While `handle_deferred` runs: whether other I/O was busy when it began.
     busy_before_settle: Option<handle::Busy>,
+    /// Where the last few writes ended: a write that begins at one continues a stream, whose
+    /// partial stripes the next writes are likely to fill (`handle::random_writes`).
+    recent_write_ends: VecDeque<u64>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Member writes queued or in flight for batches already acknowledged (`ppl`).
@@ -264,6 +269,7 @@ impl Array {
             deferred: Vec::new(),
             deferred_ids: HashSet::default(),
             busy_before_settle: None,
+            recent_write_ends: VecDeque::new(),
             full_stripe_writes: 0,
             background_ios: 0,
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
@@ -349,6 +355,7 @@ impl Array {
         self.request_mut(slot).fua = fua;
         self.request_mut(slot).acks_writes = true;
         let sectors = self.request_sectors(slot);
+        self.note_write_end(slot, sector.0, sectors);
         if self.raid0_direct() {
             self.direct_write(slot, sector, sectors, 0);
         } else {
@@ -357,6 +364,19 @@ impl Array {
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
         self.start_delayed_when_idle();
+    }
+
+    /// Records where request `slot`'s write ends, and whether it continues a recent one.
+    fn note_write_end(&mut self, slot: usize, sector: u64, sectors: u64) {
+        const STREAMS: usize = 32;
+        let continues = self.recent_write_ends.contains(&sector);
+        self.request_mut(slot).continues_stream = continues;
+        if let Some(i) = self.recent_write_ends.iter().position(|&e| e == sector) {
+            self.recent_write_ends.remove(i);
+        } else if self.recent_write_ends.len() == STREAMS {
+            self.recent_write_ends.pop_front();
+        }
+        self.recent_write_ends.push_back(sector + sectors);
     }
 
     /// Queues request `slot`'s write of `[sector, +sectors)`: the stripes it covers whole as
@@ -406,17 +426,15 @@ impl Array {
     fn start_delayed_when_idle(&mut self) {
         // Writes in place of acknowledged batches (`ppl::ack_logged_writes`) hold no client
         // back: they do not keep held writes waiting either.
-        let log = if self.log_flush_waiting() { 0 } else { self.inflight.log() };
-        let only_log = self.inflight.len() <= self.background_ios + log
+        let nothing_in_flight = self.inflight.len() <= self.background_ios
             && self.deferred.is_empty()
             && !self.log_holds_batches();
-        let nothing_in_flight = only_log && log == 0;
         if nothing_in_flight && !self.plugged {
             self.start_delayed();
         } else if nothing_in_flight && !self.waiting.is_empty() {
             self.start_oldest_delayed();
-        } else if only_log && !self.plugged {
-            self.start_delayed_isolated();
+        } else if !self.delayed.is_empty() && !self.others_busy().random {
+            self.start_delayed_random();
         }
     }
 
@@ -605,6 +623,7 @@ impl Array {
             fua: false,
             zeroes: false,
             fua_logged: false,
+            continues_stream: false,
             acks_writes: false,
         };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());
