@@ -22,6 +22,20 @@ fn with_bitmap(level: Level, disks: usize) -> (Array, Mem) {
     (a, Mem::new(disks))
 }
 
+/// RAID5 x4 whose bitmap is loaded with `bits` set, as after a crash.
+fn loaded_raid5(bits: u8) -> Array {
+    let mut a = array(Level::Raid5, 4, 64 << 10, 4096);
+    let mut image = vec![0u8; 4096];
+    image[BITS_AT] = bits;
+    a.enable_write_intent(&WriteIntentConfig {
+        image,
+        bits_offset: BITS_AT,
+        chunk_sectors: CHUNK_SECTORS,
+        chunks: 4,
+    });
+    a
+}
+
 fn bits(mem: &Mem, member: usize) -> u8 {
     mem.bitmaps[member][BITS_AT]
 }
@@ -130,15 +144,7 @@ fn a_region_being_written_is_not_cleared() {
 /// resync is reported; then they clear lazily like any other.
 #[test]
 fn bits_found_set_stay_until_resynced() {
-    let mut a = array(Level::Raid5, 4, 64 << 10, 4096);
-    let mut image = vec![0u8; 4096];
-    image[BITS_AT] = 0b0110;
-    a.enable_write_intent(&WriteIntentConfig {
-        image,
-        bits_offset: BITS_AT,
-        chunk_sectors: CHUNK_SECTORS,
-        chunks: 4,
-    });
+    let mut a = loaded_raid5(0b0110);
     let mut mem = Mem::new(4);
     assert_eq!(a.write_intent_unsynced_chunks(), vec![1, 2]);
     for _ in 0..3 {
@@ -166,15 +172,7 @@ fn bits_found_set_stay_until_resynced() {
 /// 31084478 of the simulator: parity left stale on the re-added member).
 #[test]
 fn bits_loaded_at_a_restart_reach_every_member_before_writes_they_cover() {
-    let mut a = array(Level::Raid5, 4, 64 << 10, 4096);
-    let mut image = vec![0u8; 4096];
-    image[BITS_AT] = 0b0001;
-    a.enable_write_intent(&WriteIntentConfig {
-        image,
-        bits_offset: BITS_AT,
-        chunk_sectors: CHUNK_SECTORS,
-        chunks: 4,
-    });
+    let mut a = loaded_raid5(0b0001);
     let mut mem = Mem::new(4);
     assert!((0..4).all(|m| bits(&mem, m) == 0), "the other members never got bit 0");
     a.submit_write(ReqId(1), Sector(0), pattern(7, 4096));
