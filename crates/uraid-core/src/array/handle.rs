@@ -207,8 +207,8 @@ impl Array {
     /// `ppl::ack_logged_writes`) do not count: no client waits on them to send more, so
     /// holding for them only adds their latency.
     /// A random write waits only for a plug, for batches waiting for the log, and (with the
-    /// log) for other I/O while a flush waits for the log to retire. Until the first session
-    /// of 2026-11-27 it waited like a stream's, and at depth random writes went in waves: each
+    /// log) for other I/O while a flush waits for the log to retire. Until the session of
+    /// 2026-11-27 it waited like a stream's, and at depth random writes went in waves: each
     /// wave's reads waited for the last one's writes (`bench io --only ppl`, RAID5 random
     /// qd16 without the log: SSD 123 -> 171 MB/s, NVMe 227 -> 313, HDD 0.58 -> 0.70; with
     /// it 108 -> 113 and 221 -> 233). A flush waiting for the log waits for the writes in
