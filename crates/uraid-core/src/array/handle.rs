@@ -841,15 +841,18 @@ impl Array {
     /// Starts delayed heads whose writes look random (`random_writes`).
     pub(super) fn start_delayed_random(&mut self) {
         let ids: Vec<HeadId> = self.delayed.clone();
+        let mut started = Vec::new();
         for id in ids {
             if self.heads.get(&id).is_some_and(|st| matches!(st.phase, Phase::Delayed { .. }))
                 && self.random_writes(id)
             {
-                self.delayed.retain(|d| *d != id);
+                started.push(id);
                 self.state(id).hold_released = true;
                 self.handle(id);
             }
         }
+        // Once, not per head started: the list can hold a whole queue's worth of heads.
+        self.delayed.retain(|d| !started.contains(d));
     }
 
     /// Starts delayed heads that full-stripe writes have overtaken too often (no starvation).

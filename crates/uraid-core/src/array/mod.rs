@@ -369,9 +369,9 @@ impl Array {
     /// Records where request `slot`'s write ends, and whether it continues a recent one.
     fn note_write_end(&mut self, slot: usize, sector: u64, sectors: u64) {
         const STREAMS: usize = 32;
-        let continues = self.recent_write_ends.contains(&sector);
-        self.request_mut(slot).continues_stream = continues;
-        if let Some(i) = self.recent_write_ends.iter().position(|&e| e == sector) {
+        let continued = self.recent_write_ends.iter().position(|&e| e == sector);
+        self.request_mut(slot).continues_stream = continued.is_some();
+        if let Some(i) = continued {
             self.recent_write_ends.remove(i);
         } else if self.recent_write_ends.len() == STREAMS {
             self.recent_write_ends.pop_front();
