@@ -185,8 +185,8 @@ fn at_depth_an_entry_goes_to_the_least_busy_member_that_may_hold_it() {
         let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
         assert_eq!(held.len(), if busy_parity { 2 } else { 0 });
         assert!(held.iter().all(|io| io.member.get() == 4 && io.sector.0 >= 128));
-        // Stripe 2's reads complete first: its entry waits (for stripe 0's reads, begun
-        // before it: the group commit), so stripe 0's is placed with the log busy.
+        // Stripe 2's reads complete first: its generation goes out, so stripe 0's entry is
+        // placed with the log busy.
         first.sort_by_key(|io| io.member.get() < 2 || io.member.get() == 4);
         for io in first {
             let ok = mem.perform(&mut a, &io);

@@ -92,8 +92,6 @@ pub(super) struct HeadState {
     /// The batch's writes were acknowledged once their log entries were durable (see
     /// `ppl::ack_logged_writes`): its write pieces are done, their slots maybe reused.
     pub(super) acked_early: bool,
-    /// When its reads for the batch's writes started (`ppl`'s group commit counter).
-    pub(super) write_reads_started: u64,
 }
 
 /// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
@@ -182,7 +180,6 @@ impl Array {
             skip_copy: Vec::new(),
             error: None,
             acked_early: false,
-            write_reads_started: 0,
         };
         self.heads.insert(id, state);
         self.handle_or_defer(id);
@@ -437,10 +434,7 @@ impl Array {
             self.compute_and_write(id);
         } else {
             self.issue(id, &reads, MemberOp::Read);
-            let started = self.log_write_reads_started();
-            let st = self.state(id);
-            st.phase = Phase::Reading { for_write: true, outstanding: reads.len() };
-            st.write_reads_started = started;
+            self.state(id).phase = Phase::Reading { for_write: true, outstanding: reads.len() };
         }
     }
 
@@ -604,10 +598,7 @@ impl Array {
     /// The batch's member reads have all completed: compute and write, or serve the reads.
     fn reads_done(&mut self, id: HeadId, for_write: bool) {
         let st = self.state(id);
-        let (started, replan) = (st.write_reads_started, std::mem::take(&mut st.replan));
-        if for_write {
-            self.log_write_reads_done(started);
-        }
+        let replan = std::mem::take(&mut st.replan);
         if replan {
             // Plan again with the member failed (rebuild from parity, or refuse).
         } else if for_write {

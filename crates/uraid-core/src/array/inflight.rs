@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn tags_are_unique_increasing_and_found_only_while_in_flight() {
         let mut f = InFlight::default();
-        let pending = |m: u16| Pending::Log { member: DiskIndex(m) };
+        let pending = |m: u16| Pending::Log { member: DiskIndex(m), flight: 0 };
         let a = f.new_tag();
         f.insert(a, DiskIndex(1), pending(1));
         let b = f.new_tag();
@@ -111,7 +111,7 @@ mod tests {
         assert!(b.0 > a.0);
         assert_eq!(f.len(), 2);
         assert_eq!((f.load(DiskIndex(1)), f.load(DiskIndex(2)), f.load(DiskIndex(7))), (1, 1, 0));
-        assert!(matches!(f.remove(a), Some(Pending::Log { member }) if member.get() == 1));
+        assert!(matches!(f.remove(a), Some(Pending::Log { member, .. }) if member.get() == 1));
         assert!(f.remove(a).is_none(), "removed once");
         let c = f.new_tag();
         assert!(c.0 > b.0, "a reused slot gets a new, larger tag");
@@ -120,8 +120,8 @@ mod tests {
         f.insert(c, DiskIndex(3), pending(3));
         assert_eq!((f.load(DiskIndex(1)), f.load(DiskIndex(3))), (0, 1), "a's load went with it");
         assert!(f.remove(a).is_none(), "a stale tag does not find its slot's new I/O");
-        assert!(matches!(f.remove(c), Some(Pending::Log { member }) if member.get() == 3));
-        assert!(matches!(f.remove(b), Some(Pending::Log { member }) if member.get() == 2));
+        assert!(matches!(f.remove(c), Some(Pending::Log { member, .. }) if member.get() == 3));
+        assert!(matches!(f.remove(b), Some(Pending::Log { member, .. }) if member.get() == 2));
         assert!(f.is_empty());
     }
 }

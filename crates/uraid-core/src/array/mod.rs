@@ -150,9 +150,11 @@ enum Pending {
     BitmapFlush {
         member: DiskIndex,
     },
-    /// A partial parity log write, or a member flush of its reset.
+    /// A partial parity log write, or a member flush of its reset; `flight` names its
+    /// generation (`ppl::generation::Flight`).
     Log {
         member: DiskIndex,
+        flight: u64,
     },
     /// A member flush of the log's advance number `advance` (`ppl::advance`).
     LogFlush {
@@ -507,7 +509,7 @@ impl Array {
             Pending::Batch { index, member } => self.batch_write_done(index, member, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
-            Pending::Log { member } => self.log_io_done(member, ok),
+            Pending::Log { member, flight } => self.log_io_done(member, flight, ok),
             Pending::LogFlush { member, advance } => {
                 self.log_advance_flush_done(member, advance, ok);
             }

@@ -24,9 +24,9 @@
 //! acknowledged once its entries are durable, before its writes in place, as md's raid5-cache
 //! does in write-back mode: it is unflushed, so a power cut may lose it, and the replay keeps
 //! everything else intact; until its writes complete the head holds the data, and a flush waits
-//! for them (its reset or advance drains the logged writes it covers). Generations are group
-//! commits: one waits for the heads that started their reads before its oldest head was
-//! admitted, so that a queue's worth of writes shares one log write per member.
+//! for them (its reset or advance drains the logged writes it covers). Generations overlap
+//! (`generation`): a head's goes as soon as it has computed, and each acknowledges only its
+//! own; a head under a range waits for the generation that logs the range.
 //!
 //! Sequential streams. A full-stripe write whose previous stripe head was written since the
 //! last reset logs a range instead of its own entry: a block-less entry covering the heads
@@ -58,7 +58,7 @@ use crate::geometry::DiskRole;
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, StripeNumber};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 mod advance;
 mod batch;
@@ -101,9 +101,6 @@ struct Waiting {
     owner: Owner,
     discard: bool,
     entries: Entries,
-    /// `write_reads` when it was admitted: heads whose reads started before may join its
-    /// generation (group commit).
-    after: u64,
     /// A full-stripe write inside a range still to be logged: no entries of its own.
     ranged: bool,
 }
@@ -165,24 +162,23 @@ pub(super) struct PartialParityLog {
     /// Advances started (see `advance`), and the one in progress.
     advances: u64,
     advance: Option<advance::Advance>,
-    /// `advances` when the generation in flight started.
-    in_flight_advance: u64,
     /// The run's first reset has written its headers: writes that need no entry go at once.
     started: bool,
-    /// The generation in flight: writes outstanding, its heads and batches (and whether each
-    /// head counts in `live`).
-    in_flight: Option<(usize, Vec<(Owner, bool)>)>,
-    /// The buffers of the log writes in flight (`IoBuf::Log` indexes them).
-    writes: Vec<BlockBuf>,
+    /// Generations in flight, oldest first (up to `MAX_GENERATIONS_IN_FLIGHT`), or a reset's
+    /// member flushes or headers alone.
+    in_flight: Vec<generation::Flight>,
+    /// Numbers the entries of `in_flight` (`Pending::Log` names its own).
+    flights: u64,
+    /// The newest generation durable: with two in flight they may complete out of order.
+    newest_done: u64,
+    /// The buffers of the log writes in flight (`IoBuf::Log` indexes them), and the next index.
+    writes: HashMap<usize, BlockBuf>,
+    next_write: usize,
     reset: Reset,
     /// Another reset is wanted once the one under way is done (`log_member_joined`).
     reset_again: bool,
     /// Logged heads whose in-place writes have not completed.
     writing: usize,
-    /// Counts heads that started reads for their writes (see `Waiting::after`).
-    write_reads: u64,
-    /// The numbers of the heads whose reads for their writes are in flight.
-    reading: BTreeSet<u64>,
     pub(super) log_writes: u64,
     pub(super) log_bytes: u64,
     pub(super) resets: u64,
@@ -229,6 +225,27 @@ impl PartialParityLog {
 }
 
 impl Array {
+    /// Whether a waiting head or batch under a range still to be logged has its range in a
+    /// generation in flight: it may share that generation, never go in a later one, which
+    /// may be durable first (generations overlap) and let its writes out with nothing on the
+    /// rings covering them (seed 33009049: a torn full-stripe write that no replay mended).
+    fn log_range_in_flight(&self, w: &Waiting) -> bool {
+        let l = self.ppl.as_ref().expect("a log");
+        let keys: Vec<u64> = match w.owner {
+            Owner::Head(id) => vec![self.head_member_range(id).0],
+            Owner::Batch(index) => self.batch_keys(index).collect(),
+        };
+        let in_flight = |owner: &Owner| l.in_flight.iter().any(|f| f.logs(*owner));
+        keys.iter().any(|&at| {
+            l.pending_ranges
+                .range(..=at)
+                .next_back()
+                .is_some_and(|(_, (end, owner))| *end > at && in_flight(owner))
+        })
+    }
+}
+
+impl Array {
     /// Turns the partial parity log on (see the module docs). The first write waits for an
     /// empty header on every member's ring, which retires what an earlier run left there.
     pub fn enable_partial_parity_log(&mut self, cfg: &PartialParityLogConfig) {
@@ -249,10 +266,12 @@ impl Array {
             flush_waiters: Vec::new(),
             advances: 0,
             advance: None,
-            in_flight_advance: 0,
             started: false,
-            in_flight: None,
-            writes: Vec::new(),
+            in_flight: Vec::new(),
+            flights: 0,
+            newest_done: 0,
+            writes: HashMap::new(),
+            next_write: 0,
             reset: Reset::Draining,
             reset_again: false,
             writing: 0,
@@ -260,8 +279,6 @@ impl Array {
             log_bytes: 0,
             resets: 0,
             unprotected: 0,
-            write_reads: 0,
-            reading: BTreeSet::new(),
         });
     }
 
@@ -291,7 +308,7 @@ impl Array {
             l.resets,
             l.advance,
             l.advances,
-            l.in_flight.as_ref().map(|f| f.0),
+            l.in_flight.iter().map(|f| (f.generation, f.outstanding)).collect::<Vec<_>>(),
             l.writing,
             l.logged,
             l.flush_waiters,
@@ -321,7 +338,7 @@ impl Array {
     pub(super) fn log_busy(&self) -> bool {
         self.ppl.as_ref().is_some_and(|l| {
             !l.waiting.is_empty()
-                || l.in_flight.is_some()
+                || !l.in_flight.is_empty()
                 || matches!(l.reset, Reset::Flushing(_) | Reset::Headers(_))
                 || (l.reset == Reset::Draining && l.writing == 0)
         }) || self.log_advance_busy()
@@ -361,7 +378,6 @@ impl Array {
         if l.logged.contains_key(&id) {
             return true;
         }
-        let after = l.write_reads;
         let whole = !discard && self.method(id) == Some(WriteMethod::FullStripe);
         match self.range_cover(id).filter(|_| whole) {
             Some(Cover::Durable) => {
@@ -378,7 +394,7 @@ impl Array {
                 let l = self.ppl.as_mut().expect("checked");
                 let entries = Vec::new();
                 let owner = Owner::Head(id);
-                l.waiting.push(Waiting { owner, discard, entries, after, ranged: true });
+                l.waiting.push(Waiting { owner, discard, entries, ranged: true });
                 self.state(id).phase = Phase::LogWait;
                 return false;
             }
@@ -411,7 +427,7 @@ impl Array {
             None if l.started => return true,
             None => Vec::new(),
         };
-        l.waiting.push(Waiting { owner: Owner::Head(id), discard, entries, after, ranged: false });
+        l.waiting.push(Waiting { owner: Owner::Head(id), discard, entries, ranged: false });
         self.state(id).phase = Phase::LogWait;
         false
     }
@@ -668,7 +684,7 @@ impl Array {
     /// entry's union is one that was being written. Else false: the caller flushes as usual.
     pub(super) fn log_flush(&mut self, slot: usize) -> bool {
         let Some(l) = self.ppl.as_mut() else { return false };
-        let pending = l.reset != Reset::No || !l.waiting.is_empty() || l.in_flight.is_some();
+        let pending = l.reset != Reset::No || !l.waiting.is_empty() || !l.in_flight.is_empty();
         if l.on_ring.is_empty() && !pending {
             return false;
         }

@@ -72,7 +72,7 @@ impl PartialParityLog {
     fn drained(&self, number: u64) -> bool {
         self.writing == self.logged.len()
             && self.logged.values().all(|(_, started)| *started >= number)
-            && (self.in_flight.is_none() || self.in_flight_advance >= number)
+            && self.in_flight.iter().all(|f| f.advance >= number)
     }
 
     /// Whether a flush that comes now is covered by the advance under way. The writes it
@@ -83,10 +83,9 @@ impl PartialParityLog {
     /// unions a replay counts as being written. Then waiting for the next advance would add a
     /// whole advance (drain, member flushes, the tail) to the flush.
     pub(super) fn flush_may_join(&self) -> bool {
-        self.advance.as_ref().is_some_and(|a| {
-            let completed = self.generation.saturating_sub(u64::from(self.in_flight.is_some()));
-            a.stage == Stage::Draining && completed < a.tail
-        })
+        self.advance
+            .as_ref()
+            .is_some_and(|a| a.stage == Stage::Draining && self.newest_done < a.tail)
     }
 
     /// The advance whose tail the next generation carries, if any.
@@ -115,16 +114,21 @@ impl Array {
         l.live.get(&self.head_member_range(id).0).is_some_and(|v| v.born >= number)
     }
 
-    /// Which waiting heads may join the next generation: all of them but during an advance.
+    /// Which waiting heads may join the next generation: all of them but during an advance,
+    /// and but those under a range a generation in flight logs (`log_range_in_flight`).
     pub(super) fn log_joinable_now(&self) -> Vec<bool> {
         let l = self.ppl.as_ref().expect("a log");
-        match l.advance.as_ref() {
+        let mut joinable = match l.advance.as_ref() {
             None => vec![true; l.waiting.len()],
             // The member flushes are short: heads that come meanwhile join the tail's
             // generation (a log write fewer, and the tail waits for no other).
             Some(a) if matches!(a.stage, Stage::Flushing(_)) => vec![false; l.waiting.len()],
             Some(a) => l.waiting.iter().map(|w| self.log_joinable(w, a.number)).collect(),
+        };
+        for (j, w) in joinable.iter_mut().zip(&l.waiting) {
+            *j &= !(w.ranged && self.log_range_in_flight(w));
         }
+        joinable
     }
 
     /// Once drained, flushes every live member.

@@ -44,14 +44,13 @@ impl Array {
             self.stats.writes_under_log_range += keys.len() as u64;
             return BatchAdmit::Now;
         }
-        let after = l.write_reads;
-        self.log_batch_wait(index, after);
+        self.log_batch_wait(index);
         BatchAdmit::Wait
     }
 
     /// Queues batch `index` for the next generation with the range entries its stripe needs
     /// now (again after a reset, which retires every range).
-    pub(super) fn log_batch_wait(&mut self, index: usize, after: u64) {
+    pub(super) fn log_batch_wait(&mut self, index: usize) {
         let stripe = self.batch_stripe(index);
         let (entries, own) = self.batch_range_entries(index, stripe);
         let modified = self.whole_stripe_modified(stripe);
@@ -65,7 +64,7 @@ impl Array {
         }
         let ranged = entries.is_empty();
         let owner = Owner::Batch(index);
-        l.waiting.push(Waiting { owner, discard: false, entries, after, ranged });
+        l.waiting.push(Waiting { owner, discard: false, entries, ranged });
     }
 
     /// Block-less range entries (P's and Q's, on the live parity members of `stripe`) for

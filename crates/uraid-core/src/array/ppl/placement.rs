@@ -36,7 +36,7 @@ impl Array {
     /// idle members when the log is idle, else to a less busy one (see the module docs).
     pub(super) fn place_entries(&self, id: HeadId, out: &mut Entries) {
         let l = self.ppl.as_ref().expect("a log");
-        if !l.waiting.is_empty() || l.in_flight.is_some() {
+        if !l.waiting.is_empty() || !l.in_flight.is_empty() {
             if let [(_, e, Some(_))] = &out[..]
                 && e.parity == LogParity::P
             {
