@@ -177,9 +177,11 @@ impl Array {
             .all(|&m| l.rings.place(m, header_sectors(count[m]) + used[m]).is_some());
         if full && !chosen.contains(&true) && !tail {
             // The advance under way retires older generations: wait for it, unless its tail
-            // has no room either.
+            // is still to be placed and has no room either. (Its tail's generation may be in
+            // flight beside others: a reset then would stop the log for nothing.)
             let room = live_members.iter().all(|&m| l.rings.place(m, header_sectors(0)).is_some());
-            return if tail_ahead && room { Taken::Wait } else { Taken::Full };
+            let advancing = l.advance.is_some();
+            return if advancing && (room || !tail_ahead) { Taken::Wait } else { Taken::Full };
         }
         if (full && !chosen.contains(&true)) || (tail && !tail_fits) {
             return Taken::Full;
