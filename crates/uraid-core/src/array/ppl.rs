@@ -164,12 +164,12 @@ pub(super) struct PartialParityLog {
     advance: Option<advance::Advance>,
     /// The run's first reset has written its headers: writes that need no entry go at once.
     started: bool,
-    /// Generations in flight, oldest first (up to `MAX_GENERATIONS_IN_FLIGHT`), or a reset's
-    /// member flushes or headers alone.
+    /// Generations in flight, oldest first (on members that seek at most
+    /// `MAX_GENERATIONS_IN_FLIGHT_ROTATIONAL`), or a reset's member flushes or headers alone.
     in_flight: Vec<generation::Flight>,
     /// Numbers the entries of `in_flight` (`Pending::Log` names its own).
     flights: u64,
-    /// The newest generation durable: with two in flight they may complete out of order.
+    /// The newest generation durable: generations in flight may complete out of order.
     newest_done: u64,
     /// The buffers of the log writes in flight (`IoBuf::Log` indexes them), and the next index.
     writes: HashMap<usize, BlockBuf>,
