@@ -151,8 +151,9 @@ fn a_write_under_a_range_in_flight_waits_for_that_generation() {
 }
 
 /// Rings that fill start an advance, and generations that do not fit meanwhile wait for it,
-/// also while its tail's generation is in flight beside others: the rings are reset only
-/// when not even the tail fits (a reset stops the log: drain, flush, headers).
+/// also while its tail's generation is in flight beside others, and a tail due goes alone
+/// when no head fits beside it: the rings are reset only when not even the tail fits (a
+/// reset stops the log: drain, flush, headers).
 #[test]
 fn generations_that_do_not_fit_wait_for_the_advance_under_way() {
     // A ring of 64 sectors: about six generations of one entry each.
@@ -189,9 +190,46 @@ fn generations_that_do_not_fit_wait_for_the_advance_under_way() {
     let (_, _, resets, _) = a.log_stats().unwrap();
     let advances = a.stats().log_advances;
     // The run's first reset and one more (a reset whenever the tail's generation was in
-    // flight: 13).
+    // flight: 13; whenever no head fitted beside a tail due, once heads join generations
+    // while the members flush: 9).
     assert!(advances > 20 && resets <= 2, "{resets} resets, {advances} advances");
     for (sector, data) in &written {
         assert!(read(&mut a, &mut mem, *sector, 4096) == *data, "sector {sector}");
     }
+}
+
+/// A head that computes while a flush's advance has its member flushes out goes at once in a
+/// generation of its own (its union begins after the advance did: the advance retires nothing
+/// of it), rather than wait for the flushes and then for the tail's generation.
+#[test]
+fn a_fresh_head_is_logged_while_the_advance_flushes_the_members() {
+    let mut a = logged_array(false);
+    let mut mem = Mem::new(5);
+    common::write(&mut a, &mut mem, 0, pattern(1, 4096));
+    // Head 1 (slot 2 of stripe 0's next row) starts its reads; then the flush comes.
+    let fresh = pattern(2, 4096);
+    a.submit_write(ReqId(101), Sector(256 + 8), fresh.clone());
+    let reads = drain(&mut a);
+    assert!(reads.len() == 2 && reads.iter().all(|io| io.op == MemberOp::Read), "{reads:?}");
+    a.submit_flush(ReqId(100));
+    let flushes = drain(&mut a);
+    assert!(flushes.len() == 5 && flushes.iter().all(|io| io.op == MemberOp::Flush), "{flushes:?}");
+    // Its reads complete with the flushes out: its generation goes now.
+    complete(&mut a, &mut mem, reads);
+    let log = drain(&mut a);
+    assert!(!log.is_empty(), "the fresh head waited for the member flushes");
+    assert!(log.iter().all(|io| io.area == IoArea::Log), "{log:?}");
+    complete(&mut a, &mut mem, log);
+    assert_eq!(finished(&mut a), vec![ReqId(101)], "acknowledged once logged");
+    complete(&mut a, &mut mem, flushes);
+    let done: Vec<ReqId> = run(&mut a, &mut mem).into_iter().map(|d| d.0).collect();
+    assert_eq!(done, vec![ReqId(100)]);
+    assert_eq!(a.stats().log_advances, 1);
+    // The advance retired head 0's entry; head 1's outlives it.
+    let live: Vec<u64> =
+        entries_to_replay(&mem.scans(UUID)).iter().map(|e| e.entry.member_sector).collect();
+    assert_eq!(live, vec![8]);
+    assert!(read(&mut a, &mut mem, 0, 4096) == pattern(1, 4096));
+    assert!(read(&mut a, &mut mem, 256 + 8, 4096) == fresh);
+    assert_consistent(&mut a, &mut mem, 1);
 }

@@ -183,7 +183,9 @@ impl Array {
             let advancing = l.advance.is_some();
             return if advancing && (room || !tail_ahead) { Taken::Wait } else { Taken::Full };
         }
-        if (full && !chosen.contains(&true)) || (tail && !tail_fits) {
+        // A tail that fits goes alone if no head does: it retires older generations, which
+        // makes room for them (a reset would stop the log for what the tail does anyway).
+        if tail && !tail_fits {
             return Taken::Full;
         }
         let (mut heads, mut rest) = (Vec::new(), Vec::new());
