@@ -16,20 +16,24 @@
 //!
 //! What may be logged meanwhile. An entry's union holds every sector of its head written
 //! since the last point where they were durable, and a replay counts a lost member's sectors
-//! in it as being written (zeros). An entry logged during the advance outlives it, so its
-//! union must hold no sector the advance makes durable: only heads whose union began after
-//! the advance did (`Live::born`) and that log a span-1 entry of their own join generations
-//! during it, while it drains, while the members flush, and in its tail's generation. (Those
-//! that came while the members flushed waited for the tail's generation, one log write
-//! fewer, until generations overlapped: at depth on flash every head then waited out each
-//! advance's flushes; `bench io --only ppl`, RAID5 random qd16 with 128 KiB rings, NVMe 0.82
-//! -> 0.91.) The rest (older unions, ranges, batches, discards) wait,
+//! in it as being written (zeros). An entry logged during the advance outlives it, so while
+//! a flush waits for the advance its union must hold no sector the advance makes durable:
+//! only heads whose union began after the advance did (`Live::born`) and that log a span-1
+//! entry of their own join generations during it, while it drains, while the members flush,
+//! and in its tail's generation. (Those that came while the members flushed waited for the
+//! tail's generation, one log write fewer, until generations overlapped: at depth on flash
+//! every head then waited out each advance's flushes; `bench io --only ppl`, RAID5 random
+//! qd16 with 128 KiB rings, NVMe 0.82 -> 0.91.) An advance no flush waits for (a ring
+//! filling up) promises nothing durable, so heads with older unions join too, their unions
+//! whole, and no flush may join it after (`old_unions`): a sequential stream at depth 1
+//! meets such a head at nearly every advance, and held it through the member flushes
+//! (RAID6 4 KiB sequential qd1 with 128 KiB rings, NVMe 0.968 -> 0.991). The rest (older
+//! unions while a flush waits, ranges, batches, discards) wait,
 //! and are computed again when it ends, as after a reset. Full-stripe writes do not go under
 //! durable ranges during it (every range it retires would have to wait for them).
 
 use super::{Array, Owner, PartialParityLog, Reset, Waiting};
 use crate::array::Pending;
-use crate::stripe::WriteMethod;
 use crate::units::DiskIndex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +55,9 @@ pub(in crate::array) struct Advance {
     /// The first generation started after it began: every older one retires.
     pub(super) tail: u64,
     pub(super) stage: Stage,
+    /// A head whose union began before it joined a generation during it (no flush waited
+    /// for it then): no flush may join it since (see `log_joinable`).
+    pub(super) old_unions: bool,
 }
 
 impl PartialParityLog {
@@ -58,7 +65,7 @@ impl PartialParityLog {
         self.advances += 1;
         self.rings.advance_started();
         let (number, tail) = (self.advances, self.generation + 1);
-        self.advance = Some(Advance { number, tail, stage: Stage::Draining });
+        self.advance = Some(Advance { number, tail, stage: Stage::Draining, old_unions: false });
     }
 
     /// Rings filling up: an advance retires their older generations while the log goes on
@@ -86,9 +93,15 @@ impl PartialParityLog {
     /// unions a replay counts as being written. Then waiting for the next advance would add a
     /// whole advance (drain, member flushes, the tail) to the flush.
     pub(super) fn flush_may_join(&self) -> bool {
-        self.advance
-            .as_ref()
-            .is_some_and(|a| a.stage == Stage::Draining && self.newest_done < a.tail)
+        self.advance.as_ref().is_some_and(|a| {
+            a.stage == Stage::Draining && self.newest_done < a.tail && !a.old_unions
+        })
+    }
+
+    /// Whether advance `number` has flushes waiting for it (each makes durable what it
+    /// drains).
+    fn flushes_wait_for(&self, number: u64) -> bool {
+        self.flush_waiters.iter().any(|f| f.2 <= number)
     }
 
     /// The advance whose tail the next generation carries, if any.
@@ -106,15 +119,36 @@ impl Array {
     }
 
     /// Whether waiting head `w` may join a generation while advance `number` is under way
-    /// (see the module docs).
+    /// (see the module docs): a head whose union began before it only while no flush waits
+    /// for it.
     pub(super) fn log_joinable(&self, w: &Waiting, number: u64) -> bool {
-        let Owner::Head(id) = w.owner else { return false };
+        self.log_union_born(w).is_some_and(|born| {
+            born >= number || !self.ppl.as_ref().expect("a log").flushes_wait_for(number)
+        })
+    }
+
+    /// When the union of waiting head `w` began, if it may join a generation during an
+    /// advance at all: a head logging span-1 entries of its own.
+    fn log_union_born(&self, w: &Waiting) -> Option<u64> {
+        let Owner::Head(id) = w.owner else { return None };
         if w.discard || w.ranged || w.entries.is_empty() || w.entries.iter().any(|e| e.1.span != 1)
         {
-            return false;
+            return None;
         }
         let l = self.ppl.as_ref().expect("a log");
-        l.live.get(&self.head_member_range(id).0).is_some_and(|v| v.born >= number)
+        l.live.get(&self.head_member_range(id).0).map(|v| v.born)
+    }
+
+    /// Heads `taken` join a generation: if one's union began before the advance under way,
+    /// no flush may join that advance any more.
+    pub(super) fn log_note_old_unions(&mut self, taken: &[Waiting]) {
+        let Some(number) = self.ppl.as_ref().and_then(|l| l.advance.as_ref()).map(|a| a.number)
+        else {
+            return;
+        };
+        if taken.iter().any(|w| self.log_union_born(w).is_some_and(|born| born < number)) {
+            self.ppl.as_mut().expect("a log").advance.as_mut().expect("checked").old_unions = true;
+        }
     }
 
     /// Which waiting heads may join the next generation: all of them but during an advance,
@@ -164,59 +198,13 @@ impl Array {
             *n -= 1;
             if *n == 0 {
                 a.stage = Stage::Tail;
-                self.renew_old_unions(number);
             }
         }
     }
 
-    /// Every member is flushed: a union born before the advance holds only durable sectors
-    /// now (the advance drained every write started before it). Partial-stripe heads waiting
-    /// with such a union are computed again with a fresh one and join the tail's generation,
-    /// as heads that came during the flushes do, instead of waiting for it to be durable and
-    /// then for a generation of their own: at depth 1 each advance held a write that long
-    /// (a sequential stream comes back to a head every chunk). If the tail's generation is
-    /// torn, their older entries are still live and still right (their writes are durable
-    /// and these have not started). Full-stripe heads, ranged ones, discards and batches
-    /// wait for the end as before: what they log may be a range, which the end retires.
-    /// Only at depth 1 (one head waiting, no flush waiting for the advance): at depth the
-    /// renewed heads made the tail's generation larger, and the flushes waiting for it
-    /// slower (`bench io --only ppl`, RAID6 a flush every 64 writes: SSD 0.84 -> 0.76, NVMe
-    /// 0.93 -> 0.89), while the heads behind it share the next generation anyway.
-    fn renew_old_unions(&mut self, number: u64) {
-        let l = self.ppl.as_ref().expect("a log");
-        let ([w], false) = (&l.waiting[..], l.flush_waiters.iter().any(|f| f.2 <= number)) else {
-            return;
-        };
-        let Owner::Head(id) = w.owner else { return };
-        let key = self.head_member_range(id).0;
-        let renew = !self.log_joinable(w, number)
-            && !w.discard
-            && !w.ranged
-            && !w.entries.is_empty()
-            && w.entries.iter().all(|e| e.1.span == 1)
-            && self.method(id) != Some(WriteMethod::FullStripe)
-            && l.live.get(&key).is_some_and(|v| v.writing == 1);
-        if !renew {
-            return;
-        }
-        let l = self.ppl.as_mut().expect("a log");
-        let w = l.waiting.pop().expect("one head waits");
-        l.live.remove(&key);
-        l.on_ring.remove(&key);
-        let entries = self.log_entries(id, false);
-        let l = self.ppl.as_mut().expect("a log");
-        if !entries.is_empty() {
-            let live = l.live_at(key);
-            live.modified.clone_from(&entries[0].1.modified);
-            live.writing = 1;
-            l.on_ring.insert(key);
-        }
-        // With no entries (no parity left to log for) it is written at once, as at the end.
-        l.waiting.push(Waiting { entries, ..w });
-    }
-
     /// The generation carrying the advance's tail is durable: what it covers retires (every
-    /// range with it: none was logged during it), waiting heads with older unions are
+    /// range with it: none was logged during it), waiting heads with older unions (while a
+    /// flush waited for it) are
     /// computed again, and the flushes waiting for it complete.
     pub(super) fn finish_log_advance(&mut self) {
         self.stats.log_advances += 1;

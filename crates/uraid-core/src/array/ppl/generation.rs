@@ -78,7 +78,10 @@ impl Array {
         let live_members: Vec<usize> =
             (0..self.failed.len()).filter(|&m| !self.failed[m]).collect();
         let heads = match self.take_log_heads(&joinable, &live_members, tail.is_some()) {
-            Taken::Heads(heads) => heads,
+            Taken::Heads(heads) => {
+                self.log_note_old_unions(&heads);
+                heads
+            }
             Taken::Wait => return,
             Taken::Full => {
                 self.ppl.as_mut().expect("checked").reset = Reset::Draining;
