@@ -435,6 +435,13 @@ fn a_head_with_an_older_union_is_logged_during_an_advance_no_flush_waits_for() {
     }
     assert_eq!(read(&mut a, &mut mem, 0, 4096), pattern(1, 4096));
     assert_eq!(read(&mut a, &mut mem, 128, 4096), pattern(4, 4096));
+    // The advance did not drain that write, so its end keeps the union: head 0's next entry
+    // still counts slots 0 and 1 (unflushed) as being written.
+    write(&mut a, &mut mem, 256, pattern(5, 4096));
+    let head0 =
+        entries_to_replay(&mem.scans(UUID)).into_iter().find(|e| e.entry.member_sector == 0);
+    let modified: Vec<usize> = head0.unwrap().entry.modified.iter().map(|m| m.0).collect();
+    assert_eq!(modified, vec![0, 1, 2]);
 }
 
 /// A flush that comes once such a head is being logged may not join that advance, even while

@@ -140,14 +140,29 @@ impl Array {
     }
 
     /// Heads `taken` join a generation: if one's union began before the advance under way,
-    /// no flush may join that advance any more.
+    /// no flush may join that advance any more, and the union counts as born in it: the
+    /// advance does not drain this write, so its end must not drop the union (simulator
+    /// seed 36000868: a torn write's later entry left unflushed sectors out, and a member
+    /// lost after the cut read back garbage).
     pub(super) fn log_note_old_unions(&mut self, taken: &[Waiting]) {
         let Some(number) = self.ppl.as_ref().and_then(|l| l.advance.as_ref()).map(|a| a.number)
         else {
             return;
         };
-        if taken.iter().any(|w| self.log_union_born(w).is_some_and(|born| born < number)) {
-            self.ppl.as_mut().expect("a log").advance.as_mut().expect("checked").old_unions = true;
+        let old: Vec<u64> = taken
+            .iter()
+            .filter(|w| self.log_union_born(w).is_some_and(|born| born < number))
+            .filter_map(|w| match w.owner {
+                Owner::Head(id) => Some(self.head_member_range(id).0),
+                Owner::Batch(_) => None,
+            })
+            .collect();
+        let l = self.ppl.as_mut().expect("a log");
+        for key in &old {
+            l.live.get_mut(key).expect("a union").born = number;
+        }
+        if !old.is_empty() {
+            l.advance.as_mut().expect("checked").old_unions = true;
         }
     }
 
