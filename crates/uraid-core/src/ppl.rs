@@ -54,6 +54,9 @@ use crate::geometry::StripeMap;
 use crate::layout::Level;
 use crate::units::DiskIndex;
 
+mod replay;
+pub use replay::{entries_by_head, replay_blocks};
+
 pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
 /// 2: rings may wrap (a version 1 reader, walking from the ring's start, would miss live
 /// generations, so it must not take these for its own). 3: an entry may be on any member's

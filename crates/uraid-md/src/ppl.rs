@@ -12,16 +12,17 @@
 //! resync: every ring of every member in sync is read, only the newest run's records count
 //! (the epoch: md's events at that run's assemble), and each live entry's parity block is
 //! rewritten from its partial parity and the modified blocks as the members hold them now
-//! (`uraid_core::ppl::replayed_parity`; a missing member's blocks count as zeros). The stripe
-//! is then consistent, so a member missing now, or lost later, is rebuilt right.
+//! (`uraid_core::ppl::replayed_parity`; a missing member's blocks as
+//! `uraid_core::ppl::replay_blocks` counts them). The stripe is then consistent, so a member
+//! missing now, or lost later, is rebuilt right.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::ppl::{
-    RingScan, entries_to_replay, heads_to_resync, magic_sectors, replayed_parity, resynced_parity,
-    scan_ring,
+    FoundEntry, RingScan, entries_by_head, entries_to_replay, heads_to_resync, magic_sectors,
+    replay_blocks, replayed_parity, resynced_parity, scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
 use uraid_format::Superblock1;
@@ -190,29 +191,23 @@ impl FoundLog {
         let mut written = vec![false; files.len()];
         let mut replayed = 0;
         let g = target.geometry;
-        for found in self.rings.iter().flat_map(|scans| entries_to_replay(scans)) {
-            let sector = found.entry.member_sector;
-            let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            if sector + found.unit_sectors > target.member_sectors {
-                eprintln!("uraid: a log entry for sector {sector} does not fit the array; skipped");
-                continue;
+        for scans in &self.rings {
+            let found = entries_to_replay(scans);
+            for (sector, entries) in entries_by_head(&found) {
+                let unit_sectors = entries[0].unit_sectors;
+                if sector + unit_sectors > target.member_sectors {
+                    eprintln!(
+                        "uraid: a log entry for sector {sector} does not fit the array; skipped"
+                    );
+                    continue;
+                }
+                let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
+                let at = target.data_offset_bytes + sector * SECTOR_BYTES;
+                let held = read_blocks(at, unit);
+                let held: Vec<Option<&[u8]>> = held.iter().map(Option::as_deref).collect();
+                let head = (g, sector, at);
+                replayed += replay_head(head, &entries, &held, &files, &mut written)?;
             }
-            // The parity member, whichever ring held the entry; missing, there is no parity
-            // to mend.
-            let Some(member) = found.parity_member(map).map(DiskIndex::get) else { continue };
-            let Some(file) = files[member].as_ref() else { continue };
-            let unit = usize::try_from(found.unit_sectors * SECTOR_BYTES).expect("a unit fits");
-            let at = target.data_offset_bytes + sector * SECTOR_BYTES;
-            let data = read_blocks(at, unit);
-            let data: Vec<Option<&[u8]>> = data.iter().map(Option::as_deref).collect();
-            let slot = |m: usize| match map.roles[m] {
-                DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
-                _ => 0,
-            };
-            let block = found.block.as_deref().unwrap_or(&[]);
-            file.write_all_at(&replayed_parity(&found.entry, block, unit, &data, slot), at)?;
-            written[member] = true;
-            replayed += 1;
         }
         for (sector, unit_sectors) in self.rings.iter().flat_map(|scans| heads_to_resync(scans)) {
             if sector + unit_sectors > target.member_sectors {
@@ -240,6 +235,38 @@ impl FoundLog {
         }
         Ok(replayed)
     }
+}
+
+/// A stripe head's entries (all at once: `replay_blocks`) given its blocks as `held`: each
+/// entry's parity block written at byte `at` of its parity member, if present; returns how
+/// many.
+fn replay_head(
+    (g, sector, at): (&Geometry, u64, u64),
+    entries: &[&FoundEntry],
+    held: &[Option<&[u8]>],
+    files: &[Option<File>],
+    written: &mut [bool],
+) -> io::Result<u64> {
+    let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
+    let blocks = replay_blocks(g.level(), map, entries, held);
+    let data: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
+    let slot = |m: usize| match map.roles[m] {
+        DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
+        _ => 0,
+    };
+    let unit = held.iter().flatten().map(|b| b.len()).next().unwrap_or(0);
+    let mut replayed = 0;
+    for found in entries {
+        // The parity member, whichever ring held the entry; missing, there is no parity to
+        // mend.
+        let Some(member) = found.parity_member(map).map(DiskIndex::get) else { continue };
+        let Some(file) = files[member].as_ref() else { continue };
+        let block = found.block.as_deref().unwrap_or(&[]);
+        file.write_all_at(&replayed_parity(&found.entry, block, unit, &data, slot), at)?;
+        written[member] = true;
+        replayed += 1;
+    }
+    Ok(replayed)
 }
 
 /// Every member's `unit` bytes at `at`: None where the member is missing or the read fails (a

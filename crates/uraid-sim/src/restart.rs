@@ -10,7 +10,8 @@ use crate::sim::Sim;
 use rand::Rng;
 use uraid_core::array::{IoArea, MemberOp, ReqId, SyncKind};
 use uraid_core::ppl::{
-    entries_to_replay, heads_to_resync, replayed_parity, resynced_parity, scan_ring,
+    entries_by_head, entries_to_replay, heads_to_resync, replay_blocks, replayed_parity,
+    resynced_parity, scan_ring,
 };
 use uraid_core::{DiskRole, SECTOR_BYTES, Sector, StripeNumber};
 
@@ -186,8 +187,8 @@ impl Sim {
 
     /// What the runtime does before the engine starts: every surviving member's log ring is
     /// read, and each live entry's parity is rewritten from its partial parity and the
-    /// modified blocks as they are now (unreadable ones count as zeros: they were being
-    /// written).
+    /// modified blocks as they are now (a lost or unreadable one as `replay_blocks` counts
+    /// it).
     fn replay_log(&mut self, gone: &[bool]) {
         if self.cfg.log_ring_sectors.is_none() || self.cfg.sabotage == Some(Sabotage::NoLogReplay) {
             return;
@@ -198,27 +199,35 @@ impl Sim {
             .collect();
         let g = self.cfg.geometry();
         let unit = (self.cfg.stripe_size_bytes) as usize;
-        for found in entries_to_replay(&scans) {
-            let sector = found.entry.member_sector;
+        // Per stripe head, its entries together: a lost data block is counted from them all
+        // (`replay_blocks`).
+        let found = entries_to_replay(&scans);
+        for (sector, entries) in entries_by_head(&found) {
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            // The parity member, whichever ring held the entry (RAID5 entries may be on data
-            // members' rings); lost, there is no parity to mend.
-            let Some(parity) =
-                found.parity_member(map).map(uraid_core::DiskIndex::get).filter(|&p| !gone[p])
-            else {
-                continue;
-            };
-            let offset = self.members[parity].offset(IoArea::Data, sector);
-            let data = self.blocks_at(offset, unit, gone);
+            let offset = self.members[0].offset(IoArea::Data, sector);
+            let held = self.blocks_at(offset, unit, gone);
+            let blocks = replay_blocks(g.level(), map, &entries, &held);
+            let data: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
             let slot = |m: usize| match map.roles[m] {
                 DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
                 _ => 0,
             };
-            let block = found.block.as_deref().unwrap_or(&[]);
-            let new = replayed_parity(&found.entry, block, unit, &data, slot);
-            self.note(|| format!("log replay: member {parity} sector {sector} {:?}", found.entry));
-            self.members[parity].restore(offset, &new);
-            self.stats.log_replays += 1;
+            for found in entries {
+                // The parity member, whichever ring held the entry (RAID5 entries may be on
+                // data members' rings); lost, there is no parity to mend.
+                let Some(parity) =
+                    found.parity_member(map).map(uraid_core::DiskIndex::get).filter(|&p| !gone[p])
+                else {
+                    continue;
+                };
+                let block = found.block.as_deref().unwrap_or(&[]);
+                let new = replayed_parity(&found.entry, block, unit, &data, slot);
+                self.note(|| {
+                    format!("log replay: member {parity} sector {sector} {:?}", found.entry)
+                });
+                self.members[parity].restore(offset, &new);
+                self.stats.log_replays += 1;
+            }
         }
         self.resync_ranges(&scans, gone);
         // Replayed and durable, the records have served: uraid-md clears every present ring

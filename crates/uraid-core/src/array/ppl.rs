@@ -570,8 +570,8 @@ impl Array {
             // Only blocks this generation writes: a read-error rewrite after the batch's data
             // writes completed, computed again after an advance or reset, must not count that
             // data as being written once it is durable (seed 20013895: a lost member's
-            // flushed block read as zeros at the replay). A failed member's block stays: the
-            // replay counts it as zeros, and its partial parity leaves it in either way.
+            // flushed block read as zeros at the replay). A failed member's block stays for
+            // the partial parity to see (which then leaves it out of the union).
             for p in self.batch(id).iter().filter(|p| p.kind == super::Kind::Write) {
                 for b in &p.blocks {
                     let d = map.data_disk[usize::from(b.data_slot)].get();
@@ -594,7 +594,12 @@ impl Array {
             let mut e = LogEntry { parity, ..entry.clone() };
             let block = if whole {
                 None
-            } else if let Some(b) = self.partial_parity(id, &e) {
+            } else if let Some((b, failed_in)) = self.partial_parity(id, &e) {
+                // A failed member's sectors in it are not being written as far as a replay
+                // goes: it solves them from the partial parity (`crate::ppl::replay_blocks`).
+                if failed_in {
+                    e.modified.retain(|(d, _)| !self.failed[*d]);
+                }
                 e.block_crc = Some(crc32c::crc32c(&b));
                 Some(b)
             } else {
@@ -615,8 +620,9 @@ impl Array {
     }
 
     /// The entry's partial parity from the head after compute: the new parity minus the
-    /// modified sectors, or (when a modified block is not here) the sum of every other sector.
-    fn partial_parity(&self, id: HeadId, e: &LogEntry) -> Option<Vec<u8>> {
+    /// modified sectors, or (when a modified block is not here) the sum of every other sector;
+    /// and whether it holds the union's sectors of failed members (the first way).
+    fn partial_parity(&self, id: HeadId, e: &LogEntry) -> Option<(Vec<u8>, bool)> {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let head = self.cache.head(id);
         let block = |d: usize| -> Option<&[u8]> {
@@ -645,15 +651,15 @@ impl Array {
             LogParity::Q => map.q_disk,
         }
         .expect("a live parity member");
-        // A failed member stays failed until a spare is rebuilt (which resets the log): a
-        // replay will count its sectors as zeros, so they stay out of the sum here too.
+        // A failed member's block is not here to take out: its sectors stay in the sum, and
+        // the entry leaves it out of its union (`log_entries`).
         let failed = |d: usize| self.failed[d];
         if e.modified.iter().all(|(d, _)| failed(*d) || block(*d).is_some()) {
             let mut out = head.buffers[parity.get()].to_vec();
             for (d, mask) in e.modified.iter().filter(|(d, _)| !failed(*d)) {
                 add(&mut out, *d, block(*d).expect("checked"), &|s| has(mask, s));
             }
-            return Some(out);
+            return Some((out, e.modified.iter().any(|(d, _)| failed(*d))));
         }
         let mut out = vec![0u8; head.buffers[parity.get()].len()];
         for d in map.data_disk.iter().map(|d| d.get()) {
@@ -663,7 +669,7 @@ impl Array {
             }
             add(&mut out, d, block(d)?, &|s| mask.is_none_or(|m| !has(m, s)));
         }
-        Some(out)
+        Some((out, false))
     }
 
     /// A logged head's in-place writes completed.

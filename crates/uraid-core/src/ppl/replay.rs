@@ -1,0 +1,269 @@
+//! What a replay counts a lost member's data as. An entry's parity is rewritten from its
+//! partial parity and its union's sectors as the members hold them (`replayed_parity`); a
+//! member lost (or a block unreadable) at the replay leaves some of those sectors unknown.
+//!
+//! * Outside the union a lost sector was not being written: the partial parity holds it
+//!   (per sector row, P's and Q's partial parity are the parity of the data outside the
+//!   union). A member failed when the entry was made is outside it too: its block was not
+//!   there to take out of the partial parity, which therefore holds it (`uraid_core::array`'s
+//!   `log_entries`).
+//! * Inside the union it was written since the last flush (acknowledged, perhaps complete,
+//!   perhaps torn): its value comes from the parity the members hold, which is right when
+//!   that write completed. A torn write's own sectors may read anything after a crash (md's
+//!   PPL promises no more); only those can come out wrong here, since the rows a torn write
+//!   left inconsistent are rows of its union.
+//!
+//! Until the fourth session of 2026-11-27 a lost sector in the union counted as zeros: a
+//! write acknowledged and completed, but not yet flushed, on a member lost after a crash
+//! read back as zeros, where the parity held it.
+
+use super::{FoundEntry, LogParity, mask_has};
+use crate::geometry::StripeMap;
+use crate::layout::Level;
+
+const SECTOR: usize = 512;
+
+/// A stripe head's blocks as a replay of its entries (`entries`: its newest generation's, P's
+/// and Q's) counts them: `blocks` (per member as held now: None where lost or unreadable) with
+/// every lost data block filled in, sector by sector (see the module docs). A sector that
+/// cannot be solved (more lost than the parity at hand) stays zeros. Lost parity members stay
+/// None.
+#[must_use]
+pub fn replay_blocks(
+    level: Level,
+    map: &StripeMap,
+    entries: &[&FoundEntry],
+    blocks: &[Option<&[u8]>],
+) -> Vec<Option<Vec<u8>>> {
+    let mut out: Vec<Option<Vec<u8>>> = blocks.iter().map(|b| b.map(<[u8]>::to_vec)).collect();
+    let lost_data: Vec<usize> =
+        map.data_disk.iter().map(|d| d.get()).filter(|&d| blocks[d].is_none()).collect();
+    let Some(unit) = blocks.iter().flatten().map(|b| b.len()).next() else { return out };
+    if lost_data.is_empty() || entries.is_empty() {
+        return out;
+    }
+    for &d in &lost_data {
+        out[d] = Some(vec![0; unit]);
+    }
+    let partial = |parity: LogParity| {
+        entries.iter().find(|e| e.entry.parity == parity).map(|e| match e.block.as_deref() {
+            Some(b) if !b.is_empty() => b.to_vec(),
+            // Block-less: every data sector is in the union, so none lies outside it.
+            _ => vec![0; unit],
+        })
+    };
+    let (pp_p, pp_q) = (partial(LogParity::P), partial(LogParity::Q));
+    let in_union = |d: usize, r: usize| {
+        entries.iter().any(|e| e.entry.mask(d).is_some_and(|m| mask_has(m, r)))
+    };
+    let members = blocks.len();
+    for r in 0..unit / SECTOR {
+        let at = r * SECTOR..(r + 1) * SECTOR;
+        let outside: Vec<usize> = lost_data.iter().copied().filter(|&d| !in_union(d, r)).collect();
+        let inside: Vec<usize> = lost_data.iter().copied().filter(|&d| in_union(d, r)).collect();
+        // Outside the union: the row of the data outside it, with the partial parity as its
+        // parity.
+        let mut outside_known = true;
+        if !outside.is_empty() {
+            let mut row = vec![vec![0u8; SECTOR]; members];
+            let mut lost = vec![false; members];
+            for d in map.data_disk.iter().map(|d| d.get()).filter(|&d| !in_union(d, r)) {
+                match blocks[d] {
+                    Some(b) => row[d].copy_from_slice(&b[at.clone()]),
+                    None => lost[d] = true,
+                }
+            }
+            for (disk, pp) in [(map.p_disk, &pp_p), (map.q_disk, &pp_q)] {
+                let Some(disk) = disk else { continue };
+                match pp {
+                    Some(pp) => row[disk.get()].copy_from_slice(&pp[at.clone()]),
+                    None => lost[disk.get()] = true,
+                }
+            }
+            outside_known = solve(level, map, &mut row, &lost);
+            if outside_known {
+                for &d in &outside {
+                    out[d].as_mut().expect("filled")[at.clone()].copy_from_slice(&row[d]);
+                }
+            }
+        }
+        // Inside it: the whole row as the members hold it, parity trusted.
+        if !inside.is_empty() {
+            let mut row = vec![vec![0u8; SECTOR]; members];
+            let mut lost = vec![false; members];
+            for (m, cell) in row.iter_mut().enumerate() {
+                match (&out[m], blocks[m]) {
+                    (_, None) if inside.contains(&m) || !outside_known => lost[m] = true,
+                    (Some(b), _) => cell.copy_from_slice(&b[at.clone()]),
+                    (None, _) => lost[m] = true,
+                }
+            }
+            if solve(level, map, &mut row, &lost) {
+                for &d in &inside {
+                    out[d].as_mut().expect("filled")[at.clone()].copy_from_slice(&row[d]);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The entries to replay (`entries_to_replay`) per stripe head (by its first member sector):
+/// a head's are replayed together (`replay_blocks`).
+#[must_use]
+pub fn entries_by_head(found: &[FoundEntry]) -> std::collections::BTreeMap<u64, Vec<&FoundEntry>> {
+    let mut heads = std::collections::BTreeMap::<u64, Vec<&FoundEntry>>::new();
+    for f in found {
+        heads.entry(f.entry.member_sector).or_default().push(f);
+    }
+    heads
+}
+
+/// Reconstructs one sector row in place; false when more is lost than the level survives.
+fn solve(level: Level, map: &StripeMap, row: &mut [Vec<u8>], lost: &[bool]) -> bool {
+    let mut refs: Vec<&mut [u8]> = row.iter_mut().map(Vec::as_mut_slice).collect();
+    crate::reconstruct::reconstruct(level, map, &mut refs, lost).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ppl::LogEntry;
+    use crate::{DiskIndex, Geometry, StripeNumber};
+
+    const UNIT: usize = 4096;
+
+    fn block(seed: u8) -> Vec<u8> {
+        (0..UNIT).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed.wrapping_mul(7))).collect()
+    }
+
+    /// Members' blocks with parity computed from the data.
+    fn with_parity(level: Level, map: &StripeMap, data: &[(usize, Vec<u8>)]) -> Vec<Vec<u8>> {
+        let mut blocks = vec![vec![0u8; UNIT]; map.roles.len()];
+        for (d, b) in data {
+            blocks[*d].clone_from(b);
+        }
+        let lost: Vec<bool> = (0..blocks.len())
+            .map(|m| {
+                Some(DiskIndex(m as u16)) == map.p_disk || Some(DiskIndex(m as u16)) == map.q_disk
+            })
+            .collect();
+        let mut refs: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
+        crate::reconstruct::reconstruct(level, map, &mut refs, &lost).unwrap();
+        blocks
+    }
+
+    /// The head's entries: union `sectors` of member `d`, partial parity from `data` (the
+    /// data after the write) with the union zeroed.
+    fn entries(
+        level: Level,
+        map: &StripeMap,
+        data: &[(usize, Vec<u8>)],
+        d: usize,
+        sectors: std::ops::Range<usize>,
+    ) -> Vec<FoundEntry> {
+        let outside: Vec<(usize, Vec<u8>)> = data
+            .iter()
+            .map(|(m, b)| {
+                let mut b = b.clone();
+                if *m == d {
+                    b[sectors.start * SECTOR..sectors.end * SECTOR].fill(0);
+                }
+                (*m, b)
+            })
+            .collect();
+        let pp = with_parity(level, map, &outside);
+        let mut e = LogEntry {
+            member_sector: 0,
+            parity: LogParity::P,
+            modified: Vec::new(),
+            block_crc: None,
+            span: 1,
+        };
+        e.add(d, sectors.start as u64, (sectors.end - sectors.start) as u64, 8);
+        [(map.p_disk, LogParity::P), (map.q_disk, LogParity::Q)]
+            .into_iter()
+            .filter_map(|(disk, parity)| disk.map(|disk| (disk, parity)))
+            .map(|(disk, parity)| FoundEntry {
+                epoch: 1,
+                generation: 1,
+                unit_sectors: 8,
+                member: disk,
+                entry: LogEntry { parity, ..e.clone() },
+                block: Some(pp[disk.get()].clone()),
+            })
+            .collect()
+    }
+
+    fn replay(
+        level: Level,
+        map: &StripeMap,
+        found: &[FoundEntry],
+        held: &[Vec<u8>],
+        lost: &[usize],
+    ) -> Vec<Option<Vec<u8>>> {
+        let blocks: Vec<Option<&[u8]>> =
+            held.iter().enumerate().map(|(m, b)| (!lost.contains(&m)).then_some(&b[..])).collect();
+        let refs: Vec<&FoundEntry> = found.iter().collect();
+        replay_blocks(level, map, &refs, &blocks)
+    }
+
+    /// RAID5: a write to data slot 0 that completed (not yet flushed: its entry is live); its
+    /// member lost, the block comes from the parity, not zeros.
+    #[test]
+    fn a_lost_block_in_the_union_of_a_completed_write_comes_from_the_parity() {
+        let g = Geometry::new(Level::Raid5, Level::Raid5.default_layout(), 4, 65536).unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let d: Vec<usize> = map.data_disk.iter().map(|d| d.get()).collect();
+        let data: Vec<(usize, Vec<u8>)> = d.iter().map(|&m| (m, block(m as u8 + 1))).collect();
+        let held = with_parity(Level::Raid5, map, &data);
+        let found = entries(Level::Raid5, map, &data, d[0], 0..8);
+        let got = replay(Level::Raid5, map, &found, &held, &[d[0]]);
+        assert_eq!(got[d[0]].as_deref(), Some(&data[0].1[..]));
+    }
+
+    /// RAID5: torn (the new data on slot 0, the parity old); a member outside the union lost:
+    /// its block comes from the partial parity, whatever the parity holds.
+    #[test]
+    fn a_lost_block_outside_the_union_comes_from_the_partial_parity() {
+        let g = Geometry::new(Level::Raid5, Level::Raid5.default_layout(), 4, 65536).unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let d: Vec<usize> = map.data_disk.iter().map(|d| d.get()).collect();
+        let old: Vec<(usize, Vec<u8>)> = d.iter().map(|&m| (m, block(m as u8 + 1))).collect();
+        let mut new = old.clone();
+        new[0].1 = block(99);
+        let mut held = with_parity(Level::Raid5, map, &old);
+        held[d[0]].clone_from(&new[0].1);
+        let found = entries(Level::Raid5, map, &new, d[0], 0..8);
+        let got = replay(Level::Raid5, map, &found, &held, &[d[1]]);
+        assert_eq!(got[d[1]].as_deref(), Some(&old[1].1[..]));
+    }
+
+    /// RAID6 with two data members lost: one in the union (sectors 0..4 of slot 0), one
+    /// outside it. Completed: both come back whole. Torn (P and Q old): the one outside and
+    /// the sectors of slot 0 outside the union still come back right.
+    #[test]
+    fn raid6_two_lost_one_in_the_union() {
+        let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 65536).unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let d: Vec<usize> = map.data_disk.iter().map(|d| d.get()).collect();
+        let old: Vec<(usize, Vec<u8>)> = d.iter().map(|&m| (m, block(m as u8 + 1))).collect();
+        let mut new = old.clone();
+        new[0].1[..4 * SECTOR].copy_from_slice(&block(77)[..4 * SECTOR]);
+        let found = entries(Level::Raid6, map, &new, d[0], 0..4);
+        let done = with_parity(Level::Raid6, map, &new);
+        let got = replay(Level::Raid6, map, &found, &done, &[d[0], d[2]]);
+        assert_eq!(got[d[0]].as_deref(), Some(&new[0].1[..]));
+        assert_eq!(got[d[2]].as_deref(), Some(&new[2].1[..]));
+        let mut torn = with_parity(Level::Raid6, map, &old);
+        torn[d[0]].clone_from(&new[0].1);
+        let got = replay(Level::Raid6, map, &found, &torn, &[d[0], d[2]]);
+        assert_eq!(got[d[2]].as_deref(), Some(&old[2].1[..]));
+        assert_eq!(got[d[0]].as_ref().unwrap()[4 * SECTOR..], old[0].1[4 * SECTOR..]);
+        // And with P lost instead of a second data member: Q's entry and Q serve.
+        let p = map.p_disk.unwrap().get();
+        let got = replay(Level::Raid6, map, &found, &done, &[d[0], p]);
+        assert_eq!(got[d[0]].as_deref(), Some(&new[0].1[..]));
+        assert!(got[p].is_none());
+    }
+}
