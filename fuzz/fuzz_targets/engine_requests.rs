@@ -4,7 +4,9 @@
 //! Requests: reads, writes (FUA or not), discards and flushes at any offset and length, in
 //! range or not, whole sectors or not; events: member I/Os completed one at a time in any
 //! order, some failing, members failed, plugging, the stripe cache resized. Faults stay within
-//! the level's redundancy: at most `max_degraded` members ever misbehave.
+//! the level's redundancy: at most `max_degraded` members ever misbehave. Most redundant
+//! arrays run with the partial parity log (rings of 4 to 16 blocks, on members that seek or
+//! not), whose writes complete early and whose flushes advance or reset the rings.
 //! Invariants: no panic; a request that is not whole sectors, or leaves the array, fails with
 //! that error and everything else succeeds; every read returns the bytes of the last write
 //! completed over them (the model: the array as a flat `Vec`); member I/Os stay inside the
@@ -17,8 +19,11 @@
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;
-use uraid_core::array::{Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, ReqId};
+use uraid_core::array::{
+    Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId,
+};
 use uraid_core::layout::LAYOUTS;
+use uraid_core::ppl::LOG_HEADER_SECTORS;
 use uraid_core::{DiskIndex, Geometry, Level, Sector};
 
 /// 128 KiB members: 4 to 32 stripes, small enough for a fast target, enough for the cache (at
@@ -33,6 +38,9 @@ struct Input {
     chunk_shift: u8,
     unit_shift: u8,
     cache: u8,
+    /// The partial parity log: off when `% 4 == 0`, else its ring's size; the top bit says
+    /// the members seek.
+    log: u8,
     ops: Vec<Op>,
 }
 
@@ -103,6 +111,8 @@ enum Expect {
 struct Harness {
     array: Array,
     members: Vec<Vec<u8>>,
+    /// Each member's log ring (`IoArea::Log`), when the log is on.
+    rings: Vec<Vec<u8>>,
     model: Vec<u8>,
     size_sectors: u64,
     /// Member I/Os taken from `next_io`, not yet completed.
@@ -146,11 +156,27 @@ impl Harness {
             stripe_cache_size: 1 + usize::from(input.cache % 16),
             member_sectors: MEMBER_SECTORS,
         };
-        let array = Array::new(cfg).expect("a valid configuration");
+        let mut array = Array::new(cfg).expect("a valid configuration");
+        // 4, 8 or 16 blocks (the engine wants room for a few), as the simulator's rings.
+        let ring_sectors = match (level, input.log % 4) {
+            (Level::Raid0, _) | (_, 0) => 0,
+            (_, n) => LOG_HEADER_SECTORS + (unit / 512) * (4u64 << (n - 1)),
+        };
+        if ring_sectors > 0 {
+            let rotational = input.log & 0x80 != 0;
+            let uuid = [7; 16];
+            array.enable_partial_parity_log(&PartialParityLogConfig {
+                ring_sectors,
+                uuid,
+                epoch: 1,
+                rotational,
+            });
+        }
         let size_sectors = array.size_sectors();
         Some(Harness {
             array,
             members: vec![vec![0; MEMBER_SECTORS as usize * 512]; disks],
+            rings: vec![vec![0; ring_sectors as usize * 512]; disks],
             model: vec![0; size_sectors as usize * 512],
             size_sectors,
             ios: Vec::new(),
@@ -285,10 +311,14 @@ impl Harness {
     /// Takes the engine's new member I/Os, and checks the requests it finished.
     fn settle(&mut self) {
         while let Some(io) = self.array.next_io() {
-            assert_eq!(io.area, IoArea::Data, "no bitmap configured");
+            assert_ne!(io.area, IoArea::Bitmap, "no bitmap configured");
             assert!(io.member.get() < self.members.len());
+            let end = match io.area {
+                IoArea::Log => self.rings[0].len() as u64 / 512,
+                _ => MEMBER_SECTORS,
+            };
             if matches!(io.op, MemberOp::Read | MemberOp::Write | MemberOp::Discard) {
-                assert!(io.sectors > 0 && io.sector.0 + io.sectors <= MEMBER_SECTORS, "{io:?}");
+                assert!(io.sectors > 0 && io.sector.0 + io.sectors <= end, "{io:?}");
             }
             self.ios.push(io);
         }
@@ -321,15 +351,17 @@ impl Harness {
         let at = io.sector.0 as usize * 512;
         let len = io.bytes();
         if ok {
+            let disk = match io.area {
+                IoArea::Log => &mut self.rings[m],
+                _ => &mut self.members[m],
+            };
             match io.op {
                 MemberOp::Read => {
-                    let data = &self.members[m][at..at + len];
+                    let data = &disk[at..at + len];
                     self.array.io_buf_mut(&io).copy_from_slice(data);
                 }
-                MemberOp::Write => {
-                    self.members[m][at..at + len].copy_from_slice(self.array.io_buf(&io));
-                }
-                MemberOp::Discard => self.members[m][at..at + len].fill(0),
+                MemberOp::Write => disk[at..at + len].copy_from_slice(self.array.io_buf(&io)),
+                MemberOp::Discard => disk[at..at + len].fill(0),
                 MemberOp::Flush => {}
                 // Only a replacement's copy writes to the new device, and this target starts
                 // none.
