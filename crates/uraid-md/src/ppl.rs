@@ -188,38 +188,36 @@ impl FoundLog {
             }
             blocks
         };
+        // A head's byte offset and blocks, or None (said) past the array's end.
+        let head_blocks = |sector: u64, unit_sectors: u64, what: &str| {
+            if sector + unit_sectors > target.member_sectors {
+                eprintln!("uraid: {what} at sector {sector} does not fit the array; skipped");
+                return None;
+            }
+            let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
+            let at = target.data_offset_bytes + sector * SECTOR_BYTES;
+            Some((at, read_blocks(at, unit)))
+        };
         let mut written = vec![false; files.len()];
         let mut replayed = 0;
         let g = target.geometry;
         for scans in &self.rings {
             let found = entries_to_replay(scans);
             for (sector, entries) in entries_by_head(&found) {
-                let unit_sectors = entries[0].unit_sectors;
-                if sector + unit_sectors > target.member_sectors {
-                    eprintln!(
-                        "uraid: a log entry for sector {sector} does not fit the array; skipped"
-                    );
+                let what = "a log entry";
+                let Some((at, held)) = head_blocks(sector, entries[0].unit_sectors, what) else {
                     continue;
-                }
-                let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
-                let at = target.data_offset_bytes + sector * SECTOR_BYTES;
-                let held = read_blocks(at, unit);
+                };
                 let held: Vec<Option<&[u8]>> = held.iter().map(Option::as_deref).collect();
                 let head = (g, sector, at);
                 replayed += replay_head(head, &entries, &held, &files, &mut written)?;
             }
         }
         for (sector, unit_sectors) in self.rings.iter().flat_map(|scans| heads_to_resync(scans)) {
-            if sector + unit_sectors > target.member_sectors {
-                eprintln!(
-                    "uraid: a log range's head at sector {sector} does not fit the array; skipped"
-                );
+            let Some((at, blocks)) = head_blocks(sector, unit_sectors, "a log range's head") else {
                 continue;
-            }
-            let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
-            let at = target.data_offset_bytes + sector * SECTOR_BYTES;
+            };
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            let blocks = read_blocks(at, unit);
             let blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
             let writes = resynced_parity(g.level(), map, &blocks);
             // Most heads of a range were never torn: only parity that changes is written.
