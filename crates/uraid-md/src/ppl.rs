@@ -252,7 +252,7 @@ fn replay_head(
         DiskRole::Data { syndrome_slot, .. } => usize::from(syndrome_slot),
         _ => 0,
     };
-    let unit = held.iter().flatten().map(|b| b.len()).next().unwrap_or(0);
+    let unit = usize::try_from(entries[0].unit_sectors * SECTOR_BYTES).expect("a unit fits");
     let mut replayed = 0;
     for found in entries {
         // The parity member, whichever ring held the entry; missing, there is no parity to

@@ -16,7 +16,8 @@
 //!
 //! What may be logged meanwhile. An entry's union holds every sector of its head written
 //! since the last point where they were durable, and a replay counts a lost member's sectors
-//! in it as being written (zeros). An entry logged during the advance outlives it, so while
+//! in it as being written (it takes them from the parity, which a torn write of the head
+//! leaves wrong: `crate::ppl::replay_blocks`). An entry logged during the advance outlives it, so while
 //! a flush waits for the advance its union must hold no sector the advance makes durable:
 //! only heads whose union began after the advance did (`Live::born`) and that log a span-1
 //! entry of their own join generations during it, while it drains, while the members flush,
@@ -219,8 +220,7 @@ impl Array {
 
     /// The generation carrying the advance's tail is durable: what it covers retires (every
     /// range with it: none was logged during it), waiting heads with older unions (while a
-    /// flush waited for it) are
-    /// computed again, and the flushes waiting for it complete.
+    /// flush waited for it) are computed again, and the flushes waiting for it complete.
     pub(super) fn finish_log_advance(&mut self) {
         self.stats.log_advances += 1;
         let l = self.ppl.as_mut().expect("a log");
