@@ -44,8 +44,8 @@ pub enum IoBuf {
     Zeros,
     /// The write-intent bitmap's image (`write_intent`), at this byte offset.
     Bitmap { offset: usize },
-    /// A partial parity log write's buffer (`ppl`).
-    Log { index: usize },
+    /// A partial parity log write's buffer (`ppl`): the `slot`-th of flight `flight`'s.
+    Log { flight: u64, slot: usize },
     /// A full-stripe batch's P (`parity` 0) or Q (1) (`batch_write`).
     Batch { index: usize, parity: u8 },
 }

@@ -462,7 +462,7 @@ impl Array {
             IoBuf::None => &[],
             IoBuf::Zeros => &self.zeros[..len],
             IoBuf::Bitmap { offset } => self.bitmap_buf(offset, len),
-            IoBuf::Log { index } => &self.log_buf(index)[..len],
+            IoBuf::Log { flight, slot } => &self.log_buf(flight, slot)[..len],
             IoBuf::Batch { index, parity } => &self.batch_parity_buf(index, parity)[..len],
         }
     }

@@ -53,7 +53,6 @@
 
 use super::Array;
 use super::handle::Phase;
-use crate::buffer::BlockBuf;
 use crate::geometry::DiskRole;
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
 use crate::stripe::{HeadId, WriteMethod};
@@ -171,9 +170,6 @@ pub(super) struct PartialParityLog {
     flights: u64,
     /// The newest generation durable: generations in flight may complete out of order.
     newest_done: u64,
-    /// The buffers of the log writes in flight (`IoBuf::Log` indexes them), and the next index.
-    writes: HashMap<usize, BlockBuf>,
-    next_write: usize,
     reset: Reset,
     /// Another reset is wanted once the one under way is done (`log_member_joined`).
     reset_again: bool,
@@ -270,8 +266,6 @@ impl Array {
             in_flight: Vec::new(),
             flights: 0,
             newest_done: 0,
-            writes: HashMap::new(),
-            next_write: 0,
             reset: Reset::Draining,
             reset_again: false,
             writing: 0,

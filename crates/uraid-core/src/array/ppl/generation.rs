@@ -29,8 +29,8 @@ pub(in crate::array) struct Flight {
     pub(super) advance: u64,
     /// It carries an advance's tail (`advance`).
     tail: bool,
-    /// Its buffers in `PartialParityLog::writes`.
-    bufs: Vec<usize>,
+    /// Its log writes' buffers (`IoBuf::Log` names them), freed with it.
+    bufs: Vec<BlockBuf>,
 }
 
 /// What `take_log_heads` found.
@@ -238,16 +238,14 @@ impl Array {
     fn push_log_io(&mut self, member: DiskIndex, op: MemberOp, sector: u64, buf: BlockBuf) {
         let l = self.ppl.as_mut().expect("a log");
         let sectors = (buf.len() / 512) as u64;
-        let index = l.next_write;
-        l.next_write += 1;
         if op == MemberOp::Write {
             l.log_writes += 1;
             l.log_bytes += buf.len() as u64;
         }
-        l.writes.insert(index, buf);
         let f = l.in_flight.last_mut().expect("log I/O belongs to the flight just started");
         f.outstanding += 1;
-        f.bufs.push(index);
+        let slot = f.bufs.len();
+        f.bufs.push(buf);
         let flight = f.id;
         let tag = self.new_tag();
         let write = op == MemberOp::Write;
@@ -257,7 +255,7 @@ impl Array {
             op,
             sector: Sector(sector),
             sectors: if write { sectors } else { 0 },
-            buf: if write { IoBuf::Log { index } } else { IoBuf::None },
+            buf: if write { IoBuf::Log { flight, slot } } else { IoBuf::None },
             fua: write,
             area: if write { IoArea::Log } else { IoArea::Data },
         });
@@ -296,10 +294,7 @@ impl Array {
     fn log_generation_done(&mut self, flight: u64) {
         let l = self.ppl.as_mut().expect("a log");
         let at = l.in_flight.iter().position(|f| f.id == flight).expect("in flight");
-        let Flight { generation, owners: heads, advance, tail, bufs, .. } = l.in_flight.remove(at);
-        for index in bufs {
-            l.writes.remove(&index);
-        }
+        let Flight { generation, owners: heads, advance, tail, .. } = l.in_flight.remove(at);
         l.newest_done = l.newest_done.max(generation);
         match l.reset {
             Reset::Flushing(_) => self.log_reset_flushed(),
@@ -510,9 +505,10 @@ impl Array {
         }
     }
 
-    /// The bytes of a log write.
-    pub(in crate::array) fn log_buf(&self, index: usize) -> &[u8] {
-        &self.ppl.as_ref().expect("a log").writes[&index]
+    /// The bytes of a log write: flight `flight`'s `slot`-th.
+    pub(in crate::array) fn log_buf(&self, flight: u64, slot: usize) -> &[u8] {
+        let l = self.ppl.as_ref().expect("a log");
+        &l.in_flight.iter().find(|f| f.id == flight).expect("a log write's flight").bufs[slot]
     }
 }
 
