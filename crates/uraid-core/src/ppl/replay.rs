@@ -266,4 +266,22 @@ mod tests {
         assert_eq!(got[d[0]].as_deref(), Some(&new[0].1[..]));
         assert!(got[p].is_none());
     }
+
+    /// More lost than the replay can solve (a damaged array): no panic, the lost blocks stay
+    /// zeros and the ones present come back as they were.
+    #[test]
+    fn beyond_redundancy_the_lost_blocks_stay_zeros() {
+        let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 65536).unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let d: Vec<usize> = map.data_disk.iter().map(|d| d.get()).collect();
+        let data: Vec<(usize, Vec<u8>)> = d.iter().map(|&m| (m, block(m as u8 + 1))).collect();
+        let held = with_parity(Level::Raid6, map, &data);
+        let found = entries(Level::Raid6, map, &data, d[0], 0..8);
+        // Three lost outside the union (slot 0's): two partial parities cannot solve them.
+        let got = replay(Level::Raid6, map, &found, &held, &[d[1], d[2], d[3]]);
+        for &m in &d[1..] {
+            assert_eq!(got[m].as_deref(), Some(&[0u8; UNIT][..]));
+        }
+        assert_eq!(got[d[0]].as_deref(), Some(&held[d[0]][..]));
+    }
 }
