@@ -13,7 +13,7 @@
 //!   PPL promises no more); only those can come out wrong here, since the rows a torn write
 //!   left inconsistent are rows of its union.
 //!
-//! Until the fourth session of 2026-11-27 a lost sector in the union counted as zeros: a
+//! Until the third session of 2026-11-27 a lost sector in the union counted as zeros: a
 //! write acknowledged and completed, but not yet flushed, on a member lost after a crash
 //! read back as zeros, where the parity held it.
 
