@@ -126,3 +126,54 @@ fn without_the_log_a_random_write_reads_while_others_write() {
     assert!(done.len() == 3 && done.iter().all(|d| d.1.is_ok()), "{done:?}");
     assert!(read(&mut a, &mut mem, 3 * 512, 8192)[4096..] == pattern(3, 4096));
 }
+
+/// An advance no flush waits for (a ring filling up) ends with a generation that carries its
+/// tail to every member. When it carries no entries, no request completes with it: a
+/// stream's write at depth 1 reads at once instead of waiting for those log writes
+/// (`bench io --only ppl`, RAID6 4 KiB sequential qd1 with 128 KiB rings on the SSD: 0.969
+/// -> 0.987 of the speed without the log).
+#[test]
+fn a_stream_does_not_wait_for_a_tail_no_request_waits_for() {
+    let mut a = logged_array();
+    let mut mem = Mem::new(5);
+    let header_only =
+        |io: &MemberIo| io.area == IoArea::Log && io.sectors <= uraid_core::ppl::header_sectors(0);
+    let (mut next, mut tails, mut read_with_tail) = (0u64, 0, 0);
+    let mut written = Vec::new();
+    let mut submit = |a: &mut Array, next: &mut u64| {
+        let data = pattern(100 + *next, 4096);
+        a.submit_write(ReqId(*next), Sector(*next * 8), data.clone());
+        written.push(data);
+        *next += 1;
+    };
+    submit(&mut a, &mut next);
+    // Depth 1: each write goes as soon as the one before is acknowledged, with the I/O the
+    // engine handed out before still in flight.
+    loop {
+        let ios = drain(&mut a);
+        if ios.is_empty() && !a.busy() {
+            break;
+        }
+        let tail: Vec<u16> =
+            ios.iter().filter(|io| header_only(io)).map(|io| io.member.0).collect();
+        if tail.len() == 5 {
+            tails += 1;
+            read_with_tail += usize::from(
+                ios.iter().any(|io| io.op == MemberOp::Read && io.area == IoArea::Data),
+            );
+        }
+        for io in &ios {
+            let ok = mem.perform(&mut a, io);
+            a.complete_io(io.tag, ok);
+        }
+        if !a.take_completed().is_empty() && next < 400 {
+            submit(&mut a, &mut next);
+        }
+    }
+    assert!(tails >= 3, "the rings filled up and advanced: {tails} tails alone");
+    assert!(read_with_tail > 0, "a stream's read went out with the tail ({tails} tails)");
+    for (i, data) in written.iter().enumerate() {
+        assert!(read(&mut a, &mut mem, i as u64 * 8, 4096) == *data, "write {i}");
+    }
+    common::assert_consistent(&mut a, &mut mem, 8);
+}

@@ -201,8 +201,9 @@ impl Array {
     /// stripe (md's delayed list), by what its writes look like (`random_writes`).
     /// A stream's waits while other I/O is queued or in flight (or announced by a plug): the
     /// next requests fill its stripe. Writes in place of batches already acknowledged (see
-    /// `ppl::ack_logged_writes`) do not count: no client waits on them to send more, so
-    /// holding for them only adds their latency.
+    /// `ppl::ack_logged_writes`) and a tail no request waits for (`ppl::generation`'s
+    /// `Flight::background`) do not count: no client waits on them to send more, so holding
+    /// for them only adds their latency.
     /// A random write waits only for a plug, for batches waiting for the log, and (with the
     /// log) for other I/O while a flush waits for the log to retire. Until the session of
     /// 2026-11-27 it waited like a stream's, and at depth random writes went in waves: each

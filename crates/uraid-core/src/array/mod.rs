@@ -193,7 +193,9 @@ pub struct Array {
     recent_write_ends: VecDeque<u64>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
-    /// Member writes queued or in flight for batches already acknowledged (`ppl`).
+    /// Member I/O queued or in flight that no request waits for: writes in place of batches
+    /// already acknowledged, and the log writes of an advance's tail that carries no entries
+    /// while no flush waits for it (`ppl`).
     background_ios: usize,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
     read_errors: Vec<u32>,

@@ -101,7 +101,7 @@ impl PartialParityLog {
 
     /// Whether advance `number` has flushes waiting for it (each makes durable what it
     /// drains).
-    fn flushes_wait_for(&self, number: u64) -> bool {
+    pub(super) fn flushes_wait_for(&self, number: u64) -> bool {
         self.flush_waiters.iter().any(|f| f.2 <= number)
     }
 

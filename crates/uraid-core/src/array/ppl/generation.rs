@@ -29,6 +29,11 @@ pub(in crate::array) struct Flight {
     pub(super) advance: u64,
     /// It carries an advance's tail (`advance`).
     tail: bool,
+    /// Nothing waits for it: an advance's tail with no entries and no flush waiting. Its log
+    /// writes count as background I/O (`Array::others_busy`), as writes in place of
+    /// acknowledged batches do: holding a stream's head for them gains nothing, since no
+    /// request completes when they do.
+    background: bool,
     /// Its log writes' buffers (`IoBuf::Log` names them), freed with it.
     bufs: Vec<BlockBuf>,
 }
@@ -244,6 +249,7 @@ impl Array {
         }
         let f = l.in_flight.last_mut().expect("log I/O belongs to the flight just started");
         f.outstanding += 1;
+        self.background_ios += usize::from(f.background);
         let slot = f.bufs.len();
         f.bufs.push(buf);
         let flight = f.id;
@@ -286,6 +292,7 @@ impl Array {
         let l = self.ppl.as_mut().expect("log I/O with a log");
         let f = l.in_flight.iter_mut().find(|f| f.id == flight).expect("its flight");
         f.outstanding -= 1;
+        self.background_ios -= usize::from(f.background);
         if f.outstanding == 0 {
             self.log_generation_done(flight);
         }
@@ -524,7 +531,8 @@ impl super::PartialParityLog {
         self.flights += 1;
         let advance = self.advances;
         let (id, bufs) = (self.flights, Vec::new());
-        let f = Flight { id, generation, outstanding: 0, owners, advance, tail, bufs };
+        let background = tail && owners.is_empty() && !self.flushes_wait_for(advance);
+        let f = Flight { id, generation, outstanding: 0, owners, advance, tail, background, bufs };
         self.in_flight.push(f);
     }
 }
