@@ -8,6 +8,7 @@ mod common;
 
 use common::{CHUNK_64K as CHUNK, Mem, array, pattern, read, run};
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::ppl::LogHeader;
 use uraid_core::{Level, Sector};
 
 /// RAID5 x5: 4 data blocks of 64 KiB chunks per stripe, 512 array sectors a stripe.
@@ -138,7 +139,7 @@ fn a_stream_does_not_wait_for_a_tail_no_request_waits_for() {
     let mut mem = Mem::new(5);
     let header_only =
         |io: &MemberIo| io.area == IoArea::Log && io.sectors <= uraid_core::ppl::header_sectors(0);
-    let (mut next, mut tails, mut read_with_tail) = (0u64, 0, 0);
+    let (mut next, mut tails, mut read_with_tail, mut last_tail) = (0u64, 0, 0, 0);
     let mut written = Vec::new();
     let mut submit = |a: &mut Array, next: &mut u64| {
         let data = pattern(100 + *next, 4096);
@@ -154,9 +155,15 @@ fn a_stream_does_not_wait_for_a_tail_no_request_waits_for() {
         if ios.is_empty() && !a.busy() {
             break;
         }
-        let tail: Vec<u16> =
-            ios.iter().filter(|io| header_only(io)).map(|io| io.member.0).collect();
-        if tail.len() == 5 {
+        // A header alone that carries a newer tail: an advance's tail with no entries.
+        let newest = ios
+            .iter()
+            .filter(|io| header_only(io))
+            .map(|io| LogHeader::decode(a.io_buf(io)).expect("a header").tail)
+            .max()
+            .unwrap_or(0);
+        if newest > last_tail {
+            last_tail = newest;
             tails += 1;
             read_with_tail += usize::from(
                 ios.iter().any(|io| io.op == MemberOp::Read && io.area == IoArea::Data),

@@ -108,10 +108,9 @@ impl Array {
         for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
             per_member[m.get()].push((e, b));
         }
-        // A tail goes to every live member, with entries or not.
-        let goes = |m: usize, entries: &[(LogEntry, Option<Vec<u8>>)]| {
-            (!entries.is_empty() || tail.is_some()) && live_members.contains(&m)
-        };
+        let has_entries: Vec<bool> = per_member.iter().map(|e| !e.is_empty()).collect();
+        let holders = self.log_tail_holders(&has_entries, &live_members, tail.is_some());
+        let goes = |m: usize, _: &[(LogEntry, Option<Vec<u8>>)]| holders[m];
         let mut members = [0u8; 32];
         for (m, entries) in per_member.iter().enumerate() {
             if goes(m, entries) {
@@ -125,6 +124,32 @@ impl Array {
         }
         self.ppl.as_mut().expect("a log").advance_if_rings_fill(&live_members);
         self.log_flight_done_if_empty();
+    }
+
+    /// The members a generation goes to: those with entries, and when it carries an
+    /// advance's tail, enough more that any members the array can lose leave a copy (the
+    /// replay takes the newest tail any ring holds: `crate::ppl::entries_to_replay`), picked
+    /// least busy. Until the fourth session of 2026-11-27 a tail went to every member: on
+    /// members that seek, a seek pair each per advance.
+    fn log_tail_holders(
+        &self,
+        has_entries: &[bool],
+        live_members: &[usize],
+        tail: bool,
+    ) -> Vec<bool> {
+        let mut holders: Vec<bool> =
+            has_entries.iter().enumerate().map(|(m, e)| *e && live_members.contains(&m)).collect();
+        if tail {
+            let copies = (self.geometry.max_degraded() + 1).min(live_members.len());
+            let have = holders.iter().filter(|h| **h).count();
+            let mut others: Vec<usize> =
+                live_members.iter().copied().filter(|&m| !holders[m]).collect();
+            others.sort_by_key(|&m| self.inflight.load(DiskIndex(m as u16)));
+            for m in others.into_iter().take(copies.saturating_sub(have)) {
+                holders[m] = true;
+            }
+        }
+        holders
     }
 
     /// The flight just started had nothing to write: it is done at once.
