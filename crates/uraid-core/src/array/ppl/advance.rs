@@ -10,7 +10,8 @@
 //! 1. It covers every generation started before it (`tail`: the first one after). It waits
 //!    for the writes those generations logged to complete, while later generations go on.
 //! 2. It flushes every member: those writes are durable in place.
-//! 3. The next generation goes to every member's ring, carrying the new tail; once it is
+//! 3. The next generation carries the new tail, to its entries' rings and enough more that
+//!    any members the array survives losing leave one (`log_tail_holders`); once it is
 //!    durable, a replay of any members that survive sees the older generations retired,
 //!    and the flushes waiting for it complete.
 //!
@@ -43,7 +44,7 @@ pub(in crate::array) enum Stage {
     Draining,
     /// Member flushes outstanding.
     Flushing(usize),
-    /// Durable in place: the next generation carries the new tail to every member.
+    /// Durable in place: the next generation carries the new tail.
     Tail,
     /// That generation is in flight.
     TailInFlight,

@@ -7,7 +7,7 @@
 //! (`crate::ppl::scan_ring` looks for a header at every sector).
 //!
 //! When to start one. It should end before the ring fills, or generations wait for it; and
-//! each costs a flush of every member and a header on every ring, so not much earlier. What
+//! each costs a flush of every member and a header on some rings, so not much earlier. What
 //! it takes is what gets written while it runs: a queue's worth at depth, a generation or two
 //! at queue depth 1. So an advance starts when a ring's free space falls below three times
 //! what the last advance saw written to it while it ran, and never later than a quarter free
@@ -116,8 +116,9 @@ impl Rings {
         self.footprint.clone_from(&self.since_advance);
     }
 
-    /// Generations below `tail` are retired on every ring (an advance's or a reset's tail is
-    /// durable on each).
+    /// Generations below `tail` are retired on every ring (a reset's tail is durable on each,
+    /// an advance's on enough rings that any members the array survives losing leave one,
+    /// and a replay takes the newest tail found).
     pub(super) fn retire(&mut self, tail: u64) {
         for gens in &mut self.gens {
             while gens.front().is_some_and(|g| g.2 < tail) {
