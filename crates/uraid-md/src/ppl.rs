@@ -316,7 +316,8 @@ pub struct MemberLog {
     pub entries: usize,
     pub newest_epoch: Option<u64>,
     /// Of those, the newest run's at or above their ring's newest tail (the rings wrap:
-    /// retired headers may be found whole).
+    /// retired headers may be found whole). An upper bound: an advance writes its tail to
+    /// only some members' rings, and the array's replay takes the newest tail of any.
     pub live_headers: usize,
     pub live_entries: usize,
 }

@@ -183,7 +183,8 @@ fn log_fields(path: &str, sb: &Superblock1) -> Vec<(&'static str, String)> {
                 None => "none".to_owned(),
                 Some(epoch) => format!(
                     "{} entries in {} generation headers ({} entries in {} headers at or \
-                     above their ring's tail: live), newest run {epoch}",
+                     above their ring's tail: live, unless another member's rings hold a \
+                     newer tail), newest run {epoch}",
                     log.entries, log.headers, log.live_entries, log.live_headers
                 ),
             };
