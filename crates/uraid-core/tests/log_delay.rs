@@ -129,7 +129,7 @@ fn without_the_log_a_random_write_reads_while_others_write() {
 }
 
 /// An advance no flush waits for (a ring filling up) ends with a generation that carries its
-/// tail to every member. When it carries no entries, no request completes with it: a
+/// tail. When it carries no entries, no request completes with it: a
 /// stream's write at depth 1 reads at once instead of waiting for those log writes
 /// (`bench io --only ppl`, RAID6 4 KiB sequential qd1 with 128 KiB rings on the SSD: 0.969
 /// -> 0.987 of the speed without the log).
