@@ -15,7 +15,11 @@ use uraid_core::{DiskIndex, Geometry, Level, Sector, StripeNumber};
 const UUID: [u8; 16] = [9; 16];
 
 fn logged_array(ring_sectors: u64) -> Array {
-    let mut a = array(Level::Raid5, 5, CHUNK, 4096);
+    logged_array_of(Level::Raid5, 5, ring_sectors)
+}
+
+fn logged_array_of(level: Level, members: usize, ring_sectors: u64) -> Array {
+    let mut a = array(level, members, CHUNK, 4096);
     let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational: false };
     a.enable_partial_parity_log(&cfg);
     a
@@ -387,14 +391,7 @@ fn a_flush_joins_the_advance_under_way_only_if_it_covers_every_acknowledged_writ
 /// advance counts only the blocks it writes (`log_entries`).
 #[test]
 fn a_read_error_rewrite_after_an_advance_leaves_durable_data_out_of_its_union() {
-    let mut a = array(Level::Raid6, 6, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: LOG_RING_SECTORS,
-        uuid: UUID,
-        epoch: 1,
-        rotational: false,
-    };
-    a.enable_partial_parity_log(&cfg);
+    let mut a = logged_array_of(Level::Raid6, 6, LOG_RING_SECTORS);
     let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, CHUNK).unwrap();
     let map = g.stripe_map(StripeNumber(0));
     let (data, q) = (map.data_disk[1].0, map.q_disk.unwrap().0);
@@ -525,14 +522,7 @@ fn a_flush_does_not_join_an_advance_that_logged_an_older_union() {
 /// flush left entries on the P and Q rings of their heads.
 #[test]
 fn a_raid6_tail_survives_any_two_losses() {
-    let mut a = array(Level::Raid6, 6, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: LOG_RING_SECTORS,
-        uuid: UUID,
-        epoch: 1,
-        rotational: false,
-    };
-    a.enable_partial_parity_log(&cfg);
+    let mut a = logged_array_of(Level::Raid6, 6, LOG_RING_SECTORS);
     let mut mem = Mem::new(6);
     write(&mut a, &mut mem, 0, pattern(1, 4096));
     write(&mut a, &mut mem, 8, pattern(2, 4096));

@@ -110,15 +110,12 @@ impl Array {
         }
         let has_entries: Vec<bool> = per_member.iter().map(|e| !e.is_empty()).collect();
         let holders = self.log_tail_holders(&has_entries, &live_members, tail.is_some());
-        let goes = |m: usize, _: &[(LogEntry, Option<Vec<u8>>)]| holders[m];
         let mut members = [0u8; 32];
-        for (m, entries) in per_member.iter().enumerate() {
-            if goes(m, entries) {
-                members[m / 8] |= 1 << (m % 8);
-            }
+        for m in (0..holders.len()).filter(|&m| holders[m]) {
+            members[m / 8] |= 1 << (m % 8);
         }
         for (m, entries) in per_member.into_iter().enumerate() {
-            if goes(m, &entries) {
+            if holders[m] {
                 self.queue_log_write(DiskIndex(m as u16), generation, members, entries);
             }
         }
