@@ -83,3 +83,55 @@ fn a_member_failed_when_logged_is_left_out_of_the_union() {
     assert_eq!(rebuilt(&mem, 1), pattern(2, 4096));
     assert_eq!(mem.disks[0][..4096], pattern(1, 4096)[..]);
 }
+
+/// Why a flush waits for its advance's tail, not only for its member flushes: once a flush
+/// completes, a crash and the loss of any one member must bring back every block it made
+/// durable. Here head 0's slot 1 write is logged at depth 1 on member 0's ring (an idle
+/// member: `array::ppl::placement`), after an older entry for its slot 0 on member 4's.
+/// Were the flush to complete before the tail retires both, losing member 0 would leave the
+/// older entry the newest a replay finds: its partial parity predates slot 1's write, so the
+/// replay would rewrite P wrong and member 0's flushed block would be rebuilt wrong (tried in
+/// the fifth session of 2026-11-27, for flushes at depth: this test caught it).
+#[test]
+fn no_entry_a_completed_flush_leaves_live_replays_flushed_data_wrong() {
+    let mut a = logged_array();
+    let mut mem = Mem::new(5);
+    write(&mut a, &mut mem, 0, pattern(1, 4096));
+    write(&mut a, &mut mem, 128, pattern(2, 4096));
+    let rings: Vec<Vec<usize>> = mem
+        .scans(UUID)
+        .iter()
+        .map(|s| s.entries.iter().map(|e| e.entry.modified.len()).collect())
+        .collect();
+    assert_eq!(rings[0], vec![2], "slot 1's entry (union of slots 0 and 1) on member 0's ring");
+    assert_eq!(rings[4], vec![1], "slot 0's on member 4's");
+    a.submit_flush(ReqId(99));
+    // A turn at a time, until the flush completes; what is handed out after it never runs.
+    let mut flushed = false;
+    while !flushed {
+        let ios: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
+        assert!(!ios.is_empty(), "the flush completes");
+        for io in &ios {
+            let ok = mem.perform(&mut a, io);
+            a.complete_io(io.tag, ok);
+        }
+        flushed = a.take_completed().iter().any(|c| c.0 == ReqId(99));
+    }
+    // The crash: the members keep what is durable; then one is lost.
+    mem.disks.clone_from(&mem.durable);
+    let blocks = [pattern(1, 4096), pattern(2, 4096), vec![0; 4096], vec![0; 4096]];
+    for lost in 0..5 {
+        let mut m = Mem::new(5);
+        m.disks.clone_from(&mem.disks);
+        m.rings.clone_from(&mem.rings);
+        let scans: Vec<_> = m.scans(UUID).into_iter().filter(|s| s.member.get() != lost).collect();
+        if entries_to_replay(&scans).iter().any(|e| e.entry.member_sector == 0) {
+            replay_head0(&mut m, lost);
+        }
+        for (slot, block) in blocks.iter().enumerate() {
+            let held =
+                if slot == lost { rebuilt(&m, lost) } else { m.disks[slot][..4096].to_vec() };
+            assert!(held == *block, "member {lost} lost: slot {slot} reads back wrong");
+        }
+    }
+}

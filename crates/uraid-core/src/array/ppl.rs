@@ -681,7 +681,10 @@ impl Array {
     /// completes when they are retired (true): by an advance (see `advance`), or by the next
     /// reset when one is under way or wanted; so that the rings never hold a live entry for
     /// writes a completed flush made durable: at a replay, a lost member's block in a live
-    /// entry's union is one that was being written. Else false: the caller flushes as usual.
+    /// entry's union is one that was being written, and a head whose newest entry was on the
+    /// lost member's ring must not fall back to an older one, whose partial parity predates
+    /// the later writes (not even once the members are flushed: `tests/log_replay.rs`).
+    /// Else false: the caller flushes as usual.
     pub(super) fn log_flush(&mut self, slot: usize) -> bool {
         let Some(l) = self.ppl.as_mut() else { return false };
         let pending = l.reset != Reset::No || !l.waiting.is_empty() || !l.in_flight.is_empty();
