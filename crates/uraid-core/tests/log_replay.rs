@@ -84,14 +84,15 @@ fn a_member_failed_when_logged_is_left_out_of_the_union() {
     assert_eq!(mem.disks[0][..4096], pattern(1, 4096)[..]);
 }
 
-/// Why a flush waits for its advance's tail, not only for its member flushes: once a flush
-/// completes, a crash and the loss of any one member must bring back every block it made
-/// durable. Here head 0's slot 1 write is logged at depth 1 on member 0's ring (an idle
-/// member: `array::ppl::placement`), after an older entry for its slot 0 on member 4's.
-/// Were the flush to complete before the tail retires both, losing member 0 would leave the
-/// older entry the newest a replay finds: its partial parity predates slot 1's write, so the
-/// replay would rewrite P wrong and member 0's flushed block would be rebuilt wrong (tried in
-/// the fifth session of 2026-11-27, for flushes at depth: this test caught it).
+/// Once a flush completes, a crash and the loss of any one member must bring back every block
+/// it made durable. Here head 0's slot 1 write is logged at depth 1 on member 0's ring (an
+/// idle member: `array::ppl::placement`), after an older entry for its slot 0 on member 4's.
+/// A flush completes at its advance's member flushes, before the tail that retires both
+/// entries, only if no replay could then take an older entry for a newer one
+/// (`replay_may_fall_back`, since the fifth session of 2026-11-27): here one could, since
+/// losing member 0 leaves the older entry, whose partial parity predates slot 1's write, and
+/// the replay would rewrite P so that member 0's flushed block is rebuilt wrong. This test and
+/// the simulator's seed 41018011 caught the first version, which had no such check.
 #[test]
 fn no_entry_a_completed_flush_leaves_live_replays_flushed_data_wrong() {
     let mut a = logged_array();

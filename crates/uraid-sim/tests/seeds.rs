@@ -142,8 +142,10 @@ fn members_that_ignore_flushes_are_caught_at_a_power_cut() {
 
 #[test]
 fn a_restart_that_skips_the_log_replay_is_caught() {
-    let failure = first_failure(Sabotage::NoLogReplay).expect("caught");
-    assert!(failure.contains("after the power cut"), "{failure}");
+    // Some seeds catch it first when a later read returns what the unreplayed stripe rebuilt
+    // (seed 0 since the fifth session of 2026-11-27), others right after the cut.
+    let failure = first_failure_where(Sabotage::NoLogReplay, |f| f.contains("after the power cut"));
+    assert!(failure.is_some(), "caught after a power cut");
 }
 
 #[test]

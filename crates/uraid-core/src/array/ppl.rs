@@ -45,11 +45,9 @@
 //! ring's start on every member; everything older is retired. A reset happens when a
 //! generation does not fit the ring (rare: rings are circular, `ring`) and when a member
 //! joins. A user flush (or FUA write) while the rings hold entries starts an advance
-//! (`advance`), which retires what the flush covers while later writes go on being logged;
-//! so does a ring filling up (`ring`). Either way a live entry on the rings always
-//! means its union was written since the last completed flush, and at a replay a lost
-//! member's modified sectors are ones that were being written (they read back as zeros;
-//! every other sector reads back exactly).
+//! (`advance`), which retires what the flush covers while later writes go on being logged
+//! (the flush completes once that is durable in place, mostly before the tail: see
+//! `advance`); so does a ring filling up (`ring`).
 
 use super::Array;
 use super::handle::Phase;
@@ -145,6 +143,8 @@ pub(super) struct PartialParityLog {
     live: HashMap<u64, Live>,
     /// Heads with an entry on the ring since the last reset.
     on_ring: HashSet<u64>,
+    /// Per head, its span-1 entries not yet retired: generation, parity, ring.
+    placed: HashMap<u64, Vec<(u64, LogParity, u16)>>,
     /// Durable ranges since the last reset: start -> end (member sectors; disjoint).
     ranges: BTreeMap<u64, u64>,
     /// Ranges waiting for their generation: start -> (end, the head or batch that logs it).
@@ -214,6 +214,37 @@ impl PartialParityLog {
         done.into_iter().map(|w| w.0).collect()
     }
 
+    /// Generations below `tail` are retired on every ring.
+    fn retire(&mut self, tail: u64) {
+        self.rings.retire(tail);
+        self.placed.retain(|_, v| {
+            v.retain(|e| e.0 >= tail);
+            !v.is_empty()
+        });
+    }
+
+    /// Whether a replay could take a head's older entry below `tail` for its newest: a head
+    /// with entries of one parity in two generations below it, not on the same rings. Losing
+    /// the rings of the newer one would leave the older, whose partial parity predates the
+    /// newer write (`tests/log_replay.rs`), so a flush waits for the tail to retire both.
+    fn replay_may_fall_back(&self, tail: u64) -> bool {
+        self.placed.values().any(|entries| {
+            [LogParity::P, LogParity::Q].iter().any(|parity| {
+                let mut rings: BTreeMap<u64, Vec<u16>> = BTreeMap::new();
+                for &(generation, _, ring) in
+                    entries.iter().filter(|e| e.1 == *parity && e.0 < tail)
+                {
+                    rings.entry(generation).or_default().push(ring);
+                }
+                let mut sets = rings.into_values().map(|mut r| {
+                    r.sort_unstable();
+                    r
+                });
+                sets.next().is_some_and(|first| sets.any(|s| s != first))
+            })
+        })
+    }
+
     /// Whether a range still to be logged holds member sector `at`.
     fn pending_range(&self, at: u64) -> bool {
         self.pending_ranges.range(..=at).next_back().is_some_and(|(_, (end, _))| *end > at)
@@ -255,6 +286,7 @@ impl Array {
             rings: ring::Rings::new(self.failed.len(), cfg.ring_sectors),
             live: HashMap::new(),
             on_ring: HashSet::new(),
+            placed: HashMap::new(),
             ranges: BTreeMap::new(),
             pending_ranges: BTreeMap::new(),
             logged: std::collections::BTreeMap::new(),
@@ -678,13 +710,9 @@ impl Array {
     }
 
     /// A flush (or a FUA write, once written) in request `slot`: with entries on the rings, it
-    /// completes when they are retired (true): by an advance (see `advance`), or by the next
-    /// reset when one is under way or wanted; so that the rings never hold a live entry for
-    /// writes a completed flush made durable: at a replay, a lost member's block in a live
-    /// entry's union is one that was being written, and a head whose newest entry was on the
-    /// lost member's ring must not fall back to an older one, whose partial parity predates
-    /// the later writes (not even once the members are flushed: `tests/log_replay.rs`).
-    /// Else false: the caller flushes as usual.
+    /// completes when they are retired or their writes are durable (true; see `advance`): by
+    /// an advance, or by the next reset when one is under way or wanted. Else false: the
+    /// caller flushes as usual.
     pub(super) fn log_flush(&mut self, slot: usize) -> bool {
         let Some(l) = self.ppl.as_mut() else { return false };
         let pending = l.reset != Reset::No || !l.waiting.is_empty() || !l.in_flight.is_empty();

@@ -106,6 +106,10 @@ impl Array {
         let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
             vec![Vec::new(); self.failed.len()];
         for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
+            if e.span == 1 {
+                let l = self.ppl.as_mut().expect("checked");
+                l.placed.entry(e.member_sector).or_default().push((generation, e.parity, m.0));
+            }
             per_member[m.get()].push((e, b));
         }
         let has_entries: Vec<bool> = per_member.iter().map(|e| !e.is_empty()).collect();
@@ -405,7 +409,7 @@ impl Array {
         let l = self.ppl.as_mut().expect("a log");
         // Its headers are durable: everything older is retired on every ring.
         let tail = l.tail;
-        l.rings.retire(tail);
+        l.retire(tail);
         let ready = l.take_done_waiters();
         let again = std::mem::take(&mut l.reset_again);
         if again || !l.flush_waiters.is_empty() {
