@@ -247,6 +247,18 @@ impl Array {
     /// durable writes back the parity the members hold (with a member lost, its blocks in
     /// the union come from that parity: `crate::ppl::replay_blocks`).
     fn log_advance_flushed(&mut self, number: u64) {
+        self.drop_durable_unions(number);
+        let l = self.ppl.as_mut().expect("a log");
+        let (done, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut l.flush_waiters).into_iter().partition(|w| w.2 <= number);
+        l.flush_waiters = later;
+        self.complete_log_waiters(done.into_iter().map(|w| w.0).collect());
+    }
+
+    /// What advance `number` drained is durable in place: unions born before it drop (but
+    /// those of heads it did not drain), and waiting heads that could not join it are
+    /// computed again.
+    fn drop_durable_unions(&mut self, number: u64) {
         let keep: Vec<bool> = {
             let l = self.ppl.as_ref().expect("a log");
             l.waiting.iter().map(|w| self.log_joinable(w, number)).collect()
@@ -254,15 +266,12 @@ impl Array {
         self.recompute_waiting(&keep);
         let l = self.ppl.as_mut().expect("a log");
         l.live.retain(|_, v| v.born >= number || v.writing > 0);
-        let (done, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut l.flush_waiters).into_iter().partition(|w| w.2 <= number);
-        l.flush_waiters = later;
-        self.complete_log_waiters(done.into_iter().map(|w| w.0).collect());
     }
 
     /// The generation carrying the advance's tail is durable: what it covers retires (every
     /// range with it: none was logged during it), waiting heads with older unions (while a
-    /// flush waited for it) are computed again, and the flushes waiting for it complete.
+    /// flush waited for it) are computed again (again, if its member flushes completed the
+    /// flushes), and the flushes still waiting for it complete.
     pub(super) fn finish_log_advance(&mut self) {
         self.stats.log_advances += 1;
         let l = self.ppl.as_mut().expect("a log");
@@ -272,13 +281,8 @@ impl Array {
         l.retire(advance.tail);
         l.rings.advance_finished();
         l.ranges.clear();
-        let keep: Vec<bool> = {
-            let l = self.ppl.as_ref().expect("a log");
-            l.waiting.iter().map(|w| self.log_joinable(w, number)).collect()
-        };
-        self.recompute_waiting(&keep);
+        self.drop_durable_unions(number);
         let l = self.ppl.as_mut().expect("a log");
-        l.live.retain(|_, v| v.born >= number || v.writing > 0);
         let live = &l.live;
         l.on_ring.retain(|k| live.contains_key(k));
         let ready = l.take_done_waiters();
