@@ -18,7 +18,7 @@
 //!    (and flushes still waiting complete).
 //!
 //! Why a flush need not wait for the tail (since the fifth session of 2026-11-27; before, it
-//! did: the flush rows of `uraid bench io --only ppl` rose 0.005-0.045 with this). Between 2
+//! did: the flush rows of `uraid bench io --only ppl` rose 0.004-0.045 with this). Between 2
 //! and 3 the retired entries are still live on the rings, and a crash then replays them; their
 //! writes are durable, so each rewrites the parity the members hold, and a lost member's
 //! sectors in a union, which the replay takes from that parity, come back right. That fails
