@@ -139,7 +139,7 @@ impl Array {
         tail: bool,
     ) -> Vec<bool> {
         let mut holders: Vec<bool> =
-            has_entries.iter().enumerate().map(|(m, e)| *e && live_members.contains(&m)).collect();
+            has_entries.iter().zip(&self.failed).map(|(e, failed)| *e && !failed).collect();
         if tail {
             let copies = (self.geometry.max_degraded() + 1).min(live_members.len());
             let have = holders.iter().filter(|h| **h).count();
