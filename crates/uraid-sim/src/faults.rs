@@ -95,22 +95,32 @@ impl Sim {
                 self.stats.slowdowns += 1;
             }
             70..85 if self.recovery.is_none() => self.add_spare(),
-            // A torn stripe plus a member lost (before the cut, or pulled right after it: see
-            // `restart`) is md's write hole, which the partial parity log closes: without
-            // the log, only a clean array is cut. Latent bad sectors are not combined with
-            // cuts (a rebuild reading them would count as one more loss), nor are listed
-            // ones: a torn write to a listed block leaves nothing to rebuild it from (the
-            // README's bad block section).
-            85..100
-                if (lost == 0 || self.cfg.log_ring_sectors.is_some())
-                    && self.recovery.is_none()
-                    && self.bad_members().is_empty() =>
-            {
-                self.power_cut()?;
-            }
+            85..100 if self.may_cut() => self.power_cut()?,
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether the power may be cut now. A torn stripe plus a member lost (before the cut, or
+    /// pulled right after it: see `restart`) is md's write hole, which the partial parity log
+    /// closes: without the log, only a clean array is cut. Latent bad sectors are not
+    /// combined with cuts (a rebuild reading them would count as one more loss), nor are
+    /// listed ones: a torn write to a listed block leaves nothing to rebuild it from (the
+    /// README's bad block section).
+    pub(crate) fn may_cut(&self) -> bool {
+        (self.lost().is_empty() || self.cfg.log_ring_sectors.is_some())
+            && self.recovery.is_none()
+            && self.bad_members().is_empty()
+    }
+
+    /// A flush just acknowledged: now and then the power goes at the next step. Since the
+    /// fifth session of 2026-11-27 a flush completes at its advance's member flushes, with
+    /// the tail that retires the log's entries still to come, and a replay in that window
+    /// must find nothing stale; a cut drawn at random steps lands there too rarely.
+    pub(crate) fn cut_after_flush(&mut self) {
+        if self.cfg.faults && self.cfg.log_ring_sectors.is_some() {
+            self.cut_due |= self.cut_rng.random_bool(0.05);
+        }
     }
 
     /// A spare full of garbage takes the place of a failed member and is rebuilt.

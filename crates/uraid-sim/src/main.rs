@@ -172,8 +172,10 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.slowdowns
     );
     println!(
-        "  power cuts survived: {} (resync covered {:.1}% of what a full resync would)",
+        "  power cuts survived: {} ({} of them right after a flush's acknowledgement; resync \
+         covered {:.1}% of what a full resync would)",
         t.power_cuts,
+        t.cuts_after_flush,
         100.0 * resync_share
     );
     println!(

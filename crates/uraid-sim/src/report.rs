@@ -21,6 +21,8 @@ pub struct SimStats {
     pub power_cuts_degraded: u64,
     /// Members pulled right after a power cut, before the restart.
     pub lost_after_cut: u64,
+    /// Power cuts drawn right after a flush's acknowledgement (`faults::cut_after_flush`).
+    pub cuts_after_flush: u64,
     /// Parity blocks rewritten from the partial parity log at restarts.
     pub log_replays: u64,
     /// Writes the engine acknowledged once logged, before their writes in place.
@@ -79,6 +81,7 @@ impl SimStats {
         self.power_cuts += o.power_cuts;
         self.power_cuts_degraded += o.power_cuts_degraded;
         self.lost_after_cut += o.lost_after_cut;
+        self.cuts_after_flush += o.cuts_after_flush;
         self.log_replays += o.log_replays;
         self.acked_when_logged += o.acked_when_logged;
         self.writes_under_range += o.writes_under_range;

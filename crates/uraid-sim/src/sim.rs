@@ -78,6 +78,10 @@ pub struct Sim {
     pub(crate) replacement: Option<crate::replace::Replacement>,
     pub(crate) replace_at: Option<u64>,
     pub(crate) replace_rng: StdRng,
+    /// A power cut due right after a flush's acknowledgement (`faults::cut_after_flush`),
+    /// and the random stream that draws them (apart, as `replace_rng`).
+    pub(crate) cut_due: bool,
+    pub(crate) cut_rng: StdRng,
 }
 
 impl Sim {
@@ -111,6 +115,7 @@ impl Sim {
         let oracle = Oracle::new(array.size_sectors());
         let mut replace_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e91_ace0_5eed_0001);
         let replace_at = crate::replace::first_replacement(&mut replace_rng);
+        let cut_rng = StdRng::seed_from_u64(cfg.seed ^ 0xc07a_f7e2_f105_0002);
         Sim {
             cfg,
             rng,
@@ -135,6 +140,8 @@ impl Sim {
             replacement: None,
             replace_at,
             replace_rng,
+            cut_due: false,
+            cut_rng,
         }
     }
 
@@ -214,6 +221,10 @@ impl Sim {
                 return Err(self.fail("no progress after 2,000,000 steps"));
             }
             self.pump();
+            if std::mem::take(&mut self.cut_due) && self.may_cut() {
+                self.stats.cuts_after_flush += 1;
+                self.power_cut()?;
+            }
             self.replacement_step();
             // The lifecycle layer writes the superblocks some time after a failure.
             if self.failures_unrecorded() && self.rng.random_bool(0.02) {
@@ -449,6 +460,7 @@ impl Sim {
                 (User::Flush(t), Ok(())) => {
                     self.note(|| format!("flush {} acked", id.0));
                     self.oracle.flush_completed(t);
+                    self.cut_after_flush();
                 }
                 (User::Sync { kind, member_sector, sectors }, Ok(())) => {
                     self.sync_done(id.0, kind, member_sector, sectors)?;
