@@ -60,7 +60,7 @@ struct Row {
     mem_read_gbps: f64,
     /// P+Q in cache: the faster XOR (uraid's or ISA-L's) of the same blocks in this run, and
     /// whether the goal (twice ISA-L's P+Q) lies above it. P+Q reads what XOR reads and
-    /// writes one block more, so no kernel of either kind's code reaches such a goal.
+    /// writes one block more: such a goal asks for a P+Q faster than either side's XOR.
     #[serde(skip_serializing_if = "Option::is_none")]
     xor_gbps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
