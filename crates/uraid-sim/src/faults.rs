@@ -113,9 +113,9 @@ impl Sim {
             && self.bad_members().is_empty()
     }
 
-    /// A flush just acknowledged: now and then the power goes at the next step. Since the
-    /// fifth session of 2026-11-27 a flush completes at its advance's member flushes, with
-    /// the tail that retires the log's entries still to come, and a replay in that window
+    /// A flush (or FUA write) just acknowledged: now and then the power goes at the next step.
+    /// Since the fifth session of 2026-11-27 either completes at its advance's member flushes,
+    /// with the tail that retires the log's entries still to come, and a replay in that window
     /// must find nothing stale; a cut drawn at random steps lands there too rarely.
     pub(crate) fn cut_after_flush(&mut self) {
         if self.cfg.faults && self.cfg.log_ring_sectors.is_some() {
@@ -315,7 +315,7 @@ impl Sim {
         let id = self.next_id;
         self.next_id += 1;
         self.oracle.write_submitted(id, sector, sectors, false);
-        self.user.insert(id, User::Write { id, sector, sectors });
+        self.user.insert(id, User::Write { id, sector, sectors, fua: false });
         self.array.submit_write(ReqId(id), Sector(sector), write_buf(id, sector, sectors));
         self.run_until_idle()?;
         let reads = self.data_read_sectors - reads0;

@@ -172,7 +172,7 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.slowdowns
     );
     println!(
-        "  power cuts survived: {} ({} of them right after a flush's acknowledgement; resync \
+        "  power cuts survived: {} ({} of them right after a flush or FUA write; resync \
          covered {:.1}% of what a full resync would)",
         t.power_cuts,
         t.cuts_after_flush,

@@ -21,7 +21,8 @@ pub struct SimStats {
     pub power_cuts_degraded: u64,
     /// Members pulled right after a power cut, before the restart.
     pub lost_after_cut: u64,
-    /// Power cuts drawn right after a flush's acknowledgement (`faults::cut_after_flush`).
+    /// Power cuts drawn right after a flush's (or FUA write's) acknowledgement
+    /// (`faults::cut_after_flush`).
     pub cuts_after_flush: u64,
     /// Parity blocks rewritten from the partial parity log at restarts.
     pub log_replays: u64,

@@ -28,6 +28,7 @@ pub(crate) enum User {
         id: u64,
         sector: u64,
         sectors: u64,
+        fua: bool,
     },
     Flush(u64),
     /// The flush that ends a rebuild: the member counts as in sync once it completes.
@@ -444,9 +445,12 @@ impl Sim {
                     }
                     self.stats.sectors_verified += watch.sectors;
                 }
-                (User::Write { id, sector, sectors }, Ok(())) => {
+                (User::Write { id, sector, sectors, fua }, Ok(())) => {
                     self.note_user("acked write", id, sector, sectors);
                     self.oracle.write_completed(id, sector, sectors);
+                    if fua {
+                        self.cut_after_flush();
+                    }
                 }
                 (User::ReplaceFlush(t), Ok(())) => {
                     self.oracle.flush_completed(t);
@@ -507,14 +511,14 @@ impl Sim {
             self.stats.reads += 1;
         } else if (92..96).contains(&roll) {
             self.oracle.write_submitted(0, sector, sectors, false);
-            self.user.insert(id, User::Write { id: 0, sector, sectors });
+            self.user.insert(id, User::Write { id: 0, sector, sectors, fua: false });
             self.array.submit_discard(ReqId(id), Sector(sector), sectors);
             self.stats.discards += 1;
         } else {
             let fua = roll >= 96;
             self.note_user(if fua { "FUA write" } else { "write" }, id, sector, sectors);
             self.oracle.write_submitted(id, sector, sectors, fua);
-            self.user.insert(id, User::Write { id, sector, sectors });
+            self.user.insert(id, User::Write { id, sector, sectors, fua });
             let buf = write_buf(id, sector, sectors);
             if fua {
                 self.array.submit_write_fua(ReqId(id), Sector(sector), buf);

@@ -45,7 +45,8 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
     assert!(total.failures_recorded > 100 && total.cuts_before_record > 10, "{total:?}");
     // The write hole's case: power cuts with members lost, and the log replayed.
     assert!(total.power_cuts_degraded > 500 && total.lost_after_cut > 100, "{total:?}");
-    // Cuts right after a flush's acknowledgement, its advance's tail maybe still in flight.
+    // Cuts right after a flush's (or FUA write's) acknowledgement, its advance's tail maybe
+    // still in flight.
     assert!(total.cuts_after_flush > 200, "{total:?}");
     assert!(total.log_replays > 1000, "{total:?}");
     assert!(total.acked_when_logged > 50_000, "{total:?}");
