@@ -505,5 +505,6 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         writes_under_log_range: a.writes_under_log_range + b.writes_under_log_range,
         log_advances: a.log_advances + b.log_advances,
         log_ring_wraps: a.log_ring_wraps + b.log_ring_wraps,
+        writes_behind: a.writes_behind + b.writes_behind,
     }
 }

@@ -182,7 +182,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
          parity blocks replayed from the partial parity log ({} resyncing ranges); {} writes \
          acknowledged once logged; {} full-stripe writes under a range; {} log advances \
-         (flushes and filling rings retiring the log with no reset); {} ring wraps",
+         (flushes and filling rings retiring the log with no reset); {} ring wraps; {} \
+         batches written behind",
         t.power_cuts_degraded,
         t.lost_after_cut,
         t.log_replays,
@@ -190,7 +191,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.acked_when_logged,
         t.writes_under_range,
         t.log_advances,
-        t.log_ring_wraps
+        t.log_ring_wraps,
+        t.writes_behind
     );
     println!(
         "  spares rebuilt: {} ({} of them re-added, {} member sectors rebuilt); checks with 0 \

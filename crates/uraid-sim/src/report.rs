@@ -35,6 +35,8 @@ pub struct SimStats {
     /// reset; and log writes that went back to a ring's start over retired ones.
     pub log_advances: u64,
     pub log_ring_wraps: u64,
+    /// Acknowledged batches written in place from copies while their head went on.
+    pub writes_behind: u64,
     /// Whole stripes written as one batch (no stripe heads).
     pub stripe_batches: u64,
     pub range_resyncs: u64,
@@ -88,6 +90,7 @@ impl SimStats {
         self.writes_under_range += o.writes_under_range;
         self.log_advances += o.log_advances;
         self.log_ring_wraps += o.log_ring_wraps;
+        self.writes_behind += o.writes_behind;
         self.stripe_batches += o.stripe_batches;
         self.range_resyncs += o.range_resyncs;
         self.resync_sectors += o.resync_sectors;

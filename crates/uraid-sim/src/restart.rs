@@ -81,6 +81,7 @@ impl Sim {
         self.stats.writes_under_range += self.array.stats().writes_under_log_range;
         self.stats.log_advances += self.array.stats().log_advances;
         self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;
+        self.stats.writes_behind += self.array.stats().writes_behind;
         self.stats.stripe_batches += self.array.stats().stripe_batches;
         self.restart_engine(&gone);
         self.replacement_after_cut(&gone);

@@ -60,6 +60,9 @@ pub(super) enum Phase {
     BitmapWait,
     /// Writes planned and computed, waiting for their partial parity log entries.
     LogWait,
+    /// Logged and acknowledged, waiting for the previous batch's writes in place
+    /// (`write_behind`): writes of one block never overlap on a member.
+    BehindWait,
 }
 
 // Independent flags of one batch's progress, not a state that an enum would name better.
@@ -92,6 +95,8 @@ pub(super) struct HeadState {
     /// The batch's writes were acknowledged once their log entries were durable (see
     /// `ppl::ack_logged_writes`): its write pieces are done, their slots maybe reused.
     pub(super) acked_early: bool,
+    /// An earlier batch's writes in place, from copies (`write_behind`).
+    pub(super) behind: Option<super::write_behind::Behind>,
 }
 
 /// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
@@ -180,6 +185,7 @@ impl Array {
             skip_copy: Vec::new(),
             error: None,
             acked_early: false,
+            behind: None,
         };
         self.heads.insert(id, state);
         self.handle_or_defer(id);
@@ -277,6 +283,11 @@ impl Array {
                 return;
             }
             if st.batch.is_empty() {
+                // While an earlier batch writes behind, only writes go on (see `write_behind`).
+                let next = st.queued.first().map(|p| p.kind.batch_class());
+                if st.behind.is_some() && next != Some(Kind::Write) {
+                    return;
+                }
                 if st.queued.is_empty() {
                     return self.release(id);
                 }
@@ -499,6 +510,10 @@ impl Array {
             self.background_ios += members.len();
         }
         for &member in members {
+            debug_assert!(
+                self.heads[&id].behind.as_ref().is_none_or(|b| !b.writes(member)),
+                "no member I/O on a block while a copy of it is written"
+            );
             let tag = self.new_tag();
             let direct = self.heads[&id].skip_copy.iter().find(|s| s.0 == member);
             let buf = match (op, direct) {
@@ -589,7 +604,11 @@ impl Array {
                 }
                 self.member_writes_done(id);
             }
-            Phase::Idle | Phase::Delayed { .. } | Phase::BitmapWait | Phase::LogWait => {
+            Phase::Idle
+            | Phase::Delayed { .. }
+            | Phase::BitmapWait
+            | Phase::LogWait
+            | Phase::BehindWait => {
                 unreachable!("an I/O completed on an idle head")
             }
         }
@@ -724,11 +743,18 @@ impl Array {
         if !self.log_admit(id, false) {
             return;
         }
+        if self.writing_behind(id) {
+            self.state(id).phase = Phase::BehindWait;
+            return;
+        }
         let writes = std::mem::take(&mut self.state(id).writes);
         let (sector, sectors) = self.head_member_range(id);
         if !self.write_intent_admit(id, sector, sectors) {
             self.state(id).writes = writes;
             return;
+        }
+        if self.state(id).acked_early {
+            return self.write_behind(id, &writes);
         }
         self.issue(id, &writes, MemberOp::Write);
         self.state(id).phase = Phase::Writing { outstanding: writes.len(), intent: true };

@@ -48,6 +48,8 @@ pub enum IoBuf {
     Log { flight: u64, slot: usize },
     /// A full-stripe batch's P (`parity` 0) or Q (1) (`batch_write`).
     Batch { index: usize, parity: u8 },
+    /// A copy of a head's block that an acknowledged batch writes (`write_behind`).
+    Behind { head: HeadId, member: DiskIndex },
 }
 
 /// Which part of the member an I/O addresses.
@@ -122,4 +124,7 @@ pub struct ArrayStats {
     pub log_advances: u64,
     /// Log writes that went back to a ring's start over retired generations (no reset).
     pub log_ring_wraps: u64,
+    /// Acknowledged batches whose writes in place went from copies, leaving the head free
+    /// for the next batch (`write_behind`).
+    pub writes_behind: u64,
 }

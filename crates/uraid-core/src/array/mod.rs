@@ -23,6 +23,7 @@ mod ppl;
 mod readd;
 mod replace;
 mod sync;
+mod write_behind;
 mod write_intent;
 
 pub use io::{ArrayStats, IoArea, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
@@ -161,6 +162,11 @@ enum Pending {
         member: DiskIndex,
         advance: u64,
     },
+    /// A write in place of an acknowledged batch, from a copy (`write_behind`).
+    Behind {
+        head: HeadId,
+        member: DiskIndex,
+    },
 }
 
 pub struct Array {
@@ -197,6 +203,8 @@ pub struct Array {
     /// already acknowledged, and the log writes of an advance's tail that carries no entries
     /// while no flush waits for it (`ppl`).
     background_ios: usize,
+    /// Spare block copies for `write_behind`.
+    behind_pool: Vec<crate::buffer::BlockBuf>,
     /// Read errors corrected per member (see `MAX_CORRECTED_READ_ERRORS`).
     read_errors: Vec<u32>,
     /// While `complete_io_known_bad` runs: the failure is a read of a range the member's bad
@@ -276,6 +284,7 @@ impl Array {
             recent_write_ends: VecDeque::new(),
             full_stripe_writes: 0,
             background_ios: 0,
+            behind_pool: Vec::new(),
             zeros: vec![0u8; unit_bytes].into_boxed_slice(),
             stats: ArrayStats::default(),
             write_intent: None,
@@ -466,6 +475,7 @@ impl Array {
             IoBuf::Bitmap { offset } => self.bitmap_buf(offset, len),
             IoBuf::Log { flight, slot } => &self.log_buf(flight, slot)[..len],
             IoBuf::Batch { index, parity } => &self.batch_parity_buf(index, parity)[..len],
+            IoBuf::Behind { head, member } => &self.behind_buf(head, member)[..len],
         }
     }
 
@@ -483,7 +493,8 @@ impl Array {
             | IoBuf::Zeros
             | IoBuf::Bitmap { .. }
             | IoBuf::Log { .. }
-            | IoBuf::Batch { .. } => {
+            | IoBuf::Batch { .. }
+            | IoBuf::Behind { .. } => {
                 assert_ne!(io.op, MemberOp::Read, "engine-owned buffers are written, never read");
                 &mut []
             }
@@ -506,6 +517,7 @@ impl Array {
                 self.finish_if_done(slot);
             }
             Pending::Head { head, member } => self.head_io_done(head, member, ok),
+            Pending::Behind { head, member } => self.behind_io_done(head, member, ok),
             Pending::DirectWrite { slot, member } => self.direct_write_done(slot, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
             Pending::Batch { index, member } => self.batch_write_done(index, member, ok),

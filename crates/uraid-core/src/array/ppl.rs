@@ -152,6 +152,8 @@ pub(super) struct PartialParityLog {
     /// Heads whose entries for the current batch are durable: whether they count in `live`,
     /// and `advances` when their generation started (an advance drains the older ones).
     logged: std::collections::BTreeMap<HeadId, (bool, u64)>,
+    /// Heads whose earlier batch writes behind (`write_behind`), with its `logged` record.
+    behind: std::collections::BTreeMap<HeadId, (bool, u64)>,
     /// Heads waiting for the next generation, with their entries and blocks (none: a write
     /// that needs no entry, waiting for the first reset of the run).
     waiting: Vec<Waiting>,
@@ -290,6 +292,7 @@ impl Array {
             ranges: BTreeMap::new(),
             pending_ranges: BTreeMap::new(),
             logged: std::collections::BTreeMap::new(),
+            behind: std::collections::BTreeMap::new(),
             waiting: Vec::new(),
             flush_waiters: Vec::new(),
             advances: 0,
@@ -700,13 +703,35 @@ impl Array {
 
     /// A logged head's in-place writes completed.
     pub(super) fn log_writes_done(&mut self, id: HeadId) {
+        self.log_record_done(id, false);
+    }
+
+    /// Head `id`'s logged writes completed: those of its current batch, or (`behind`) those
+    /// of an earlier one written from copies.
+    fn log_record_done(&mut self, id: HeadId, behind: bool) {
         let key = self.head_member_range(id).0;
         let Some(l) = self.ppl.as_mut() else { return };
-        let Some((counted, _)) = l.logged.remove(&id) else { return };
+        let records = if behind { &mut l.behind } else { &mut l.logged };
+        let Some((counted, _)) = records.remove(&id) else { return };
         l.writing -= 1;
         if counted {
             l.live.get_mut(&key).expect("a counted head is live").writing -= 1;
         }
+    }
+
+    /// Head `id`'s batch writes behind (`write_behind`): its record moves aside, so that the
+    /// next batch logs anew, and an advance still drains these writes.
+    pub(super) fn log_behind(&mut self, id: HeadId) {
+        let Some(l) = self.ppl.as_mut() else { return };
+        if let Some(record) = l.logged.remove(&id) {
+            let earlier = l.behind.insert(id, record);
+            debug_assert!(earlier.is_none(), "one batch writes behind at a time");
+        }
+    }
+
+    /// Head `id`'s writes behind completed.
+    pub(super) fn log_behind_done(&mut self, id: HeadId) {
+        self.log_record_done(id, true);
     }
 
     /// A flush (or a FUA write, once written) in request `slot`: with entries on the rings, it

@@ -99,8 +99,8 @@ impl PartialParityLog {
     /// older generations, and of batches (none starts during an advance), with no older
     /// generation in flight.
     fn drained(&self, number: u64) -> bool {
-        self.writing == self.logged.len()
-            && self.logged.values().all(|(_, started)| *started >= number)
+        self.writing == self.logged.len() + self.behind.len()
+            && self.logged.values().chain(self.behind.values()).all(|(_, s)| *s >= number)
             && self.in_flight.iter().all(|f| f.advance >= number)
     }
 
