@@ -24,7 +24,8 @@
 //! acknowledged once its entries are durable, before its writes in place, as md's raid5-cache
 //! does in write-back mode: it is unflushed, so a power cut may lose it, and the replay keeps
 //! everything else intact; until its writes complete the head holds the data, and a flush waits
-//! for them (its reset or advance drains the logged writes it covers). Generations overlap
+//! for them (its reset or advance drains the logged writes it covers). They go from copies
+//! (`write_behind`), so the head's next batch need not wait for them. Generations overlap
 //! (`generation`): a head's goes as soon as it has computed, and each acknowledges only its
 //! own; a head under a range waits for the generation that logs the range.
 //!
