@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{CHUNK_64K as CHUNK, Mem, array, pattern, read, run};
+use common::{CHUNK_64K as CHUNK, Mem, array, drain, pattern, read, run};
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::LogHeader;
 use uraid_core::{Level, Sector};
@@ -22,10 +22,6 @@ fn logged_array() -> Array {
     };
     a.enable_partial_parity_log(&cfg);
     a
-}
-
-fn drain(a: &mut Array) -> Vec<MemberIo> {
-    std::iter::from_fn(|| a.next_io()).collect()
 }
 
 /// The member I/O the engine issues now: data reads only.

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{CHUNK_64K as CHUNK, Mem, array, assert_consistent, pattern, read, run};
+use common::{
+    CHUNK_64K as CHUNK, Mem, array, assert_consistent, complete, drain, pattern, read, run,
+};
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::{entries_to_replay, heads_to_resync};
 use uraid_core::{Level, Sector};
@@ -22,17 +24,6 @@ fn logged_array_with_ring(rotational: bool, ring_sectors: u64) -> Array {
     let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational };
     a.enable_partial_parity_log(&cfg);
     a
-}
-
-fn drain(a: &mut Array) -> Vec<MemberIo> {
-    std::iter::from_fn(|| a.next_io()).collect()
-}
-
-fn complete(a: &mut Array, mem: &mut Mem, ios: Vec<MemberIo>) {
-    for io in ios {
-        let ok = mem.perform(a, &io);
-        a.complete_io(io.tag, ok);
-    }
 }
 
 /// Completes the reads of a write just submitted; returns the log writes that follow now.

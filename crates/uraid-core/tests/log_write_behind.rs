@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Mem, array, assert_consistent, pattern, read, run};
+use common::{Mem, array, assert_consistent, complete, drain, pattern, read, run};
 use uraid_core::Level;
 use uraid_core::Sector;
 use uraid_core::array::{
@@ -22,17 +22,6 @@ fn logged_array() -> Array {
     let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational: false };
     a.enable_partial_parity_log(&cfg);
     a
-}
-
-fn drain(a: &mut Array) -> Vec<MemberIo> {
-    std::iter::from_fn(|| a.next_io()).collect()
-}
-
-fn complete(a: &mut Array, mem: &mut Mem, ios: Vec<MemberIo>) {
-    for io in ios {
-        let ok = mem.perform(a, &io);
-        a.complete_io(io.tag, ok);
-    }
 }
 
 fn finished(a: &mut Array) -> Vec<ReqId> {

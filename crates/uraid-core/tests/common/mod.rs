@@ -215,3 +215,16 @@ pub fn assert_rebuilds(level: Level, members: usize, mem: &mut Mem, stripes: u64
         assert_eq!(read(&mut a, mem, 0, bytes), data, "member {failed} failed");
     }
 }
+
+/// Every member I/O the engine hands out now.
+pub fn drain(a: &mut Array) -> Vec<MemberIo> {
+    std::iter::from_fn(|| a.next_io()).collect()
+}
+
+/// Performs `ios` on the members and reports each done.
+pub fn complete(a: &mut Array, mem: &mut Mem, ios: Vec<MemberIo>) {
+    for io in ios {
+        let ok = mem.perform(a, &io);
+        a.complete_io(io.tag, ok);
+    }
+}
