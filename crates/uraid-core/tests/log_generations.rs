@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    CHUNK_64K as CHUNK, Mem, array, assert_consistent, complete, drain, pattern, read, run,
+    CHUNK_64K as CHUNK, Mem, array, assert_consistent, complete, drain, finished, pattern, read,
+    run,
 };
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::{entries_to_replay, heads_to_resync};
@@ -35,10 +36,6 @@ fn reads_then_log(a: &mut Array, mem: &mut Mem) -> Vec<MemberIo> {
     let log = drain(a);
     assert!(log.iter().all(|io| io.area == IoArea::Log), "only log writes: {log:?}");
     log
-}
-
-fn finished(a: &mut Array) -> Vec<ReqId> {
-    a.take_completed().into_iter().map(|(id, r, _)| r.map(|()| id).unwrap()).collect()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Mem, array, assert_consistent, complete, drain, pattern, read, run};
+use common::{Mem, array, assert_consistent, complete, drain, finished, pattern, read, run};
 use uraid_core::Level;
 use uraid_core::Sector;
 use uraid_core::array::{
@@ -22,10 +22,6 @@ fn logged_array() -> Array {
     let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational: false };
     a.enable_partial_parity_log(&cfg);
     a
-}
-
-fn finished(a: &mut Array) -> Vec<ReqId> {
-    a.take_completed().into_iter().map(|(id, r, _)| r.map(|()| id).unwrap()).collect()
 }
 
 fn members(ios: &[MemberIo]) -> Vec<usize> {

@@ -228,3 +228,8 @@ pub fn complete(a: &mut Array, mem: &mut Mem, ios: Vec<MemberIo>) {
         a.complete_io(io.tag, ok);
     }
 }
+
+/// The requests finished since the last call, each of which must have succeeded.
+pub fn finished(a: &mut Array) -> Vec<ReqId> {
+    a.take_completed().into_iter().map(|(id, r, _)| r.map(|()| id).unwrap()).collect()
+}
