@@ -5,12 +5,12 @@
 mod common;
 
 use common::{Mem, array, assert_consistent, complete, drain, finished, pattern, read, run};
-use uraid_core::Level;
 use uraid_core::Sector;
 use uraid_core::array::{
     Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId, SyncKind,
 };
 use uraid_core::ppl::{entries_to_replay, replayed_parity};
+use uraid_core::{DiskIndex, Level};
 
 const UUID: [u8; 16] = [5; 16];
 
@@ -136,4 +136,29 @@ fn a_check_waits_for_writes_behind() {
     let before = a.mismatches().1;
     run(&mut a, &mut mem);
     assert_eq!(a.mismatches().1, before, "no mismatch");
+}
+
+#[test]
+fn a_write_behind_that_fails_fails_its_member_and_loses_nothing() {
+    let old: Vec<Vec<u8>> = (0..4).map(|s| pattern(40 + s, 4096)).collect();
+    let (mut a, mut mem) = filled(&old);
+    let (first, second) = (pattern(6, 4096), pattern(7, 4096));
+    let behind = first_write_behind(&mut a, &mut mem, &first);
+    // Write B to the same head, then member 0's write behind fails (the disk dies mid-write).
+    a.submit_write(ReqId(2), Sector(128), second.clone());
+    logged(&mut a, &mut mem);
+    assert_eq!(finished(&mut a), vec![ReqId(2)]);
+    mem.bad_writes.insert((0, 0));
+    complete(&mut a, &mut mem, behind);
+    assert_eq!(a.failed_members().iter().map(|d| d.get()).collect::<Vec<_>>(), vec![0]);
+    run(&mut a, &mut mem);
+    // What the members hold, read by a fresh engine with member 0 failed (nothing cached):
+    // slot 0 comes from P, which B's write left right, and every block is as written.
+    let mut fresh = array(Level::Raid5, 5, common::CHUNK_64K, 4096);
+    fresh.fail_member(DiskIndex(0));
+    assert!(read(&mut fresh, &mut mem, 0, 4096) == first, "slot 0 rebuilt from P");
+    assert!(read(&mut fresh, &mut mem, 128, 4096) == second);
+    for s in 2..4u64 {
+        assert!(read(&mut fresh, &mut mem, s * 128, 4096) == old[s as usize]);
+    }
 }
