@@ -4,8 +4,10 @@
 //! about three member I/Os in turn. A flush does not need the rings emptied, only the entries
 //! of the writes it covers retired, and every header already says where the live ones
 //! begin (its tail). So a flush starts an advance instead; so does a ring filling up, whose
-//! older generations it retires for later ones to wrap over (`ring`). The rings are reset only
-//! when not even the advance's tail fits:
+//! older generations it retires for later ones to wrap over (`ring`), and so does a head that
+//! finds no room with no advance under way. Every generation leaves room for a tail's header
+//! after it, so the rings are reset only when not even that fits (a member's ring holding
+//! less than a header after a reset or a spare's arrival):
 //!
 //! 1. It covers every generation started before it (`tail`: the first one after). It waits
 //!    for the writes those generations logged to complete, while later generations go on.
