@@ -6,8 +6,9 @@
 //! begin (its tail). So a flush starts an advance instead; so does a ring filling up, whose
 //! older generations it retires for later ones to wrap over (`ring`), and so does a head that
 //! finds no room with no advance under way. Every generation leaves room for a tail's header
-//! after it, so the rings are reset only when not even that fits (a member's ring holding
-//! less than a header after a reset or a spare's arrival):
+//! after it, so the rings are reset only when not even that fits, which the room kept makes
+//! rare (every run of `bench io --only ppl` resets once, at its start, since the eighth
+//! session of 2026-11-27):
 //!
 //! 1. It covers every generation started before it (`tail`: the first one after). It waits
 //!    for the writes those generations logged to complete, while later generations go on.
