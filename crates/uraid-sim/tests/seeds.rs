@@ -139,7 +139,13 @@ fn first_failure_where(sabotage: Sabotage, wanted: impl Fn(&str) -> bool) -> Opt
 
 #[test]
 fn members_that_ignore_flushes_are_caught_at_a_power_cut() {
-    let failure = first_failure(Sabotage::FlushesDoNothing).expect("caught");
+    // Seed 0 catches it first where a pulled member is re-added without writes it was told
+    // were durable, which its bitmap no longer lists (since the eighth session of 2026-11-27,
+    // whose log advances where it reset); others right after the cut.
+    let first = first_failure(Sabotage::FlushesDoNothing).expect("caught");
+    let failure =
+        first_failure_where(Sabotage::FlushesDoNothing, |f| f.contains("after the power cut"))
+            .unwrap_or_else(|| panic!("no seed caught it at a power cut; the first: {first}"));
     assert!(failure.contains("after the power cut"), "{failure}");
 }
 
