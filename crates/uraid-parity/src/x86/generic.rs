@@ -96,7 +96,8 @@ pub(crate) const XOR_TILE: usize = 8192;
 /// Whether the outputs get non-temporal stores: only when the caller asked (`stream`), the call
 /// has blocks of at least [`NT_MIN_BYTES`], every output is vector-aligned (which the
 /// instruction needs) and the first source's first line missed the caches (the other sources'
-/// first lines are prefetched right after the probe).
+/// first lines are prefetched right after the probe); for calls shorter than
+/// [`PROBE_EACH_CALL_FROM`], either of the thread's last two probes (see [`SHORT_VERDICT`]).
 /// A source, not an output: after non-temporal stores the outputs are never cached, so probing
 /// them would keep choosing non-temporal stores for a stripe that is otherwise in cache.
 #[inline(always)]
