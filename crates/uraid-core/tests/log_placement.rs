@@ -3,8 +3,9 @@
 //! the head's union but that the write leaves alone holds it alone; on rotational members two
 //! data members the union leaves alone hold a copy each. Either way a torn write followed by
 //! the loss of any one member is mended by the replay from what is left. At depth (the log
-//! busy) it goes to the least busy of the parity member and the data members whose whole
-//! block is in the union.
+//! busy) it goes on rotational members to two untouched data members with no I/O queued or
+//! in flight, if there are two; else to the least busy of the parity member and the data
+//! members whose whole block is in the union.
 
 mod common;
 
@@ -215,5 +216,72 @@ fn at_depth_an_entry_goes_to_the_least_busy_member_that_may_hold_it() {
         let rebuilt: Vec<u8> =
             (0..4096).map(|i| [0, 2, 3, 4].iter().fold(0, |x, &m| x ^ mem.disks[m][i])).collect();
         assert!(rebuilt.iter().all(|&b| b == 0), "member 1's block (never written) comes back");
+    }
+}
+
+/// At depth on rotational members, a RAID5 entry goes to two data members the union leaves
+/// alone that have no I/O queued or in flight, not into the busy parity member's stream:
+/// RAID5 x6, stripe 0's slot 0 (member 0, P on member 5) is placed while stripe 1's
+/// generation (slot 0 on member 5, P on member 4; logged at depth 1 on its untouched members
+/// 0 and 1, or on member 4 when not rotational) is in flight, so member 1 is busy and members
+/// 2 and 3 hold it. Not rotational it stays on the parity member. A torn parity write is then
+/// mended after the loss of either copy's member.
+#[test]
+fn at_depth_on_rotational_members_an_entry_goes_to_two_idle_untouched_members() {
+    const STRIPE: u64 = 5 * 128;
+    for rotational in [true, false] {
+        for lost in [2, 3] {
+            let mut a = logged(Level::Raid5, 6, rotational);
+            let mut mem = Mem::new(6);
+            // The log's first reset, out of the way.
+            write(&mut a, &mut mem, 3 * STRIPE, pattern(40, 4096));
+            a.submit_write(ReqId(1), Sector(0), pattern(41, 4096));
+            a.submit_write(ReqId(2), Sector(STRIPE), pattern(42, 4096));
+            let reads: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
+            assert!(reads.iter().all(|io| io.op == MemberOp::Read), "{reads:?}");
+            assert_eq!(reads.len(), 4, "both heads read for an rmw: {reads:?}");
+            let (stripe1, stripe0): (Vec<_>, Vec<_>) =
+                reads.into_iter().partition(|io| io.sector.0 >= 128);
+            for io in stripe1 {
+                let ok = mem.perform(&mut a, &io);
+                a.complete_io(io.tag, ok);
+            }
+            // Stripe 1's log writes, held in flight while stripe 0 is placed.
+            let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
+            assert!(held.iter().all(|io| io.area == IoArea::Log), "{held:?}");
+            let mut held_on: Vec<usize> = held.iter().map(|io| io.member.get()).collect();
+            held_on.sort_unstable();
+            assert_eq!(held_on, if rotational { vec![0, 1] } else { vec![4] });
+            for io in stripe0 {
+                let ok = mem.perform(&mut a, &io);
+                a.complete_io(io.tag, ok);
+            }
+            let mut held = held.into_iter();
+            while let Some(io) = a.next_io().or_else(|| held.next()) {
+                // A power cut loses stripe 0's parity write.
+                let torn = io.area == IoArea::Data
+                    && io.op == MemberOp::Write
+                    && (io.member.get(), io.sector.0) == (5, 0);
+                let ok = torn || mem.perform(&mut a, &io);
+                a.complete_io(io.tag, ok);
+            }
+            assert!(!a.busy());
+            let want = if rotational { vec![2, 3] } else { vec![5] };
+            assert_eq!(holders(&mem), want, "rotational {rotational}");
+            // Member `lost` (untouched, never written) gone: the entry left mends P, which
+            // rebuilds it.
+            let scans: Vec<_> =
+                mem.scans(UUID).into_iter().filter(|s| s.member.get() != lost).collect();
+            let newest = entries_to_replay(&scans);
+            let e = newest.iter().find(|e| e.entry.member_sector == 0).expect("head 0's entry");
+            let data: Vec<Option<&[u8]>> =
+                (0..5).map(|m| (m != lost).then(|| &mem.disks[m][..4096])).collect();
+            let parity = replayed_parity(&e.entry, e.block.as_deref().unwrap(), 4096, &data, |_| 0);
+            mem.disks[5][..4096].copy_from_slice(&parity);
+            let rebuilt: Vec<u8> = (0..4096)
+                .map(|i| (0..6).filter(|&m| m != lost).fold(0, |x, m| x ^ mem.disks[m][i]))
+                .collect();
+            assert!(rebuilt.iter().all(|&b| b == 0), "member {lost}'s block comes back");
+        }
     }
 }
