@@ -10,7 +10,7 @@
 mod common;
 
 use common::{CHUNK_64K as CHUNK, Mem, array, pattern, write};
-use uraid_core::array::{Array, IoArea, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::{entries_to_replay, replayed_parity};
 use uraid_core::{Level, Sector};
 
@@ -193,28 +193,11 @@ fn at_depth_an_entry_goes_to_the_least_busy_member_that_may_hold_it() {
             let ok = mem.perform(&mut a, &io);
             a.complete_io(io.tag, ok);
         }
-        let mut held = held.into_iter();
-        while let Some(io) = a.next_io().or_else(|| held.next()) {
-            // A power cut loses stripe 0's parity write.
-            let torn = io.area == IoArea::Data
-                && io.op == MemberOp::Write
-                && (io.member.get(), io.sector.0) == (4, 0);
-            let ok = torn || mem.perform(&mut a, &io);
-            a.complete_io(io.tag, ok);
-        }
-        assert!(!a.busy());
+        finish_losing_stripe0_parity(&mut a, &mut mem, held);
         let want = if busy_parity { vec![0] } else { vec![4] };
         assert_eq!(holders(&mem), want, "busy parity member: {busy_parity}");
         // Member 1 (untouched) lost: the entry left on the rings mends P, which rebuilds it.
-        let scans: Vec<_> = mem.scans(UUID).into_iter().filter(|s| s.member.get() != 1).collect();
-        let newest = entries_to_replay(&scans);
-        let e = newest.iter().find(|e| e.entry.member_sector == 0).expect("head 0's entry");
-        let data: Vec<Option<&[u8]>> =
-            (0..4).map(|m| (m != 1).then(|| &mem.disks[m][..4096])).collect();
-        let parity = replayed_parity(&e.entry, e.block.as_deref().unwrap(), 4096, &data, |_| 0);
-        mem.disks[4][..4096].copy_from_slice(&parity);
-        let rebuilt: Vec<u8> =
-            (0..4096).map(|i| [0, 2, 3, 4].iter().fold(0, |x, &m| x ^ mem.disks[m][i])).collect();
+        let rebuilt = rebuilt_after_replay(&mut mem, 1);
         assert!(rebuilt.iter().all(|&b| b == 0), "member 1's block (never written) comes back");
     }
 }
@@ -256,32 +239,44 @@ fn at_depth_on_rotational_members_an_entry_goes_to_two_idle_untouched_members() 
                 let ok = mem.perform(&mut a, &io);
                 a.complete_io(io.tag, ok);
             }
-            let mut held = held.into_iter();
-            while let Some(io) = a.next_io().or_else(|| held.next()) {
-                // A power cut loses stripe 0's parity write.
-                let torn = io.area == IoArea::Data
-                    && io.op == MemberOp::Write
-                    && (io.member.get(), io.sector.0) == (5, 0);
-                let ok = torn || mem.perform(&mut a, &io);
-                a.complete_io(io.tag, ok);
-            }
-            assert!(!a.busy());
+            finish_losing_stripe0_parity(&mut a, &mut mem, held);
             let want = if rotational { vec![2, 3] } else { vec![5] };
             assert_eq!(holders(&mem), want, "rotational {rotational}");
             // Member `lost` (untouched, never written) gone: the entry left mends P, which
             // rebuilds it.
-            let scans: Vec<_> =
-                mem.scans(UUID).into_iter().filter(|s| s.member.get() != lost).collect();
-            let newest = entries_to_replay(&scans);
-            let e = newest.iter().find(|e| e.entry.member_sector == 0).expect("head 0's entry");
-            let data: Vec<Option<&[u8]>> =
-                (0..5).map(|m| (m != lost).then(|| &mem.disks[m][..4096])).collect();
-            let parity = replayed_parity(&e.entry, e.block.as_deref().unwrap(), 4096, &data, |_| 0);
-            mem.disks[5][..4096].copy_from_slice(&parity);
-            let rebuilt: Vec<u8> = (0..4096)
-                .map(|i| (0..6).filter(|&m| m != lost).fold(0, |x, m| x ^ mem.disks[m][i]))
-                .collect();
+            let rebuilt = rebuilt_after_replay(&mut mem, lost);
             assert!(rebuilt.iter().all(|&b| b == 0), "member {lost}'s block comes back");
         }
     }
+}
+
+/// Runs everything to the end, `held` I/Os last, with stripe 0's parity write (on the last
+/// member, RAID5 left-symmetric) lost to a power cut.
+fn finish_losing_stripe0_parity(a: &mut Array, mem: &mut Mem, held: Vec<MemberIo>) {
+    let parity = mem.disks.len() - 1;
+    let mut held = held.into_iter();
+    while let Some(io) = a.next_io().or_else(|| held.next()) {
+        let torn = io.area == IoArea::Data
+            && io.op == MemberOp::Write
+            && (io.member.get(), io.sector.0) == (parity, 0);
+        let ok = torn || mem.perform(a, &io);
+        a.complete_io(io.tag, ok);
+    }
+    assert!(!a.busy());
+}
+
+/// With member `lost` gone: head 0's newest entry on the rings left mends stripe 0's parity
+/// (on the last member) from the data left, and the lost block is rebuilt from it.
+fn rebuilt_after_replay(mem: &mut Mem, lost: usize) -> Vec<u8> {
+    let members = mem.disks.len();
+    let scans: Vec<_> = mem.scans(UUID).into_iter().filter(|s| s.member.get() != lost).collect();
+    let newest = entries_to_replay(&scans);
+    let e = newest.iter().find(|e| e.entry.member_sector == 0).expect("head 0's entry");
+    let data: Vec<Option<&[u8]>> =
+        (0..members - 1).map(|m| (m != lost).then(|| &mem.disks[m][..4096])).collect();
+    let parity = replayed_parity(&e.entry, e.block.as_deref().unwrap(), 4096, &data, |_| 0);
+    mem.disks[members - 1][..4096].copy_from_slice(&parity);
+    (0..4096)
+        .map(|i| (0..members).filter(|&m| m != lost).fold(0, |x, m| x ^ mem.disks[m][i]))
+        .collect()
 }
