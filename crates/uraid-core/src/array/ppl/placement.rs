@@ -42,23 +42,13 @@ impl Array {
     /// idle members when the log is idle, else to a less busy one (see the module docs).
     pub(super) fn place_entries(&self, id: HeadId, out: &mut Entries) {
         let l = self.ppl.as_ref().expect("a log");
-        if !l.waiting.is_empty() || !l.in_flight.is_empty() {
-            let p_alone = matches!(&out[..], [(_, e, Some(_))] if e.parity == LogParity::P);
-            let p_and_q = matches!(&out[..], [(_, p, Some(_)), (_, q, Some(_))]
-                if l.cfg.rotational && p.parity != q.parity && self.ring_holds_both(p, q));
-            if p_alone && !(l.cfg.rotational && self.place_p_on_untouched(id, out, true)) {
-                self.place_p_least_busy(id, out);
-            } else if p_and_q {
-                self.place_p_and_q(id, out, true);
-            }
-            return;
-        }
+        let busy = !l.waiting.is_empty() || !l.in_flight.is_empty();
         match &out[..] {
-            [(_, e, Some(_))] if e.parity == LogParity::P => self.place_p(id, out),
+            [(_, e, Some(_))] if e.parity == LogParity::P => self.place_p(id, out, busy),
             [(_, p, Some(_)), (_, q, Some(_))]
                 if l.cfg.rotational && p.parity != q.parity && self.ring_holds_both(p, q) =>
             {
-                self.place_p_and_q(id, out, false);
+                self.place_p_and_q(id, out, busy);
             }
             _ => {}
         }
@@ -100,16 +90,14 @@ impl Array {
     }
 
     /// RAID4/5 at depth: the P entry on the least busy member that may hold it alone.
-    fn place_p_least_busy(&self, id: HeadId, out: &mut Entries) {
+    fn place_p_least_busy(&self, data: &[DiskIndex], lost: &[bool], out: &mut Entries) {
         /// I/Os fewer than the parity member's that a holder must have.
         const MARGIN: usize = 2;
         let entry = &out[0].1;
-        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        let lost = self.lost(id);
         let full = full_mask(self.unit_sectors);
         let load = |d: DiskIndex| self.inflight.load(d);
         let mut best = (out[0].0, load(out[0].0));
-        for &d in &map.data_disk {
+        for &d in data {
             if !lost[d.get()] && union_mask(entry, d) == Some(&full) && load(d) + MARGIN <= best.1 {
                 best = (d, load(d));
             }
@@ -117,12 +105,21 @@ impl Array {
         out[0].0 = best.0;
     }
 
-    /// RAID4/5: the P entry on one member whose loss cannot need it, or on two that it might.
-    fn place_p(&self, id: HeadId, out: &mut Entries) {
-        let l = self.ppl.as_ref().expect("a log");
-        let entry = &out[0].1;
+    /// RAID4/5: the P entry on one member whose loss cannot need it, or on two that it might;
+    /// at depth (`busy`), on two idle ones or the least busy one (see the module docs).
+    fn place_p(&self, id: HeadId, out: &mut Entries, busy: bool) {
+        let rotational = self.ppl.as_ref().expect("a log").cfg.rotational;
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let lost = self.lost(id);
+        if busy {
+            if !(rotational
+                && place_p_on_untouched(&map.data_disk, &lost, out, |d| self.inflight.load(d) == 0))
+            {
+                self.place_p_least_busy(&map.data_disk, &lost, out);
+            }
+            return;
+        }
+        let entry = &out[0].1;
         let writes = &self.heads[&id].writes;
         let full = full_mask(self.unit_sectors);
         let holder = map.data_disk.iter().copied().find(|d| {
@@ -132,31 +129,32 @@ impl Array {
             out[0].0 = holder;
             return;
         }
-        if l.cfg.rotational {
-            self.place_p_on_untouched(id, out, false);
+        if rotational {
+            place_p_on_untouched(&map.data_disk, &lost, out, |_| true);
         }
     }
+}
 
-    /// RAID4/5 on rotational members: the P entry on two data members the union leaves alone
-    /// (if `idle_only`, with no I/O queued or in flight), if there are two.
-    fn place_p_on_untouched(&self, id: HeadId, out: &mut Entries, idle_only: bool) -> bool {
-        let entry = &out[0].1;
-        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        let lost = self.lost(id);
-        let untouched: Vec<DiskIndex> = map
-            .data_disk
-            .iter()
-            .copied()
-            .filter(|d| !lost[d.get()] && union_mask(entry, *d).is_none())
-            .filter(|d| !idle_only || self.inflight.load(*d) == 0)
-            .take(2)
-            .collect();
-        let [first, second] = untouched[..] else { return false };
-        let (_, entry, block) = out.pop().expect("one entry");
-        out.push((first, entry.clone(), block.clone()));
-        out.push((second, entry, block));
-        true
-    }
+/// RAID4/5 on rotational members: the P entry on two data members the union leaves alone
+/// (and that `usable` takes), if there are two.
+fn place_p_on_untouched(
+    data: &[DiskIndex],
+    lost: &[bool],
+    out: &mut Entries,
+    usable: impl Fn(DiskIndex) -> bool,
+) -> bool {
+    let entry = &out[0].1;
+    let untouched: Vec<DiskIndex> = data
+        .iter()
+        .copied()
+        .filter(|d| !lost[d.get()] && union_mask(entry, *d).is_none() && usable(*d))
+        .take(2)
+        .collect();
+    let [first, second] = untouched[..] else { return false };
+    let (_, entry, block) = out.pop().expect("one entry");
+    out.push((first, entry.clone(), block.clone()));
+    out.push((second, entry, block));
+    true
 }
 
 /// The sectors of member `d`'s block in `entry`'s union, if any.
