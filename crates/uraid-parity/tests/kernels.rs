@@ -221,6 +221,9 @@ fn large_and_wide_calls(stores: Stores) {
         (8, 1 << 17),
         (4, (1 << 20) / 4 + 31),
         (254, 4096 + 3),
+        // AVX2 takes wide P+Q in chunks of slots from 4 KiB blocks.
+        (16, 4096),
+        (10, 4096 + 64),
         (4, 4096),
         (3, 8192 + 32),
     ];

@@ -189,12 +189,12 @@ macro_rules! groups {
     }};
 }
 
-/// Column tiles of `syndrome_wide` on stripes of more than [`XOR_CHUNK`] data blocks longer than
-/// this. On a Zen 5 machine, 16 x 64 KiB in cache went from 1.62x ISA-L to 1.85x and streaming
-/// 16 x 64 KiB / 1 MiB from 83-86% of the reference to 87-90%; 8 KiB tiles were 3-6% slower
-/// than one pass on streaming 16 x 1 MiB (the prefetchers restart at every tile), and 16 x 4 KiB
-/// blocks gained nothing in cache and lost 7% streamed (P and Q written and read back once
-/// more), so shorter blocks keep one pass.
+/// Column tiles of `syndrome_wide`, which the AVX-512 backends use for blocks longer than this.
+/// On a Zen 5 machine, 16 x 64 KiB in cache went from 1.62x ISA-L to 1.85x and streaming 16 x
+/// 64 KiB / 1 MiB from 83-86% of the reference to 87-90%; 8 KiB tiles were 3-6% slower than one
+/// pass on streaming 16 x 1 MiB (the prefetchers restart at every tile), and 16 x 4 KiB blocks
+/// gained nothing in cache and lost 7% streamed (P and Q written and read back once more), so
+/// shorter blocks keep one pass there. AVX2 on Zen 3 differs (`x86.rs`).
 pub(crate) const PQ_TILE: usize = 32 << 10;
 
 /// Passes over at most this many sources take `FEW` vectors per source per group in `xor_gen`,
@@ -352,13 +352,17 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
 }
 
 /// Whether `syndrome_wide` is the better way for this call: P wanted (it carries P and Q
-/// between chunks of slots in the outputs), more than [`XOR_CHUNK`] slots, blocks longer than
-/// [`PQ_TILE`]. The backends call it from a function of its own, so that the one-pass kernel's
-/// code stays as it was (inlined into one function with the tiled one, it lost 5% at 4 x 4 KiB
-/// in cache).
+/// between chunks of slots in the outputs), more than [`XOR_CHUNK`] slots, blocks of at least
+/// `WIDE_FROM` bytes (the backend's choice, see `x86.rs`). The backends call it from a
+/// function of its own, so that the one-pass kernel's code stays as it was (inlined into one
+/// function with the tiled one, it lost 5% at 4 x 4 KiB in cache).
 #[inline(always)]
-pub(crate) fn syndrome_is_wide(p: bool, len: usize, data: &[Option<&[u8]>]) -> bool {
-    p && data.len() > XOR_CHUNK && len > PQ_TILE
+pub(crate) fn syndrome_is_wide<const WIDE_FROM: usize>(
+    p: bool,
+    len: usize,
+    data: &[Option<&[u8]>],
+) -> bool {
+    p && data.len() > XOR_CHUNK && len >= WIDE_FROM
 }
 
 /// `syndrome` for wide stripes of long blocks, as XOR does them: column tiles of [`PQ_TILE`],
