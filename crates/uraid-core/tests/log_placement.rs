@@ -4,8 +4,8 @@
 //! data members the union leaves alone hold a copy each. Either way a torn write followed by
 //! the loss of any one member is mended by the replay from what is left. At depth (the log
 //! busy) it goes on rotational members to two untouched data members with no I/O queued or
-//! in flight, if there are two; else to the least busy of the parity member and the data
-//! members whose whole block is in the union.
+//! in flight, if there are two (RAID6: P's and Q's entries to three); else to the least busy of
+//! the parity member and the data members whose whole block is in the union.
 
 mod common;
 
@@ -216,29 +216,8 @@ fn at_depth_on_rotational_members_an_entry_goes_to_two_idle_untouched_members() 
         for lost in [2, 3] {
             let mut a = logged(Level::Raid5, 6, rotational);
             let mut mem = Mem::new(6);
-            // The log's first reset, out of the way.
-            write(&mut a, &mut mem, 3 * STRIPE, pattern(40, 4096));
-            a.submit_write(ReqId(1), Sector(0), pattern(41, 4096));
-            a.submit_write(ReqId(2), Sector(STRIPE), pattern(42, 4096));
-            let reads: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
-            assert!(reads.iter().all(|io| io.op == MemberOp::Read), "{reads:?}");
-            assert_eq!(reads.len(), 4, "both heads read for an rmw: {reads:?}");
-            let (stripe1, stripe0): (Vec<_>, Vec<_>) =
-                reads.into_iter().partition(|io| io.sector.0 >= 128);
-            for io in stripe1 {
-                let ok = mem.perform(&mut a, &io);
-                a.complete_io(io.tag, ok);
-            }
-            // Stripe 1's log writes, held in flight while stripe 0 is placed.
-            let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
-            assert!(held.iter().all(|io| io.area == IoArea::Log), "{held:?}");
-            let mut held_on: Vec<usize> = held.iter().map(|io| io.member.get()).collect();
-            held_on.sort_unstable();
+            let (held, held_on) = place_stripe0_while_stripe1_logs(&mut a, &mut mem, STRIPE, 2);
             assert_eq!(held_on, if rotational { vec![0, 1] } else { vec![4] });
-            for io in stripe0 {
-                let ok = mem.perform(&mut a, &io);
-                a.complete_io(io.tag, ok);
-            }
             finish_losing_stripe0_parity(&mut a, &mut mem, held);
             let want = if rotational { vec![2, 3] } else { vec![5] };
             assert_eq!(holders(&mem), want, "rotational {rotational}");
@@ -248,6 +227,40 @@ fn at_depth_on_rotational_members_an_entry_goes_to_two_idle_untouched_members() 
             assert!(rebuilt.iter().all(|&b| b == 0), "member {lost}'s block comes back");
         }
     }
+}
+
+/// Writes slot 0 of stripes 0 and 1 (`stripe` sectors apart), each an rmw reading `reads`
+/// blocks, after a first write that gets the log's first reset out of the way. Stripe 1's reads
+/// complete first and its log writes are held in flight (returned, with their members, sorted
+/// and once each) while stripe 0's reads complete, so that stripe 0's entries are placed with
+/// the log busy.
+fn place_stripe0_while_stripe1_logs(
+    a: &mut Array,
+    mem: &mut Mem,
+    stripe: u64,
+    reads: usize,
+) -> (Vec<MemberIo>, Vec<usize>) {
+    write(a, mem, 3 * stripe, pattern(40, 4096));
+    a.submit_write(ReqId(1), Sector(0), pattern(41, 4096));
+    a.submit_write(ReqId(2), Sector(stripe), pattern(42, 4096));
+    let first: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
+    assert!(first.iter().all(|io| io.op == MemberOp::Read), "{first:?}");
+    assert_eq!(first.len(), 2 * reads, "both heads read for an rmw: {first:?}");
+    let (stripe1, stripe0): (Vec<_>, Vec<_>) = first.into_iter().partition(|io| io.sector.0 >= 128);
+    for io in stripe1 {
+        let ok = mem.perform(a, &io);
+        a.complete_io(io.tag, ok);
+    }
+    let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
+    assert!(held.iter().all(|io| io.area == IoArea::Log), "{held:?}");
+    let mut held_on: Vec<usize> = held.iter().map(|io| io.member.get()).collect();
+    held_on.sort_unstable();
+    held_on.dedup();
+    for io in stripe0 {
+        let ok = mem.perform(a, &io);
+        a.complete_io(io.tag, ok);
+    }
+    (held, held_on)
 }
 
 /// Runs everything to the end, `held` I/Os last, with stripe 0's parity write (on the last
@@ -279,4 +292,69 @@ fn rebuilt_after_replay(mem: &mut Mem, lost: usize) -> Vec<u8> {
     (0..4096)
         .map(|i| (0..members).filter(|&m| m != lost).fold(0, |x, m| x ^ mem.disks[m][i]))
         .collect()
+}
+
+/// The RAID6 form of the test above: RAID6 x8, stripe 0's slot 0 is placed while stripe 1's
+/// generation (logged at depth 1 on three of its untouched data members) is in flight. On
+/// rotational members P's and Q's entries go together to three data members of stripe 0 that
+/// the write leaves alone and that have no I/O (so none of stripe 1's three), and any two
+/// members lost leave a copy of both entries; not rotational, to stripe 0's P and Q members.
+#[test]
+fn raid6_at_depth_on_rotational_members_entries_go_to_three_idle_untouched_members() {
+    const MEMBERS: usize = 8;
+    const STRIPE: u64 = (MEMBERS as u64 - 2) * 128;
+    let geometry =
+        uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), MEMBERS, CHUNK)
+            .unwrap();
+    let map = geometry.stripe_map(uraid_core::StripeNumber(0));
+    let (p, q) = (map.p_disk.unwrap().get(), map.q_disk.unwrap().get());
+    let untouched: Vec<usize> = map.data_disk[1..].iter().map(|d| d.get()).collect();
+    for rotational in [true, false] {
+        let mut a = logged(Level::Raid6, MEMBERS, rotational);
+        let mut mem = Mem::new(MEMBERS);
+        // Each head reads D, P and Q for its rmw.
+        let (held, busy) = place_stripe0_while_stripe1_logs(&mut a, &mut mem, STRIPE, 3);
+        assert_eq!(busy.len(), if rotational { 3 } else { 2 }, "stripe 1's holders: {busy:?}");
+        let mut held = held.into_iter();
+        while let Some(io) = a.next_io().or_else(|| held.next()) {
+            let ok = mem.perform(&mut a, &io);
+            a.complete_io(io.tag, ok);
+        }
+        assert!(!a.busy());
+        let scans = mem.scans(UUID);
+        let count = |m: usize| {
+            scans
+                .iter()
+                .filter(move |s| s.member.get() == m)
+                .flat_map(|s| &s.entries)
+                .filter(|e| e.entry.member_sector == 0 && e.block.is_some())
+        };
+        let holders: Vec<usize> = (0..MEMBERS).filter(|&m| count(m).next().is_some()).collect();
+        if rotational {
+            assert_eq!(holders.len(), 3, "{holders:?}");
+            for &m in &holders {
+                assert!(untouched.contains(&m), "{m} is one of stripe 0's untouched members");
+                assert!(!busy.contains(&m), "{m} was busy with stripe 1's log: {busy:?}");
+                assert_eq!(count(m).count(), 2, "member {m} holds P's and Q's entries");
+            }
+        } else {
+            let mut pq = vec![p, q];
+            pq.sort_unstable();
+            assert_eq!(holders, pq);
+        }
+        // Any two members lost: both of head 0's entries are still found.
+        for x in 0..MEMBERS {
+            for y in x + 1..MEMBERS {
+                let left: Vec<_> =
+                    scans.iter().filter(|s| ![x, y].contains(&s.member.get())).cloned().collect();
+                let found =
+                    entries_to_replay(&left).iter().filter(|e| e.entry.member_sector == 0).count();
+                let lost_pq = usize::from([x, y].contains(&p)) + usize::from([x, y].contains(&q));
+                // Not rotational, an entry whose parity member is lost is lost with it, and
+                // nothing needs it: the parity it would mend is gone.
+                let want = if rotational { 2 } else { 2 - lost_pq };
+                assert_eq!(found, want, "rotational {rotational}, members {x} and {y} lost");
+            }
+        }
+    }
 }
