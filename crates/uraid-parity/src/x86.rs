@@ -106,7 +106,11 @@ macro_rules! backend_module {
             /// every group. On a Zen 5 machine, P+Q of 4 x 4 KiB in L1 went from 238-251 GB/s
             /// (1.99-2.04x ISA-L) to 287-320 (2.41-2.61x), streamed from 1.31x to 1.36-1.40x.
             /// Longer blocks keep the general loop: this one ran 4 x 64 KiB in L2 at 0.71x ISA-L
-            /// (8 vectors per step) or 0.97x (4) against its 1.10x.
+            /// (8 vectors per step) or 0.97x (4) against its 1.10x. Since ced9c9c it takes only
+            /// blocks shorter than 4 KiB (`NT_MIN_BYTES`, which was 16 KiB); taking 4-16 KiB
+            /// again was no clear gain on a Zen 3 machine (4 runs of `uraid bench parity --only
+            /// pq` each, alternated: 4 x 4 KiB in cache 2.45x -> 2.09x ISA-L, streamed 0.88x ->
+            /// 0.94x, both within the runs' spread).
             #[target_feature(enable = $features)]
             #[inline(never)]
             unsafe fn syndrome_4(p: &mut [u8], q: &mut [u8], data: [&[u8]; 4], stream: bool) {
