@@ -144,13 +144,11 @@ fn place_p_on_untouched(
     usable: impl Fn(DiskIndex) -> bool,
 ) -> bool {
     let entry = &out[0].1;
-    let untouched: Vec<DiskIndex> = data
+    let mut untouched = data
         .iter()
         .copied()
-        .filter(|d| !lost[d.get()] && union_mask(entry, *d).is_none() && usable(*d))
-        .take(2)
-        .collect();
-    let [first, second] = untouched[..] else { return false };
+        .filter(|d| !lost[d.get()] && union_mask(entry, *d).is_none() && usable(*d));
+    let (Some(first), Some(second)) = (untouched.next(), untouched.next()) else { return false };
     let (_, entry, block) = out.pop().expect("one entry");
     out.push((first, entry.clone(), block.clone()));
     out.push((second, entry, block));
