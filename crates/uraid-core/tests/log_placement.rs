@@ -3,9 +3,9 @@
 //! the head's union but that the write leaves alone holds it alone; on rotational members two
 //! data members the union leaves alone hold a copy each. Either way a torn write followed by
 //! the loss of any one member is mended by the replay from what is left. At depth (the log
-//! busy) it goes on rotational members to two untouched data members with no I/O queued or
-//! in flight, if there are two (RAID6: P's and Q's entries to three); else to the least busy of
-//! the parity member and the data members whose whole block is in the union.
+//! busy) it goes to two untouched data members with no I/O queued or in flight, if there are
+//! two (RAID6, on rotational members only: P's and Q's entries to three); else to the least
+//! busy of the parity member and the data members whose whole block is in the union.
 
 mod common;
 
@@ -159,11 +159,12 @@ fn raid6_logs_both_entries_on_three_idle_members_or_on_p_and_q() {
     }
 }
 
-/// At depth (the log busy), a RAID5 entry goes to the least busy member that may hold it
-/// alone: here the written data member 0, whose whole block is in the union, when the parity
-/// member 4 has two more I/Os queued or in flight (two user reads held there); with none held
-/// it stays on member 4, as md puts it. A torn write whose entry member 0 holds is then mended
-/// after the loss of an untouched member, as from member 4.
+/// At depth (the log busy), with fewer than two idle untouched members (user reads held on
+/// members 1 and 3), a RAID5 entry goes to the least busy member that
+/// may hold it alone: here the written data member 0, whose whole block is in the union, when
+/// the parity member 4 has two more I/Os queued or in flight (two user reads held there); with
+/// none held it stays on member 4, as md puts it. A torn write whose entry member 0 holds is
+/// then mended after the loss of an untouched member, as from member 4.
 #[test]
 fn at_depth_an_entry_goes_to_the_least_busy_member_that_may_hold_it() {
     for busy_parity in [false, true] {
@@ -179,13 +180,16 @@ fn at_depth_an_entry_goes_to_the_least_busy_member_that_may_hold_it() {
         let mut first: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
         assert!(first.iter().all(|io| io.op == MemberOp::Read), "{first:?}");
         assert_eq!(first.len(), 4, "both heads read for an rmw: {first:?}");
+        // Stripe 1's slot 2 is on member 1 (P on member 3), stripe 4's slot 2 on member 3.
+        a.submit_read(ReqId(5), Sector(512 + 256), vec![0; 4096]);
+        a.submit_read(ReqId(6), Sector(4 * 512 + 256), vec![0; 4096]);
         if busy_parity {
             a.submit_read(ReqId(3), Sector(512), vec![0; 4096]);
             a.submit_read(ReqId(4), Sector(520), vec![0; 4096]);
         }
         let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
-        assert_eq!(held.len(), if busy_parity { 2 } else { 0 });
-        assert!(held.iter().all(|io| io.member.get() == 4 && io.sector.0 >= 128));
+        assert_eq!(held.len(), if busy_parity { 4 } else { 2 });
+        assert!(held.iter().all(|io| [1, 3, 4].contains(&io.member.get()) && io.sector.0 >= 128));
         // Stripe 2's reads complete first: its generation goes out, so stripe 0's entry is
         // placed with the log busy.
         first.sort_by_key(|io| io.member.get() < 2 || io.member.get() == 4);
@@ -202,24 +206,24 @@ fn at_depth_an_entry_goes_to_the_least_busy_member_that_may_hold_it() {
     }
 }
 
-/// At depth on rotational members, a RAID5 entry goes to two data members the union leaves
-/// alone that have no I/O queued or in flight, not into the busy parity member's stream:
-/// RAID5 x6, stripe 0's slot 0 (member 0, P on member 5) is placed while stripe 1's
-/// generation (slot 0 on member 5, P on member 4; logged at depth 1 on its untouched members
-/// 0 and 1, or on member 4 when not rotational) is in flight, so member 1 is busy and members
-/// 2 and 3 hold it. Not rotational it stays on the parity member. A torn parity write is then
-/// mended after the loss of either copy's member.
+/// At depth, a RAID5 entry goes to two data members the union leaves alone that have no I/O
+/// queued or in flight, not behind the busy parity member's queue: RAID5 x6, stripe 0's slot
+/// 0 (member 0, P on member 5) is placed while stripe 1's generation (slot 0 on member 5, P on
+/// member 4; logged at depth 1 on its untouched members 0 and 1, or on member 4 when not
+/// rotational) is in flight, so members 2 and 3 hold it (rotational: member 1 is busy), or 1
+/// and 2 (not rotational: member 4 is busy). A torn parity write is then mended after the loss
+/// of either copy's member.
 #[test]
-fn at_depth_on_rotational_members_an_entry_goes_to_two_idle_untouched_members() {
+fn at_depth_an_entry_goes_to_two_idle_untouched_members() {
     const STRIPE: u64 = 5 * 128;
     for rotational in [true, false] {
-        for lost in [2, 3] {
+        let want = if rotational { vec![2, 3] } else { vec![1, 2] };
+        for &lost in &want {
             let mut a = logged(Level::Raid5, 6, rotational);
             let mut mem = Mem::new(6);
             let (held, held_on) = place_stripe0_while_stripe1_logs(&mut a, &mut mem, STRIPE, 2);
             assert_eq!(held_on, if rotational { vec![0, 1] } else { vec![4] });
             finish_losing_stripe0_parity(&mut a, &mut mem, held);
-            let want = if rotational { vec![2, 3] } else { vec![5] };
             assert_eq!(holders(&mem), want, "rotational {rotational}");
             // Member `lost` (untouched, never written) gone: the entry left mends P, which
             // rebuilds it.

@@ -11,20 +11,26 @@
 //!   leaves the other's copy (two log writes, which flash pays for in bytes and IOPS, for no
 //!   seek saved).
 //!
-//! At depth, where the log is never idle, on rotational members the entries go to data members
-//! the union leaves alone as above (two for RAID4/5, three for RAID6) when that many have no
-//! I/O queued or in flight: a sequential stream at depth keeps its parity member and one data
-//! member busy, and a log write there is a seek to the ring and back in the middle of the
-//! stream (`uraid bench io --only ppl`, 4 KiB sequential qd16 on the modelled HDD with 2 MiB
-//! rings: RAID5 0.643 -> 0.775, RAID6 0.559 -> 0.623; with 128 KiB rings 0.429 -> 0.406 and
-//! 0.268 -> 0.278, random rows within 0.014). Otherwise a RAID4/5 entry goes to the least busy
-//! of the parity member and the data members whose whole block is in the union (written by
-//! this batch or not: the first rule's argument holds for both), counting each member's I/Os
-//! queued or in flight: the parity member also reads and writes the head's parity, and the
-//! generation's log write waits behind whatever its member has queued. It moves only to a
-//! member with at least two I/Os fewer: measured with one and three fewer too (`uraid bench
-//! io --only ppl`, RAID5 SSD random qd16 on 2 MiB / 128 KiB rings: 0.882 / 0.876 with one,
-//! 0.888 / 0.879 with two, 0.892 / 0.862 with three; the rest within 0.02 either way).
+//! At depth, where the log is never idle, the entries go to data members the union leaves
+//! alone as above (two for RAID4/5, three for RAID6 on rotational members) when that many have
+//! no I/O queued or in flight: a sequential stream at depth keeps its parity member and one data
+//! member busy (reading the next batch, writing the last one behind), so a log write there
+//! waits behind both, and on a disk that seeks it is a seek to the ring and back in the middle
+//! of the stream (`uraid bench io --only ppl`, 4 KiB sequential qd16 on the modelled HDD with 2
+//! MiB rings: RAID5 0.643 -> 0.775, RAID6 0.559 -> 0.623; with 128 KiB rings 0.429 -> 0.406 and
+//! 0.268 -> 0.278, random rows within 0.014). On flash the second copy costs an idle member one
+//! write (RAID5 since the second session of 2026-11-28: on the SSD with 2 MiB rings 0.902 ->
+//! 1.000, NVMe 0.987 -> 0.993; with 128 KiB rings, where each copy takes half a ring, SSD the
+//! same, NVMe 0.805 -> 0.759; random rows within 0.003). RAID6's three copies of two entries
+//! cost flash more than the wait (SSD 2 MiB 0.857 -> 0.739). Otherwise a RAID4/5 entry goes
+//! to the least busy of the parity member and the data members whose whole block is in the
+//! union (written by this batch or not: the first rule's argument holds for both), counting
+//! each member's I/Os queued or in flight: the parity member also reads and writes the head's
+//! parity, and the generation's log write waits behind whatever its member has queued. It
+//! moves only to a member with at least two I/Os fewer: measured with one and three fewer too
+//! (`uraid bench io --only ppl`, RAID5 SSD random qd16 on 2 MiB / 128 KiB rings: 0.882 / 0.876
+//! with one, 0.888 / 0.879 with two, 0.892 / 0.862 with three; the rest within 0.02 either
+//! way).
 //!
 //! RAID6, whose entries must survive any two losses, needs three holders: on rotational
 //! members, P's and Q's entries go together to three data members the write leaves alone (the
@@ -112,9 +118,7 @@ impl Array {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let lost = self.lost(id);
         if busy {
-            if !(rotational
-                && place_p_on_untouched(&map.data_disk, &lost, out, |d| self.inflight.load(d) == 0))
-            {
+            if !place_p_on_untouched(&map.data_disk, &lost, out, |d| self.inflight.load(d) == 0) {
                 self.place_p_least_busy(&map.data_disk, &lost, out);
             }
             return;
