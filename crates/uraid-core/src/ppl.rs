@@ -459,7 +459,7 @@ pub fn entries_to_replay(scans: &[RingScan]) -> Vec<FoundEntry> {
         e.entry.block_crc.is_none()
             && !e.entry.modified.iter().all(|(_, m)| *m == full_mask(e.unit_sectors))
     };
-    // One entry may be on two rings (a RAID5 write at depth 1 on rotational members): once.
+    // One entry may be on two or three rings (copies on idle members, `placement`): once.
     let mut seen = std::collections::HashSet::new();
     live.entries
         .iter()

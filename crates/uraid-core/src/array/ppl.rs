@@ -81,7 +81,8 @@ pub struct PartialParityLogConfig {
     /// Orders runs (md's events at assembly): newer runs' entries supersede older ones.
     pub epoch: u64,
     /// The members are disks that seek (where a log write on a member busy elsewhere costs a
-    /// seek there and back): a write at depth 1 may log on two idle members (`placement`).
+    /// seek there and back): a write at depth 1 may log on two idle members, and a RAID6 one
+    /// at depth on three (`placement`; RAID4/5 at depth does so on any member kind).
     pub rotational: bool,
 }
 
