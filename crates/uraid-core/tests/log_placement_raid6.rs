@@ -14,7 +14,7 @@
 mod common;
 
 use common::{CHUNK_64K as CHUNK, Mem, array, pattern, write};
-use uraid_core::array::{Array, IoArea, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, IoArea, MemberOp, ReqId};
 use uraid_core::ppl::{FoundEntry, LogParity, entries_to_replay, replay_blocks, replayed_parity};
 use uraid_core::{DiskRole, Geometry, Level, Sector, StripeMap, StripeNumber, reconstruct};
 
@@ -25,15 +25,7 @@ const STRIPE: u64 = (MEMBERS as u64 - 2) * 128;
 const UNIT: usize = 4096;
 
 fn logged() -> Array {
-    let mut a = array(Level::Raid6, MEMBERS, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: common::LOG_RING_SECTORS,
-        uuid: UUID,
-        epoch: 1,
-        rotational: false,
-    };
-    a.enable_partial_parity_log(&cfg);
-    a
+    common::with_log(array(Level::Raid6, MEMBERS, CHUNK, 4096), UUID, false)
 }
 
 /// Stripe 0 (left-symmetric: P on member 7, Q on member 0, data slots 0..5 on members 1..6)

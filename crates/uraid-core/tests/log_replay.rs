@@ -6,7 +6,7 @@
 mod common;
 
 use common::{CHUNK_64K as CHUNK, Mem, array, pattern, write};
-use uraid_core::array::{Array, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, ReqId};
 use uraid_core::ppl::{FoundEntry, entries_to_replay, replay_blocks, replayed_parity};
 use uraid_core::{DiskIndex, Geometry, Level, StripeNumber};
 
@@ -15,15 +15,7 @@ const UUID: [u8; 16] = [5; 16];
 /// RAID5 x5, left-symmetric: stripe 0 has data slots 0..3 on members 0..3 and P on member 4;
 /// slot `s` of head 0 is array sector `s * 128`.
 fn logged_array() -> Array {
-    let mut a = array(Level::Raid5, 5, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: common::LOG_RING_SECTORS,
-        uuid: UUID,
-        epoch: 1,
-        rotational: false,
-    };
-    a.enable_partial_parity_log(&cfg);
-    a
+    common::with_log(array(Level::Raid5, 5, CHUNK, 4096), UUID, false)
 }
 
 /// The replay of head 0 with member `lost` gone, as uraid-md and the simulator do it: P

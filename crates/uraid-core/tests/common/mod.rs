@@ -3,7 +3,8 @@
 
 use std::collections::HashSet;
 use uraid_core::array::{
-    Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, ReqId, SyncKind,
+    Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId,
+    SyncKind,
 };
 use uraid_core::{DiskIndex, Geometry, Level, Sector};
 
@@ -154,6 +155,18 @@ pub fn array_with_cache(
         member_sectors: MEMBER_SECTORS,
     };
     Array::new(cfg).unwrap()
+}
+
+/// `a` with a partial parity log on `LOG_RING_SECTORS` rings (epoch 1).
+pub fn with_log(mut a: Array, uuid: [u8; 16], rotational: bool) -> Array {
+    let ring_sectors = LOG_RING_SECTORS;
+    a.enable_partial_parity_log(&PartialParityLogConfig {
+        ring_sectors,
+        uuid,
+        epoch: 1,
+        rotational,
+    });
+    a
 }
 
 /// Runs member I/O until the engine is idle; returns the finished requests.
