@@ -6,10 +6,9 @@
 mod common;
 
 use common::{
-    CHUNK_64K as CHUNK, LOG_RING_SECTORS, Mem, array, assert_consistent, assert_rebuilds, pattern,
-    read, run, write,
+    CHUNK_64K as CHUNK, Mem, array, assert_consistent, assert_rebuilds, pattern, read, run, write,
 };
-use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId};
 use uraid_core::ppl::heads_to_resync;
 use uraid_core::{DiskIndex, Level, Sector};
 
@@ -17,15 +16,7 @@ const UUID: [u8; 16] = [7; 16];
 const UNIT_SECTORS: u64 = 8;
 
 fn logged_array(level: Level, members: usize) -> Array {
-    let mut a = array(level, members, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: LOG_RING_SECTORS,
-        uuid: UUID,
-        epoch: 1,
-        rotational: false,
-    };
-    a.enable_partial_parity_log(&cfg);
-    a
+    common::with_log(array(level, members, CHUNK, 4096), UUID, false)
 }
 
 fn data_disks(level: Level, members: usize) -> usize {

@@ -7,21 +7,13 @@
 mod common;
 
 use common::{CHUNK_64K as CHUNK, Mem, array, drain, pattern, read, run};
-use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId};
 use uraid_core::ppl::LogHeader;
 use uraid_core::{Level, Sector};
 
 /// RAID5 x5: 4 data blocks of 64 KiB chunks per stripe, 512 array sectors a stripe.
 fn logged_array() -> Array {
-    let mut a = array(Level::Raid5, 5, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: common::LOG_RING_SECTORS,
-        uuid: [9; 16],
-        epoch: 1,
-        rotational: false,
-    };
-    a.enable_partial_parity_log(&cfg);
-    a
+    common::with_log(array(Level::Raid5, 5, CHUNK, 4096), [9; 16], false)
 }
 
 /// The member I/O the engine issues now: data reads only.

@@ -10,7 +10,7 @@
 mod common;
 
 use common::{CHUNK_64K as CHUNK, Mem, array, pattern, write};
-use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId};
 use uraid_core::ppl::{LogParity, entries_to_replay, replayed_parity};
 use uraid_core::{Level, Sector};
 
@@ -23,15 +23,7 @@ fn logged_array(rotational: bool) -> Array {
 }
 
 fn logged(level: Level, members: usize, rotational: bool) -> Array {
-    let mut a = array(level, members, CHUNK, 4096);
-    let cfg = PartialParityLogConfig {
-        ring_sectors: common::LOG_RING_SECTORS,
-        uuid: UUID,
-        epoch: 1,
-        rotational,
-    };
-    a.enable_partial_parity_log(&cfg);
-    a
+    common::with_log(array(level, members, CHUNK, 4096), UUID, rotational)
 }
 
 /// The members whose rings hold an entry for head 0, ascending.

@@ -6,9 +6,7 @@ mod common;
 
 use common::{Mem, array, assert_consistent, complete, drain, finished, pattern, read, run};
 use uraid_core::Sector;
-use uraid_core::array::{
-    Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId, SyncKind,
-};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId, SyncKind};
 use uraid_core::ppl::{entries_to_replay, replayed_parity};
 use uraid_core::{DiskIndex, Level};
 
@@ -17,11 +15,7 @@ const UUID: [u8; 16] = [5; 16];
 /// RAID5 x5, 64 KiB chunks, 4 KiB stripe units: stripe 0's head 0 has data slot s on member
 /// s (array sector 128 s) and P on member 4.
 fn logged_array() -> Array {
-    let mut a = array(Level::Raid5, 5, common::CHUNK_64K, 4096);
-    let ring_sectors = common::LOG_RING_SECTORS;
-    let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational: false };
-    a.enable_partial_parity_log(&cfg);
-    a
+    common::with_log(array(Level::Raid5, 5, common::CHUNK_64K, 4096), UUID, false)
 }
 
 fn members(ios: &[MemberIo]) -> Vec<usize> {

@@ -19,9 +19,8 @@ use common::{
     superblock, tempdir, wait_for,
 };
 
-/// Random 4 KiB..64 KiB writes and reads, every read checked against the model.
-/// Random reads and writes checked against `model` until `stop`; `ops` counts the requests
-/// done.
+/// Random 4 KiB..64 KiB writes and reads, every read checked against the model, until `stop`;
+/// `ops` counts the requests done.
 fn load(
     rt: &uraid_runtime::Runtime,
     model: &Mutex<Vec<u8>>,
