@@ -19,8 +19,9 @@
 //! | bytes | field |
 //! |---|---|
 //! | 0..8 | magic `URAIDPPL` |
-//! | 8..12 | version (4; 3 before headers took only the sectors they need, 2 before entries
-//!   could be on any ring, 1 before rings wrapped) |
+//! | 8..12 | version (5; 4 before a RAID6 head's Q entry could be on a data member's ring, 3
+//!   before headers took only the sectors they need, 2 before entries could be on any ring, 1
+//!   before rings wrapped) |
 //! | 12..16 | crc32c of the header (its whole sectors) with this field zero |
 //! | 16..32 | array UUID |
 //! | 32..40 | epoch: md's events when the array was assembled (orders runs) |
@@ -62,8 +63,11 @@ pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
 /// generations, so it must not take these for its own). 3: an entry may be on any member's
 /// ring, not only its parity member's (a version 2 reader skipped such entries as misplaced).
 /// 4: a header takes only the sectors its entries need (before, always 4 KiB; a version 3
-/// reader would look for the first block 4 KiB on). Older logs are read as before.
-pub const LOG_VERSION: u32 = 4;
+/// reader would look for the first block 4 KiB on). 5: a RAID6 head's Q entry may be on the
+/// ring of a data member its union writes whole, and a replay missing one of a head's entries
+/// takes a lost block in the union from the parity without one (`replay_blocks`; a version 4
+/// reader would take it from P and leave a torn Q wrong). Older logs are read as before.
+pub const LOG_VERSION: u32 = 5;
 const OLDEST_LOG_VERSION: u32 = 1;
 /// Bytes of the largest header (every header before version 4).
 pub const LOG_HEADER_BYTES: usize = 4096;

@@ -11,7 +11,11 @@
 //!   perhaps torn): its value comes from the parity the members hold, which is right when
 //!   that write completed. A torn write's own sectors may read anything after a crash (md's
 //!   PPL promises no more); only those can come out wrong here, since the rows a torn write
-//!   left inconsistent are rows of its union.
+//!   left inconsistent are rows of its union. RAID6 with one of the head's two entries missing
+//!   (on the ring of a written data member lost with it, log version 5 on), its parity member
+//!   there: from that parity, which no entry rewrites. The one an entry rewrites comes out
+//!   consistent with it; the other way round a torn write would leave the unrewritten parity
+//!   disagreeing with the data, and a later rebuild of two members would be wrong.
 //!
 //! Until the third session of 2026-11-27 a lost sector in the union counted as zeros: a
 //! write acknowledged and completed, but not yet flushed, on a member lost after a crash
@@ -57,6 +61,7 @@ pub fn replay_blocks(
         entries.iter().any(|e| e.entry.mask(d).is_some_and(|m| mask_has(m, r)))
     };
     let members = blocks.len();
+    let unrewritten_peer = rewritten_beside_unrewritten(map, entries, blocks);
     for r in 0..unit / SECTOR {
         let at = r * SECTOR..(r + 1) * SECTOR;
         let outside: Vec<usize> = lost_data.iter().copied().filter(|&d| !in_union(d, r)).collect();
@@ -87,25 +92,74 @@ pub fn replay_blocks(
                 }
             }
         }
-        // Inside it: the whole row as the members hold it, parity trusted.
         if !inside.is_empty() {
-            let mut row = vec![vec![0u8; SECTOR]; members];
-            let mut lost = vec![false; members];
-            for (m, cell) in row.iter_mut().enumerate() {
-                match (&out[m], blocks[m]) {
-                    (_, None) if inside.contains(&m) || !outside_known => lost[m] = true,
-                    (Some(b), _) => cell.copy_from_slice(&b[at.clone()]),
-                    (None, _) => lost[m] = true,
-                }
-            }
-            if solve(level, map, &mut row, &lost) {
-                for &d in &inside {
-                    out[d].as_mut().expect("filled")[at.clone()].copy_from_slice(&row[d]);
-                }
-            }
+            let known = Inside { members: &inside, outside_known, untrusted: unrewritten_peer };
+            fill_inside(level, map, &mut out, blocks, at, &known);
         }
     }
     out
+}
+
+/// A sector row's lost data blocks in the union (`members`), and what the row may use.
+struct Inside<'a> {
+    members: &'a [usize],
+    /// Whether the row's lost blocks outside the union are filled in.
+    outside_known: bool,
+    /// A parity member not to solve from, if the row can spare it
+    /// (`rewritten_beside_unrewritten`).
+    untrusted: Option<usize>,
+}
+
+/// Fills in sector row `at` of the lost blocks in the union: from the whole row as the
+/// members hold it, parity trusted.
+fn fill_inside(
+    level: Level,
+    map: &StripeMap,
+    out: &mut [Option<Vec<u8>>],
+    blocks: &[Option<&[u8]>],
+    at: std::ops::Range<usize>,
+    inside: &Inside<'_>,
+) {
+    let members = blocks.len();
+    let mut row = vec![vec![0u8; SECTOR]; members];
+    let mut lost = vec![false; members];
+    for (m, cell) in row.iter_mut().enumerate() {
+        match (&out[m], blocks[m]) {
+            (_, None) if inside.members.contains(&m) || !inside.outside_known => lost[m] = true,
+            (Some(b), _) => cell.copy_from_slice(&b[at.clone()]),
+            (None, _) => lost[m] = true,
+        }
+    }
+    if let Some(untrusted) = inside.untrusted
+        && lost.iter().filter(|l| **l).count() < usize::from(level.max_degraded())
+    {
+        lost[untrusted] = true;
+    }
+    if solve(level, map, &mut row, &lost) {
+        for &d in inside.members {
+            out[d].as_mut().expect("filled")[at.clone()].copy_from_slice(&row[d]);
+        }
+    }
+}
+
+/// RAID6 with one of a head's two entries missing (lost with the data member whose ring held
+/// it: `crate::array::ppl::placement`) and its parity member there: the member of the parity
+/// the present entry rewrites. A lost block in the union must come from the other parity,
+/// which stays as the members hold it: taken from the rewritten one, a torn write could leave
+/// the two disagreeing, and a later rebuild of two members would be wrong (see the module
+/// docs).
+fn rewritten_beside_unrewritten(
+    map: &StripeMap,
+    entries: &[&FoundEntry],
+    blocks: &[Option<&[u8]>],
+) -> Option<usize> {
+    let (p, q) = (map.p_disk?.get(), map.q_disk?.get());
+    let has = |parity| entries.iter().any(|e| e.entry.parity == parity);
+    match (has(LogParity::P), has(LogParity::Q)) {
+        (true, false) if blocks[q].is_some() => Some(p),
+        (false, true) if blocks[p].is_some() => Some(q),
+        _ => None,
+    }
 }
 
 /// The entries to replay (`entries_to_replay`) per stripe head (by its first member sector):
@@ -265,6 +319,28 @@ mod tests {
         let got = replay(Level::Raid6, map, &found, &done, &[d[0], p]);
         assert_eq!(got[d[0]].as_deref(), Some(&new[0].1[..]));
         assert!(got[p].is_none());
+    }
+
+    /// RAID6, slot 0 rewritten whole with Q's entry on its ring (`placement`), P's write
+    /// torn; slot 0 and slot 2 lost after the crash, Q's entry with slot 0. Slot 0 comes from
+    /// Q, which no entry rewrites (from P it would be the old data, and P rewritten from it
+    /// would disagree with Q): the stripe is consistent, and slot 2 comes back right.
+    #[test]
+    fn raid6_with_one_entry_lost_a_block_in_the_union_comes_from_the_other_parity() {
+        let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 65536).unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let d: Vec<usize> = map.data_disk.iter().map(|d| d.get()).collect();
+        let old: Vec<(usize, Vec<u8>)> = d.iter().map(|&m| (m, block(m as u8 + 1))).collect();
+        let mut new = old.clone();
+        new[0].1 = block(99);
+        let mut found = entries(Level::Raid6, map, &new, d[0], 0..8);
+        found.retain(|f| f.entry.parity == LogParity::P);
+        let p = map.p_disk.unwrap().get();
+        let mut held = with_parity(Level::Raid6, map, &new);
+        held[p].clone_from(&with_parity(Level::Raid6, map, &old)[p]);
+        let got = replay(Level::Raid6, map, &found, &held, &[d[0], d[2]]);
+        assert_eq!(got[d[0]].as_deref(), Some(&new[0].1[..]));
+        assert_eq!(got[d[2]].as_deref(), Some(&old[2].1[..]));
     }
 
     /// More lost than the replay can solve (a damaged array): no panic, the lost blocks stay
