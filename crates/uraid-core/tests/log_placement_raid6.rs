@@ -1,15 +1,17 @@
-//! RAID6 at depth on flash (`array::ppl::placement`): P's entry goes to the written data member
-//! when the P member is busier, Q's stays on Q. A torn write (any of its three writes in place
-//! lost to a power cut) followed by the loss of any two members is then mended by the replay
-//! from what is left: every block the write left alone reads back as it was.
+//! RAID6 at depth on flash (`array::ppl::placement`): the entry on the busier of the P and Q
+//! members goes to the written data member (P's when P is busier, Q's when Q is). A torn write
+//! (any of its three writes in place lost to a power cut) followed by the loss of any two
+//! members is then mended by the replay from what is left: every block the write left alone
+//! reads back as it was, and the stripe is consistent.
 //!
 //! Why this holds: with the written member lost its sectors were being written (any value
-//! will do), and the replay takes them from P as the members hold it, so P is consistent with
-//! them without an entry; an untouched member lost with it comes from Q's entry. With both
-//! holders lost (the written member and Q) the untouched members are all there. The other way
-//! round (Q's entry on the written member, P's on P) would leave a torn Q that the replay does
-//! not rewrite while it rebuilds the written member from P: the simulator fails that variant
-//! (seed 40000124).
+//! will do), and the replay takes them from the parity whose entry was lost with it, which no
+//! entry rewrites, so the rewritten one comes out consistent with it
+//! (`uraid_core::ppl::replay_blocks`); an untouched member lost with it comes from the other
+//! entry. With both holders lost (the written member and a parity member) the untouched
+//! members are all there. Before log version 5 the replay took the written member's block from
+//! P whatever was lost, and a torn Q, left unrewritten beside it, rebuilt an untouched member
+//! wrong: moving Q's entry failed this test and the simulator (seed 40000124).
 
 mod common;
 
@@ -28,13 +30,22 @@ fn logged() -> Array {
     common::with_log(array(Level::Raid6, MEMBERS, CHUNK, 4096), UUID, false)
 }
 
+/// Which of stripe 0's parity members is kept busier than its written member while stripe 0
+/// logs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Busier {
+    /// P (member 7): stripe 1's log write (on its P and Q, members 6 and 7) is held.
+    P,
+    /// Q (member 0): the pre-reads of stripe 1's slot 0 (members 0, 6, 7) and stripe 2's slot
+    /// 1 (members 0, 5, 6) are held: two I/Os on Q, one on P.
+    Q,
+}
+
 /// Stripe 0 (left-symmetric: P on member 7, Q on member 0, data slots 0..5 on members 1..6)
 /// with slots 1..5 on the members (put there directly, so that no stripe head holds them),
-/// P and Q consistent; then slot 0 rewritten while stripe 1's log write (on
-/// its P and Q, members 6 and 7) is held in flight, so that stripe 0's P member is busier than
-/// its written member 1. Stripe 0's writes in place to the members in `torn` are lost to a
-/// power cut.
-fn torn_write_at_depth(map: &StripeMap, torn: &[usize]) -> Mem {
+/// P and Q consistent; then slot 0 rewritten while other stripes' I/Os are held in flight
+/// (`busier`). Stripe 0's writes in place to the members in `torn` are lost to a power cut.
+fn torn_write_at_depth(map: &StripeMap, torn: &[usize], busier: Busier) -> Mem {
     let mut a = logged();
     let mut mem = Mem::new(MEMBERS);
     let mut blocks = vec![vec![0u8; UNIT]; MEMBERS];
@@ -52,15 +63,24 @@ fn torn_write_at_depth(map: &StripeMap, torn: &[usize]) -> Mem {
     write(&mut a, &mut mem, 3 * STRIPE, pattern(49, UNIT));
     a.submit_write(ReqId(1), Sector(0), pattern(60, UNIT));
     a.submit_write(ReqId(2), Sector(STRIPE), pattern(61, UNIT));
+    if busier == Busier::Q {
+        a.submit_write(ReqId(3), Sector(2 * STRIPE + 128), pattern(62, UNIT));
+    }
     let reads: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
     assert!(reads.iter().all(|io| io.op == MemberOp::Read), "rmw reads D, P, Q: {reads:?}");
-    let (stripe1, stripe0): (Vec<_>, Vec<_>) = reads.into_iter().partition(|io| io.sector.0 >= 128);
-    for io in stripe1 {
-        let ok = mem.perform(&mut a, &io);
-        a.complete_io(io.tag, ok);
-    }
-    let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
-    assert!(held.iter().all(|io| io.area == IoArea::Log), "stripe 1's log write: {held:?}");
+    let (others, stripe0): (Vec<_>, Vec<_>) = reads.into_iter().partition(|io| io.sector.0 >= 128);
+    let held = match busier {
+        Busier::P => {
+            for io in others {
+                let ok = mem.perform(&mut a, &io);
+                a.complete_io(io.tag, ok);
+            }
+            let held: Vec<_> = std::iter::from_fn(|| a.next_io()).collect();
+            assert!(held.iter().all(|io| io.area == IoArea::Log), "stripe 1's log write: {held:?}");
+            held
+        }
+        Busier::Q => others,
+    };
     for io in stripe0 {
         let ok = mem.perform(&mut a, &io);
         a.complete_io(io.tag, ok);
@@ -110,6 +130,15 @@ fn replayed_and_rebuilt(mem: &Mem, map: &StripeMap, lost: &[usize]) -> Vec<Vec<u
 
 #[test]
 fn p_entry_on_the_written_member_then_any_two_lost_keeps_every_untouched_block() {
+    every_tear_survives_any_two_lost(Busier::P);
+}
+
+#[test]
+fn q_entry_on_the_written_member_then_any_two_lost_keeps_every_untouched_block() {
+    every_tear_survives_any_two_lost(Busier::Q);
+}
+
+fn every_tear_survives_any_two_lost(busier: Busier) {
     let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), MEMBERS, CHUNK).unwrap();
     let map = g.stripe_map(StripeNumber(0));
     let (p, q) = (map.p_disk.unwrap().get(), map.q_disk.unwrap().get());
@@ -124,15 +153,15 @@ fn p_entry_on_the_written_member_then_any_two_lost_keeps_every_untouched_block()
             .map(|(_, m)| m)
     }) {
         let torn: Vec<usize> = torn.collect();
-        survives_any_two_lost(map, &torn);
+        survives_any_two_lost(map, &torn, busier);
     }
 }
 
-fn survives_any_two_lost(map: &StripeMap, torn: &[usize]) {
+fn survives_any_two_lost(map: &StripeMap, torn: &[usize], busier: Busier) {
     let (p, q) = (map.p_disk.unwrap().get(), map.q_disk.unwrap().get());
     let written = map.data_disk[0].get();
-    let mem = torn_write_at_depth(map, torn);
-    // Where the entries went: P's on the written member, Q's on Q.
+    let mem = torn_write_at_depth(map, torn, busier);
+    // Where the entries went: the busier parity member's on the written member.
     let mut holders: Vec<(usize, LogParity)> = mem
         .scans(UUID)
         .iter()
@@ -144,7 +173,10 @@ fn survives_any_two_lost(map: &StripeMap, torn: &[usize]) {
         })
         .collect();
     holders.sort_unstable();
-    let mut want = vec![(written, LogParity::P), (q, LogParity::Q)];
+    let mut want = match busier {
+        Busier::P => vec![(written, LogParity::P), (q, LogParity::Q)],
+        Busier::Q => vec![(p, LogParity::P), (written, LogParity::Q)],
+    };
     want.sort_unstable();
     assert_eq!(holders, want, "P on {p}, Q on {q}, written {written}");
     let landed = mem.disks[written][..UNIT] == pattern(60, UNIT)[..];

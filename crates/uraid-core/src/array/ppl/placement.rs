@@ -36,19 +36,25 @@
 //! members, P's and Q's entries go together to three data members the write leaves alone (the
 //! union may hold them: any two losses leave a copy), when there are three and the ring is
 //! roomy enough for both in one generation; else to the P and Q members as before, except
-//! that P's entry goes to a data member whose whole block is in the union when that member has
-//! at least one I/O fewer queued or in flight than the P member (a healthy stripe only). Any
-//! two losses still leave what the replay needs: with that member lost its block was being
-//! written and comes from P as the members hold it, which P is then consistent with unrewritten;
-//! an untouched member lost beside it comes from Q's entry; with both holders lost every
-//! untouched member is there. Not Q's entry: the replay takes a lost written block from P, so a
-//! torn Q would be left unrewritten beside it and rebuild an untouched member wrong
-//! (`uraid-sim` fails that variant at seed 40000124, and so does
-//! `tests/log_placement_raid6.rs`). It spreads the log over three members' queues instead of
-//! two (`uraid bench io --only ppl`, RAID6 x6 4 KiB random qd16 with 2 MiB rings: SSD 0.760 ->
-//! 0.810, NVMe 0.814 -> 0.863, HDD 0.847 -> 0.883; 4 KiB sequential qd16 on the SSD 0.857 ->
-//! 0.916; with no margin, within 0.02 of these). A replay writes an entry's parity to
-//! the parity member whichever ring held it (`crate::ppl`).
+//! that the entry on the busier of the two (P's on a tie) goes to a data member whose whole
+//! block is in the union when that member has at least one I/O fewer queued or in flight (a
+//! healthy stripe only). Any two losses still leave what the replay needs: with that member
+//! lost its block was being written, and the replay takes it from the parity whose entry was
+//! lost with it, which it leaves as the members hold it and the other parity's rewrite then
+//! agrees with (`crate::ppl::replay_blocks`, log version 5); an untouched member lost beside it
+//! comes from the other entry; with both holders lost every untouched member is there. Before
+//! version 5 the replay took that block from P whatever was lost, so only P's entry could move:
+//! a torn Q left unrewritten beside it rebuilt an untouched member wrong (`uraid-sim` seed
+//! 40000124, `tests/log_placement_raid6.rs`). It spreads the log over three members' queues
+//! instead of two (`uraid bench io --only ppl`, RAID6 x6 4 KiB random qd16 with 2 MiB rings,
+//! P's entry only: SSD 0.760 -> 0.810, NVMe 0.814 -> 0.863, HDD 0.847 -> 0.883; 4 KiB
+//! sequential qd16 on the SSD 0.857 -> 0.916; with no margin, within 0.02 of these; either
+//! either entry, the fourth session of 2026-11-28: random qd16 SSD 0.810 -> 0.827, NVMe 0.863
+//! -> 0.888, HDD 0.883 -> 0.902; sequential qd16 with 128 KiB rings, SSD 0.841 -> 0.893, NVMe
+//! 0.646 -> 0.672). Moving the other entry too, to a second such member, did better
+//! sequentially (128 KiB rings: SSD 0.925, NVMe 0.711) but worse at random on the HDD (0.893),
+//! so it is not done. A replay writes an entry's parity to the parity member whichever ring
+//! held it (`crate::ppl`).
 
 use super::{Array, Entries};
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
@@ -68,7 +74,7 @@ impl Array {
                     && self.ring_holds_both(p, q)
                     && self.place_p_and_q(id, out, busy);
                 if !untouched {
-                    self.place_p_on_written(id, out);
+                    self.place_on_written(id, out);
                 }
             }
             _ => {}
@@ -111,20 +117,21 @@ impl Array {
         true
     }
 
-    /// RAID6: P's entry on the least busy data member whose whole block is in the union, when
-    /// it has fewer I/Os queued or in flight than the P member; Q's stays on Q (see the module
-    /// docs for why not the other way round).
-    fn place_p_on_written(&self, id: HeadId, out: &mut Entries) {
-        /// I/Os fewer than the P member's that the holder must have.
+    /// RAID6: the entry on the busier of the P and Q members goes to the least busy data
+    /// member whose whole block is in the union, when that member has fewer I/Os queued or in
+    /// flight (see the module docs for why either may).
+    fn place_on_written(&self, id: HeadId, out: &mut Entries) {
+        /// I/Os fewer than the parity member's that the holder must have.
         const MARGIN: usize = 1;
         let lost = self.lost(id);
         if lost.iter().any(|l| *l) {
             return;
         }
-        let Some(at) = out.iter().position(|(_, e, _)| e.parity == LogParity::P) else { return };
+        let load = |d: DiskIndex| self.inflight.load(d);
+        // The busier parity member's (P's on a tie).
+        let Some(at) = (0..out.len()).rev().max_by_key(|&i| load(out[i].0)) else { return };
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let full = full_mask(self.unit_sectors);
-        let load = |d: DiskIndex| self.inflight.load(d);
         let entry = &out[at].1;
         let holder = map
             .data_disk
