@@ -111,7 +111,8 @@ struct Inside<'a> {
 }
 
 /// Fills in sector row `at` of the lost blocks in the union: from the whole row as the
-/// members hold it, parity trusted.
+/// members hold it, parity trusted (but the `untrusted` member's, where the row can spare
+/// it).
 fn fill_inside(
     level: Level,
     map: &StripeMap,

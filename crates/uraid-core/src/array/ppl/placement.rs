@@ -49,8 +49,8 @@
 //! instead of two (`uraid bench io --only ppl`, RAID6 x6 4 KiB random qd16 with 2 MiB rings,
 //! P's entry only: SSD 0.760 -> 0.810, NVMe 0.814 -> 0.863, HDD 0.847 -> 0.883; 4 KiB
 //! sequential qd16 on the SSD 0.857 -> 0.916; with no margin, within 0.02 of these; either
-//! either entry, the fourth session of 2026-11-28: random qd16 SSD 0.810 -> 0.827, NVMe 0.863
-//! -> 0.888, HDD 0.883 -> 0.902; sequential qd16 with 128 KiB rings, SSD 0.841 -> 0.893, NVMe
+//! entry, the fourth session of 2026-11-28: random qd16 SSD 0.810 -> 0.827, NVMe 0.863 ->
+//! 0.888, HDD 0.883 -> 0.902; sequential qd16 with 128 KiB rings, SSD 0.841 -> 0.893, NVMe
 //! 0.646 -> 0.672). Moving the other entry too, to a second such member, did better
 //! sequentially (128 KiB rings: SSD 0.925, NVMe 0.711) but worse at random on the HDD (0.893),
 //! so it is not done. A replay writes an entry's parity to the parity member whichever ring
