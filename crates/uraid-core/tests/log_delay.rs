@@ -2,11 +2,11 @@
 //! delayed list). A stream's does while other I/O is in flight: a write that runs on into
 //! the next stripe, or that begins where a recent write ended. A random write (within its
 //! stripe, continuing nothing) reads at once: no later write will fill its stripe. With the
-//! log it waits only while a flush waits for the log to retire.
+//! log it waits only while a flush waits for the log's advance to drain.
 
 mod common;
 
-use common::{CHUNK_64K as CHUNK, Mem, array, drain, pattern, read, run};
+use common::{CHUNK_64K as CHUNK, Mem, array, complete, drain, pattern, read, run};
 use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId};
 use uraid_core::ppl::LogHeader;
 use uraid_core::{Level, Sector};
@@ -87,6 +87,60 @@ fn a_random_write_reads_at_once_and_a_streams_waits() {
         }
         common::assert_consistent(&mut a, &mut mem, 7);
     }
+}
+
+/// A random write held while a flush waits for the log's advance to drain reads as soon as
+/// the advance flushes the members, not when the flush completes: reads then slow nothing the
+/// flush waits for (`others_busy`).
+#[test]
+fn a_random_write_held_for_a_flush_reads_once_the_members_flush() {
+    let mut a = logged_array();
+    let mut mem = Mem::new(5);
+    common::write(&mut a, &mut mem, 5 * 512, pattern(1, 4096));
+    // A write to stripe 0 reads, then its generation's log write is held in flight; a write
+    // to stripe 6 (member sector 768) has its reads held in flight throughout, so that other
+    // I/O is always in flight.
+    let first = pattern(2, 4096);
+    a.submit_write(ReqId(1), Sector(0), first.clone());
+    let reads = drain_reads(&mut a);
+    complete(&mut a, &mut mem, reads);
+    let mut pending: std::collections::VecDeque<MemberIo> = drain(&mut a).into();
+    assert!(pending.iter().all(|io| io.area == IoArea::Log), "{pending:?}");
+    let elsewhere = pattern(6, 4096);
+    a.submit_write(ReqId(2), Sector(6 * 512), elsewhere.clone());
+    let other = drain_reads(&mut a);
+    assert_eq!(other.len(), 2, "{other:?}");
+    // A flush, then a random write to stripe 2 (member sector 256): held.
+    a.submit_flush(ReqId(9));
+    let within = pattern(4, 4096);
+    a.submit_write(ReqId(3), Sector(2 * 512), within.clone());
+    assert!(drain_reads(&mut a).is_empty(), "held while the advance drains");
+    // One I/O at a time (not the other write's reads) until the advance flushes the members.
+    let issued = loop {
+        let io = pending.pop_front().expect("the advance flushes the members");
+        let ok = mem.perform(&mut a, &io);
+        a.complete_io(io.tag, ok);
+        let issued = drain(&mut a);
+        if issued.iter().any(|io| io.op == MemberOp::Flush) {
+            break issued;
+        }
+        assert!(!issued.iter().any(|io| io.sector.0 == 256), "{issued:?}");
+        pending.extend(issued);
+    };
+    let reads: Vec<u64> = issued
+        .iter()
+        .filter(|io| io.op == MemberOp::Read && io.area == IoArea::Data)
+        .map(|io| io.sector.0)
+        .collect();
+    assert_eq!(reads, [256, 256], "the held write's rmw reads go with the flushes: {issued:?}");
+    complete(&mut a, &mut mem, pending.into_iter().chain(issued).chain(other).collect());
+    let done = run(&mut a, &mut mem);
+    assert_eq!(done.len(), 4, "{done:?}");
+    assert!(done.iter().all(|d| d.1.is_ok()), "{done:?}");
+    for (sector, data) in [(0, &first), (6 * 512, &elsewhere), (2 * 512, &within)] {
+        assert!(read(&mut a, &mut mem, sector, data.len()) == *data, "sector {sector}");
+    }
+    common::assert_consistent(&mut a, &mut mem, 7);
 }
 
 /// Without the log as with it: a random write does not wait for other writes in flight.

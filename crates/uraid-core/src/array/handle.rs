@@ -211,21 +211,26 @@ impl Array {
     /// `Flight::background`) do not count: no client waits on them to send more, so holding
     /// for them only adds their latency.
     /// A random write waits only for a plug, for batches waiting for the log, and (with the
-    /// log) for other I/O while a flush waits for the log to retire. Until the session of
+    /// log) for other I/O while a flush waits for the log's advance to drain. Until the session of
     /// 2026-11-27 it waited like a stream's, and at depth random writes went in waves: each
     /// wave's reads waited for the last one's writes (`bench io --only ppl`, RAID5 random
     /// qd16 without the log: SSD 123 -> 171 MB/s, NVMe 227 -> 313, HDD 0.58 -> 0.70; with
     /// it 108 -> 113 and 221 -> 233). A flush waiting for the log waits for the writes in
     /// place the log's advance drains; reads started meanwhile slow them and split the log's
     /// generations (with the log's I/O not counted then, a flush every 8 writes on NVMe fell
-    /// from 174 to 153 MB/s).
+    /// from 174 to 153 MB/s). Once the advance flushes the members, reads slow nothing it
+    /// waits for, so the held writes go then: until the fourth session of 2026-11-28 they
+    /// waited for the flush to complete, or for the next flush to start them (`bench io
+    /// --only ppl`, 4 KiB random qd16 with a flush every 8, RAID5 / RAID6: NVMe 0.592 / 0.597
+    /// -> 0.779 / 0.769 of the open hole's speed, SSD 0.649 / 0.635 -> 0.790 / 0.767; every
+    /// 64: up 0.02-0.04 on flash, 0.004-0.018 on the HDD).
     pub(super) fn others_busy(&self) -> Busy {
         // (`inflight` holds every I/O issued, the queued ones too.)
         let others = self.inflight.len() > self.background_ios;
         let batches = self.log_holds_batches();
         Busy {
             stream: self.plugged || others || batches,
-            random: self.plugged || batches || (others && self.log_flush_waiting()),
+            random: self.plugged || batches || (others && self.log_flush_draining()),
         }
     }
 

@@ -361,9 +361,14 @@ impl Array {
         }
     }
 
-    /// Whether flushes (or FUA writes) wait for the log's entries to retire.
-    pub(super) fn log_flush_waiting(&self) -> bool {
-        self.ppl.as_ref().is_some_and(|l| !l.flush_waiters.is_empty())
+    /// Whether a flush (or FUA write) waits for the log and the writes in place it waits for
+    /// may still be outstanding: no advance has yet flushed the members (a reset, or an
+    /// advance draining or yet to start).
+    pub(super) fn log_flush_draining(&self) -> bool {
+        self.ppl.as_ref().is_some_and(|l| {
+            !l.flush_waiters.is_empty()
+                && l.advance.as_ref().is_none_or(|a| a.stage == advance::Stage::Draining)
+        })
     }
 
     pub(super) fn log_busy(&self) -> bool {

@@ -38,8 +38,9 @@
 //! What may be logged meanwhile. An entry's union holds every sector of its head written
 //! since the last point where they were durable, and a replay counts a lost member's sectors
 //! in it as being written (it takes them from the parity, which a torn write of the head
-//! leaves wrong: `crate::ppl::replay_blocks`). An entry logged during the advance outlives it, so while
-//! a flush waits for the advance its union must hold no sector the advance makes durable:
+//! leaves wrong: `crate::ppl::replay_blocks`). An entry logged during the advance outlives
+//! it, so while a flush waits for the advance its union must hold no sector the advance makes
+//! durable:
 //! only heads whose union began after the advance did (`Live::born`) and that log a span-1
 //! entry of their own join generations during it, while it drains, while the members flush,
 //! and in its tail's generation. (Those that came while the members flushed waited for the
