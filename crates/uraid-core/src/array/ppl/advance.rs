@@ -40,10 +40,9 @@
 //! in it as being written (it takes them from the parity, which a torn write of the head
 //! leaves wrong: `crate::ppl::replay_blocks`). An entry logged during the advance outlives
 //! it, so while a flush waits for the advance its union must hold no sector the advance makes
-//! durable:
-//! only heads whose union began after the advance did (`Live::born`) and that log a span-1
-//! entry of their own join generations during it, while it drains, while the members flush,
-//! and in its tail's generation. (Those that came while the members flushed waited for the
+//! durable: only heads whose union began after the advance did (`Live::born`) and that log a
+//! span-1 entry of their own join generations during it, while it drains, while the members
+//! flush, and in its tail's generation. (Those that came while the members flushed waited for the
 //! tail's generation, one log write fewer, until generations overlapped: at depth on flash
 //! every head then waited out each advance's flushes; `bench io --only ppl`, RAID5 random
 //! qd16 with 128 KiB rings, NVMe 0.82 -> 0.91.) An advance no flush waits for (a ring
