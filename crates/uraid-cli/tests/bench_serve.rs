@@ -1,6 +1,7 @@
 //! `uraid bench serve --quick --json` runs end to end: fio's nbd engine against nbdkit memory
-//! and uraid's NBD server on RAID0 and RAID5, one row per (job, target), each ratio taken to
-//! nbdkit's figure of the same job, each goal the issue's, and the summary counting them.
+//! and uraid's NBD server on RAID0, RAID5 and RAID5 with the partial parity log, one row per
+//! (job, target), each ratio taken to nbdkit's figure of the same job (and the log's to
+//! RAID5's), each goal the issue's, and the summary counting them.
 //! Figures are not judged (a timed assertion on a shared machine would be noise).
 //! Without fio or nbdkit the test prints why and passes, except under CI=true (CI installs them).
 
@@ -25,7 +26,7 @@ fn bench_serve_quick_prints_a_row_per_job_and_target_with_ratios_to_nbdkit() {
         .collect();
     let (summary, rows) = lines.split_last().expect("rows and a summary");
     assert_eq!(summary["family"], "summary", "{stdout}");
-    assert_eq!(rows.len(), 12, "4 jobs x 3 targets:\n{stdout}");
+    assert_eq!(rows.len(), 16, "4 jobs x 4 targets:\n{stdout}");
     for job in ["seq_read", "seq_write", "rand_read", "rand_write"] {
         let of = |target: &str| {
             let mut found = rows.iter().filter(|r| r["job"] == job && r["target"] == target);
@@ -38,7 +39,7 @@ fn bench_serve_quick_prints_a_row_per_job_and_target_with_ratios_to_nbdkit() {
         assert!(base > 0.0, "{nbdkit}");
         assert_eq!(nbdkit["ratio"].as_f64(), Some(1.0), "{nbdkit}");
         assert!(nbdkit["goal"].is_null(), "the baseline has no goal: {nbdkit}");
-        for (target, level) in [("raid0", 0), ("raid5", 5)] {
+        for (target, level) in [("raid0", 0), ("raid5", 5), ("raid5-log", 5)] {
             let row = of(target);
             assert_eq!(row["level"], level, "{row}");
             assert_eq!(row["export_bytes"], nbdkit["export_bytes"], "same size as nbdkit");
@@ -49,17 +50,35 @@ fn bench_serve_quick_prints_a_row_per_job_and_target_with_ratios_to_nbdkit() {
             assert!((ratio - value / base).abs() < 1e-9, "{row}");
             let goal = match (target, job) {
                 ("raid0", _) => Some(1.0),
-                ("raid5", "rand_write") => None,
+                (_, "rand_write") => None,
                 _ => Some(0.8),
             };
             assert_eq!(row["goal"].as_f64(), goal, "{row}");
             let meets = goal.map(|g| ratio >= g);
             assert_eq!(row["meets_goal"].as_bool(), meets, "{row}");
+            // The log's cost: its figure over the open hole's, with issue 6's goal on writes.
+            let over = row["over_open_hole"].as_f64();
+            if target == "raid5-log" {
+                let open = of("raid5")["value"].as_f64().unwrap();
+                assert!((over.unwrap() - value / open).abs() < 1e-9, "{row}");
+                let goal = match job {
+                    "seq_write" => Some(0.97),
+                    "rand_write" => Some(0.90),
+                    _ => None,
+                };
+                assert_eq!(row["open_hole_goal"].as_f64(), goal, "{row}");
+                let meets = goal.map(|g| over.unwrap() >= g);
+                assert_eq!(row["meets_open_hole_goal"].as_bool(), meets, "{row}");
+            } else {
+                assert_eq!(over, None, "{row}");
+                assert!(row["meets_open_hole_goal"].is_null(), "{row}");
+            }
         }
     }
-    let judged = |v: bool| rows.iter().filter(|r| r["meets_goal"] == v).count();
-    assert_eq!(summary["rows"], 12);
-    assert_eq!(summary["meet_goal"], judged(true), "{stdout}");
-    assert_eq!(summary["miss"], judged(false), "{stdout}");
-    assert_eq!(judged(true) + judged(false), 7, "RAID0 x4 and RAID5 x3 rows have goals");
+    let judged = |key: &str, v: bool| rows.iter().filter(|r| r[key] == v).count();
+    let count = |v: bool| judged("meets_goal", v) + judged("meets_open_hole_goal", v);
+    assert_eq!(summary["rows"], 16);
+    assert_eq!(summary["meet_goal"], count(true), "{stdout}");
+    assert_eq!(summary["miss"], count(false), "{stdout}");
+    assert_eq!(count(true) + count(false), 12, "RAID0 x4, RAID5 x3, the log x3 and x2 over RAID5");
 }

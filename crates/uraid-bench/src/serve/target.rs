@@ -5,6 +5,8 @@
 //! Fairness: every export has the same size, every server runs with its defaults (nbdkit's
 //! thread pool and sparse memory allocator; uraid's one engine worker per core, `uraid
 //! serve`'s 1024 stripe heads), and each is prefilled the same way before it is measured.
+//! A target with the partial parity log has its rings on the same memory members, before the
+//! data.
 
 use anyhow::{Context, Result, bail, ensure};
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uraid_core::array::ArrayConfig;
 use uraid_core::{Geometry, Level, SECTOR_BYTES};
+use uraid_md::ppl::{LogArea, MAX_LOG_BYTES};
 use uraid_nbd::{Server, ServerConfig, ServerHandle};
 use uraid_runtime::{Runtime, RuntimeConfig, SharedMemorySource};
 
@@ -24,6 +27,9 @@ pub struct Spec {
     pub level: Option<Level>,
     pub members: usize,
     pub chunk_bytes: u64,
+    /// With the partial parity log (the write hole closed), as `uraid serve` runs by default:
+    /// md's largest log area before the data, cut into its rings.
+    pub log: bool,
 }
 
 impl Spec {
@@ -153,6 +159,12 @@ fn start_uraid(spec: &Spec, level: Level, socket: &Path, size_bytes: u64) -> Res
         spec.name
     );
     let member_bytes = size_bytes / data_disks;
+    // The log's area goes before the data, where md's headroom is; uraid-md's cut of it.
+    let log = spec.log.then(|| {
+        let area = LogArea { offset_bytes: 0, bytes: MAX_LOG_BYTES };
+        uraid_md::ppl::log_setup(area, [7; 16], 1)
+    });
+    let data_offset_bytes = log.as_ref().map_or(0, |l| l.bytes);
     let geometry = Geometry::new(level, level.default_layout(), spec.members, spec.chunk_bytes)?;
     let array = ArrayConfig {
         geometry,
@@ -163,12 +175,13 @@ fn start_uraid(spec: &Spec, level: Level, socket: &Path, size_bytes: u64) -> Res
     let config = RuntimeConfig {
         array,
         workers: None,
-        data_offset_bytes: 0,
+        data_offset_bytes,
         write_intent: None,
         record_failures: false,
     };
-    let source = SharedMemorySource::new(spec.members, usize::try_from(member_bytes)?);
-    let runtime = Arc::new(Runtime::start(&config, &source)?);
+    let source =
+        SharedMemorySource::new(spec.members, usize::try_from(data_offset_bytes + member_bytes)?);
+    let runtime = Arc::new(Runtime::start_with_log(&config, log.as_ref(), &source)?);
     ensure!(runtime.size_bytes() == size_bytes, "{} exports {}", spec.name, runtime.size_bytes());
     let stripe_bytes = u32::try_from(data_disks * spec.chunk_bytes)?;
     let config =
