@@ -170,6 +170,7 @@ impl Harness {
                 uuid,
                 epoch: 1,
                 rotational,
+                stride_stripes: 1,
             });
         }
         let size_sectors = array.size_sectors();

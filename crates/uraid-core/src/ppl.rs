@@ -66,8 +66,11 @@ pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
 /// reader would look for the first block 4 KiB on). 5: a RAID6 head's Q entry may be on the
 /// ring of a data member its union writes whole, and a replay missing one of a head's entries
 /// takes a lost block in the union from the parity without one (`replay_blocks`; a version 4
-/// reader would take it from P and leave a torn Q wrong). Older logs are read as before.
-pub const LOG_VERSION: u32 = 5;
+/// reader would take it from P and leave a torn Q wrong). 6: an engine serving every n-th
+/// stripe logs its stream's ranges over the stripes between, which other rings' entries
+/// mend (`heads_to_resync_of_rings`; a version 5 reader would also resync them from the
+/// range). Older logs are read as before.
+pub const LOG_VERSION: u32 = 6;
 const OLDEST_LOG_VERSION: u32 = 1;
 /// Bytes of the largest header (every header before version 4).
 pub const LOG_HEADER_BYTES: usize = 4096;
@@ -494,6 +497,27 @@ pub fn heads_to_resync(scans: &[RingScan]) -> Vec<(u64, u64)> {
     heads.into_iter().collect()
 }
 
+/// `heads_to_resync` of every ring of a run (`rings`: per ring, its scans; one ring per
+/// engine), leaving out heads with a live entry of their own on another ring. An engine
+/// serves every n-th stripe (the runtime's workers), and its stream's range runs over the
+/// stripes between, which the other engines serve: a range says nothing of those, and their
+/// own entries (whose generations cannot be compared with another ring's) are what mends
+/// them. Heads nobody wrote in such a range are consistent, so its resync writes nothing.
+#[must_use]
+pub fn heads_to_resync_of_rings(rings: &[Vec<RingScan>]) -> Vec<(u64, u64)> {
+    let own: Vec<std::collections::HashSet<u64>> = rings
+        .iter()
+        .map(|scans| entries_to_replay(scans).iter().map(|e| e.entry.member_sector).collect())
+        .collect();
+    let mut heads = std::collections::BTreeSet::new();
+    for (r, scans) in rings.iter().enumerate() {
+        let elsewhere =
+            |sector: u64| own.iter().enumerate().any(|(o, set)| o != r && set.contains(&sector));
+        heads.extend(heads_to_resync(scans).into_iter().filter(|(s, _)| !elsewhere(*s)));
+    }
+    heads.into_iter().collect()
+}
+
 fn range_heads(e: &FoundEntry) -> impl Iterator<Item = u64> + '_ {
     (0..u64::from(e.entry.span)).map(|i| e.entry.member_sector + i * e.unit_sectors)
 }
@@ -842,6 +866,27 @@ mod tests {
             .collect();
         assert_eq!(entries, vec![(40, 5), (24, 6)]);
         assert_eq!(heads_to_resync(&scans), vec![(16, 8), (32, 8)]);
+    }
+
+    #[test]
+    fn a_range_leaves_out_heads_with_an_entry_on_another_ring() {
+        // Ring 0: a range over heads 16-40 (an engine's stream, over the stripes between it
+        // serves too). Ring 1: another engine's own entry for head 24, older by its count
+        // than the range's generation (the rings' generations are not comparable).
+        let block = vec![3u8; 4096];
+        let mut ring0 = header(9, 9, vec![range(16, 4)]).encode_generation(&[None]);
+        ring0.resize(ring0.len() + 4096, 0);
+        let mut ring1 = header(2, 2, vec![entry(24, LogParity::P, &[1], &block)])
+            .encode_generation(&[Some(block.clone())]);
+        ring1.resize(ring1.len() + 4096, 0);
+        let rings = vec![
+            vec![scan_ring(&ring0, [7; 16], DiskIndex(3))],
+            vec![scan_ring(&ring1, [7; 16], DiskIndex(3))],
+        ];
+        assert_eq!(heads_to_resync(&rings[0]), vec![(16, 8), (24, 8), (32, 8), (40, 8)]);
+        let all = heads_to_resync_of_rings(&rings);
+        assert_eq!(all, vec![(16, 8), (32, 8), (40, 8)], "head 24 is ring 1's to replay");
+        assert_eq!(entries_to_replay(&rings[1]).len(), 1);
     }
 
     /// A RAID6 of 6 (4 data) at stripe 0, its blocks, and P and Q of `data`.

@@ -20,7 +20,13 @@ fn logged_array(ring_sectors: u64) -> Array {
 
 fn logged_array_of(level: Level, members: usize, ring_sectors: u64) -> Array {
     let mut a = array(level, members, CHUNK, 4096);
-    let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational: false };
+    let cfg = PartialParityLogConfig {
+        ring_sectors,
+        uuid: UUID,
+        epoch: 1,
+        rotational: false,
+        stride_stripes: 1,
+    };
     a.enable_partial_parity_log(&cfg);
     a
 }

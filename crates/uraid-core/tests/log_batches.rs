@@ -8,7 +8,7 @@ mod common;
 use common::{
     CHUNK_64K as CHUNK, Mem, array, assert_consistent, assert_rebuilds, pattern, read, run, write,
 };
-use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, ReqId};
+use uraid_core::array::{Array, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId};
 use uraid_core::ppl::heads_to_resync;
 use uraid_core::{DiskIndex, Level, Sector};
 
@@ -174,4 +174,48 @@ fn a_member_failed_while_a_batch_waits_is_left_out() {
     assert_eq!(a.stats().stripe_batches, 1);
     assert_eq!(mem.counts[3].writes, 0, "nothing written to the failed member");
     assert_eq!(read(&mut a, &mut mem, 0, data.len()), data);
+}
+
+/// One of two engines (the runtime's workers take stripes in turn) sees a stream as every
+/// other stripe: with `stride_stripes` 2 its third stripe on lies inside the range its
+/// second logged, and writes with no log write. As the only engine (stride 1) it would take
+/// each for a lone full-stripe write: a range of its own stripe each, and a reset of the log
+/// at every fifth (the real server's 1 MiB sequential writes, before the stride).
+#[test]
+fn a_stream_served_every_other_stripe_runs_under_one_range() {
+    let stripe = 4 * CHUNK as usize;
+    for stride in [2u64, 1] {
+        let mut a = array(Level::Raid5, 5, CHUNK, 4096);
+        a.enable_partial_parity_log(&PartialParityLogConfig {
+            ring_sectors: common::LOG_RING_SECTORS,
+            uuid: UUID,
+            epoch: 1,
+            rotational: false,
+            stride_stripes: stride,
+        });
+        let mut mem = Mem::new(5);
+        let mut logged = Vec::new();
+        let mut written = Vec::new();
+        for s in (0..12usize).step_by(2) {
+            let data = pattern(40 + s as u64, stripe);
+            write(&mut a, &mut mem, (s * stripe / 512) as u64, data.clone());
+            logged.push(log_writes(&mem));
+            written.push((s, data));
+        }
+        if stride == 2 {
+            assert_eq!(logged[2..], [logged[1]; 4], "stripes 4-10 inside the stream's range");
+            assert_eq!(a.log_stats().unwrap().2, 1, "the run's first reset only");
+            let resynced = resynced_heads(&mem);
+            for (s, _) in &written {
+                let head = *s as u64 * CHUNK / 512;
+                assert!(resynced.contains(&head), "stripe {s}'s first head under a live range");
+            }
+        } else {
+            assert!(logged.windows(2).all(|w| w[1] > w[0]), "a log write per stripe: {logged:?}");
+        }
+        for (s, data) in &written {
+            assert_eq!(read(&mut a, &mut mem, (s * stripe / 512) as u64, stripe), *data);
+        }
+        assert_consistent(&mut a, &mut mem, 12);
+    }
 }

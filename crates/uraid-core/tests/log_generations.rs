@@ -22,7 +22,13 @@ fn logged_array(rotational: bool) -> Array {
 
 fn logged_array_with_ring(rotational: bool, ring_sectors: u64) -> Array {
     let mut a = array(Level::Raid5, 5, CHUNK, 4096);
-    let cfg = PartialParityLogConfig { ring_sectors, uuid: UUID, epoch: 1, rotational };
+    let cfg = PartialParityLogConfig {
+        ring_sectors,
+        uuid: UUID,
+        epoch: 1,
+        rotational,
+        stride_stripes: 1,
+    };
     a.enable_partial_parity_log(&cfg);
     a
 }

@@ -179,8 +179,13 @@ fn sequential_writes_at_depth_1_seek_at_most_every_other_write() {
         member_sectors: member_bytes as u64 / 512,
     };
     let mut a = Array::new(cfg).unwrap();
-    let log =
-        PartialParityLogConfig { ring_sectors: 2048, uuid: [1; 16], epoch: 1, rotational: true };
+    let log = PartialParityLogConfig {
+        ring_sectors: 2048,
+        uuid: [1; 16],
+        epoch: 1,
+        rotational: true,
+        stride_stripes: 1,
+    };
     a.enable_partial_parity_log(&log);
     // Past the log's first reset (a flush and a header on every member).
     a.submit_write(ReqId(0), Sector(0), vec![1; 4096]);

@@ -21,8 +21,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::ppl::{
-    FoundEntry, RingScan, entries_by_head, entries_to_replay, heads_to_resync, magic_sectors,
-    replay_blocks, replayed_parity, resynced_parity, scan_ring,
+    FoundEntry, RingScan, entries_by_head, entries_to_replay, heads_to_resync_of_rings,
+    magic_sectors, replay_blocks, replayed_parity, resynced_parity, scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
 use uraid_format::Superblock1;
@@ -213,7 +213,7 @@ impl FoundLog {
                 replayed += replay_head(head, &entries, &held, &files, &mut written)?;
             }
         }
-        for (sector, unit_sectors) in self.rings.iter().flat_map(|scans| heads_to_resync(scans)) {
+        for (sector, unit_sectors) in heads_to_resync_of_rings(&self.rings) {
             let Some((at, blocks)) = head_blocks(sector, unit_sectors, "a log range's head") else {
                 continue;
             };

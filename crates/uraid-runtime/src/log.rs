@@ -46,14 +46,16 @@ impl LogSetup {
         self.ring_bytes() / SECTOR_BYTES >= LOG_HEADER_SECTORS + 4 * unit_sectors
     }
 
-    /// The engine's configuration (its ring's sectors; the driver gets the offset).
+    /// The engine's configuration (its ring's sectors; the driver gets the offset), for one
+    /// of `workers` engines that take stripes in turn.
     #[must_use]
-    pub fn engine_config(&self) -> PartialParityLogConfig {
+    pub fn engine_config(&self, workers: usize) -> PartialParityLogConfig {
         PartialParityLogConfig {
             ring_sectors: self.ring_bytes() / SECTOR_BYTES,
             uuid: self.uuid,
             epoch: self.epoch,
             rotational: self.rotational,
+            stride_stripes: workers.max(1) as u64,
         }
     }
 }
@@ -79,7 +81,7 @@ mod tests {
         assert!(
             setup.ring_offset_bytes(7) + setup.ring_bytes() <= setup.offset_bytes + setup.bytes
         );
-        assert_eq!(setup.engine_config().ring_sectors, 248);
+        assert_eq!(setup.engine_config(1).ring_sectors, 248);
         assert!(setup.fits(8)); // 4 KiB heads
         assert!(setup.fits(32));
         assert!(!setup.fits(64)); // 32 KiB heads need 8 + 256 sectors

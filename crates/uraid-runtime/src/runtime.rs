@@ -133,7 +133,7 @@ impl Runtime {
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
         for w in 0..workers {
-            let array = worker_engine(config, &array_config, log)?;
+            let array = worker_engine(config, &array_config, log, workers)?;
             let opened: Result<Vec<_>, _> = (0..g.raid_disks())
                 .map(|m| members.open(m).map_err(|e| open_error(w, m, e)))
                 .collect();
@@ -457,10 +457,12 @@ impl Drop for Runtime {
 }
 
 /// One worker's engine: its share of the stripe cache, the bitmap, the log, the hold.
+/// One of `workers` engines (they take stripes in turn: `request::split`).
 fn worker_engine(
     config: &RuntimeConfig,
     array_config: &ArrayConfig,
     log: Option<&LogSetup>,
+    workers: usize,
 ) -> Result<Array, RuntimeError> {
     let mut array = Array::new(array_config.clone())?;
     if config.record_failures {
@@ -470,7 +472,7 @@ fn worker_engine(
         array.enable_write_intent(&wi.config);
     }
     if let Some(l) = log {
-        array.enable_partial_parity_log(&l.engine_config());
+        array.enable_partial_parity_log(&l.engine_config(workers));
     }
     Ok(array)
 }

@@ -30,6 +30,9 @@ pub struct SimConfig {
     pub log_ring_sectors: Option<u64>,
     /// Whether the log treats the members as rotational (entries at depth 1 on idle members).
     pub log_rotational: bool,
+    /// Stripes between two the engine serves, as one of the runtime's workers sees a stream
+    /// (the log's `stride_stripes`); the workload still writes every stripe.
+    pub log_stride_stripes: u64,
     /// User requests to submit.
     pub requests: usize,
     /// User requests in flight at most.
@@ -102,12 +105,18 @@ impl SimConfig {
             log_rng.random_bool(0.85).then(|| 8 + unit_sectors * log_rng.random_range(4..=48));
         let log_rotational = log_rng.random_bool(0.5);
         let bad_block_logs = StdRng::seed_from_u64(seed ^ 0x0bad_b10c_0000_0000).random_bool(0.5);
+        // A stream of its own too (added in the fifth session of 2026-11-28): half the seeds
+        // as the only engine, the rest as one of two or three.
+        let mut stride_rng = StdRng::seed_from_u64(seed ^ 0x0057_0d1e_0000_0000);
+        let log_stride_stripes =
+            if stride_rng.random_bool(0.5) { 1 } else { stride_rng.random_range(2..=3) };
         SimConfig {
             bad_block_logs,
             seed,
             level,
             log_ring_sectors,
             log_rotational,
+            log_stride_stripes,
             layout,
             members,
             chunk_bytes,
@@ -172,6 +181,7 @@ impl SimConfig {
             uuid: SIM_UUID,
             epoch,
             rotational: self.log_rotational,
+            stride_stripes: self.log_stride_stripes,
         })
     }
 

@@ -165,6 +165,7 @@ fn pass(
             uuid: [1; 16],
             epoch: 1,
             rotational,
+            stride_stripes: 1,
         };
         rig.array.enable_partial_parity_log(&cfg);
     }

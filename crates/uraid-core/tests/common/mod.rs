@@ -165,6 +165,7 @@ pub fn with_log(mut a: Array, uuid: [u8; 16], rotational: bool) -> Array {
         uuid,
         epoch: 1,
         rotational,
+        stride_stripes: 1,
     });
     a
 }
