@@ -456,8 +456,8 @@ impl Drop for Runtime {
     }
 }
 
-/// One worker's engine: its share of the stripe cache, the bitmap, the log, the hold.
-/// One of `workers` engines (they take stripes in turn: `request::split`).
+/// One worker's engine: its share of the stripe cache, the bitmap, the log, the hold; one of
+/// `workers`, which take stripes in turn (`request::split`: the log's stride).
 fn worker_engine(
     config: &RuntimeConfig,
     array_config: &ArrayConfig,
