@@ -36,7 +36,7 @@ pub struct ServeBenchOptions {
     pub rounds: Option<usize>,
     /// Only these jobs (seq_read, seq_write, rand_read, rand_write); all when empty.
     pub only: Vec<String>,
-    /// Only these uraid targets (raid0, raid5); all when empty. nbdkit always runs.
+    /// Only these uraid targets (raid0, raid5, raid5-log); all when empty. nbdkit always runs.
     pub targets: Vec<String>,
 }
 
@@ -116,8 +116,22 @@ pub fn missing_tools() -> Option<String> {
     fio::missing().or_else(target::nbdkit_missing)
 }
 
+/// Refuses a job or target name the bench does not have: a typo would otherwise run
+/// nothing of what was asked and still print a summary.
+fn check_names(opts: &ServeBenchOptions) -> Result<()> {
+    let jobs: Vec<&str> = JOBS.iter().map(|j| j.name).collect();
+    let targets: Vec<&str> = TARGETS.iter().filter(|t| t.level.is_some()).map(|t| t.name).collect();
+    for (asked, known, what) in [(&opts.only, &jobs, "job"), (&opts.targets, &targets, "target")] {
+        if let Some(bad) = asked.iter().find(|a| !known.contains(&a.as_str())) {
+            bail!("no {what} {bad:?} (the {what}s: {})", known.join(", "));
+        }
+    }
+    Ok(())
+}
+
 /// Runs every job on every target and prints the rows, one job at a time.
 pub fn run(opts: &ServeBenchOptions, out: &mut dyn Write) -> Result<()> {
+    check_names(opts)?;
     if let Some(why) = missing_tools() {
         bail!("cannot run: {why} (apt-get install fio nbdkit)");
     }
@@ -353,5 +367,32 @@ impl Drop for SocketDir {
     fn drop(&mut self) {
         // Best effort: a leftover directory in /tmp is harmless.
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(only: &[&str], targets: &[&str]) -> ServeBenchOptions {
+        ServeBenchOptions {
+            json: false,
+            quick: true,
+            runtime_s: None,
+            rounds: None,
+            only: only.iter().map(|s| (*s).to_owned()).collect(),
+            targets: targets.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn unknown_jobs_and_targets_are_refused_by_name() {
+        assert!(check_names(&opts(&["seq_write"], &["raid5", "raid5-log"])).is_ok());
+        let e = check_names(&opts(&[], &["raid5log"])).unwrap_err().to_string();
+        assert_eq!(e, "no target \"raid5log\" (the targets: raid0, raid5, raid5-log)");
+        let e = check_names(&opts(&["seqwrite"], &[])).unwrap_err().to_string();
+        assert!(e.starts_with("no job \"seqwrite\" (the jobs: seq_read, seq_write"), "{e}");
+        // nbdkit is not a target to pick: it always runs.
+        assert!(check_names(&opts(&[], &["nbdkit"])).is_err());
     }
 }

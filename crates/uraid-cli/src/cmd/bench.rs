@@ -72,7 +72,8 @@ enum BenchWhat {
         /// Only these jobs: seq_read, seq_write, rand_read, rand_write.
         #[arg(long = "only", value_name = "JOB")]
         only: Vec<String>,
-        /// Only these uraid targets: raid0, raid5 (nbdkit, the baseline, always runs).
+        /// Only these uraid targets: raid0, raid5, raid5-log (RAID5 with the write hole's
+        /// log); nbdkit, the baseline, always runs.
         #[arg(long = "target", value_name = "TARGET")]
         target: Vec<String>,
     },
