@@ -219,3 +219,38 @@ fn a_stream_served_every_other_stripe_runs_under_one_range() {
         assert_consistent(&mut a, &mut mem, 12);
     }
 }
+
+/// A batch's stripe keeps one union, not one per head (a stream written with no flush kept
+/// a record per 4 KiB of it), and a later partial write of one of its heads still counts
+/// every data block of it as being written until a flush: its entry's union holds them all.
+#[test]
+fn a_batched_stripe_is_one_union_that_a_later_partial_write_counts_whole() {
+    let mut a = logged_array(Level::Raid5, 5);
+    let mut mem = Mem::new(5);
+    let stripe = 4 * CHUNK as usize;
+    let mut expected = pattern(60, 3 * stripe);
+    write(&mut a, &mut mem, 0, expected.clone());
+    assert_eq!(a.stats().stripe_batches, 3);
+    assert_eq!(a.log_unions(), Some((0, 3)), "one record a stripe, none a head");
+    // Stripe 1, data slot 2, its second head.
+    let at = stripe + 2 * CHUNK as usize + 4096;
+    let small = pattern(61, 4096);
+    write(&mut a, &mut mem, (at / 512) as u64, small.clone());
+    expected[at..at + 4096].copy_from_slice(&small);
+    let head = CHUNK / 512 + UNIT_SECTORS;
+    let e = uraid_core::ppl::entries_to_replay(&mem.scans(UUID))
+        .into_iter()
+        .find(|e| e.entry.member_sector == head)
+        .expect("the partial write's entry");
+    let members: Vec<usize> = e.entry.modified.iter().map(|m| m.0).collect();
+    assert_eq!(members.len(), 4, "every data block of the stripe: {members:?}");
+    assert_eq!(a.log_unions(), Some((1, 3)));
+    assert_eq!(read(&mut a, &mut mem, 0, expected.len()), expected);
+    assert_consistent(&mut a, &mut mem, 3);
+    assert_rebuilds(Level::Raid5, 5, &mut mem, 3, &expected);
+    a.submit_flush(ReqId(77));
+    for (_, r, _) in run(&mut a, &mut mem) {
+        r.unwrap();
+    }
+    assert_eq!(a.log_unions(), Some((0, 0)), "a flush makes everything durable");
+}

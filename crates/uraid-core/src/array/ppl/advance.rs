@@ -266,6 +266,10 @@ impl Array {
             let l = self.ppl.as_ref().expect("a log");
             l.waiting.iter().map(|w| self.log_joinable(w, number)).collect()
         };
+        // Before the waiting heads' entries are computed again: a stripe's union it drops
+        // is no part of theirs.
+        let l = self.ppl.as_mut().expect("a log");
+        l.stripes.retain(|_, v| v.born >= number || v.writing > 0);
         self.recompute_waiting(&keep);
         let l = self.ppl.as_mut().expect("a log");
         l.live.retain(|_, v| v.born >= number || v.writing > 0);

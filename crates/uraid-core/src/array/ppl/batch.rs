@@ -6,7 +6,7 @@
 //! back to 4 KiB heads, whose I/Os would then land on the disks behind the stream's later
 //! batches (seeks on an HDD, 16 I/Os a member per stripe on an SSD).
 
-use super::{Array, Entries, LogEntry, LogParity, Owner, Waiting};
+use super::{Array, Entries, LiveStripe, LogEntry, LogParity, Owner, Waiting};
 use crate::units::{DiskIndex, StripeNumber};
 
 /// What a batch does about the log (`Array::log_admit_batch`).
@@ -36,10 +36,7 @@ impl Array {
             return BatchAdmit::Heads;
         }
         if l.ranges_usable() && keys.iter().all(|k| l.durable_range(*k)) {
-            let modified = self.whole_stripe_modified(stripe);
-            for key in &keys {
-                self.mark_ranged_at(*key, modified.clone());
-            }
+            self.mark_stripe_written(stripe, &keys);
             self.ppl.as_mut().expect("checked").writing += keys.len();
             self.stats.writes_under_log_range += keys.len() as u64;
             return BatchAdmit::Now;
@@ -53,15 +50,17 @@ impl Array {
     pub(super) fn log_batch_wait(&mut self, index: usize) {
         let stripe = self.batch_stripe(index);
         let (entries, own) = self.batch_range_entries(index, stripe);
+        let keys: Vec<u64> = self.stripe_keys(stripe).collect();
+        self.mark_stripe_written(stripe, &keys);
+        // A one-head entry is that head's own (the replay treats it so): no range covers it,
+        // and the head counts in `live`, as one with an entry of its own does.
         let modified = self.whole_stripe_modified(stripe);
-        for key in self.stripe_keys(stripe).collect::<Vec<_>>() {
+        for &key in &own {
             self.mark_ranged_at(key, modified.clone());
+            self.ppl.as_mut().expect("a log").live.get_mut(&key).expect("marked").ranged = false;
         }
         let l = self.ppl.as_mut().expect("a log");
-        // A one-head entry is that head's own (the replay treats it so): no range covers it.
-        for key in own {
-            l.live.get_mut(&key).expect("marked").ranged = false;
-        }
+        l.stripes.get_mut(&stripe.0).expect("marked").own = own;
         let ranged = entries.is_empty();
         let owner = Owner::Batch(index);
         l.waiting.push(Waiting { owner, discard: false, entries, ranged });
@@ -131,12 +130,37 @@ impl Array {
 
     /// A batch admitted by `log_admit_batch` has written.
     pub(in crate::array) fn log_batch_done(&mut self, stripe: StripeNumber) {
-        let keys: Vec<u64> = self.stripe_keys(stripe).collect();
+        let heads = self.stripe_keys(stripe).count();
         let Some(l) = self.ppl.as_mut() else { return };
-        for key in keys {
-            l.live.get_mut(&key).expect("a batch's head is live").writing -= 1;
-            l.writing -= 1;
+        l.writing -= heads;
+        let record = l.stripes.get_mut(&stripe.0).expect("a batch's stripe is live");
+        record.writing -= 1;
+        for key in std::mem::take(&mut record.own) {
+            l.live.get_mut(&key).expect("a batch's own head is live").writing -= 1;
         }
+    }
+
+    /// Batch of `stripe` (heads `keys`) counts as writing its stripe since everything was
+    /// last durable (`LiveStripe`). Ranged records its heads have in `live` from earlier
+    /// full-stripe writes (written, none in flight) fold into the stripe's.
+    fn mark_stripe_written(&mut self, stripe: StripeNumber, keys: &[u64]) {
+        let l = self.ppl.as_mut().expect("a log");
+        let mut born = l.advances;
+        if !l.live.is_empty() {
+            for key in keys {
+                if l.live.get(key).is_some_and(|v| v.ranged && v.writing == 0) {
+                    let v = l.live.remove(key).expect("checked");
+                    born = born.min(v.born);
+                }
+            }
+        }
+        let record = l
+            .stripes
+            .entry(stripe.0)
+            .or_insert_with(|| LiveStripe { born, ..LiveStripe::default() });
+        record.born = record.born.min(born);
+        debug_assert_eq!(record.writing, 0, "one batch of a stripe at a time");
+        record.writing += 1;
     }
 
     /// The first member sectors of `stripe`'s heads.

@@ -6,10 +6,11 @@ use super::{Array, Cover, Owner, Reset, Waiting};
 use crate::array::handle::Phase;
 use crate::array::{IoArea, IoBuf, Kind, MemberIo, MemberOp, Pending};
 use crate::buffer::BlockBuf;
+use crate::fast_hash::HashSet;
 use crate::ppl::{LogEntry, LogHeader, MAX_LOG_ENTRIES, header_sectors};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 /// Generations in flight at once on members that seek: each is a seek pair on its members,
 /// so heads that come while this many are in flight share the next. Flash has no limit.
@@ -360,8 +361,9 @@ impl Array {
                         .partition(|r| owners.contains(&r.1.1));
                 l.pending_ranges = pending;
                 l.ranges.extend(done.into_iter().map(|(start, (end, _))| (start, end)));
-                // Only heads with entries: their writes keep the rings busy, so a flush resets the log
-                // and waits for them; a head with none would let a flush overtake its writes.
+                // Only heads with entries: their writes keep the rings busy, so a flush resets
+                // the log and waits for them; a head with none would let a flush overtake its
+                // writes.
                 let mut ids = Vec::new();
                 let mut batches = Vec::new();
                 for (owner, counted) in heads {
@@ -397,6 +399,7 @@ impl Array {
     fn log_reset_flushed(&mut self) {
         let l = self.ppl.as_mut().expect("a log");
         l.live.retain(|_, v| v.writing > 0);
+        l.stripes.retain(|_, v| v.writing > 0);
         let keep: HashSet<u64> = l.live.keys().copied().collect();
         l.on_ring = keep;
         l.ranges.clear();
@@ -466,9 +469,12 @@ impl Array {
                 l.live.get_mut(&keys[0]).expect("a head writing behind is live").writing -= 1;
                 continue;
             }
-            for key in keys {
+            for &key in &keys {
                 l.live.remove(&key);
                 l.on_ring.remove(&key);
+            }
+            if let Owner::Batch(_) = w.owner {
+                l.stripes.remove(&(keys[0] / l.chunk_sectors));
             }
         }
         for (w, keep) in waiting.into_iter().zip(keep) {
