@@ -269,9 +269,8 @@ impl Array {
             entries,
         };
         let sectors = header.sectors();
-        let bytes = header.encode_generation(&blocks);
         let mut buf = BlockBuf::zeroed((sectors * 512) as usize);
-        buf.copy_from_slice(&bytes);
+        header.encode_generation_into(&blocks, &mut buf);
         let sector = if matches!(l.reset, Reset::Headers(_)) {
             l.rings.take_place_for_reset(member.get(), sectors, generation)
         } else {
