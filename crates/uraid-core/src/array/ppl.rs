@@ -735,14 +735,24 @@ impl Array {
             }
             _ => None,
         };
-        // Adds the sectors of `b` that `take` picks into `out`, times d's coefficient for Q.
+        // Adds the sectors of `b` that `take` picks into `out`, times d's coefficient for Q: a
+        // call per run of sectors (a whole block is one), not per sector.
         let add = |out: &mut [u8], d: usize, b: &[u8], take: &dyn Fn(usize) -> bool| {
-            for (s, (o, src)) in out.chunks_mut(512).zip(b.chunks(512)).enumerate() {
-                if take(s) {
-                    match coefficient(d) {
-                        Some(c) => uraid_parity::mul_const_acc(o, src, c),
-                        None => uraid_parity::xor_acc(o, &[src]),
-                    }
+            let sectors = out.len().min(b.len()) / 512;
+            let mut s = 0;
+            while s < sectors {
+                let start = s;
+                while s < sectors && take(s) {
+                    s += 1;
+                }
+                if s == start {
+                    s += 1;
+                    continue;
+                }
+                let (o, src) = (&mut out[start * 512..s * 512], &b[start * 512..s * 512]);
+                match coefficient(d) {
+                    Some(c) => uraid_parity::mul_const_acc(o, src, c),
+                    None => uraid_parity::xor_acc(o, &[src]),
                 }
             }
         };
