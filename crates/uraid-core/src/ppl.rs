@@ -92,13 +92,15 @@ const FLAG_BLOCK: u32 = 2;
 const FLAG_MASKS: u32 = 4;
 const FLAG_RANGE: u32 = 8;
 
-/// The sectors of one member's block a write changes: bit `s % 64` of word `s / 64`.
-pub type SectorMask = Vec<u64>;
+/// The sectors of one member's block a write changes: bit `s % 64` of word `s / 64`. Inline
+/// up to 64 KiB blocks (two words): the engine builds and copies several per partial-stripe
+/// write, and as `Vec`s their allocations were a visible part of a logged random write's CPU.
+pub type SectorMask = smallvec::SmallVec<[u64; 2]>;
 
 /// A mask of `unit_sectors` sectors, all set.
 #[must_use]
 pub fn full_mask(unit_sectors: u64) -> SectorMask {
-    let mut m = vec![u64::MAX; unit_sectors.div_ceil(64) as usize];
+    let mut m = smallvec::smallvec![u64::MAX; unit_sectors.div_ceil(64) as usize];
     if !unit_sectors.is_multiple_of(64) {
         *m.last_mut().expect("a word") = (1u64 << (unit_sectors % 64)) - 1;
     }
@@ -145,7 +147,7 @@ impl LogEntry {
             Ok(at) => at,
             Err(at) => {
                 let words = unit_sectors.div_ceil(64) as usize;
-                self.modified.insert(at, (member, vec![0; words]));
+                self.modified.insert(at, (member, smallvec::smallvec![0; words]));
                 at
             }
         };
