@@ -108,6 +108,10 @@ pub struct Row {
     pub over_open_hole: Option<f64>,
     pub open_hole_goal: Option<f64>,
     pub meets_open_hole_goal: Option<bool>,
+    /// uraid's member reads and writes (the log's included) per stripe head written, over the
+    /// best round (fio's ramp too; a batch counts each head of its stripe).
+    pub member_reads_per_head_write: Option<f64>,
+    pub member_writes_per_head_write: Option<f64>,
 }
 
 /// Why the benchmark cannot run here (fio or nbdkit missing), if it cannot.
@@ -184,8 +188,9 @@ pub fn run(opts: &ServeBenchOptions, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// One target's rounds of a job: (figure, measurement, server cores) each.
-type Rounds = Vec<(f64, Measured, f64)>;
+/// One target's rounds of a job: (figure, measurement, server cores, uraid's member reads and
+/// writes per stripe head write) each.
+type Rounds = Vec<(f64, Measured, f64, Option<(f64, f64)>)>;
 
 /// Runs `job` `rounds` times on every target, targets taking turns within a round.
 fn measure_job(
@@ -199,10 +204,12 @@ fn measure_job(
     for _ in 0..rounds {
         for (t, result) in targets.iter().zip(&mut results) {
             let (cpu0, wall0) = (target::cpu_seconds(t.pid())?, Instant::now());
+            let ios0 = t.io_counts();
             let m = fio::measure(&t.uri(), job, size_bytes, timing)
                 .with_context(|| format!("{} on {}", job.name, t.spec.name))?;
             let cpu = target::cpu_seconds(t.pid())? - cpu0;
-            result.push((figure(job, &m), m, cpu / wall0.elapsed().as_secs_f64()));
+            let ios = t.io_counts().zip(ios0).and_then(|(n, b)| n.per_head_write_since(&b));
+            result.push((figure(job, &m), m, cpu / wall0.elapsed().as_secs_f64(), ios));
         }
     }
     Ok(results)
@@ -247,7 +254,7 @@ fn rows(job: &Job, targets: &[Target], size_bytes: u64, results: &[Rounds]) -> V
         .iter()
         .zip(results)
         .map(|(t, r)| {
-            let (value, m, server_cores) = best(r);
+            let (value, m, server_cores, ios) = best(r);
             let ratio = value / nbdkit;
             let goal = goal(&t.spec, job);
             let over_open_hole = open_hole.filter(|_| t.spec.log).map(|o| value / o);
@@ -277,6 +284,8 @@ fn rows(job: &Job, targets: &[Target], size_bytes: u64, results: &[Rounds]) -> V
                 over_open_hole,
                 open_hole_goal,
                 meets_open_hole_goal: over_open_hole.zip(open_hole_goal).map(|(r, g)| r >= g),
+                member_reads_per_head_write: ios.map(|i| i.0),
+                member_writes_per_head_write: ios.map(|i| i.1),
             }
         })
         .collect()
@@ -293,7 +302,11 @@ fn print_header(out: &mut dyn Write, size_bytes: u64, t: &Timing, rounds: usize)
     writeln!(out, "raid5-log: raid5 with the partial parity log; its last column is over raid5")?;
     writeln!(
         out,
-        "{:<10} {:<9} {:<14} {:>10} {:>10} {:>10} {:>6} {:>7} {:>7}  {:<4} {:>14}",
+        "rd wr/head: uraid's member reads and writes (the log's too) per stripe head write"
+    )?;
+    writeln!(
+        out,
+        "{:<10} {:<9} {:<14} {:>10} {:>10} {:>10} {:>6} {:>7} {:>7}  {:<4} {:>11} {:>14}",
         "job",
         "target",
         "case",
@@ -304,6 +317,7 @@ fn print_header(out: &mut dyn Write, size_bytes: u64, t: &Timing, rounds: usize)
         "ratio",
         "goal",
         "",
+        "rd wr/head",
         "over raid5"
     )?;
     Ok(())
@@ -332,9 +346,13 @@ fn print_row(out: &mut dyn Write, row: &Row, json: bool) -> Result<()> {
         (Some(r), _, _) => format!("{r:.2}"),
         _ => String::new(),
     };
+    let ios = match (row.member_reads_per_head_write, row.member_writes_per_head_write) {
+        (Some(r), Some(w)) => format!("{r:.2} {w:.2}"),
+        _ => String::new(),
+    };
     writeln!(
         out,
-        "{:<10} {:<9} {:<14} {:>10} {:>10.0} {:>10.0} {:>6.2} {:>7.2} {:>7}  {:<4} {:>14}",
+        "{:<10} {:<9} {:<14} {:>10} {:>10.0} {:>10.0} {:>6.2} {:>7.2} {:>7}  {:<4} {:>11} {:>14}",
         row.job,
         row.target,
         case,
@@ -345,6 +363,7 @@ fn print_row(out: &mut dyn Write, row: &Row, json: bool) -> Result<()> {
         row.ratio,
         goal,
         mark,
+        ios,
         over
     )?;
     Ok(())

@@ -50,6 +50,31 @@ enum Running {
     Uraid { handle: Option<ServerHandle>, runtime: Option<Arc<Runtime>> },
 }
 
+/// Counts from a uraid target's runtime (`Target::io_counts`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IoCounts {
+    pub member_reads: u64,
+    pub member_writes: u64,
+    pub head_writes: u64,
+}
+
+impl IoCounts {
+    /// Member reads and writes per stripe head write from `before` to `self` (None if no head
+    /// wrote: a read job).
+    #[must_use]
+    #[allow(clippy::cast_precision_loss)] // counts far below 2^52
+    pub fn per_head_write_since(&self, before: &IoCounts) -> Option<(f64, f64)> {
+        let heads = self.head_writes - before.head_writes;
+        (heads > 0).then(|| {
+            let per = |n: u64, b: u64| (n - b) as f64 / heads as f64;
+            (
+                per(self.member_reads, before.member_reads),
+                per(self.member_writes, before.member_writes),
+            )
+        })
+    }
+}
+
 /// `uraid serve`'s default stripe cache (md's stripe_cache_size).
 const STRIPE_CACHE_SIZE: usize = 1024;
 
@@ -77,6 +102,23 @@ impl Target {
             Running::Nbdkit(child) => child.id(),
             Running::Uraid { .. } => std::process::id(),
         }
+    }
+
+    /// uraid's member I/Os (reads, writes, the log's included) and stripe head writes so far
+    /// (a batch counts its stripe's heads); None for nbdkit.
+    #[must_use]
+    pub fn io_counts(&self) -> Option<IoCounts> {
+        let Running::Uraid { runtime: Some(rt), .. } = &self.server else { return None };
+        let stats = rt.stats();
+        let a = stats.array;
+        Some(IoCounts {
+            member_reads: stats.members.iter().map(|m| m.read_ios).sum(),
+            member_writes: stats.members.iter().map(|m| m.write_ios).sum(),
+            head_writes: a.stripe_writes_full
+                + a.stripe_writes_rmw
+                + a.stripe_writes_rcw
+                + a.stripe_writes_degraded,
+        })
     }
 
     /// Stops the server: nbdkit killed, uraid's connections drained and its runtime shut down.
