@@ -18,7 +18,8 @@
 //! since the last point where everything was durable, not only the batch's own: `live` keeps
 //! that union per stripe head (rmw reads the union's blocks it lacks), at sector granularity:
 //! the sectors of a block a write leaves alone were not being written, and stay in the
-//! partial parity even when that member is lost.
+//! partial parity even when that member is lost. A stripe written whole by a batch keeps one
+//! record for all its heads (`LiveStripe`).
 //!
 //! Acknowledging. A partial-stripe write (not FUA, not written from the request's buffer) is
 //! acknowledged once its entries are durable, before its writes in place, as md's raid5-cache
