@@ -159,14 +159,24 @@ impl LogEntry {
     /// Sectors the entry takes after its header: its block and sector masks.
     #[must_use]
     pub fn stored_sectors(&self, unit_sectors: u64) -> u64 {
-        let masks = self.mask_area(unit_sectors).map_or(0, |m| m.len() as u64 / 512);
+        // The mask area's size (`mask_area`) without building it.
+        let masks = if self.whole_blocks(unit_sectors) {
+            0
+        } else {
+            (self.modified.len() as u64 * (unit_sectors / 8)).div_ceil(512)
+        };
         u64::from(self.block_crc.is_some()) * unit_sectors + masks
+    }
+
+    /// Whether every block in the union is changed whole (no mask area is stored).
+    fn whole_blocks(&self, unit_sectors: u64) -> bool {
+        let full = full_mask(unit_sectors);
+        self.modified.iter().all(|m| m.1 == full)
     }
 
     /// The sector masks as stored after the block, when some block is changed only in part.
     fn mask_area(&self, unit_sectors: u64) -> Option<Vec<u8>> {
-        let full = full_mask(unit_sectors);
-        if self.modified.iter().all(|m| m.1 == full) {
+        if self.whole_blocks(unit_sectors) {
             return None;
         }
         let per = (unit_sectors / 8) as usize;
@@ -222,9 +232,9 @@ impl LogHeader {
     /// straight into the log write's buffer (an allocation and a copy fewer per write).
     pub fn encode_generation_into(&self, blocks: &[Option<Vec<u8>>], out: &mut [u8]) {
         let mut at = header_sectors(self.entries.len()) as usize * 512;
-        self.encode_into(&mut out[..at]);
-        for (e, b) in self.entries.iter().zip(blocks) {
-            let mask = e.mask_area(u64::from(self.unit_sectors));
+        let masks = self.mask_areas();
+        self.encode_into(&mut out[..at], &masks);
+        for (b, mask) in blocks.iter().zip(&masks) {
             for part in [b.as_deref(), mask.as_deref()].into_iter().flatten() {
                 out[at..at + part.len()].copy_from_slice(part);
                 at += part.len();
@@ -237,12 +247,17 @@ impl LogHeader {
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; header_sectors(self.entries.len()) as usize * 512];
-        self.encode_into(&mut b);
+        self.encode_into(&mut b, &self.mask_areas());
         b
     }
 
-    /// `encode` into `b`, zeroed and `header_sectors` long.
-    fn encode_into(&self, b: &mut [u8]) {
+    /// Each entry's mask area (`LogEntry::mask_area`), in entry order.
+    fn mask_areas(&self) -> Vec<Option<Vec<u8>>> {
+        self.entries.iter().map(|e| e.mask_area(u64::from(self.unit_sectors))).collect()
+    }
+
+    /// `encode` into `b`, zeroed and `header_sectors` long, with the entries' `masks`.
+    fn encode_into(&self, b: &mut [u8], masks: &[Option<Vec<u8>>]) {
         assert!(self.entries.len() <= MAX_LOG_ENTRIES, "a header holds {MAX_LOG_ENTRIES}");
         b[0..8].copy_from_slice(&LOG_MAGIC);
         b[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
@@ -253,9 +268,8 @@ impl LogHeader {
         b[56..60].copy_from_slice(&self.unit_sectors.to_le_bytes());
         b[60..64].copy_from_slice(&(self.entries.len() as u32).to_le_bytes());
         b[64..96].copy_from_slice(&self.members);
-        for (i, e) in self.entries.iter().enumerate() {
+        for (i, (e, masks)) in self.entries.iter().zip(masks).enumerate() {
             let at = ENTRIES_AT + i * ENTRY_BYTES;
-            let masks = e.mask_area(u64::from(self.unit_sectors));
             let flags = u32::from(e.parity == LogParity::Q)
                 | if e.block_crc.is_some() { FLAG_BLOCK } else { 0 }
                 | if masks.is_some() { FLAG_MASKS } else { 0 }

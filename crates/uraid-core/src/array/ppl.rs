@@ -227,13 +227,18 @@ impl PartialParityLog {
 
     /// The union of head `key`, begun now if it has none (then, or when its stripe's was).
     fn live_at(&mut self, key: u64) -> &mut Live {
-        let born = self.stripes.get(&(key / self.chunk_sectors)).map_or(self.advances, |s| s.born);
+        let born = self.stripe_of(key).map_or(self.advances, |s| s.born);
         self.live.entry(key).or_insert_with(|| Live { born, ..Live::default() })
     }
 
     /// Whether head `key` was written since everything was last durable (it has a union).
     fn written(&self, key: u64) -> bool {
-        self.live.contains_key(&key) || self.stripes.contains_key(&(key / self.chunk_sectors))
+        self.live.contains_key(&key) || self.stripe_of(key).is_some()
+    }
+
+    /// The union record of head `key`'s stripe, if a batch wrote it.
+    fn stripe_of(&self, key: u64) -> Option<&LiveStripe> {
+        self.stripes.get(&(key / self.chunk_sectors))
     }
 
     /// Takes the flushes waiting for a reset or an advance that is done. Neither starts while
@@ -530,10 +535,8 @@ impl Array {
         if let Some(live) = l.live.get(&key) {
             return Some(Cow::Borrowed(&live.modified));
         }
-        let stripe = key / l.chunk_sectors;
-        l.stripes
-            .contains_key(&stripe)
-            .then(|| Cow::Owned(self.whole_stripe_modified(StripeNumber(stripe))))
+        l.stripe_of(key)
+            .map(|_| Cow::Owned(self.whole_stripe_modified(StripeNumber(key / l.chunk_sectors))))
     }
 
     /// Every data block of `stripe`, whole (ascending by member): the union of a full-stripe
