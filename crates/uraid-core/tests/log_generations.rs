@@ -227,3 +227,47 @@ fn a_fresh_head_is_logged_while_the_advance_flushes_the_members() {
     assert!(read(&mut a, &mut mem, 256 + 8, 4096) == fresh);
     assert_consistent(&mut a, &mut mem, 1);
 }
+
+/// A write whose entries wait behind other generations is acknowledged when it is admitted,
+/// before they are durable (`ack_when_admitted`). A flush that comes then must still cover
+/// it: it waits for the write to join a generation, for its write in place, and for member
+/// flushes after that.
+#[test]
+fn a_flush_covers_a_write_acknowledged_before_its_entries_were_durable() {
+    let mut a = logged_array(true); // members that seek: at most four generations in flight
+    let mut mem = Mem::new(5);
+    common::write(&mut a, &mut mem, 5 * 512, pattern(1, 4096));
+    let mut held = Vec::new();
+    for stripe in [6u64, 8, 10, 12] {
+        a.submit_write(ReqId(stripe), Sector(stripe * 512), pattern(stripe, 4096));
+        held.extend(reads_then_log(&mut a, &mut mem));
+    }
+    // A fifth finds four generations in flight: it waits for the next, acknowledged now.
+    let data = pattern(14, 4096);
+    a.submit_write(ReqId(14), Sector(14 * 512), data.clone());
+    assert!(reads_then_log(&mut a, &mut mem).is_empty(), "no room for a fifth generation");
+    assert!(finished(&mut a).contains(&ReqId(14)), "acknowledged before its entries");
+    a.submit_flush(ReqId(100));
+    complete(&mut a, &mut mem, held);
+    let (mut written, mut flushed_after, mut flush_done) = (false, false, false);
+    loop {
+        let ios = drain(&mut a);
+        if ios.is_empty() {
+            break;
+        }
+        flushed_after |= written && ios.iter().any(|io| io.op == MemberOp::Flush);
+        let ours = |io: &MemberIo| {
+            io.area == IoArea::Data && io.op == MemberOp::Write && io.sector.0 == 14 * 128
+        };
+        let now = ios.iter().any(ours);
+        complete(&mut a, &mut mem, ios);
+        written |= now;
+        if finished(&mut a).contains(&ReqId(100)) {
+            assert!(written && flushed_after, "the flush completed before the write was durable");
+            flush_done = true;
+        }
+    }
+    assert!(flush_done && !a.busy());
+    assert!(read(&mut a, &mut mem, 14 * 512, 4096) == data);
+    assert_consistent(&mut a, &mut mem, 15);
+}

@@ -504,6 +504,7 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         replace_copies: a.replace_copies + b.replace_copies,
         mismatch_sectors: a.mismatch_sectors + b.mismatch_sectors,
         writes_acked_when_logged: a.writes_acked_when_logged + b.writes_acked_when_logged,
+        writes_acked_when_admitted: a.writes_acked_when_admitted + b.writes_acked_when_admitted,
         writes_under_log_range: a.writes_under_log_range + b.writes_under_log_range,
         log_advances: a.log_advances + b.log_advances,
         log_ring_wraps: a.log_ring_wraps + b.log_ring_wraps,

@@ -181,14 +181,15 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
     println!(
         "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
          parity blocks replayed from the partial parity log ({} resyncing ranges); {} writes \
-         acknowledged once logged; {} full-stripe writes under a range; {} log advances \
-         (flushes and filling rings retiring the log with no reset); {} ring wraps; {} \
-         batches written behind",
+         acknowledged once logged and {} before, when queued for a generation; {} full-stripe \
+         writes under a range; {} log advances (flushes and filling rings retiring the log \
+         with no reset); {} ring wraps; {} batches written behind",
         t.power_cuts_degraded,
         t.lost_after_cut,
         t.log_replays,
         t.range_resyncs,
         t.acked_when_logged,
+        t.acked_when_admitted,
         t.writes_under_range,
         t.log_advances,
         t.log_ring_wraps,

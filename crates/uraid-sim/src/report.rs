@@ -28,6 +28,8 @@ pub struct SimStats {
     pub log_replays: u64,
     /// Writes the engine acknowledged once logged, before their writes in place.
     pub acked_when_logged: u64,
+    /// Writes it acknowledged when queued for a generation, before their entries were durable.
+    pub acked_when_admitted: u64,
     /// Full-stripe writes that went out under a range of the log (no entry of their own),
     /// and parity blocks the replay rewrote resyncing ranges.
     pub writes_under_range: u64,
@@ -87,6 +89,7 @@ impl SimStats {
         self.cuts_after_flush += o.cuts_after_flush;
         self.log_replays += o.log_replays;
         self.acked_when_logged += o.acked_when_logged;
+        self.acked_when_admitted += o.acked_when_admitted;
         self.writes_under_range += o.writes_under_range;
         self.log_advances += o.log_advances;
         self.log_ring_wraps += o.log_ring_wraps;

@@ -249,6 +249,7 @@ impl Sim {
         }
         self.finish()?;
         self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
+        self.stats.acked_when_admitted += self.array.stats().writes_acked_when_admitted;
         self.stats.writes_under_range += self.array.stats().writes_under_log_range;
         self.stats.log_advances += self.array.stats().log_advances;
         self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;

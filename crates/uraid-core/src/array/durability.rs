@@ -23,11 +23,15 @@ impl Array {
         let Some(slot) = self.admit_range(id, Sector(0), 0, Vec::new()) else { return };
         self.request_mut(slot).acks_writes = true;
         self.start_delayed();
-        if self.log_flush(slot) {
-            self.request_mut(slot).outstanding -= 1;
-            self.finish_if_done(slot);
-            return;
+        if !self.log_flush(slot) {
+            self.queue_request_flushes(slot);
         }
+        self.request_mut(slot).outstanding -= 1;
+        self.finish_if_done(slot);
+    }
+
+    /// A flush to every live member for request `slot`.
+    fn queue_request_flushes(&mut self, slot: usize) {
         for m in 0..self.failed.len() {
             if self.failed[m] {
                 continue;
@@ -36,7 +40,14 @@ impl Array {
             self.queue_member_flush(member, Pending::Flush { slot, member });
             self.request_mut(slot).outstanding += 1;
         }
-        self.request_mut(slot).outstanding -= 1;
+    }
+
+    /// A flush (or FUA write) the log let go with nothing to wait for: a flush flushes the
+    /// members as usual, a FUA write (durable once written) completes.
+    pub(super) fn flush_request_members(&mut self, slot: usize) {
+        if !self.request(slot).fua {
+            self.queue_request_flushes(slot);
+        }
         self.finish_if_done(slot);
     }
 

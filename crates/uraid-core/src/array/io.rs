@@ -113,6 +113,9 @@ pub struct ArrayStats {
     /// Writes acknowledged once their partial parity log entries were durable, before their
     /// writes in place completed.
     pub writes_acked_when_logged: u64,
+    /// Writes acknowledged when their entries were computed and queued behind other
+    /// generations, before they were durable (`ppl::generation::ack_when_admitted`).
+    pub writes_acked_when_admitted: u64,
     /// Whole stripes written as one batch each, with no stripe head (`stripe_writes_full`
     /// counts their heads' worth too).
     pub stripe_batches: u64,

@@ -111,6 +111,9 @@ struct Request {
     fua_logged: bool,
     /// A write that begins where a recent write ended: part of a stream (`recent_write_ends`).
     continues_stream: bool,
+    /// A later write began where this one ends (while it was in flight): a stream's too
+    /// (`ppl::generation::ack_when_admitted`).
+    continued: bool,
     /// A write, discard or flush: its success says blocks are on the members, so it waits
     /// for failures to be recorded (`failure_record`).
     acks_writes: bool,
@@ -195,8 +198,9 @@ pub struct Array {
     /// While `handle_deferred` runs: whether other I/O was busy when it began.
     busy_before_settle: Option<handle::Busy>,
     /// Where the last few writes ended: a write that begins at one continues a stream, whose
-    /// partial stripes the next writes are likely to fill (`handle::random_writes`).
-    recent_write_ends: VecDeque<u64>,
+    /// partial stripes the next writes are likely to fill (`handle::random_writes`); with
+    /// the slot of the request that ended there.
+    recent_write_ends: VecDeque<(u64, usize)>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Member I/O queued or in flight that no request waits for: writes in place of batches
@@ -382,14 +386,20 @@ impl Array {
     /// Records where request `slot`'s write ends, and whether it continues a recent one.
     fn note_write_end(&mut self, slot: usize, sector: u64, sectors: u64) {
         const STREAMS: usize = 32;
-        let continued = self.recent_write_ends.iter().position(|&e| e == sector);
+        let continued = self.recent_write_ends.iter().position(|e| e.0 == sector);
         self.request_mut(slot).continues_stream = continued.is_some();
         if let Some(i) = continued {
-            self.recent_write_ends.remove(i);
+            let (_, earlier) = self.recent_write_ends.remove(i).expect("found");
+            // Its slot may hold another request by now: only one that ends here counts.
+            if self.requests.get(earlier).is_some_and(|r| {
+                r.as_ref().is_some_and(|r| r.sector.0 + r.buf.len() as u64 / SECTOR_BYTES == sector)
+            }) {
+                self.request_mut(earlier).continued = true;
+            }
         } else if self.recent_write_ends.len() == STREAMS {
             self.recent_write_ends.pop_front();
         }
-        self.recent_write_ends.push_back(sector + sectors);
+        self.recent_write_ends.push_back((sector + sectors, slot));
     }
 
     /// Queues request `slot`'s write of `[sector, +sectors)`: the stripes it covers whole as
@@ -640,6 +650,7 @@ impl Array {
             zeroes: false,
             fua_logged: false,
             continues_stream: false,
+            continued: false,
             acks_writes: false,
         };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());

@@ -28,7 +28,10 @@
 //! for them (its reset or advance drains the logged writes it covers). They go from copies
 //! (`write_behind`), so the head's next batch need not wait for them. Generations overlap
 //! (`generation`): a head's goes as soon as it has computed, and each acknowledges only its
-//! own; a head under a range waits for the generation that logs the range.
+//! own; a head under a range waits for the generation that logs the range. A random write
+//! whose entries queue behind other generations is acknowledged sooner, when queued
+//! (`ack_when_admitted`): its writes in place still wait for them, and a flush waits for it
+//! to join a generation before the advance or reset that covers it.
 //!
 //! Sequential streams. A full-stripe write whose previous stripe head was written since the
 //! last reset logs a range instead of its own entry: a block-less entry covering the heads
@@ -110,6 +113,8 @@ struct Waiting {
     entries: Entries,
     /// A full-stripe write inside a range still to be logged: no entries of its own.
     ranged: bool,
+    /// Its writes were acknowledged when it came (`PartialParityLog::acks` then; 0: not).
+    acked: u64,
 }
 
 /// Whether a full-stripe write is inside a range (see the module docs).
@@ -189,6 +194,12 @@ pub(super) struct PartialParityLog {
     /// Requests (flushes, FUA writes) that complete when reset number `.1` has, or advance
     /// number `.2`.
     flush_waiters: Vec<(usize, u64, u64)>,
+    /// Heads' writes acknowledged before their entries were durable, counted: a flush waits
+    /// until those acknowledged before it (`acks` then: `.1`) have joined a generation
+    /// before it waits for a reset or an advance, which cover generations, not heads waiting
+    /// (`Array::log_flush`).
+    acks: u64,
+    deferred_flushes: Vec<(usize, u64)>,
     /// Advances started (see `advance`), and the one in progress.
     advances: u64,
     advance: Option<advance::Advance>,
@@ -336,6 +347,8 @@ impl Array {
             behind: std::collections::BTreeMap::new(),
             waiting: Vec::new(),
             flush_waiters: Vec::new(),
+            acks: 0,
+            deferred_flushes: Vec::new(),
             advances: 0,
             advance: None,
             started: false,
@@ -475,7 +488,7 @@ impl Array {
                 let l = self.ppl.as_mut().expect("checked");
                 let entries = Vec::new();
                 let owner = Owner::Head(id);
-                l.waiting.push(Waiting { owner, discard, entries, ranged: true });
+                l.waiting.push(Waiting { owner, discard, entries, ranged: true, acked: 0 });
                 self.state(id).phase = Phase::LogWait;
                 return false;
             }
@@ -508,8 +521,10 @@ impl Array {
             None if l.started => return true,
             None => Vec::new(),
         };
-        l.waiting.push(Waiting { owner: Owner::Head(id), discard, entries, ranged: false });
+        let owner = Owner::Head(id);
+        l.waiting.push(Waiting { owner, discard, entries, ranged: false, acked: 0 });
         self.state(id).phase = Phase::LogWait;
+        self.ack_when_admitted(id);
         false
     }
 
@@ -823,8 +838,20 @@ impl Array {
     /// A flush (or a FUA write, once written) in request `slot`: with entries on the rings, it
     /// completes when they are retired or their writes are durable (true; see `advance`): by
     /// an advance, or by the next reset when one is under way or wanted. Else false: the
-    /// caller flushes as usual.
+    /// caller flushes as usual. While writes acknowledged before it wait for a generation
+    /// (`ack_when_admitted`) it waits for them to join one first.
     pub(super) fn log_flush(&mut self, slot: usize) -> bool {
+        let Some(l) = self.ppl.as_mut() else { return false };
+        if l.waiting.iter().any(|w| w.acked != 0) {
+            l.deferred_flushes.push((slot, l.acks));
+            self.request_mut(slot).outstanding += 1;
+            return true;
+        }
+        self.log_flush_now(slot)
+    }
+
+    /// `log_flush` once no write acknowledged before it waits for a generation.
+    pub(super) fn log_flush_now(&mut self, slot: usize) -> bool {
         let Some(l) = self.ppl.as_mut() else { return false };
         let pending = l.reset != Reset::No || !l.waiting.is_empty() || !l.in_flight.is_empty();
         if l.on_ring.is_empty() && l.stripes.is_empty() && !pending {

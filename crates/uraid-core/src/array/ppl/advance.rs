@@ -116,7 +116,10 @@ impl PartialParityLog {
     /// whole advance (drain, member flushes, the tail) to the flush.
     pub(super) fn flush_may_join(&self) -> bool {
         self.advance.as_ref().is_some_and(|a| {
-            a.stage == Stage::Draining && self.newest_done < a.tail && !a.old_unions
+            a.stage == Stage::Draining
+                && self.newest_done < a.tail
+                && !a.old_unions
+                && !self.in_flight.iter().any(|f| f.acked && f.generation >= a.tail)
         })
     }
 

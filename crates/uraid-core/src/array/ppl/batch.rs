@@ -63,7 +63,7 @@ impl Array {
         l.stripes.get_mut(&stripe.0).expect("marked").own = own;
         let ranged = entries.is_empty();
         let owner = Owner::Batch(index);
-        l.waiting.push(Waiting { owner, discard: false, entries, ranged });
+        l.waiting.push(Waiting { owner, discard: false, entries, ranged, acked: 0 });
     }
 
     /// Block-less range entries (P's and Q's, on the live parity members of `stripe`) for
