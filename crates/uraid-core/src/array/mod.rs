@@ -391,9 +391,8 @@ impl Array {
         if let Some(i) = continued {
             let (_, earlier) = self.recent_write_ends.remove(i).expect("found");
             // Its slot may hold another request by now: only one that ends here counts.
-            if self.requests.get(earlier).is_some_and(|r| {
-                r.as_ref().is_some_and(|r| r.sector.0 + r.buf.len() as u64 / SECTOR_BYTES == sector)
-            }) {
+            let live = self.requests.get(earlier).is_some_and(Option::is_some);
+            if live && self.request(earlier).sector.0 + self.request_sectors(earlier) == sector {
                 self.request_mut(earlier).continued = true;
             }
         } else if self.recent_write_ends.len() == STREAMS {

@@ -110,8 +110,8 @@ impl Array {
         l.generation += 1;
         let generation = l.generation;
         let owners = heads.iter().map(|w| (w.owner, !w.entries.is_empty() || w.ranged)).collect();
-        l.start_flight(generation, owners, tail.is_some());
-        l.in_flight.last_mut().expect("just started").acked = heads.iter().any(|w| w.acked != 0);
+        let acked = heads.iter().any(|w| w.acked != 0);
+        l.start_flight(generation, owners, tail.is_some(), acked);
         // Before the flight can complete: a flush let go now finds it in flight.
         self.release_deferred_flushes();
         let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
@@ -323,7 +323,7 @@ impl Array {
         l.resets += 1;
         // It retires everything an advance under way would have (its flushes are ignored).
         l.advance = None;
-        l.start_flight(0, Vec::new(), false);
+        l.start_flight(0, Vec::new(), false, false);
         l.reset = Reset::Flushing(live.len());
         for m in live {
             self.push_log_io(m, MemberOp::Flush, 0, BlockBuf::default());
@@ -414,7 +414,7 @@ impl Array {
         let l = self.ppl.as_mut().expect("a log");
         l.reset = Reset::Headers(live.len());
         let generation = l.generation;
-        l.start_flight(generation, Vec::new(), false);
+        l.start_flight(generation, Vec::new(), false, false);
         let mut members = [0u8; 32];
         for m in &live {
             members[m.get() / 8] |= 1 << (m.get() % 8);
@@ -646,12 +646,17 @@ impl Flight {
 }
 
 impl super::PartialParityLog {
-    fn start_flight(&mut self, generation: u64, owners: Vec<(Owner, bool)>, tail: bool) {
+    fn start_flight(
+        &mut self,
+        generation: u64,
+        owners: Vec<(Owner, bool)>,
+        tail: bool,
+        acked: bool,
+    ) {
         self.flights += 1;
         let advance = self.advances;
         let (id, bufs) = (self.flights, Vec::new());
         let background = tail && owners.is_empty() && !self.flushes_wait_for(advance);
-        let acked = false;
         let f = Flight {
             id,
             generation,
