@@ -86,7 +86,9 @@ fn crash_image(
         let sb = superblock(&live[0]);
         let ring = ppl::log_setup(area, sb.set_uuid.0, sb.events).ring_bytes() as usize;
         for i in 0..4 * ring / (2 * BLOCK) {
-            let at = (1 + i % 15) * BLOCK;
+            // Not in order: a stream's writes would be held (the write-back) and share
+            // generations.
+            let at = (1 + i * 7 % 15) * BLOCK;
             let block = fill(100 + i as u64, BLOCK);
             rt.write_at(at as u64, &block).unwrap();
             a[at..at + BLOCK].copy_from_slice(&block);

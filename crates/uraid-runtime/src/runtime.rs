@@ -465,6 +465,8 @@ fn worker_engine(
     workers: usize,
 ) -> Result<Array, RuntimeError> {
     let mut array = Array::new(array_config.clone())?;
+    // The worker times the hold (`worker::WRITE_BACK_HOLD`).
+    array.set_write_back(true);
     if config.record_failures {
         array.hold_writes_until_failures_recorded();
     }
@@ -509,5 +511,7 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         log_advances: a.log_advances + b.log_advances,
         log_ring_wraps: a.log_ring_wraps + b.log_ring_wraps,
         writes_behind: a.writes_behind + b.writes_behind,
+        writes_held_back: a.writes_held_back + b.writes_held_back,
+        held_writes_failed: a.held_writes_failed + b.held_writes_failed,
     }
 }

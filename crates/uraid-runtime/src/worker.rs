@@ -31,6 +31,10 @@ use uraid_io::{Driver, Member};
 /// md's bitmap daemon period (daemon_sleep): bits idle for two of these are cleared.
 pub(crate) const BITMAP_TICK: Duration = Duration::from_secs(5);
 
+/// How long the engine may hold a stream's partial stripes (`Array::set_write_back`) with no
+/// request coming: a client streaming at depth 1 sends its next write well within this.
+const WRITE_BACK_HOLD: Duration = Duration::from_millis(2);
+
 pub(crate) enum Msg {
     Piece(Piece),
     /// A plugged thread's burst (see `plug`).
@@ -187,7 +191,9 @@ impl Worker {
                     || (self.pieces.len() == self.array.held_requests()
                         && (self.broken.is_some() || !self.array.busy())));
             let mut taken = 0;
-            if idle {
+            if idle && !open && self.array.holds_writes_back() {
+                self.array.release_held_writes();
+            } else if idle {
                 if !open {
                     return;
                 }
@@ -216,13 +222,25 @@ impl Worker {
         }
     }
 
-    /// Blocks for the next message; with a bitmap clock, only until the next tick is due.
+    /// Blocks for the next message; with a bitmap clock, only until the next tick is due;
+    /// while the engine holds writes back, only for `WRITE_BACK_HOLD`, then they go.
     fn wait_for_message(&mut self) -> Result<Option<Msg>, ()> {
-        let Some(last) = self.last_tick else { return self.rx.recv().map(Some).map_err(|_| ()) };
-        let left = BITMAP_TICK.saturating_sub(last.elapsed());
+        let tick = self.last_tick.map(|last| BITMAP_TICK.saturating_sub(last.elapsed()));
+        let hold = self.array.holds_writes_back();
+        let wait = if hold {
+            Some(tick.map_or(WRITE_BACK_HOLD, |t| t.min(WRITE_BACK_HOLD)))
+        } else {
+            tick
+        };
+        let Some(left) = wait else { return self.rx.recv().map(Some).map_err(|_| ()) };
         match self.rx.recv_timeout(left) {
             Ok(msg) => Ok(Some(msg)),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if hold {
+                    self.array.release_held_writes();
+                }
+                Ok(None)
+            }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(()),
         }
     }

@@ -15,6 +15,7 @@ pub const SIM_UUID: [u8; 16] = *b"uraid-sim-array!";
 pub const BITMAP_HEADER_BYTES: usize = 256;
 
 #[derive(Clone, Debug, Serialize)]
+#[expect(clippy::struct_excessive_bools, reason = "independent draws of one seed")]
 pub struct SimConfig {
     pub seed: u64,
     pub level: u8,
@@ -44,6 +45,9 @@ pub struct SimConfig {
     /// Whether members keep md's bad block log: a data write they refuse is listed (durably,
     /// before it completes, as a success) and read around, instead of failing the member.
     pub bad_block_logs: bool,
+    /// Whether the engine holds a stream's partial stripes, acknowledged (`set_write_back`),
+    /// as the runtime runs it; the simulator's timer ends holds at random moments.
+    pub write_back: bool,
     /// A deliberately broken member, to show the checks catch what they claim to.
     #[serde(skip)]
     pub sabotage: Option<Sabotage>,
@@ -110,8 +114,11 @@ impl SimConfig {
         let mut stride_rng = StdRng::seed_from_u64(seed ^ 0x0057_0d1e_0000_0000);
         let log_stride_stripes =
             if stride_rng.random_bool(0.5) { 1 } else { stride_rng.random_range(2..=3) };
+        // Its own stream too (added in the eighth session of 2026-11-28).
+        let write_back = StdRng::seed_from_u64(seed ^ 0x0b0c_4b0c_0000_0000).random_bool(0.5);
         SimConfig {
             bad_block_logs,
+            write_back,
             seed,
             level,
             log_ring_sectors,

@@ -183,7 +183,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
          parity blocks replayed from the partial parity log ({} resyncing ranges); {} writes \
          acknowledged once logged and {} before, when queued for a generation; {} full-stripe \
          writes under a range; {} log advances (flushes and filling rings retiring the log \
-         with no reset); {} ring wraps; {} batches written behind",
+         with no reset); {} ring wraps; {} batches written behind; {} writes acknowledged \
+         when held for their stream to fill the stripe",
         t.power_cuts_degraded,
         t.lost_after_cut,
         t.log_replays,
@@ -193,7 +194,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.writes_under_range,
         t.log_advances,
         t.log_ring_wraps,
-        t.writes_behind
+        t.writes_behind,
+        t.held_back
     );
     println!(
         "  spares rebuilt: {} ({} of them re-added, {} member sectors rebuilt); checks with 0 \

@@ -30,6 +30,8 @@ pub struct SimStats {
     pub acked_when_logged: u64,
     /// Writes it acknowledged when queued for a generation, before their entries were durable.
     pub acked_when_admitted: u64,
+    /// Writes it acknowledged when a stripe head held them for their stream to fill.
+    pub held_back: u64,
     /// Full-stripe writes that went out under a range of the log (no entry of their own),
     /// and parity blocks the replay rewrote resyncing ranges.
     pub writes_under_range: u64,
@@ -90,6 +92,7 @@ impl SimStats {
         self.log_replays += o.log_replays;
         self.acked_when_logged += o.acked_when_logged;
         self.acked_when_admitted += o.acked_when_admitted;
+        self.held_back += o.held_back;
         self.writes_under_range += o.writes_under_range;
         self.log_advances += o.log_advances;
         self.log_ring_wraps += o.log_ring_wraps;

@@ -77,13 +77,7 @@ impl Sim {
                 self.readd_blocked[m] |= *g;
             }
         }
-        self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
-        self.stats.acked_when_admitted += self.array.stats().writes_acked_when_admitted;
-        self.stats.writes_under_range += self.array.stats().writes_under_log_range;
-        self.stats.log_advances += self.array.stats().log_advances;
-        self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;
-        self.stats.writes_behind += self.array.stats().writes_behind;
-        self.stats.stripe_batches += self.array.stats().stripe_batches;
+        self.add_engine_stats();
         self.restart_engine(&gone);
         self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
@@ -104,6 +98,7 @@ impl Sim {
         if self.cfg.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
             self.array.hold_writes_until_failures_recorded();
         }
+        self.array.set_write_back(self.cfg.write_back);
         for (m, g) in gone.iter().enumerate() {
             // Assembled without it: the metadata says so from now on.
             self.recorded_faulty[m] = *g;

@@ -83,6 +83,12 @@ pub struct Sim {
     /// and the random stream that draws them (apart, as `replace_rng`).
     pub(crate) cut_due: bool,
     pub(crate) cut_rng: StdRng,
+    /// When the runtime's timer ends the write-back's holds (a stream of its own, so the
+    /// workload of a seed is the same with the write-back or without).
+    hold_rng: StdRng,
+    /// Where the last write ended: half the writes continue there (since the eighth session
+    /// of 2026-11-28), so that streams form and the write-back holds their partial stripes.
+    stream_end: u64,
 }
 
 impl Sim {
@@ -113,10 +119,12 @@ impl Sim {
         if cfg.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
             array.hold_writes_until_failures_recorded();
         }
+        array.set_write_back(cfg.write_back);
         let oracle = Oracle::new(array.size_sectors());
         let mut replace_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e91_ace0_5eed_0001);
         let replace_at = crate::replace::first_replacement(&mut replace_rng);
         let cut_rng = StdRng::seed_from_u64(cfg.seed ^ 0xc07a_f7e2_f105_0002);
+        let hold_rng = StdRng::seed_from_u64(cfg.seed ^ 0x401d_0000_7153_0003);
         Sim {
             cfg,
             rng,
@@ -143,6 +151,8 @@ impl Sim {
             replace_rng,
             cut_due: false,
             cut_rng,
+            hold_rng,
+            stream_end: 0,
         }
     }
 
@@ -248,14 +258,21 @@ impl Sim {
             self.collect()?;
         }
         self.finish()?;
-        self.stats.acked_when_logged += self.array.stats().writes_acked_when_logged;
-        self.stats.acked_when_admitted += self.array.stats().writes_acked_when_admitted;
-        self.stats.writes_under_range += self.array.stats().writes_under_log_range;
-        self.stats.log_advances += self.array.stats().log_advances;
-        self.stats.log_ring_wraps += self.array.stats().log_ring_wraps;
-        self.stats.writes_behind += self.array.stats().writes_behind;
-        self.stats.stripe_batches += self.array.stats().stripe_batches;
+        self.add_engine_stats();
         Ok((self.stats, self.trace))
+    }
+
+    /// Adds the engine's counters to the run's (at the end, and before a restart drops it).
+    pub(crate) fn add_engine_stats(&mut self) {
+        let e = self.array.stats();
+        self.stats.acked_when_logged += e.writes_acked_when_logged;
+        self.stats.acked_when_admitted += e.writes_acked_when_admitted;
+        self.stats.held_back += e.writes_held_back;
+        self.stats.writes_under_range += e.writes_under_log_range;
+        self.stats.log_advances += e.log_advances;
+        self.stats.log_ring_wraps += e.log_ring_wraps;
+        self.stats.writes_behind += e.writes_behind;
+        self.stats.stripe_batches += e.stripe_batches;
     }
 
     /// Nothing in flight but requests outstanding: the engine is waiting for a plug to end or
@@ -265,6 +282,8 @@ impl Sim {
         self.record_failures();
         self.array.unplug();
         self.plugged = false;
+        // An idle engine's holds end on the runtime's timer.
+        self.array.release_held_writes();
         self.pump();
         if self.inflight.is_empty() {
             self.array.write_intent_tick();
@@ -488,6 +507,10 @@ impl Sim {
             self.array.unplug();
             self.plugged = false;
         }
+        // The runtime's timer: no request came for a while.
+        if self.hold_rng.random_bool(0.03) {
+            self.array.release_held_writes();
+        }
         let size = self.array.size_sectors();
         let roll = self.rng.random_range(0..100);
         if roll < 1 {
@@ -504,7 +527,12 @@ impl Sim {
             self.stats.flushes += 1;
             return;
         }
-        let (sector, sectors) = self.random_range(size, roll >= 92);
+        let (mut sector, mut sectors) = self.random_range(size, roll >= 92);
+        let plain_write = roll >= 40 && !(92..96).contains(&roll);
+        if plain_write && self.stream_end < size && self.hold_rng.random_bool(0.5) {
+            sector = self.stream_end;
+            sectors = sectors.min(size - sector);
+        }
         let write = roll >= 40 && !self.oracle.write_in_flight(sector, sectors);
         if !write {
             let watch = self.oracle.read_submitted(sector, sectors);
@@ -522,6 +550,7 @@ impl Sim {
             self.oracle.write_submitted(id, sector, sectors, fua);
             self.user.insert(id, User::Write { id, sector, sectors, fua });
             let buf = write_buf(id, sector, sectors);
+            self.stream_end = sector + sectors;
             if fua {
                 self.array.submit_write_fua(ReqId(id), Sector(sector), buf);
             } else {

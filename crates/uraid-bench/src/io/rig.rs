@@ -140,7 +140,10 @@ impl Rig<Modelled> {
 impl<M: Member> Rig<M> {
     pub fn new(spec: &Spec, members: Vec<M>) -> Result<Rig<M>> {
         ensure!(members.len() == spec.members, "{} members for {spec:?}", members.len());
-        let array = Array::new(spec.config())?;
+        let mut array = Array::new(spec.config())?;
+        // As the runtime runs it; the rig's `release_held_writes` calls stand for the
+        // runtime's timer, which ends a hold once no request comes.
+        array.set_write_back(true);
         let size = usize::try_from(array.size_sectors() * SECTOR_BYTES)?;
         let members = members.into_iter().map(|m| Box::new(Recording::new(m))).collect();
         Ok(Rig {
@@ -165,6 +168,7 @@ impl<M: Member> Rig<M> {
     /// A new engine over the same members: nothing cached, no member failed.
     pub fn fresh_engine(&mut self) -> Result<()> {
         self.array = Array::new(self.spec.config())?;
+        self.array.set_write_back(true);
         Ok(())
     }
 
@@ -256,7 +260,11 @@ impl<M: Member> Rig<M> {
                 Err(e) => return Err(e).context("driving the array"),
             }
             if self.outstanding.is_empty() && reqs.peek().is_none() {
-                return Ok(());
+                if !self.array.holds_writes_back() {
+                    return Ok(());
+                }
+                // No request comes: the runtime's timer ends the hold.
+                self.array.release_held_writes();
             }
         }
     }
@@ -282,6 +290,8 @@ impl<M: Member> Rig<M> {
             self.driver.turn(&mut self.array, true).context("driving the array")?;
             self.collect()?;
         }
+        // No request comes: the runtime's timer ends the hold.
+        self.array.release_held_writes();
         self.driver.run_until_idle(&mut self.array).context("draining the array")?;
         self.collect()
     }

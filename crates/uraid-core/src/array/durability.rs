@@ -22,8 +22,9 @@ impl Array {
     pub fn submit_flush(&mut self, id: ReqId) {
         let Some(slot) = self.admit_range(id, Sector(0), 0, Vec::new()) else { return };
         self.request_mut(slot).acks_writes = true;
+        self.release_held_writes();
         self.start_delayed();
-        if !self.log_flush(slot) {
+        if !self.flush_waits_for_held(slot) && !self.log_flush(slot) {
             self.queue_request_flushes(slot);
         }
         self.request_mut(slot).outstanding -= 1;

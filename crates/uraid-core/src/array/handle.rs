@@ -25,6 +25,8 @@ pub(super) struct Piece {
     pub slot: usize,
     pub kind: Kind,
     pub blocks: Vec<BlockRange>,
+    /// Counted in its request's `held` (`write_back`).
+    pub held: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,7 +71,7 @@ pub(super) enum Phase {
 #[allow(clippy::struct_excessive_bools)]
 pub(super) struct HeadState {
     /// Pieces waiting for the next batch.
-    queued: Vec<Piece>,
+    pub(super) queued: Vec<Piece>,
     pub(super) batch: Vec<Piece>,
     pub(super) phase: Phase,
     pub(super) writes_done: bool,
@@ -80,9 +82,9 @@ pub(super) struct HeadState {
     /// not rebuild what is missing now, so the batch plans again.
     planned_lost: PerMember<bool>,
     /// When the batch was first held back (kept across re-plans so it cannot starve).
-    delayed_since: Option<u64>,
+    pub(super) delayed_since: Option<u64>,
     /// The hold is over (array idle, or overtaken too often): start even if others are busy.
-    hold_released: bool,
+    pub(super) hold_released: bool,
     method: Option<WriteMethod>,
     pub(super) writes: Vec<DiskIndex>,
     /// Members whose block in this head failed to read: rebuilt from parity like a failed
@@ -97,6 +99,9 @@ pub(super) struct HeadState {
     pub(super) acked_early: bool,
     /// An earlier batch's writes in place, from copies (`write_behind`).
     pub(super) behind: Option<super::write_behind::Behind>,
+    /// Held by the write-back of a stream's partial stripes (`write_back`), its writes
+    /// acknowledged.
+    pub(super) held_back: bool,
 }
 
 /// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
@@ -186,6 +191,7 @@ impl Array {
             error: None,
             acked_early: false,
             behind: None,
+            held_back: false,
         };
         self.heads.insert(id, state);
         self.handle_or_defer(id);
@@ -414,6 +420,11 @@ impl Array {
         let fua = self.batch_fua(id);
         let busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let others_busy = if self.random_writes(id) { busy.random } else { busy.stream };
+        let needs_reads =
+            !plan.reads.is_empty() && plan.method != WriteMethod::DegradedReconstructWrite;
+        if self.hold_for_stream(id, needs_reads, fua) {
+            return;
+        }
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
         let overtaken = self.full_stripe_writes - since > super::PREREAD_BYPASS_THRESHOLD;
         if others_busy
@@ -786,6 +797,7 @@ impl Array {
             }
             let req = self.request_mut(piece.slot);
             req.outstanding -= 1;
+            req.held -= usize::from(piece.held);
             if let Some(e) = &error {
                 req.error.get_or_insert(e.clone());
             }

@@ -130,4 +130,9 @@ pub struct ArrayStats {
     /// Acknowledged batches whose writes in place went from copies, leaving the head free
     /// for the next batch (`write_behind`).
     pub writes_behind: u64,
+    /// Writes acknowledged when a stripe head held them for its stream to fill
+    /// (`write_back`), before any member I/O.
+    pub writes_held_back: u64,
+    /// Writes acknowledged that way that then failed (beyond the array's redundancy).
+    pub held_writes_failed: u64,
 }

@@ -23,6 +23,7 @@ mod ppl;
 mod readd;
 mod replace;
 mod sync;
+mod write_back;
 mod write_behind;
 mod write_intent;
 
@@ -111,9 +112,19 @@ struct Request {
     fua_logged: bool,
     /// A write that begins where a recent write ended: part of a stream (`recent_write_ends`).
     continues_stream: bool,
+    /// One that continues a write that continued another: a stream's for sure (a random write
+    /// may begin where another ended by chance, two in a row hardly ever). `write_back`
+    /// holds only these.
+    stream_run: bool,
     /// A later write began where this one ends (while it was in flight): a stream's too
     /// (`ppl::generation::ack_when_admitted`).
     continued: bool,
+    /// Pieces of it held in stripe heads by the write-back of a stream's partial stripes
+    /// (`write_back`): once they are all it waits for, it is acknowledged.
+    held: usize,
+    /// Its acknowledgement's number, once acknowledged by the write-back (0 before): the
+    /// request lives on, with no completion of its own, until its held writes complete.
+    ack_seq: u64,
     /// A write, discard or flush: its success says blocks are on the members, so it waits
     /// for failures to be recorded (`failure_record`).
     acks_writes: bool,
@@ -199,8 +210,8 @@ pub struct Array {
     busy_before_settle: Option<handle::Busy>,
     /// Where the last few writes ended: a write that begins at one continues a stream, whose
     /// partial stripes the next writes are likely to fill (`handle::random_writes`); with
-    /// the slot of the request that ended there.
-    recent_write_ends: VecDeque<(u64, usize)>,
+    /// the slot of the request that ended there and whether it continued one itself.
+    recent_write_ends: VecDeque<(u64, usize, bool)>,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Member I/O queued or in flight that no request waits for: writes in place of batches
@@ -233,6 +244,7 @@ pub struct Array {
     ppl: Option<ppl::PartialParityLog>,
     batches: batch_write::Batches,
     failure_record: failure_record::FailureRecord,
+    write_back: write_back::WriteBack,
 }
 
 impl ArrayConfig {
@@ -295,6 +307,7 @@ impl Array {
             ppl: None,
             batches: batch_write::Batches::default(),
             failure_record: failure_record::FailureRecord::default(),
+            write_back: write_back::WriteBack::default(),
         })
     }
 
@@ -378,6 +391,8 @@ impl Array {
         } else {
             self.write_by_stripes(slot, sector.0, sectors);
         }
+        // After its pieces joined the heads: the heads it fills go whole.
+        self.age_held_writes(sectors);
         self.request_mut(slot).outstanding -= 1;
         self.finish_if_done(slot);
         self.start_delayed_when_idle();
@@ -389,7 +404,8 @@ impl Array {
         let continued = self.recent_write_ends.iter().position(|e| e.0 == sector);
         self.request_mut(slot).continues_stream = continued.is_some();
         if let Some(i) = continued {
-            let (_, earlier) = self.recent_write_ends.remove(i).expect("found");
+            let (_, earlier, run) = self.recent_write_ends.remove(i).expect("found");
+            self.request_mut(slot).stream_run = run;
             // Its slot may hold another request by now: only one that ends here counts.
             let live = self.requests.get(earlier).is_some_and(Option::is_some);
             if live && self.request(earlier).sector.0 + self.request_sectors(earlier) == sector {
@@ -398,7 +414,7 @@ impl Array {
         } else if self.recent_write_ends.len() == STREAMS {
             self.recent_write_ends.pop_front();
         }
-        self.recent_write_ends.push_back((sector + sectors, slot));
+        self.recent_write_ends.push_back((sector + sectors, slot, continued.is_some()));
     }
 
     /// Queues request `slot`'s write of `[sector, +sectors)`: the stripes it covers whole as
@@ -454,6 +470,10 @@ impl Array {
         if nothing_in_flight && !self.plugged {
             self.start_delayed();
         } else if nothing_in_flight && !self.waiting.is_empty() {
+            // Held heads too (`write_back`): a request must not wait on them for a head.
+            if self.delayed.is_empty() {
+                self.release_oldest_held();
+            }
             self.start_oldest_delayed();
         } else if !self.delayed.is_empty() && !self.others_busy().random {
             self.start_delayed_random();
@@ -650,6 +670,9 @@ impl Array {
             fua_logged: false,
             continues_stream: false,
             continued: false,
+            stream_run: false,
+            held: 0,
+            ack_seq: 0,
             acks_writes: false,
         };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());
@@ -675,7 +698,13 @@ impl Array {
     fn finish_if_done(&mut self, slot: usize) {
         let req = self.request(slot);
         if req.outstanding > 0 {
-            return;
+            return self.ack_if_all_held(slot);
+        }
+        if req.ack_seq != 0 {
+            // Acknowledged by the write-back: its writes are done now.
+            let req = self.requests[slot].take().expect("a live request");
+            self.free_slots.push(slot);
+            return self.held_request_done(req.ack_seq, req.error.is_none());
         }
         // A FUA write is durable once written; with the log, its entry must be retired too
         // (else a replay would count its blocks as being written): it completes with an
@@ -779,7 +808,7 @@ impl Array {
                 b.buf_sector += buf_sector;
             }
             self.request_mut(slot).outstanding += 1;
-            self.add_piece(work.key, Piece { slot, kind, blocks });
+            self.add_piece(work.key, Piece { slot, kind, blocks, held: false });
         }
     }
 }

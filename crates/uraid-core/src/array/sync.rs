@@ -71,7 +71,12 @@ impl Array {
                 unit: ((s % chunk) / unit) as u32,
             };
             self.request_mut(slot).outstanding += 1;
-            let piece = super::handle::Piece { slot, kind: Kind::Sync(kind), blocks: Vec::new() };
+            let piece = super::handle::Piece {
+                slot,
+                kind: Kind::Sync(kind),
+                blocks: Vec::new(),
+                held: false,
+            };
             self.add_piece(key, piece);
         }
         self.request_mut(slot).outstanding -= 1;

@@ -606,12 +606,14 @@ impl Array {
         if self.method(id) == Some(WriteMethod::FullStripe) {
             return 0;
         }
-        let slots: Vec<usize> =
-            st.batch.iter().filter(|p| p.kind == Kind::Write).map(|p| p.slot).collect();
+        let slots: Vec<(usize, bool)> =
+            st.batch.iter().filter(|p| p.kind == Kind::Write).map(|p| (p.slot, p.held)).collect();
         self.state(id).acked_early = true;
         let acked = slots.len() as u64;
-        for slot in slots {
-            self.request_mut(slot).outstanding -= 1;
+        for (slot, held) in slots {
+            let r = self.request_mut(slot);
+            r.outstanding -= 1;
+            r.held -= usize::from(held);
             self.finish_if_done(slot);
         }
         acked
