@@ -56,8 +56,9 @@ pub fn run(opts: &IoBenchOptions) -> Result<Vec<Row>> {
                 if iodepth == 1 { (floor_read, floor_written) } else { (0.0, full) };
             let md_written = if bs == 1 << 20 && iodepth == 1 { Some(1.5) } else { None };
             let note = if iodepth == 1 {
-                "goal: the floor without a journal (earlier blocks of the stripe kept in memory); \
-                 0 reads and the full-stripe minimum need a journal"
+                "goal: the floor with every write on the members when acknowledged (earlier \
+                 blocks of the stripe kept in memory); the write-back of a stream's partial \
+                 stripes (held, acknowledged, until the stream fills them) goes below it"
             } else {
                 "queued writes fill each other's stripes"
             };

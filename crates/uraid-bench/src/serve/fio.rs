@@ -1,5 +1,5 @@
-//! fio with its nbd engine (libnbd): the four jobs of issue 5 section 4, run as a child process
-//! with `--output-format=json`, and what we read back from its report.
+//! fio with its nbd engine (libnbd): the four jobs of issue 5 section 4 and a 4 KiB stream, run
+//! as a child process with `--output-format=json`, and what we read back from its report.
 //!
 //! Every target gets the same command line but for the URI: same seed for random offsets
 //! (fio's `randrepeat` default), same region (the whole export), same runtime.
@@ -30,12 +30,15 @@ impl Job {
     }
 }
 
-/// Issue 5 section 4's jobs: 1 MiB sequential at iodepth 16, 4 KiB random at iodepth 32.
-pub const JOBS: [Job; 4] = [
+/// Issue 5 section 4's jobs: 1 MiB sequential at iodepth 16, 4 KiB random at iodepth 32; and
+/// (since the eighth session of 2026-11-28) `fio --rw=write --bs=4k --iodepth=16`, a stream of
+/// partial-stripe writes, which the write-back holds until the stream fills their stripes.
+pub const JOBS: [Job; 5] = [
     Job { name: "seq_read", rw: "read", bs_bytes: 1 << 20, iodepth: 16 },
     Job { name: "seq_write", rw: "write", bs_bytes: 1 << 20, iodepth: 16 },
     Job { name: "rand_read", rw: "randread", bs_bytes: 4 << 10, iodepth: 32 },
     Job { name: "rand_write", rw: "randwrite", bs_bytes: 4 << 10, iodepth: 32 },
+    Job { name: "seq_write_4k", rw: "write", bs_bytes: 4 << 10, iodepth: 16 },
 ];
 
 /// How long each measurement runs.

@@ -34,7 +34,8 @@ pub struct ServeBenchOptions {
     pub runtime_s: Option<f64>,
     /// Rounds of every job on every target; each row keeps its best (default 3; 1 with `quick`).
     pub rounds: Option<usize>,
-    /// Only these jobs (seq_read, seq_write, rand_read, rand_write); all when empty.
+    /// Only these jobs (seq_read, seq_write, rand_read, rand_write, seq_write_4k); all when
+    /// empty.
     pub only: Vec<String>,
     /// Only these uraid targets (raid0, raid5, raid5-log); all when empty. nbdkit always runs.
     pub targets: Vec<String>,

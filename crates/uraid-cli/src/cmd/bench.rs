@@ -52,8 +52,9 @@ enum BenchWhat {
     /// The NBD server vs `nbdkit memory`: fio's nbd engine on uraid RAID0 and RAID5.
     ///
     /// 1 MiB sequential read and write at iodepth 16, 4 KiB random read and write at iodepth
-    /// 32, on 1 GiB exports over Unix sockets (memory members); ratios to nbdkit, each beside
-    /// its goal. Needs fio (with its nbd engine) and nbdkit.
+    /// 32, 4 KiB sequential writes at iodepth 16, on 1 GiB exports over Unix sockets (memory
+    /// members); ratios to nbdkit, each beside its goal. Needs fio (with its nbd engine) and
+    /// nbdkit.
     ///
     /// Example: uraid bench serve --json --runtime 10
     Serve {
@@ -69,7 +70,7 @@ enum BenchWhat {
         /// Rounds of every job on every target; rows keep the best [default: 3; 1 with --quick].
         #[arg(long)]
         rounds: Option<usize>,
-        /// Only these jobs: seq_read, seq_write, rand_read, rand_write.
+        /// Only these jobs: seq_read, seq_write, rand_read, rand_write, seq_write_4k.
         #[arg(long = "only", value_name = "JOB")]
         only: Vec<String>,
         /// Only these uraid targets: raid0, raid5, raid5-log (RAID5 with the write hole's

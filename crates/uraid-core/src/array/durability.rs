@@ -2,9 +2,11 @@
 //! leaving parity inconsistent.
 //!
 //! A user write completes only when its data and parity member writes have completed, so a
-//! flush needs no bookkeeping of its own: it pushes held-back writes out (md's delayed list must
-//! not sit on data the user wants durable) and sends a flush to every member; the members then
-//! make durable everything they completed before it. A FUA write sends its data and parity
+//! flush needs little bookkeeping of its own: it pushes held-back writes out (md's delayed list
+//! must not sit on data the user wants durable) and sends a flush to every member; the members
+//! then make durable everything they completed before it. Two kinds of write complete sooner,
+//! and a flush waits for them first: a stream's writes held in their heads (`write_back`), and
+//! with the log, writes acknowledged once logged (`ppl::log_flush`). A FUA write sends its data and parity
 //! writes FUA and is never held back.
 //!
 //! Discard: stripes covered whole are discarded on every member (data, P and Q), through their
