@@ -203,6 +203,8 @@ impl Worker {
                         taken += 1;
                     }
                     Ok(None) => {}
+                    // Every sender is gone: writes still held go before the worker does.
+                    Err(()) if self.array.holds_writes_back() => self.array.release_held_writes(),
                     Err(()) => return,
                 }
             }
