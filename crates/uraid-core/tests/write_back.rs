@@ -24,6 +24,19 @@ fn submit(a: &mut Array, i: u64) -> Vec<ReqId> {
     finished(a)
 }
 
+/// A stream of `n` writes from sector 0: the first two written, the rest held.
+fn held_stream(n: u64) -> (Array, Mem) {
+    let (mut a, mut mem) = stream_array();
+    for i in 0..2 {
+        submit(&mut a, i);
+        run(&mut a, &mut mem);
+    }
+    for i in 2..n {
+        assert_eq!(submit(&mut a, i), vec![ReqId(i)], "write {i} held");
+    }
+    (a, mem)
+}
+
 fn stream_data(n: u64) -> Vec<u8> {
     (0..n).flat_map(|i| pattern(i, BLOCK)).collect()
 }
@@ -58,14 +71,7 @@ fn a_stream_at_depth_1_writes_whole_stripes_with_no_reads() {
 
 #[test]
 fn a_flush_makes_held_writes_durable_before_it_completes() {
-    let (mut a, mut mem) = stream_array();
-    for i in 0..2 {
-        submit(&mut a, i);
-        run(&mut a, &mut mem);
-    }
-    for i in 2..10 {
-        assert_eq!(submit(&mut a, i), vec![ReqId(i)]);
-    }
+    let (mut a, mut mem) = held_stream(10);
     assert!(drain(&mut a).is_empty(), "held: nothing written");
     a.submit_flush(ReqId(100));
     let mut flushed = false;
@@ -92,14 +98,7 @@ fn a_flush_makes_held_writes_durable_before_it_completes() {
 
 #[test]
 fn a_read_of_a_held_write_returns_it() {
-    let (mut a, mut mem) = stream_array();
-    for i in 0..2 {
-        submit(&mut a, i);
-        run(&mut a, &mut mem);
-    }
-    for i in 2..6 {
-        assert_eq!(submit(&mut a, i), vec![ReqId(i)]);
-    }
+    let (mut a, mut mem) = held_stream(6);
     assert_eq!(read(&mut a, &mut mem, 3 * 8, BLOCK), pattern(3, BLOCK));
     assert_eq!(read(&mut a, &mut mem, 0, 6 * BLOCK), stream_data(6));
 }
