@@ -144,6 +144,9 @@ pub(crate) struct Worker {
     known_failed: u64,
     /// With a write-intent bitmap: when the engine's clock last ticked.
     last_tick: Option<Instant>,
+    /// When the last message came: held writes go once none has come for
+    /// `WRITE_BACK_HOLD`, even while other work (a sync) keeps the worker from waiting.
+    last_message: Instant,
     mismatch_sectors: u64,
 }
 
@@ -167,6 +170,7 @@ impl Worker {
             broken: None,
             known_failed: 0,
             last_tick: None,
+            last_message: Instant::now(),
             mismatch_sectors: 0,
         }
     }
@@ -209,6 +213,7 @@ impl Worker {
                 }
             }
             self.tick_if_due();
+            self.end_hold_if_due();
             let (more, still_open) = self.take_ready();
             taken += more;
             open = still_open;
@@ -277,7 +282,14 @@ impl Worker {
         }
     }
 
+    fn end_hold_if_due(&mut self) {
+        if self.array.holds_writes_back() && self.last_message.elapsed() >= WRITE_BACK_HOLD {
+            self.array.release_held_writes();
+        }
+    }
+
     fn accept(&mut self, msg: Msg) {
+        self.last_message = Instant::now();
         match msg {
             Msg::Piece(piece) => self.submit(piece),
             Msg::Pieces(pieces) => pieces.into_iter().for_each(|p| self.submit(p)),
