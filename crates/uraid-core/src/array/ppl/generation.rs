@@ -538,6 +538,11 @@ impl Array {
     /// random and flush rows up to 0.17 (RAID6 on SSD with 128 KiB rings down 0.07 at qd16).
     /// A flush waits for these heads to join a generation first (`log_flush`).
     pub(in crate::array) fn ack_when_admitted(&mut self, id: HeadId) {
+        // Acknowledged already (a rewrite over a read error logged after the batch's writes):
+        // its write pieces' requests may be gone (the simulator's seed 46411851).
+        if self.heads[&id].acked_early {
+            return;
+        }
         let l = self.ppl.as_ref().expect("a log");
         // Behind another generation (or heads waiting for one): an idle log writes the entry
         // at once, and acknowledging a stream's first write early only shifts the stream.
