@@ -106,13 +106,16 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
 /// 3315 the simulator's own model of the pair (flushes and
 /// FUA to both; a spare put in the slot of a member whose replacement takes it over);
 /// 25022372 the simulator's stall check, which missed the turn a worker takes when an
-/// advance starts at the end of the last one; kept so that the exact runs stay green.
+/// advance starts at the end of the last one; kept so that the exact runs stay green;
+/// 46270675 a head with no entry acknowledged when queued, whose write a flush overtook;
+/// 46411851 a read-error rewrite logged after its batch was acknowledged, which looked up the
+/// batch's requests, gone by then (the write-back's first long run).
 #[test]
 fn seeds_that_found_bugs_pass() {
     let log = [
         2, 7, 19, 43, 292, 327, 807, 4993, 658, 5553, 6932, 16461, 5429, 1_088_000, 106_193, 2944,
         10_130_915, 850, 20_013_895, 230, 1313, 22_002_492, 1370, 6401, 2051, 2936, 19_972, 107,
-        3315, 25_022_372,
+        3315, 25_022_372, 46_270_675, 46_411_851,
     ];
     for seed in [17, 20, 21, 48, 76, 111, 443, 1280, 4550, 5979, 10661].into_iter().chain(log) {
         if let Err(f) = run_seed(seed, true) {
