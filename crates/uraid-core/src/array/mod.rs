@@ -128,6 +128,9 @@ struct Request {
     /// A write, discard or flush: its success says blocks are on the members, so it waits
     /// for failures to be recorded (`failure_record`).
     acks_writes: bool,
+    /// A piece of it was acknowledged once logged (`ppl::ack_logged_writes`): the write-back
+    /// does not acknowledge it too (a flush would then wait for its held pieces only).
+    log_acked: bool,
 }
 
 /// What a member I/O in flight was for.
@@ -674,6 +677,7 @@ impl Array {
             held: 0,
             ack_seq: 0,
             acks_writes: false,
+            log_acked: false,
         };
         let slot = self.free_slots.pop().unwrap_or(self.requests.len());
         if slot == self.requests.len() {

@@ -129,7 +129,13 @@ impl Array {
     /// Acknowledges request `slot` if every piece it still waits for is held.
     pub(super) fn ack_if_all_held(&mut self, slot: usize) {
         let r = self.request(slot);
-        if r.ack_seq != 0 || r.held == 0 || r.held != r.outstanding || r.error.is_some() {
+        let other_ack = r.log_acked;
+        if r.ack_seq != 0
+            || r.held == 0
+            || r.held != r.outstanding
+            || r.error.is_some()
+            || other_ack
+        {
             return;
         }
         let (id, buf) = (r.id, r.buf.clone());

@@ -619,6 +619,7 @@ impl Array {
             let r = self.request_mut(slot);
             r.outstanding -= 1;
             r.held -= usize::from(held);
+            r.log_acked = true;
             self.finish_if_done(slot);
         }
         acked
