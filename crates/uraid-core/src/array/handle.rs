@@ -100,8 +100,8 @@ pub(super) struct HeadState {
     /// An earlier batch's writes in place, from copies (`write_behind`).
     pub(super) behind: Option<super::write_behind::Behind>,
     /// Held by the write-back of a stream's partial stripes (`write_back`), its writes
-    /// acknowledged.
-    pub(super) held_back: bool,
+    /// acknowledged: the write-back's clock when the hold began (its entry in `order`).
+    pub(super) held_back: Option<u64>,
 }
 
 /// Takes the next batch from the queued pieces: whole-stripe discards never share a batch with
@@ -191,7 +191,7 @@ impl Array {
             error: None,
             acked_early: false,
             behind: None,
-            held_back: false,
+            held_back: None,
         };
         self.heads.insert(id, state);
         self.handle_or_defer(id);

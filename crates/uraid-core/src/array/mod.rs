@@ -215,6 +215,8 @@ pub struct Array {
     /// partial stripes the next writes are likely to fill (`handle::random_writes`); with
     /// the slot of the request that ended there and whether it continued one itself.
     recent_write_ends: VecDeque<(u64, usize, bool)>,
+    /// Stripes from one this engine serves to its next (`set_stream_stride`; 1: every one).
+    stream_stride: u64,
     /// Full-stripe writes started so far: the clock delayed heads are overtaken by.
     full_stripe_writes: u64,
     /// Member I/O queued or in flight that no request waits for: writes in place of batches
@@ -301,6 +303,7 @@ impl Array {
             deferred_ids: HashSet::default(),
             busy_before_settle: None,
             recent_write_ends: VecDeque::new(),
+            stream_stride: 1,
             full_stripe_writes: 0,
             background_ios: 0,
             behind_pool: Vec::new(),
@@ -404,14 +407,21 @@ impl Array {
     /// Records where request `slot`'s write ends, and whether it continues a recent one.
     fn note_write_end(&mut self, slot: usize, sector: u64, sectors: u64) {
         const STREAMS: usize = 32;
-        let continued = self.recent_write_ends.iter().position(|e| e.0 == sector);
+        let stripe = self.geometry.stripe_data_sectors();
+        // A write that begins this engine's next stripe continues one that ended the last.
+        let skipped = (self.stream_stride - 1) * stripe;
+        let strided = (skipped > 0 && sector.is_multiple_of(stripe))
+            .then(|| sector.checked_sub(skipped))
+            .flatten();
+        let continued =
+            self.recent_write_ends.iter().position(|e| e.0 == sector || Some(e.0) == strided);
         self.request_mut(slot).continues_stream = continued.is_some();
         if let Some(i) = continued {
-            let (_, earlier, run) = self.recent_write_ends.remove(i).expect("found");
+            let (end, earlier, run) = self.recent_write_ends.remove(i).expect("found");
             self.request_mut(slot).stream_run = run;
-            // Its slot may hold another request by now: only one that ends here counts.
+            // Its slot may hold another request by now: only one that ends there counts.
             let live = self.requests.get(earlier).is_some_and(Option::is_some);
-            if live && self.request(earlier).sector.0 + self.request_sectors(earlier) == sector {
+            if live && self.request(earlier).sector.0 + self.request_sectors(earlier) == end {
                 self.request_mut(earlier).continued = true;
             }
         } else if self.recent_write_ends.len() == STREAMS {

@@ -36,9 +36,11 @@ const HOLD_STRIPES: u64 = 4;
 #[derive(Default)]
 pub(super) struct WriteBack {
     enabled: bool,
-    /// Heads held, in the order they were first held, with `written` then. An entry may be
-    /// stale (its head no longer held, or held again for another stripe): releasing it early
-    /// is harmless.
+    /// Heads held, in the order they were first held, with `written` then. An entry is stale
+    /// once its head's hold ended (the head may be held again since, for a later stripe, with
+    /// an entry of its own): it releases nothing. Until the eighth session of 2026-11-28 a
+    /// stale entry released its head's later hold early; once a stream had cycled through the
+    /// cache, every head of it then went as a read-modify-write.
     order: VecDeque<(HeadId, u64)>,
     /// Heads held now.
     held: usize,
@@ -62,6 +64,17 @@ impl Array {
         }
     }
 
+    /// Tells the engine it serves one stripe in every `stripes` (the runtime's workers take
+    /// stripes in turn: worker `i` of `n` serves `i`, `i + n`, ...). A sequential stream then
+    /// skips from the end of one of its stripes to the start of its next, and a write that
+    /// does so continues the stream (`Request::continues_stream`, `stream_run`): without it
+    /// each stripe began a new stream, whose first two writes were read-modify-writes (and,
+    /// with the log, logged) rather than held for the stream (`uraid bench serve`,
+    /// `seq_write_4k`). 1 (the default): every stripe.
+    pub fn set_stream_stride(&mut self, stripes: u64) {
+        self.stream_stride = stripes.max(1);
+    }
+
     /// Whether stripe heads hold acknowledged writes that are not being written: the caller's
     /// timer should end the hold (`release_held_writes`) if no request comes.
     #[must_use]
@@ -71,8 +84,8 @@ impl Array {
 
     /// Ends every hold: the held writes start (read-modify-write or reconstruct-write).
     pub fn release_held_writes(&mut self) {
-        for (id, _) in std::mem::take(&mut self.write_back.order) {
-            self.release_held(id);
+        for (id, at) in std::mem::take(&mut self.write_back.order) {
+            self.release_held(id, at);
         }
     }
 
@@ -82,7 +95,7 @@ impl Array {
     pub(super) fn hold_for_stream(&mut self, id: HeadId, needs_reads: bool, fua: bool) -> bool {
         let cap = self.cache.capacity() / 2;
         let st = &self.heads[&id];
-        let was_held = st.held_back;
+        let was_held = st.held_back.is_some();
         let eligible = self.write_back.enabled
             && needs_reads
             && !fua
@@ -96,19 +109,20 @@ impl Array {
             && (was_held || self.write_back.held < cap);
         if !eligible {
             if was_held {
-                self.state(id).held_back = false;
+                self.state(id).held_back = None;
                 self.write_back.held -= 1;
             }
             return false;
         }
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
+        let now = self.write_back.written;
         let st = self.state(id);
         st.phase = Phase::Delayed { since };
         st.delayed_since = Some(since);
         if !was_held {
-            st.held_back = true;
+            st.held_back = Some(now);
             self.write_back.held += 1;
-            self.write_back.order.push_back((id, self.write_back.written));
+            self.write_back.order.push_back((id, now));
             // Off the delayed list (if it was delayed before): the hold's own rules end it.
             if let Some(i) = self.delayed.iter().position(|d| *d == id) {
                 self.delayed.remove(i);
@@ -197,28 +211,29 @@ impl Array {
                 break;
             }
             self.write_back.order.pop_front();
-            self.release_held(id);
+            self.release_held(id, at);
         }
     }
 
     /// Releases the head held longest; returns whether there was one.
     pub(super) fn release_oldest_held(&mut self) -> bool {
-        while let Some((id, _)) = self.write_back.order.pop_front() {
-            if self.release_held(id) {
+        while let Some((id, at)) = self.write_back.order.pop_front() {
+            if self.release_held(id, at) {
                 return true;
             }
         }
         false
     }
 
-    /// Ends head `id`'s hold, if it is held: its batch starts. Returns whether it was.
-    fn release_held(&mut self, id: HeadId) -> bool {
-        let held = self.heads.get(&id).is_some_and(|st| st.held_back);
+    /// Ends head `id`'s hold if it is the one that began at `at`: its batch starts. Returns
+    /// whether it was.
+    fn release_held(&mut self, id: HeadId, at: u64) -> bool {
+        let held = self.heads.get(&id).is_some_and(|st| st.held_back == Some(at));
         if !held {
             return false;
         }
         let st = self.state(id);
-        st.held_back = false;
+        st.held_back = None;
         st.hold_released = true;
         self.write_back.held -= 1;
         self.handle(id);
