@@ -467,6 +467,8 @@ fn worker_engine(
     let mut array = Array::new(array_config.clone())?;
     // The worker times the hold (`worker::WRITE_BACK_HOLD`).
     array.set_write_back(true);
+    // Worker `i` of `n` serves rows `i`, `i + n`, ...: a stream skips the others' rows.
+    array.set_stream_stride(workers as u64);
     if config.record_failures {
         array.hold_writes_until_failures_recorded();
     }

@@ -32,7 +32,8 @@ pub struct SimConfig {
     /// Whether the log treats the members as rotational (entries at depth 1 on idle members).
     pub log_rotational: bool,
     /// Stripes between two the engine serves, as one of the runtime's workers sees a stream
-    /// (the log's `stride_stripes`); the workload still writes every stripe.
+    /// (the log's `stride_stripes` and the stream's, `set_stream_stride`); the workload still
+    /// writes every stripe, and its streams sometimes skip to the engine's next stripe.
     pub log_stride_stripes: u64,
     /// User requests to submit.
     pub requests: usize,

@@ -99,6 +99,7 @@ impl Sim {
             self.array.hold_writes_until_failures_recorded();
         }
         self.array.set_write_back(self.cfg.write_back);
+        self.array.set_stream_stride(self.cfg.log_stride_stripes);
         for (m, g) in gone.iter().enumerate() {
             // Assembled without it: the metadata says so from now on.
             self.recorded_faulty[m] = *g;

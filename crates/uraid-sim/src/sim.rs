@@ -120,6 +120,7 @@ impl Sim {
             array.hold_writes_until_failures_recorded();
         }
         array.set_write_back(cfg.write_back);
+        array.set_stream_stride(cfg.log_stride_stripes);
         let oracle = Oracle::new(array.size_sectors());
         let mut replace_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e91_ace0_5eed_0001);
         let replace_at = crate::replace::first_replacement(&mut replace_rng);
@@ -531,6 +532,13 @@ impl Sim {
         let plain_write = roll >= 40 && !(92..96).contains(&roll);
         if plain_write && self.stream_end < size && self.hold_rng.random_bool(0.5) {
             sector = self.stream_end;
+            // As one of several engines (`set_stream_stride`), a stream that ends a stripe
+            // may go on at this engine's next one, the others' in between.
+            let stripe = self.cfg.geometry().stripe_data_sectors();
+            let skip = (self.cfg.log_stride_stripes - 1) * stripe;
+            if skip > 0 && sector.is_multiple_of(stripe) && self.hold_rng.random_bool(0.5) {
+                sector = (sector + skip).min(size - 1);
+            }
             sectors = sectors.min(size - sector);
         }
         let write = roll >= 40 && !self.oracle.write_in_flight(sector, sectors);
