@@ -302,6 +302,7 @@ fn write_through_runtime(members: &[PathBuf], seed: u64) -> Vec<u8> {
         data_offset_bytes: data_offset_sectors * SECTOR,
         write_intent: None,
         record_failures: false,
+        write_back: true,
     };
     let options = FileOptions { direct: true, io_uring: true, ring_entries: 64 };
     let source = FileSource::new(members.to_vec(), options);

@@ -64,6 +64,9 @@ pub struct MdOptions {
     pub file_options: FileOptions,
     /// Faults injected under every member device (tests and drills; see `MemberFaults`).
     pub member_faults: Option<MemberFaults>,
+    /// Hold a sequential stream's partial stripes, acknowledged, until the stream fills them
+    /// (the runtime's `write_back`; `uraid serve --no-write-back` turns it off).
+    pub write_back: bool,
 }
 
 impl Default for MdOptions {
@@ -78,6 +81,7 @@ impl Default for MdOptions {
             speed: SyncSpeed::default(),
             file_options: FileOptions { direct: true, io_uring: true, ring_entries: 128 },
             member_faults: None,
+            write_back: true,
         }
     }
 }
@@ -570,6 +574,7 @@ fn start_runtime(
         write_intent,
         // md_update_sb before a degraded write is acknowledged (`Inner::record_failures`).
         record_failures: true,
+        write_back: options.write_back,
     };
     let mut source = SlotSource::new(log_start::runtime_paths(plan), options.file_options);
     source.faults.clone_from(&options.member_faults);

@@ -195,6 +195,7 @@ fn start_runtime(members: &[PathBuf]) -> Runtime {
         data_offset_bytes: 0,
         write_intent: None,
         record_failures: false,
+        write_back: true,
     };
     let options = FileOptions { direct: true, io_uring: true, ring_entries: 64 };
     Runtime::start(&config, &FileSource::new(members.to_vec(), options)).expect("runtime starts")

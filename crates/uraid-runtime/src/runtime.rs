@@ -40,6 +40,10 @@ pub struct RuntimeConfig {
     /// not acknowledged (md's MD_SB_CHANGE_PENDING; see the engine's `failure_record`). Off,
     /// failures are the caller's to notice (`failed_members`) whenever it likes.
     pub record_failures: bool,
+    /// Hold a sequential stream's partial stripes, acknowledged, until the stream fills them
+    /// (the engine's `set_write_back`; each worker ends a hold after 2 ms with no request).
+    /// Off, every write goes to the members before it is acknowledged.
+    pub write_back: bool,
 }
 
 /// Where the bitmap is and what it holds.
@@ -466,7 +470,7 @@ fn worker_engine(
 ) -> Result<Array, RuntimeError> {
     let mut array = Array::new(array_config.clone())?;
     // The worker times the hold (`worker::WRITE_BACK_HOLD`).
-    array.set_write_back(true);
+    array.set_write_back(config.write_back);
     // Worker `i` of `n` serves rows `i`, `i + n`, ...: a stream skips the others' rows.
     array.set_stream_stride(workers as u64);
     if config.record_failures {

@@ -109,3 +109,18 @@ fn a_stream_across_the_workers_rows_reads_nothing_after_its_start() {
     rt.shutdown().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn with_the_write_back_off_every_write_is_on_the_members_when_acknowledged() {
+    let (dir, paths) = members("off");
+    let mut cfg = with_workers(config(Level::Raid5, 4, CHUNK_BYTES, MEMBER_BYTES as usize), 1);
+    cfg.write_back = false;
+    let rt = Runtime::start(&cfg, &FileSource::new(paths.clone(), FileOptions::default())).unwrap();
+    for i in 0..10 {
+        rt.write_at((i * BLOCK) as u64, &pattern(i as u64, BLOCK)).unwrap();
+        assert_eq!(on_member_0(&paths[0], i), pattern(i as u64, BLOCK), "block {i}");
+    }
+    assert_eq!(rt.stats().array.writes_held_back, 0);
+    rt.shutdown().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

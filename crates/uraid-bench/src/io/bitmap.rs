@@ -330,6 +330,7 @@ fn runtime_pass(
         data_offset_bytes: 0,
         write_intent,
         record_failures: false,
+        write_back: true,
     };
     let size = usize::try_from(spec.member_bytes)? + bitmap_bytes(spec, BS);
     let rt = Runtime::start(&cfg, &SharedMemorySource::new(spec.members, size))?;

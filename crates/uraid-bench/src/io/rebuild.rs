@@ -87,6 +87,7 @@ fn measure(spec: &Spec, load: bool) -> Result<(f64, String)> {
         data_offset_bytes: 0,
         write_intent: None,
         record_failures: false,
+        write_back: true,
     };
     let size = usize::try_from(spec.member_bytes)?;
     let media = (0..spec.members).map(|i| SharedMemory::new(&format!("m{i}"), size)).collect();

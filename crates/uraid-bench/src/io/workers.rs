@@ -110,6 +110,7 @@ impl Contender {
             data_offset_bytes: 0,
             write_intent: None,
             record_failures: false,
+            write_back: true,
         };
         let source = SharedMemorySource::new(spec.members, spec.member_bytes as usize);
         Ok(Contender { rt: Runtime::start(&cfg, &source)?, workers })

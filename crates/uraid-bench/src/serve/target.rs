@@ -220,6 +220,7 @@ fn start_uraid(spec: &Spec, level: Level, socket: &Path, size_bytes: u64) -> Res
         data_offset_bytes,
         write_intent: None,
         record_failures: false,
+        write_back: true,
     };
     let source =
         SharedMemorySource::new(spec.members, usize::try_from(data_offset_bytes + member_bytes)?);

@@ -91,6 +91,12 @@ pub struct ServeArgs {
     /// The N of /dev/ublkbN (default: the first free one).
     #[arg(long, value_name = "N", requires = "ublk")]
     pub(crate) ublk_id: Option<u32>,
+    /// Write a sequential stream's partial stripes at once. By default they are acknowledged
+    /// and held in memory until the stream fills them (then written as full stripes, with no
+    /// reads), or until a flush, or 2 ms with no request: durable at the next flush, as data
+    /// in a disk's volatile write cache is.
+    #[arg(long)]
+    pub(crate) no_write_back: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,6 +122,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         stripe_size_bytes: parse_size(&args.stripe_size)?,
         stripe_cache_size: args.stripe_cache_size,
         workers: args.workers,
+        write_back: !args.no_write_back,
         ..MdOptions::default()
     };
     // Signals are caught from here on: a SIGINT during a long assemble must not leave the

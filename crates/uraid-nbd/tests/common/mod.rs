@@ -33,6 +33,7 @@ pub fn runtime(level: Level, disks: usize, chunk_bytes: usize, member_bytes: usi
         data_offset_bytes: 0,
         write_intent: None,
         record_failures: false,
+        write_back: true,
     };
     let source = SharedMemorySource::new(disks, member_bytes);
     Runtime::start(&config, &source).unwrap()

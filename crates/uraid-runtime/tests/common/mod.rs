@@ -30,6 +30,7 @@ pub fn config(
         data_offset_bytes: 0,
         write_intent: None,
         record_failures: false,
+        write_back: true,
     }
 }
 
