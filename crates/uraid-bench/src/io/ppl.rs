@@ -19,7 +19,7 @@
 //!   sustained stream, the whole of an array of 256 MiB members (1.3 s of disk time), since
 //!   any log write is a seek pair (11 ms) that a burst of tens of MiB cannot hide;
 //! * 4 KiB sequential writes at iodepth 1 (partial stripes one after another), and at
-//!   iodepth 16.
+//!   iodepth 16; on the HDD also the whole array, for the same reason.
 //!
 //! Requests go in open loop (`Rig::run_open`: a new one as soon as one is acknowledged, as fio
 //! does); the time ends when the array is idle.
@@ -39,6 +39,7 @@ use uraid_io::{Clock, DiskModel, ManualClock};
 const FAMILY: &str = "ppl";
 const KIB: u64 = 1024;
 const BS: u64 = 4 * KIB;
+const SEQ: &str = "sequential from sector 0";
 const RINGS: [(u64, &str); 2] = [(2 << 20, "2M"), (128 * KIB, "128K")];
 
 const SSD: DiskModel =
@@ -82,11 +83,21 @@ pub fn run(opts: &IoBenchOptions) -> Result<Vec<Row>> {
             let hdd = disk == "hdd";
             let scale = if hdd { 4 } else { 1 };
             for w in workloads(&spec, opts.small, scale) {
-                if hdd && w.name == "seq_1m_qd16" {
+                // A stream's start and end cost the HDD a few seek pairs whatever its
+                // length (the README's "Write hole"): its sequential rows are sustained
+                // streams over the whole array, as the 1 MiB one always was. The 4 KiB ones
+                // since the ninth session of 2026-11-28 (24 MiB before, 0.79-0.89); not in
+                // the small form, which CI runs.
+                let sustained =
+                    w.name == "seq_1m_qd16" || !opts.small && w.bs == BS && w.pattern == SEQ;
+                if hdd && sustained {
                     let long = Spec { member_bytes: member_bytes * 8, ..spec };
-                    let mib = (long.member_bytes * long.data_disks() as u64) >> 20;
-                    let reqs = (0..mib)
-                        .map(|i| Req::Write { sector: (i << 20) / SECTOR_BYTES, bytes: 1 << 20 })
+                    let size = long.member_bytes * long.data_disks() as u64;
+                    let reqs = (0..size / w.bs)
+                        .map(|i| Req::Write {
+                            sector: i * w.bs / SECTOR_BYTES,
+                            bytes: usize::try_from(w.bs).expect("small"),
+                        })
                         .collect();
                     rows.extend(measure(&long, model, disk, &Workload { runs: vec![reqs], ..w })?);
                 } else {
@@ -146,12 +157,12 @@ fn workloads(spec: &Spec, small: bool, scale: usize) -> Vec<Workload> {
         w("rand_4k_qd1", "random, uniform over the array", BS, 1, random, 0.9),
         w("rand_4k_flush64", "random, a flush every 64 writes", BS, 16, flush64, 0.9),
         w("rand_4k_flush8", "random, a flush every 8 writes", BS, 16, flush8, 0.9),
-        w("seq_1m_qd16", "sequential from sector 0", 1 << 20, 16, vec![seq_1m], 0.97),
-        w("seq_4k_qd1", "sequential from sector 0", BS, 1, vec![seq_4k.clone()], 0.97),
+        w("seq_1m_qd16", SEQ, 1 << 20, 16, vec![seq_1m], 0.97),
+        w("seq_4k_qd1", SEQ, BS, 1, vec![seq_4k.clone()], 0.97),
         // What `fio --rw=write --bs=4k --iodepth=16` sees: with 64 KiB chunks the 16 writes
         // in flight are one chunk's column of heads, and the next 16 are the same heads'
         // next data member, which wait for the first 16's writes in place (README).
-        w("seq_4k_qd16", "sequential from sector 0", BS, 16, vec![seq_4k], 0.97),
+        w("seq_4k_qd16", SEQ, BS, 16, vec![seq_4k], 0.97),
     ]
 }
 
