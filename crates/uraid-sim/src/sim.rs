@@ -534,10 +534,12 @@ impl Sim {
             sector = self.stream_end;
             // As one of several engines (`set_stream_stride`), a stream that ends a stripe
             // may go on at this engine's next one, the others' in between.
-            let stripe = self.cfg.geometry().stripe_data_sectors();
-            let skip = (self.cfg.log_stride_stripes - 1) * stripe;
-            if skip > 0 && sector.is_multiple_of(stripe) && self.hold_rng.random_bool(0.5) {
-                sector = (sector + skip).min(size - 1);
+            if self.cfg.log_stride_stripes > 1 {
+                let stripe = self.cfg.geometry().stripe_data_sectors();
+                let skip = (self.cfg.log_stride_stripes - 1) * stripe;
+                if sector.is_multiple_of(stripe) && self.hold_rng.random_bool(0.5) {
+                    sector = (sector + skip).min(size - 1);
+                }
             }
             sectors = sectors.min(size - sector);
         }

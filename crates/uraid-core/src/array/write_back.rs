@@ -38,7 +38,7 @@ pub(super) struct WriteBack {
     enabled: bool,
     /// Heads held, in the order they were first held, with `written` then. An entry is stale
     /// once its head's hold ended (the head may be held again since, for a later stripe, with
-    /// an entry of its own): it releases nothing. Until the eighth session of 2026-11-28 a
+    /// an entry of its own): it releases nothing. Until the ninth session of 2026-11-28 a
     /// stale entry released its head's later hold early; once a stream had cycled through the
     /// cache, every head of it then went as a read-modify-write.
     order: VecDeque<(HeadId, u64)>,
@@ -143,12 +143,11 @@ impl Array {
     /// Acknowledges request `slot` if every piece it still waits for is held.
     pub(super) fn ack_if_all_held(&mut self, slot: usize) {
         let r = self.request(slot);
-        let other_ack = r.log_acked;
         if r.ack_seq != 0
             || r.held == 0
             || r.held != r.outstanding
             || r.error.is_some()
-            || other_ack
+            || r.log_acked
         {
             return;
         }
