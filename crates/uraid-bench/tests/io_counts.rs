@@ -177,6 +177,8 @@ fn bench_io_runs_and_prints_one_json_object_per_line() {
     let rows: Vec<serde_json::Value> =
         text.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert!(rows.iter().any(|r| r["figure"] == "raid5_over_raid0_cpu_per_byte"), "{text}");
+    let log_cpu = |r: &&serde_json::Value| r["workload"] == "log_cpu" && r["value"].is_number();
+    assert_eq!(rows.iter().filter(log_cpu).count(), 2, "RAID5 and RAID6: {text}");
     // Simulated time (deterministic): the bitmap costs under 10% on the modelled SSDs, at
     // iodepth 16 too (0.83 at 4 KiB bitmap chunks while its page writes queued behind the
     // turn's pre-reads).

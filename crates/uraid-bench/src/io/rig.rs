@@ -109,6 +109,20 @@ impl Rig<MemoryMember> {
             (0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect();
         Rig::new(spec, members)
     }
+
+    /// As `memory`, with a ring of `ring_bytes` for the partial parity log after each
+    /// member's data area (the engine has no log until `enable_partial_parity_log`).
+    pub fn memory_with_ring(spec: &Spec, ring_bytes: u64) -> Result<Rig<MemoryMember>> {
+        let size = usize::try_from(spec.member_bytes + ring_bytes)?;
+        let members =
+            (0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect();
+        let mut rig = Rig::new(spec, members)?;
+        // The driver's builders take it by value: a member-less stand-in holds its place.
+        let stand_in = Driver::new(vec![Box::new(Recording::new(MemoryMember::new("none", 0)))]);
+        let driver = std::mem::replace(&mut rig.driver, stand_in);
+        rig.driver = driver.with_log_offset_bytes(spec.member_bytes);
+        Ok(rig)
+    }
 }
 
 /// A memory member that behaves, in simulated time, like a modelled disk.
