@@ -31,6 +31,16 @@ impl BlockBuf {
     }
 }
 
+impl BlockBuf {
+    /// Makes this buffer `len` zero bytes, in the pages it has where they are enough: a
+    /// buffer used again costs no allocation.
+    pub fn rezero(&mut self, len: usize) {
+        self.pages.clear();
+        self.pages.resize(len.div_ceil(BLOCK_ALIGN), Page::zeroed());
+        self.len = len;
+    }
+}
+
 impl Deref for BlockBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -53,6 +63,19 @@ impl std::fmt::Debug for BlockBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rezeroed_buffers_are_zeros_of_the_new_length() {
+        let mut b = BlockBuf::zeroed(8192);
+        b.fill(0xa5);
+        for len in [4608, 512, 12288] {
+            b.rezero(len);
+            assert_eq!(b.len(), len);
+            assert!(b.iter().all(|x| *x == 0), "{len} bytes zeroed");
+            assert_eq!(b.as_ptr() as usize % BLOCK_ALIGN, 0);
+            b.fill(0x5a);
+        }
+    }
 
     #[test]
     fn aligned_zeroed_and_writable() {

@@ -97,6 +97,11 @@ pub(super) struct HeadState {
     /// The batch's writes were acknowledged once their log entries were durable (see
     /// `ppl::ack_logged_writes`): its write pieces are done, their slots maybe reused.
     pub(super) acked_early: bool,
+    /// Acknowledged early and a stream's: its writes in place go from copies, since the
+    /// stream's next batch is coming to this head (`write_behind`). A random batch's go from
+    /// the head's buffers (unless a next batch is queued already): one there is rare, and
+    /// waits for them.
+    pub(super) copy_behind: bool,
     /// An earlier batch's writes in place, from copies (`write_behind`).
     pub(super) behind: Option<super::write_behind::Behind>,
     /// Held by the write-back of a stream's partial stripes (`write_back`), its writes
@@ -190,6 +195,7 @@ impl Array {
             skip_copy: Vec::new(),
             error: None,
             acked_early: false,
+            copy_behind: false,
             behind: None,
             held_back: None,
         };
@@ -769,7 +775,8 @@ impl Array {
             self.state(id).writes = writes;
             return;
         }
-        if self.state(id).acked_early {
+        let st = &self.heads[&id];
+        if st.acked_early && (st.copy_behind || !st.queued.is_empty()) {
             return self.write_behind(id, &writes);
         }
         self.issue(id, &writes, MemberOp::Write);

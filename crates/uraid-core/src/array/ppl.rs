@@ -222,6 +222,10 @@ pub(super) struct PartialParityLog {
     pub(super) resets: u64,
     /// Writes that could not be logged (a block of their union unreadable): unprotected.
     pub(super) unprotected: u64,
+    /// Partial parity blocks already encoded into their log write, for the next entries.
+    spare_blocks: Vec<Vec<u8>>,
+    /// Buffers of completed log writes, for the next.
+    spare_bufs: Vec<crate::buffer::BlockBuf>,
 }
 
 impl PartialParityLog {
@@ -362,6 +366,8 @@ impl Array {
             log_bytes: 0,
             resets: 0,
             unprotected: 0,
+            spare_blocks: Vec::new(),
+            spare_bufs: Vec::new(),
         });
     }
 
@@ -712,9 +718,10 @@ impl Array {
         let mut out = Vec::new();
         for (member, parity) in parities {
             let mut e = LogEntry { parity, ..entry.clone() };
+            let spare = if whole { Vec::new() } else { self.ppl_block() };
             let block = if whole {
                 None
-            } else if let Some((b, failed_in)) = self.partial_parity(id, &e) {
+            } else if let Some((b, failed_in)) = self.partial_parity(id, &e, spare) {
                 // A failed member's sectors in it are not being written as far as a replay
                 // goes: it solves them from the partial parity (`crate::ppl::replay_blocks`).
                 if failed_in {
@@ -739,10 +746,24 @@ impl Array {
         out
     }
 
-    /// The entry's partial parity from the head after compute: the new parity minus the
-    /// modified sectors, or (when a modified block is not here) the sum of every other sector;
-    /// and whether it holds the union's sectors of failed members (the first way).
-    fn partial_parity(&self, id: HeadId, e: &LogEntry) -> Option<(Vec<u8>, bool)> {
+    /// A buffer for a partial parity block, of any contents: one the log wrote before
+    /// (`recycle_blocks`), or a new one. A random write logs one per parity, and a new one
+    /// costs an allocation that was as dear as computing it.
+    fn ppl_block(&mut self) -> Vec<u8> {
+        let l = self.ppl.as_mut().expect("a log");
+        l.spare_blocks.pop().unwrap_or_default()
+    }
+
+    /// The entry's partial parity from the head after compute, in `out` (any contents): the
+    /// new parity minus the modified sectors, or (when a modified block is not here) the sum
+    /// of every other sector; and whether it holds the union's sectors of failed members (the
+    /// first way).
+    fn partial_parity(
+        &self,
+        id: HeadId,
+        e: &LogEntry,
+        mut out: Vec<u8>,
+    ) -> Option<(Vec<u8>, bool)> {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let head = self.cache.head(id);
         let block = |d: usize| -> Option<&[u8]> {
@@ -784,14 +805,26 @@ impl Array {
         // A failed member's block is not here to take out: its sectors stay in the sum, and
         // the entry leaves it out of its union (`log_entries`).
         let failed = |d: usize| self.failed[d];
+        let parity_block = &head.buffers[parity.get()][..];
+        out.resize(parity_block.len(), 0);
         if e.modified.iter().all(|(d, _)| failed(*d) || block(*d).is_some()) {
-            let mut out = head.buffers[parity.get()].to_vec();
+            let whole = full_mask(self.unit_sectors);
+            if e.parity == LogParity::P
+                && e.modified.iter().all(|(d, m)| !failed(*d) && *m == whole)
+            {
+                // Whole blocks of P (a random write's case): one pass.
+                let mut srcs: smallvec::SmallVec<[&[u8]; 4]> = smallvec::smallvec![parity_block];
+                srcs.extend(e.modified.iter().map(|(d, _)| block(*d).expect("checked")));
+                uraid_parity::xor_gen(&mut out, &srcs);
+                return Some((out, false));
+            }
+            out.copy_from_slice(parity_block);
             for (d, mask) in e.modified.iter().filter(|(d, _)| !failed(*d)) {
                 add(&mut out, *d, block(*d).expect("checked"), &|s| has(mask, s));
             }
             return Some((out, e.modified.iter().any(|(d, _)| failed(*d))));
         }
-        let mut out = vec![0u8; head.buffers[parity.get()].len()];
+        out.fill(0);
         for d in map.data_disk.iter().map(|d| d.get()) {
             let mask = e.mask(d);
             if mask.is_some_and(|m| m.iter().all(|w| *w == u64::MAX)) {

@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 /// Generations in flight at once on members that seek: each is a seek pair on its members,
 /// so heads that come while this many are in flight share the next. Flash has no limit.
 const MAX_GENERATIONS_IN_FLIGHT_ROTATIONAL: usize = 4;
+/// Partial parity blocks, and log write buffers, kept for reuse (`PartialParityLog`'s
+/// `spare_blocks` and `spare_bufs`).
+const MAX_SPARE_BLOCKS: usize = 64;
+const MAX_SPARE_BUFS: usize = 16;
 
 /// A generation in flight (or a reset's member flushes, or its headers).
 pub(in crate::array) struct Flight {
@@ -275,8 +279,18 @@ impl Array {
             entries,
         };
         let sectors = header.sectors();
-        let mut buf = BlockBuf::zeroed((sectors * 512) as usize);
+        let len = (sectors * 512) as usize;
+        let mut buf = l.spare_bufs.pop().unwrap_or_default();
+        buf.rezero(len);
         header.encode_generation_into(&blocks, &mut buf);
+        // Copied into the log write: kept for the next entries (as many as a generation of
+        // a full stripe cache logs, at most).
+        let spares = &mut l.spare_blocks;
+        for b in blocks.into_iter().flatten() {
+            if spares.len() < MAX_SPARE_BLOCKS {
+                spares.push(b);
+            }
+        }
         let sector = if matches!(l.reset, Reset::Headers(_)) {
             l.rings.take_place_for_reset(member.get(), sectors, generation)
         } else {
@@ -348,7 +362,9 @@ impl Array {
     fn log_generation_done(&mut self, flight: u64) {
         let l = self.ppl.as_mut().expect("a log");
         let at = l.in_flight.iter().position(|f| f.id == flight).expect("in flight");
-        let Flight { generation, owners: heads, advance, tail, .. } = l.in_flight.remove(at);
+        let Flight { generation, owners: heads, advance, tail, bufs, .. } = l.in_flight.remove(at);
+        let room = MAX_SPARE_BUFS.saturating_sub(l.spare_bufs.len());
+        l.spare_bufs.extend(bufs.into_iter().take(room));
         l.newest_done = l.newest_done.max(generation);
         match l.reset {
             Reset::Flushing(_) => self.log_reset_flushed(),
@@ -613,7 +629,11 @@ impl Array {
         }
         let slots: Vec<(usize, bool)> =
             st.batch.iter().filter(|p| p.kind == Kind::Write).map(|p| (p.slot, p.held)).collect();
-        self.state(id).acked_early = true;
+        // Judged now: the requests' slots may be reused once they are done.
+        let copy_behind = !self.random_writes(id);
+        let st = self.state(id);
+        st.acked_early = true;
+        st.copy_behind = copy_behind;
         let acked = slots.len() as u64;
         for (slot, held) in slots {
             let r = self.request_mut(slot);
