@@ -192,14 +192,15 @@ fn write_rows(level: Level, members: usize, bytes: u64, samples: usize) -> Resul
 const LOG_RING_BYTES: u64 = 2 << 20;
 
 /// CPU ns per write of `writes` 4 KiB random writes at depth 32 on arrays of 64 KiB chunks,
-/// without the log and with it (passes interleaved), each then read back healthy and degraded.
+/// without the log and with it (passes interleaved), each then read back healthy and degraded;
+/// and the member I/O per write of each.
 pub fn log_cpu(
     level: Level,
     members: usize,
     bytes: u64,
     writes: usize,
     samples: usize,
-) -> Result<[f64; 2]> {
+) -> Result<([f64; 2], [String; 2])> {
     let spec = spec(level, members, 64 * KIB, bytes);
     let mut rigs = [
         Rig::memory_with_ring(&spec, LOG_RING_BYTES)?,
@@ -217,17 +218,28 @@ pub fn log_cpu(
     let mut rng = Prng::new(members as u64);
     let reqs: Vec<Req> =
         (0..writes).map(|_| Req::Write { sector: rng.below(blocks) * 8, bytes: 4096 }).collect();
-    for rig in &mut rigs {
+    let mut moved = [String::new(), String::new()];
+    for (rig, moved) in rigs.iter_mut().zip(&mut moved) {
         rig.fill()?;
         rig.set_timing(true);
+        let before = rig.counters();
         rig.run_open(reqs.iter().copied(), 32)?; // checked against the model; then replayed
+        let after = rig.counters();
+        let per = |n: u64| n as f64 / writes as f64;
+        *moved = format!(
+            "{:.2} reads, {:.2} writes ({:.2} KiB), {:.2} flushes",
+            per(after.read_ios - before.read_ios),
+            per(after.write_ios - before.write_ios),
+            per(after.write_bytes - before.write_bytes) / 1024.0,
+            per(after.flushes - before.flushes)
+        );
     }
     let per_pass = interleaved::<2>(samples, |who| rigs[who].run_open(reqs.iter().copied(), 32))?;
     for rig in &mut rigs {
         rig.set_timing(false);
         rig.verify_with_failures()?;
     }
-    Ok(per_pass.map(|ns| ns / writes as f64))
+    Ok((per_pass.map(|ns| ns / writes as f64), moved))
 }
 
 fn log_rows(
@@ -237,12 +249,13 @@ fn log_rows(
     writes: usize,
     samples: usize,
 ) -> Result<Vec<Row>> {
-    let [open, logged] = log_cpu(level, members, bytes, writes, samples)?;
+    let ([open, logged], [open_io, logged_io]) = log_cpu(level, members, bytes, writes, samples)?;
     let mut case = spec(level, members, 64 * KIB, bytes).case(4 * KIB, 32, "random");
     "healthy, log ring 2M".clone_into(&mut case.state);
     let note = format!(
         "thread CPU per write, median of {samples} interleaved passes of {writes} writes: \
-         {:.1} us with the log, {:.1} us without",
+         {:.1} us with the log, {:.1} us without; member I/O per write: {logged_io} with the \
+         log, {open_io} without",
         logged / 1000.0,
         open / 1000.0
     );
