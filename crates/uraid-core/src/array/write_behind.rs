@@ -21,7 +21,8 @@
 //! whose next one is coming pays it: a stream's (one that is not random,
 //! `Array::random_writes`), or one with a batch queued behind it already. A random batch's
 //! writes go from the head's buffers, and a later batch there waits for them (`log_cpu` in
-//! `uraid bench io --only cpu`: the copies were a sixth of the log's CPU per random write).
+//! `uraid bench io --only cpu`: the copies were about a sixth of what the log added to a
+//! random write's CPU).
 
 use super::handle::Phase;
 use super::{Array, IoArea, IoBuf, MemberIo, MemberOp, Pending};
