@@ -7,16 +7,16 @@
 //!
 //! Merging: stripe heads are 4 KiB, so a 64 KiB read-modify-write asks for 16 contiguous 4 KiB
 //! reads of old data, P and Q each. The driver sorts a turn's I/Os by member, then by kind and
-//! offset (write-intent bitmap page writes first: see `Part::rank`), and submits each run that is exactly contiguous on its member, of the same kind (Read,
-//! or Write with the same fua) and within `MergeLimits`, as ONE vectored member I/O: 3 + 3 member
-//! I/Os of 64 KiB instead of 48 + 48. Flush and Discard are never merged, and a Flush stays after
-//! every I/O the engine issued to its member before it in the turn (sorting happens only between
-//! flushes). On a disk that seeks, a run that continues where the member's last I/O ended goes
-//! first (`seek_order`). Each member I/O carries the engine I/Os it merged; each is reported on
-//! completion.
+//! offset (write-intent bitmap page writes first: see `Part::rank`), and submits each run that is
+//! exactly contiguous on its member, of the same kind (Read, or Write with the same fua) and within
+//! `MergeLimits`, as ONE vectored member I/O: 3 + 3 member I/Os of 64 KiB instead of 48 + 48. Flush
+//! and Discard are never merged, and a Flush stays after every I/O the engine issued to its member
+//! before it in the turn (sorting happens only between flushes). On a disk that seeks, a run that
+//! continues where the member's last I/O ended goes first (`seek_order`). Each member I/O carries
+//! the engine I/Os it merged; each is reported on completion.
 //! A merged I/O that fails is resubmitted as its parts, one member I/O each, and each part is
-//! reported with its own result: the engine's read-error correction then sees exactly which
-//! block failed and rewrites only that one.
+//! reported with its own result: the engine's read-error correction then sees exactly which block
+//! failed and rewrites only that one.
 //!
 //! Buffer contract (what makes `Member::submit` sound here): a member I/O's buffer is memory the
 //! engine owns, lent through `Array::io_buf` / `io_buf_mut`: a user request's `Vec<u8>` or a stripe

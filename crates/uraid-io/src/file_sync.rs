@@ -1,7 +1,7 @@
-//! The thread-free synchronous fallback for file members where io_uring is unavailable: queued
-//! I/Os are performed with pread/pwrite (one per segment), fdatasync or fallocate when the batch
-//! is flushed, and their completions wait to be reaped. Results use io_uring's convention (bytes, or -errno) so that
-//! both paths finish I/Os through the same code.
+//! The thread-free synchronous fallback for file members where io_uring is unavailable: queued I/Os
+//! are performed with pread/pwrite (one per segment), fdatasync or fallocate when the batch is
+//! flushed, and their completions wait to be reaped. Results use io_uring's convention (bytes, or
+//! -errno) so that both paths finish I/Os through the same code.
 
 use std::fs::File;
 use std::io;

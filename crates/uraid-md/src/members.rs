@@ -78,8 +78,8 @@ pub fn read_at(path: &Path, at: u64, len: usize) -> io::Result<Vec<u8>> {
 }
 
 /// The byte ranges of `path` its md bad block log names (`uraid_format::decode_bad_blocks`),
-/// `normalized`, empty when it names none. An unreadable or malformed log is an error: md refuses such a
-/// superblock, and reading through ranges md knows are bad would return stale data.
+/// `normalized`, empty when it names none. An unreadable or malformed log is an error: md refuses
+/// such a superblock, and reading through ranges md knows are bad would return stale data.
 pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
     let area = read_at(path, SUPERBLOCK_OFFSET_BYTES, SUPERBLOCK_AREA_BYTES)?;
     let sb = uraid_format::Superblock1::decode(&area).map_err(io::Error::other)?;

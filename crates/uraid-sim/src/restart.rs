@@ -294,10 +294,11 @@ impl Sim {
         )
     }
 
-    /// Reads the whole array and judges it: each sector must hold a write `allowed` lists
-    /// (the last flushed one or a later one), except that a sector on a member lost across
-    /// the cut (or in a block a latent bad sector made unreadable then) that was being written
-    /// (more than one allowed) may hold anything: md's PPL promises the same. Returns which write each sector holds (`UNKNOWN`: not a write's).
+    /// Reads the whole array and judges it: each sector must hold a write `allowed` lists (the last
+    /// flushed one or a later one), except that a sector on a member lost across the cut (or in a
+    /// block a latent bad sector made unreadable then) that was being written (more than one
+    /// allowed) may hold anything: md's PPL promises the same. Returns which write each sector
+    /// holds (`UNKNOWN`: not a write's).
     fn read_all(
         &mut self,
         allowed: &[Vec<u64>],

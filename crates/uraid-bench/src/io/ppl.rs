@@ -2,12 +2,12 @@
 //! on sequential writes, against the hole left open).
 //!
 //! Arrays: RAID5 of 4 and RAID6 of 6, chunk 64 KiB, stripe_size 4 KiB, memory members behind
-//! `Throttled` on one simulated clock, so figures are deterministic and member I/O counts
-//! exact. Three disks: the bitmap family's bandwidth-bound SSD (200 MB/s: every byte counts,
-//! and a partial parity block is one more 4 KiB per rmw), an IOPS-bound NVMe-class SSD (100k
-//! IOPS, 2 GB/s: every I/O counts, and a generation's log write carries many entries), and
-//! the 7200 rpm HDD (a log write away from the data is a seek). The log ring sits after each member's data area;
-//! log writes are FUA; a ring reset (ring full) and a user flush's advance flush every member.
+//! `Throttled` on one simulated clock, so figures are deterministic and member I/O counts exact.
+//! Three disks: the bitmap family's bandwidth-bound SSD (200 MB/s: every byte counts, and a partial
+//! parity block is one more 4 KiB per rmw), an IOPS-bound NVMe-class SSD (100k IOPS, 2 GB/s: every
+//! I/O counts, and a generation's log write carries many entries), and the 7200 rpm HDD (a log
+//! write away from the data is a seek). The log ring sits after each member's data area; log writes
+//! are FUA; a ring reset (ring full) and a user flush's advance flush every member.
 //!
 //! Workloads, each run on a fresh engine without the log and with it (ring of 2 MiB per member,
 //! the runtime's size on big members, and 128 KiB, the smallest ring it uses):

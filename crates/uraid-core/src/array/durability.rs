@@ -1,13 +1,13 @@
 //! FLUSH, FUA and discard: what makes acknowledged data durable, and what frees space without
 //! leaving parity inconsistent.
 //!
-//! A user write completes only when its data and parity member writes have completed, so a
-//! flush needs little bookkeeping of its own: it pushes held-back writes out (md's delayed list
-//! must not sit on data the user wants durable) and sends a flush to every member; the members
-//! then make durable everything they completed before it. Two kinds of write complete sooner,
-//! and a flush waits for them first: a stream's writes held in their heads (`write_back`), and
-//! with the log, writes acknowledged once logged (`ppl::log_flush`). A FUA write sends its data and parity
-//! writes FUA and is never held back.
+//! A user write completes only when its data and parity member writes have completed, so a flush
+//! needs little bookkeeping of its own: it pushes held-back writes out (md's delayed list must not
+//! sit on data the user wants durable) and sends a flush to every member; the members then make
+//! durable everything they completed before it. Two kinds of write complete sooner, and a flush
+//! waits for them first: a stream's writes held in their heads (`write_back`), and with the log,
+//! writes acknowledged once logged (`ppl::log_flush`). A FUA write sends its data and parity writes
+//! FUA and is never held back.
 //!
 //! Discard: stripes covered whole are discarded on every member (data, P and Q), through their
 //! stripe heads so that writes and reads of the same stripes stay ordered and no cached copy

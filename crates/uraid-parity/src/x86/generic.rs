@@ -175,8 +175,8 @@ unsafe fn store_n<V: Vector, const N: usize>(v: [V; N], dst: *mut u8) {
     }
 }
 
-/// Runs `body` at every offset where a whole group of `n` vectors fits, from `from`; returns where the
-/// groups end.
+/// Runs `body` at every offset where a whole group of `n` vectors fits, from `from`; returns where
+/// the groups end.
 macro_rules! groups {
     ($V:ty, $len:expr, $from:expr, $n:expr, |$off:ident| $body:block) => {{
         let step = $n * <$V>::BYTES;
