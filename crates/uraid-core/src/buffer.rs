@@ -29,9 +29,7 @@ impl BlockBuf {
     pub fn zeroed(len: usize) -> BlockBuf {
         BlockBuf { pages: vec![Page::zeroed(); len.div_ceil(BLOCK_ALIGN)], len }
     }
-}
 
-impl BlockBuf {
     /// Makes this buffer `len` zero bytes, in the pages it has where they are enough: a
     /// buffer used again costs no allocation.
     pub fn rezero(&mut self, len: usize) {

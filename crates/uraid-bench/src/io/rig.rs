@@ -104,25 +104,25 @@ pub struct Rig<M: Member> {
 impl Rig<MemoryMember> {
     /// An array on zeroed memory members (all-zero stripes have all-zero parity: consistent).
     pub fn memory(spec: &Spec) -> Result<Rig<MemoryMember>> {
-        let size = usize::try_from(spec.member_bytes)?;
-        let members =
-            (0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect();
-        Rig::new(spec, members)
+        Rig::new(spec, memory_members(spec, 0)?)
     }
 
     /// As `memory`, with a ring of `ring_bytes` for the partial parity log after each
     /// member's data area (the engine has no log until `enable_partial_parity_log`).
     pub fn memory_with_ring(spec: &Spec, ring_bytes: u64) -> Result<Rig<MemoryMember>> {
-        let size = usize::try_from(spec.member_bytes + ring_bytes)?;
-        let members =
-            (0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect();
-        let mut rig = Rig::new(spec, members)?;
+        let mut rig = Rig::new(spec, memory_members(spec, ring_bytes)?)?;
         // The driver's builders take it by value: a member-less stand-in holds its place.
         let stand_in = Driver::new(vec![Box::new(Recording::new(MemoryMember::new("none", 0)))]);
         let driver = std::mem::replace(&mut rig.driver, stand_in);
         rig.driver = driver.with_log_offset_bytes(spec.member_bytes);
         Ok(rig)
     }
+}
+
+/// Zeroed memory members of `spec`'s size and `extra_bytes` more.
+fn memory_members(spec: &Spec, extra_bytes: u64) -> Result<Vec<MemoryMember>> {
+    let size = usize::try_from(spec.member_bytes + extra_bytes)?;
+    Ok((0..spec.members).map(|i| MemoryMember::new(&format!("mem{i}"), size)).collect())
 }
 
 /// A memory member that behaves, in simulated time, like a modelled disk.

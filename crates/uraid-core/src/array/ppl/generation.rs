@@ -283,8 +283,7 @@ impl Array {
         let mut buf = l.spare_bufs.pop().unwrap_or_default();
         buf.rezero(len);
         header.encode_generation_into(&blocks, &mut buf);
-        // Copied into the log write: kept for the next entries (as many as a generation of
-        // a full stripe cache logs, at most).
+        // Copied into the log write: kept for the next entries (up to `MAX_SPARE_BLOCKS`).
         let spares = &mut l.spare_blocks;
         for b in blocks.into_iter().flatten() {
             if spares.len() < MAX_SPARE_BLOCKS {
