@@ -4,7 +4,7 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use uraid_core::array::{ArrayConfig, PartialParityLogConfig, WriteIntentConfig};
+use uraid_core::array::{Array, ArrayConfig, PartialParityLogConfig, WriteIntentConfig};
 use uraid_core::layout::LAYOUTS;
 use uraid_core::{Geometry, Layout, Level, SECTOR_BYTES};
 
@@ -155,6 +155,15 @@ impl SimConfig {
             stripe_cache_size: self.stripe_cache_size,
             member_sectors: self.member_sectors,
         }
+    }
+
+    /// The engine settings the seed runs with, on its first engine and on each restart's.
+    pub fn configure(&self, array: &mut Array) {
+        if self.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
+            array.hold_writes_until_failures_recorded();
+        }
+        array.set_write_back(self.write_back);
+        array.set_stream_stride(self.log_stride_stripes);
     }
 
     /// Bytes of each member's bitmap area (header and bits, whole pages), 0 without one.

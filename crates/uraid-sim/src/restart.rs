@@ -95,11 +95,7 @@ impl Sim {
     /// The restart: a new engine over what the members hold, without the `gone` ones.
     fn restart_engine(&mut self, gone: &[bool]) {
         self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
-        if self.cfg.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
-            self.array.hold_writes_until_failures_recorded();
-        }
-        self.array.set_write_back(self.cfg.write_back);
-        self.array.set_stream_stride(self.cfg.log_stride_stripes);
+        self.cfg.configure(&mut self.array);
         for (m, g) in gone.iter().enumerate() {
             // Assembled without it: the metadata says so from now on.
             self.recorded_faulty[m] = *g;

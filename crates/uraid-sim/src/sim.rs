@@ -116,11 +116,7 @@ impl Sim {
         if let Some(log) = cfg.log(1) {
             array.enable_partial_parity_log(&log);
         }
-        if cfg.sabotage != Some(Sabotage::AckBeforeFailureRecorded) {
-            array.hold_writes_until_failures_recorded();
-        }
-        array.set_write_back(cfg.write_back);
-        array.set_stream_stride(cfg.log_stride_stripes);
+        cfg.configure(&mut array);
         let oracle = Oracle::new(array.size_sectors());
         let mut replace_rng = StdRng::seed_from_u64(cfg.seed ^ 0x7e91_ace0_5eed_0001);
         let replace_at = crate::replace::first_replacement(&mut replace_rng);
