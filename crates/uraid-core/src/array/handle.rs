@@ -423,6 +423,7 @@ impl Array {
             return;
         };
         let plan = self.plan_for_unreadable(id, &blocks, plan);
+        let plan = self.log_plan(id, &view, plan);
         let fua = self.batch_fua(id);
         let busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let others_busy = if self.random_writes(id) { busy.random } else { busy.stream };

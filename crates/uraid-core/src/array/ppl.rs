@@ -59,7 +59,7 @@ use super::handle::Phase;
 use crate::fast_hash::{HashMap, HashSet};
 use crate::geometry::DiskRole;
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
-use crate::stripe::{HeadId, WriteMethod};
+use crate::stripe::{HeadId, StripeView, WriteMethod, WritePlan, plan_write_without_rmw};
 use crate::units::{DiskIndex, StripeNumber};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -469,6 +469,31 @@ impl Array {
             .filter(|d| union.iter().any(|m| m.0 == d.get()))
             .filter(|d| !writes.contains(d) && !head.devs[d.get()].uptodate && !lost[d.get()])
             .collect()
+    }
+
+    /// The write plan with the log's extra reads counted: a read-modify-write that must also
+    /// read blocks of the union (`log_extra_reads`) gives way to a reconstruct-write that
+    /// reads fewer, which reads every data block it does not overwrite, the union's among
+    /// them. (A head rewritten before the next flush, its union's blocks evicted: RAID5 of 4+1
+    /// with two of them reads 3, not 4.)
+    pub(super) fn log_plan(&self, id: HeadId, view: &StripeView<'_>, plan: WritePlan) -> WritePlan {
+        if plan.method != WriteMethod::ReadModifyWrite {
+            return plan;
+        }
+        let extra = self.log_extra_reads(id, &plan.writes);
+        let extra = extra.iter().filter(|d| !plan.reads.contains(d)).count();
+        if extra == 0 {
+            return plan;
+        }
+        match plan_write_without_rmw(view) {
+            Ok(rcw)
+                if rcw.method == WriteMethod::ReconstructWrite
+                    && rcw.reads.len() < plan.reads.len() + extra =>
+            {
+                rcw
+            }
+            _ => plan,
+        }
     }
 
     /// Before head `id` writes in place: true if it may go now; false if it waits for its
