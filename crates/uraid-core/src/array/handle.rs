@@ -38,6 +38,10 @@ pub(super) enum Phase {
     /// writes have overtaken it.
     Delayed {
         since: u64,
+        /// Its writes look random (`random_writes`, judged when it was delayed: a piece that
+        /// joins plans it again): `start_delayed_random` starts it without asking again, on
+        /// every turn, of every head a stream left waiting.
+        random: bool,
     },
     /// Member reads in flight; then compute and write (`for_write`) or serve reads.
     Reading {
@@ -288,7 +292,7 @@ impl Array {
     pub(super) fn handle(&mut self, id: HeadId) {
         loop {
             let st = self.state(id);
-            if let Phase::Delayed { since } = st.phase {
+            if let Phase::Delayed { since, .. } = st.phase {
                 // New pieces join the batch that has not started; plan it again.
                 let n =
                     st.queued.iter().take_while(|p| p.kind.batch_class() == Kind::Write).count();
@@ -426,7 +430,8 @@ impl Array {
         let plan = self.log_plan(id, &view, plan);
         let fua = self.batch_fua(id);
         let busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
-        let others_busy = if self.random_writes(id) { busy.random } else { busy.stream };
+        let random = self.random_writes(id);
+        let others_busy = if random { busy.random } else { busy.stream };
         let needs_reads =
             !plan.reads.is_empty() && plan.method != WriteMethod::DegradedReconstructWrite;
         if self.hold_for_stream(id, needs_reads, fua) {
@@ -441,9 +446,12 @@ impl Array {
             && !plan.reads.is_empty()
             && plan.method != WriteMethod::DegradedReconstructWrite
         {
-            self.state(id).phase = Phase::Delayed { since };
+            self.state(id).phase = Phase::Delayed { since, random };
             if !self.delayed.contains(&id) {
                 self.delayed.push(id);
+            }
+            if random && !self.delayed_random.contains(&id) {
+                self.delayed_random.push(id);
             }
             return;
         }
@@ -881,14 +889,15 @@ impl Array {
         }
     }
 
-    /// Starts delayed heads whose writes look random (`random_writes`).
+    /// Starts delayed heads whose writes look random (`random_writes`): those on
+    /// `delayed_random` (usually none: a stream's heads wait to be filled, and this runs on
+    /// every turn).
     pub(super) fn start_delayed_random(&mut self) {
-        let ids: Vec<HeadId> = self.delayed.clone();
+        let random = |st: &HeadState| matches!(st.phase, Phase::Delayed { random: true, .. });
         let mut started = Vec::new();
-        for id in ids {
-            if self.heads.get(&id).is_some_and(|st| matches!(st.phase, Phase::Delayed { .. }))
-                && self.random_writes(id)
-            {
+        for id in std::mem::take(&mut self.delayed_random) {
+            // Not one that has left the list since (or that starting another started).
+            if self.heads.get(&id).is_some_and(random) && self.delayed.contains(&id) {
                 started.push(id);
                 self.state(id).hold_released = true;
                 self.handle(id);
@@ -908,7 +917,7 @@ impl Array {
         let (start, keep): (Vec<HeadId>, Vec<HeadId>) =
             std::mem::take(&mut self.delayed).into_iter().partition(|id| {
                 match self.heads.get(id).map(|st| st.phase) {
-                    Some(Phase::Delayed { since }) => due(since),
+                    Some(Phase::Delayed { since, .. }) => due(since),
                     _ => true, // no longer delayed: drop it from the list
                 }
             });

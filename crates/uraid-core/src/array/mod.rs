@@ -206,6 +206,9 @@ pub struct Array {
     plugged: bool,
     /// Heads whose partial-stripe writes are held back (see `handle::Phase::Delayed`).
     delayed: Vec<HeadId>,
+    /// Those of them whose writes look random (`start_delayed_random`), and heads that have
+    /// since left the list (dropped there).
+    delayed_random: Vec<HeadId>,
     /// Heads with pieces not yet handled (see `handle::handle_or_defer`).
     deferred: Vec<HeadId>,
     deferred_ids: HashSet<HeadId>,
@@ -299,6 +302,7 @@ impl Array {
             done: Vec::new(),
             plugged: false,
             delayed: Vec::new(),
+            delayed_random: Vec::new(),
             deferred: Vec::new(),
             deferred_ids: HashSet::default(),
             busy_before_settle: None,
@@ -488,7 +492,7 @@ impl Array {
                 self.release_oldest_held();
             }
             self.start_oldest_delayed();
-        } else if !self.delayed.is_empty() && !self.others_busy().random {
+        } else if !self.delayed_random.is_empty() && !self.others_busy().random {
             self.start_delayed_random();
         }
     }

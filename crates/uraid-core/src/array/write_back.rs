@@ -117,7 +117,8 @@ impl Array {
         let since = self.heads[&id].delayed_since.unwrap_or(self.full_stripe_writes);
         let now = self.write_back.written;
         let st = self.state(id);
-        st.phase = Phase::Delayed { since };
+        // Held, off the delayed list: its hold's rules start it, never `start_delayed_random`.
+        st.phase = Phase::Delayed { since, random: false };
         st.delayed_since = Some(since);
         if !was_held {
             st.held_back = Some(now);
