@@ -749,8 +749,12 @@ impl Array {
     /// those whose read failed here.
     pub(super) fn lost(&self, id: HeadId) -> PerMember<bool> {
         let end = self.head_member_end(id);
-        let mut lost: PerMember<bool> =
-            (0..self.failed.len()).map(|m| !self.in_sync(m, end)).collect();
+        // Filled in place: a collect went through SmallVec's generic `extend`, at several
+        // times the cost, and this runs three or four times a write.
+        let mut lost = PerMember::from_elem(false, self.failed.len());
+        for (m, lost) in lost.iter_mut().enumerate() {
+            *lost = !self.in_sync(m, end);
+        }
         for m in &self.heads[&id].suspect {
             lost[m.get()] = true;
         }
