@@ -38,9 +38,9 @@ pub(super) enum Phase {
     /// writes have overtaken it.
     Delayed {
         since: u64,
-        /// Its writes look random (`random_writes`, judged when it was delayed: a piece that
-        /// joins plans it again): `start_delayed_random` starts it without asking again, on
-        /// every turn, of every head a stream left waiting.
+        /// Its writes look random (`random_writes`, judged when it was delayed; a piece that
+        /// joins plans it again). `start_delayed_random` runs on most turns and need not ask
+        /// again of every head a stream left waiting.
         random: bool,
     },
     /// Member reads in flight; then compute and write (`for_write`) or serve reads.
