@@ -427,7 +427,7 @@ impl Array {
             return;
         };
         let plan = self.plan_for_unreadable(id, &blocks, plan);
-        let plan = self.log_plan(id, &view, plan);
+        let (plan, log_reads) = self.log_plan(id, &view, plan);
         let fua = self.batch_fua(id);
         let busy = self.busy_before_settle.unwrap_or_else(|| self.others_busy());
         let random = self.random_writes(id);
@@ -463,7 +463,7 @@ impl Array {
             self.start_overtaken();
         }
         let mut reads = plan.reads;
-        for d in self.log_extra_reads(id, &plan.writes) {
+        for d in log_reads {
             if !reads.contains(&d) {
                 reads.push(d);
             }

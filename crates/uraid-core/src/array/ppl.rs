@@ -471,29 +471,29 @@ impl Array {
             .collect()
     }
 
-    /// The write plan with the log's extra reads counted: a read-modify-write that must also
-    /// read blocks of the union (`log_extra_reads`) gives way to a reconstruct-write that
-    /// reads fewer, which reads every data block it does not overwrite, the union's among
-    /// them. (A head rewritten before the next flush, its union's blocks evicted: RAID5 of 4+1
-    /// with two of them reads 3, not 4.)
-    pub(super) fn log_plan(&self, id: HeadId, view: &StripeView<'_>, plan: WritePlan) -> WritePlan {
-        if plan.method != WriteMethod::ReadModifyWrite {
-            return plan;
-        }
+    /// The write plan with the log's extra reads counted, and those reads (`log_extra_reads`):
+    /// a read-modify-write that must also read blocks of the union gives way to a
+    /// reconstruct-write that reads fewer, which reads every data block it does not
+    /// overwrite, the union's among them. (A head rewritten before the next flush, its
+    /// union's blocks evicted: RAID5 of 4+1 with two of them reads 3, not 4.)
+    pub(super) fn log_plan(
+        &self,
+        id: HeadId,
+        view: &StripeView<'_>,
+        plan: WritePlan,
+    ) -> (WritePlan, Vec<DiskIndex>) {
+        // Both methods write the same blocks, so the union's blocks to read are the same.
         let extra = self.log_extra_reads(id, &plan.writes);
-        let extra = extra.iter().filter(|d| !plan.reads.contains(d)).count();
-        if extra == 0 {
-            return plan;
+        let more = extra.iter().filter(|d| !plan.reads.contains(d)).count();
+        if plan.method == WriteMethod::ReadModifyWrite
+            && more > 0
+            && let Ok(rcw) = plan_write_without_rmw(view)
+            && rcw.method == WriteMethod::ReconstructWrite
+            && rcw.reads.len() < plan.reads.len() + more
+        {
+            return (rcw, extra);
         }
-        match plan_write_without_rmw(view) {
-            Ok(rcw)
-                if rcw.method == WriteMethod::ReconstructWrite
-                    && rcw.reads.len() < plan.reads.len() + extra =>
-            {
-                rcw
-            }
-            _ => plan,
-        }
+        (plan, extra)
     }
 
     /// Before head `id` writes in place: true if it may go now; false if it waits for its
