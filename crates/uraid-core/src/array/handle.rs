@@ -900,8 +900,9 @@ impl Array {
         let random = |st: &HeadState| matches!(st.phase, Phase::Delayed { random: true, .. });
         let mut started = Vec::new();
         for id in std::mem::take(&mut self.delayed_random) {
-            // Not one that has left the list since (or that starting another started).
-            if self.heads.get(&id).is_some_and(random) && self.delayed.contains(&id) {
+            // Not one that has left the list since (its phase says so), or that starting
+            // another started.
+            if self.heads.get(&id).is_some_and(random) {
                 started.push(id);
                 self.state(id).hold_released = true;
                 self.handle(id);

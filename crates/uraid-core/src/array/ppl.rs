@@ -772,8 +772,8 @@ impl Array {
     }
 
     /// A buffer for a partial parity block, of any contents: one a log write took its copy of
-    /// already (`spare_blocks`, kept by `queue_log_write`), or a new one. A random write logs one per parity, and a new one
-    /// costs an allocation that was as dear as computing it.
+    /// already (`spare_blocks`, kept by `queue_log_write`), or a new one. A random write logs
+    /// one per parity, and a new one costs an allocation that was as dear as computing it.
     fn ppl_block(&mut self) -> Vec<u8> {
         let l = self.ppl.as_mut().expect("a log");
         l.spare_blocks.pop().unwrap_or_default()
