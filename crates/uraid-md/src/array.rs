@@ -247,8 +247,14 @@ impl MdArray {
     /// finished and is durable, then the superblocks say clean (or where a resync must go
     /// on) and the bitmap is cleared. Frontends must have dropped their runtime clones.
     pub fn stop(mut self) -> Result<(), MdError> {
-        self.inner.shutdown.store(true, Ordering::Release);
-        self.inner.control.stop.store(true, Ordering::Release);
+        {
+            // Under the queue's lock, as every other wake-up of the sync thread: it checks
+            // `shutdown` holding the lock and then waits, so a store and notify between the
+            // two went unheard, and `stop` waited for it for good (a CI run of kernel_ppl).
+            let _queue = self.inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            self.inner.shutdown.store(true, Ordering::Release);
+            self.inner.control.stop.store(true, Ordering::Release);
+        }
         self.inner.wake.notify_all();
         let [runner, monitor] = <[JoinHandle<()>; 2]>::try_from(std::mem::take(&mut self.threads))
             .unwrap_or_else(|_| unreachable!("start_threads starts two"));
