@@ -37,6 +37,14 @@ impl BlockBuf {
         self.pages.resize(len.div_ceil(BLOCK_ALIGN), Page::zeroed());
         self.len = len;
     }
+
+    /// Makes this buffer `len` bytes of any contents (what it held, then zeros), in the pages
+    /// it has where they are enough: for a caller that writes every byte, as a log write's
+    /// encoder does, zeroing them first is wasted work.
+    pub fn resize_any(&mut self, len: usize) {
+        self.pages.resize(len.div_ceil(BLOCK_ALIGN), Page::zeroed());
+        self.len = len;
+    }
 }
 
 impl Deref for BlockBuf {
@@ -73,6 +81,20 @@ mod tests {
             assert_eq!(b.as_ptr() as usize % BLOCK_ALIGN, 0);
             b.fill(0x5a);
         }
+    }
+
+    #[test]
+    fn resized_buffers_keep_their_bytes_and_zero_new_pages() {
+        let mut b = BlockBuf::zeroed(4096);
+        b.fill(0xa5);
+        b.resize_any(512);
+        assert_eq!(b.len(), 512);
+        assert!(b.iter().all(|x| *x == 0xa5));
+        b.resize_any(12288);
+        assert_eq!(b.len(), 12288);
+        assert!(b[..4096].iter().all(|x| *x == 0xa5), "the page it kept");
+        assert!(b[4096..].iter().all(|x| *x == 0), "new pages are zeros");
+        assert_eq!(b.as_ptr() as usize % BLOCK_ALIGN, 0);
     }
 
     #[test]

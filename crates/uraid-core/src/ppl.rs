@@ -107,6 +107,21 @@ pub fn full_mask(unit_sectors: u64) -> SectorMask {
     m
 }
 
+/// Whether `mask` is `full_mask(unit_sectors)`, without building that (asked for each entry
+/// of each log write).
+#[must_use]
+pub fn is_full(mask: &[u64], unit_sectors: u64) -> bool {
+    let words = unit_sectors.div_ceil(64) as usize;
+    let last = match unit_sectors % 64 {
+        0 => u64::MAX,
+        bits => (1u64 << bits) - 1,
+    };
+    mask.len() == words
+        && mask
+            .split_last()
+            .is_some_and(|(l, rest)| *l == last && rest.iter().all(|w| *w == u64::MAX))
+}
+
 fn mask_has(mask: &[u64], sector: usize) -> bool {
     mask[sector / 64] & (1 << (sector % 64)) != 0
 }
@@ -170,8 +185,7 @@ impl LogEntry {
 
     /// Whether every block in the union is changed whole (no mask area is stored).
     fn whole_blocks(&self, unit_sectors: u64) -> bool {
-        let full = full_mask(unit_sectors);
-        self.modified.iter().all(|m| m.1 == full)
+        self.modified.iter().all(|m| is_full(&m.1, unit_sectors))
     }
 
     /// The sector masks as stored after the block, when some block is changed only in part.
@@ -228,19 +242,24 @@ impl LogHeader {
         out
     }
 
-    /// `encode_generation` into `out`, zeroed and `sectors()` long: the engine encodes
-    /// straight into the log write's buffer (an allocation and a copy fewer per write).
+    /// `encode_generation` into `out`, `sectors()` long and of any contents (every byte is
+    /// written: the header's sectors are zeroed, blocks and padded masks fill the rest): the
+    /// engine encodes straight into the log write's buffer, used again, with no allocation,
+    /// copy or zeroing of the whole generation first.
     pub fn encode_generation_into(&self, blocks: &[Option<Vec<u8>>], out: &mut [u8]) {
         let mut at = header_sectors(self.entries.len()) as usize * 512;
         let masks = self.mask_areas();
+        out[..at].fill(0);
         self.encode_into(&mut out[..at], &masks);
+        let unit_bytes = self.unit_sectors as usize * 512;
         for (b, mask) in blocks.iter().zip(&masks) {
+            assert!(b.as_ref().is_none_or(|b| b.len() == unit_bytes), "a block is one unit");
             for part in [b.as_deref(), mask.as_deref()].into_iter().flatten() {
                 out[at..at + part.len()].copy_from_slice(part);
                 at += part.len();
             }
         }
-        debug_assert_eq!(at, out.len(), "sectors() is what the generation takes");
+        assert_eq!(at, out.len(), "sectors() is what the generation takes");
     }
 
     /// The header (`header_sectors` of its entries), checksummed.

@@ -281,7 +281,7 @@ impl Array {
         let sectors = header.sectors();
         let len = (sectors * 512) as usize;
         let mut buf = l.spare_bufs.pop().unwrap_or_default();
-        buf.rezero(len);
+        buf.resize_any(len);
         header.encode_generation_into(&blocks, &mut buf);
         // Copied into the log write: kept for the next entries (up to `MAX_SPARE_BLOCKS`).
         let spares = &mut l.spare_blocks;
