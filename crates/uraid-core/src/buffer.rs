@@ -16,9 +16,10 @@ pub const BLOCK_ALIGN: usize = 4096;
 #[repr(C, align(4096))]
 struct Page([u8; BLOCK_ALIGN]);
 
-/// A zeroed, `BLOCK_ALIGN`-aligned byte buffer.
+/// A `BLOCK_ALIGN`-aligned byte buffer, zeros when made (`zeroed`, `rezero`).
 #[derive(Default)]
 pub struct BlockBuf {
+    /// At least `len` bytes; more after `resize_any` shrank it.
     pages: Vec<Page>,
     len: usize,
 }
@@ -40,10 +41,20 @@ impl BlockBuf {
 
     /// Makes this buffer `len` bytes of any contents (what it held, then zeros), in the pages
     /// it has where they are enough: for a caller that writes every byte, as a log write's
-    /// encoder does, zeroing them first is wasted work.
+    /// encoder does, zeroing them first is wasted work. Pages past `len` are kept (see
+    /// `pages`), so a buffer that grows back to a size it had zeroes nothing.
     pub fn resize_any(&mut self, len: usize) {
-        self.pages.resize(len.div_ceil(BLOCK_ALIGN), Page::zeroed());
+        let pages = len.div_ceil(BLOCK_ALIGN);
+        if pages > self.pages.len() {
+            self.pages.resize(pages, Page::zeroed());
+        }
         self.len = len;
+    }
+
+    /// The pages this buffer holds, `len` or more since `resize_any`.
+    #[must_use]
+    pub fn pages(&self) -> usize {
+        self.pages.len()
     }
 }
 
@@ -90,11 +101,17 @@ mod tests {
         b.resize_any(512);
         assert_eq!(b.len(), 512);
         assert!(b.iter().all(|x| *x == 0xa5));
+        assert_eq!(b.pages(), 1);
         b.resize_any(12288);
         assert_eq!(b.len(), 12288);
         assert!(b[..4096].iter().all(|x| *x == 0xa5), "the page it kept");
         assert!(b[4096..].iter().all(|x| *x == 0), "new pages are zeros");
         assert_eq!(b.as_ptr() as usize % BLOCK_ALIGN, 0);
+        b.fill(0x3c);
+        b.resize_any(4608);
+        assert_eq!((b.len(), b.pages()), (4608, 3), "pages past len are kept");
+        b.resize_any(12288);
+        assert!(b.iter().all(|x| *x == 0x3c), "growing back zeroes nothing");
     }
 
     #[test]

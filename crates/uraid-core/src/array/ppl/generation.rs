@@ -19,6 +19,9 @@ const MAX_GENERATIONS_IN_FLIGHT_ROTATIONAL: usize = 4;
 /// `spare_blocks` and `spare_bufs`).
 const MAX_SPARE_BLOCKS: usize = 64;
 const MAX_SPARE_BUFS: usize = 16;
+/// Pages a kept log write buffer may hold (it keeps its largest size: `BlockBuf::resize_any`),
+/// so that the spares hold at most 1 MiB whatever the generations' sizes.
+const MAX_SPARE_BUF_PAGES: usize = 16;
 
 /// A generation in flight (or a reset's member flushes, or its headers).
 pub(in crate::array) struct Flight {
@@ -363,7 +366,8 @@ impl Array {
         let at = l.in_flight.iter().position(|f| f.id == flight).expect("in flight");
         let Flight { generation, owners: heads, advance, tail, bufs, .. } = l.in_flight.remove(at);
         let room = MAX_SPARE_BUFS.saturating_sub(l.spare_bufs.len());
-        l.spare_bufs.extend(bufs.into_iter().take(room));
+        let small = bufs.into_iter().filter(|b| b.pages() <= MAX_SPARE_BUF_PAGES);
+        l.spare_bufs.extend(small.take(room));
         l.newest_done = l.newest_done.max(generation);
         match l.reset {
             Reset::Flushing(_) => self.log_reset_flushed(),
