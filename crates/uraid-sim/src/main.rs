@@ -9,6 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uraid_sim::{SimFailure, SimStats, run_seed};
 
+/// mimalloc, as the `uraid` binary uses (see its main.rs): the engine allocates buffers of a
+/// few KiB per request, which glibc's malloc serves slowly.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "uraid-sim", about = "Run uraid's engine under the deterministic fault simulator")]
 struct Args {
