@@ -109,8 +109,7 @@ pub fn full_mask(unit_sectors: u64) -> SectorMask {
 
 /// Whether `mask` is `full_mask(unit_sectors)`, without building that (asked for each entry
 /// of each log write).
-#[must_use]
-pub fn is_full(mask: &[u64], unit_sectors: u64) -> bool {
+fn is_full(mask: &[u64], unit_sectors: u64) -> bool {
     let words = unit_sectors.div_ceil(64) as usize;
     let last = match unit_sectors % 64 {
         0 => u64::MAX,
@@ -728,6 +727,22 @@ mod tests {
             e.add(m, 0, 8, 8);
         }
         e
+    }
+
+    #[test]
+    fn is_full_agrees_with_full_mask() {
+        for unit in [1u64, 8, 63, 64, 65, 128, 256] {
+            let full = full_mask(unit);
+            assert!(is_full(&full, unit), "{unit} sectors");
+            for s in [0, unit as usize - 1] {
+                let mut m = full.clone();
+                m[s / 64] &= !(1 << (s % 64));
+                assert!(!is_full(&m, unit), "{unit} sectors without sector {s}");
+            }
+            let mut longer = full.clone();
+            longer.push(0);
+            assert!(!is_full(&longer, unit));
+        }
     }
 
     #[test]

@@ -19,9 +19,12 @@ const MAX_GENERATIONS_IN_FLIGHT_ROTATIONAL: usize = 4;
 /// `spare_blocks` and `spare_bufs`).
 const MAX_SPARE_BLOCKS: usize = 64;
 const MAX_SPARE_BUFS: usize = 16;
-/// Pages a kept log write buffer may hold (it keeps its largest size: `BlockBuf::resize_any`),
-/// so that the spares hold at most 1 MiB whatever the generations' sizes.
-const MAX_SPARE_BUF_PAGES: usize = 16;
+/// Pages a kept log write buffer may hold (it keeps its largest size: `BlockBuf::resize_any`):
+/// a generation of `MAX_LOG_ENTRIES` whole 4 KiB blocks and its header takes 63, and the
+/// spares hold at most 4 MiB. At 16 pages, RAID6 at depth dropped most of its buffers and
+/// made new ones (the log_cpu rows: 4% of the CPU with the log in `resize_any`, and page
+/// faults).
+const MAX_SPARE_BUF_PAGES: usize = 64;
 
 /// A generation in flight (or a reset's member flushes, or its headers).
 pub(in crate::array) struct Flight {
@@ -283,7 +286,7 @@ impl Array {
         };
         let sectors = header.sectors();
         let len = (sectors * 512) as usize;
-        let mut buf = l.spare_bufs.pop().unwrap_or_default();
+        let mut buf = take_spare_buf(&mut l.spare_bufs, len);
         buf.resize_any(len);
         header.encode_generation_into(&blocks, &mut buf);
         // Copied into the log write: kept for the next entries (up to `MAX_SPARE_BLOCKS`).
@@ -667,6 +670,17 @@ impl Array {
         let l = self.ppl.as_ref().expect("a log");
         &l.in_flight.iter().find(|f| f.id == flight).expect("a log write's flight").bufs[slot]
     }
+}
+
+/// A kept log write buffer for `len` bytes: the smallest that holds them already (growing one
+/// zeroes its new pages), else the largest; or a new one.
+fn take_spare_buf(spares: &mut Vec<BlockBuf>, len: usize) -> BlockBuf {
+    let pages = len.div_ceil(crate::buffer::BLOCK_ALIGN);
+    let index = 0..spares.len();
+    let fits =
+        index.clone().filter(|&i| spares[i].pages() >= pages).min_by_key(|&i| spares[i].pages());
+    let at = fits.or_else(|| index.max_by_key(|&i| spares[i].pages()));
+    at.map(|i| spares.swap_remove(i)).unwrap_or_default()
 }
 
 impl Flight {
