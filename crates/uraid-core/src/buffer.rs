@@ -16,7 +16,7 @@ pub const BLOCK_ALIGN: usize = 4096;
 #[repr(C, align(4096))]
 struct Page([u8; BLOCK_ALIGN]);
 
-/// A `BLOCK_ALIGN`-aligned byte buffer, zeros when made (`zeroed`, `rezero`).
+/// A `BLOCK_ALIGN`-aligned byte buffer, zeros when made (`zeroed`).
 #[derive(Default)]
 pub struct BlockBuf {
     /// At least `len` bytes; more after `resize_any` shrank it.
@@ -29,14 +29,6 @@ impl BlockBuf {
     #[must_use]
     pub fn zeroed(len: usize) -> BlockBuf {
         BlockBuf { pages: vec![Page::zeroed(); len.div_ceil(BLOCK_ALIGN)], len }
-    }
-
-    /// Makes this buffer `len` zero bytes, in the pages it has where they are enough: a
-    /// buffer used again costs no allocation.
-    pub fn rezero(&mut self, len: usize) {
-        self.pages.clear();
-        self.pages.resize(len.div_ceil(BLOCK_ALIGN), Page::zeroed());
-        self.len = len;
     }
 
     /// Makes this buffer `len` bytes of any contents (what it held, then zeros), in the pages
@@ -80,19 +72,6 @@ impl std::fmt::Debug for BlockBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rezeroed_buffers_are_zeros_of_the_new_length() {
-        let mut b = BlockBuf::zeroed(8192);
-        b.fill(0xa5);
-        for len in [4608, 512, 12288] {
-            b.rezero(len);
-            assert_eq!(b.len(), len);
-            assert!(b.iter().all(|x| *x == 0), "{len} bytes zeroed");
-            assert_eq!(b.as_ptr() as usize % BLOCK_ALIGN, 0);
-            b.fill(0x5a);
-        }
-    }
 
     #[test]
     fn resized_buffers_keep_their_bytes_and_zero_new_pages() {
