@@ -43,6 +43,7 @@ use thiserror::Error;
 use uraid_core::SECTOR_BYTES;
 use uraid_core::array::{Array, IoArea, IoTag, MemberIo, MemberOp};
 
+mod merge_order;
 mod seek_order;
 
 #[derive(Debug, Error)]
@@ -137,21 +138,6 @@ impl Part {
 /// The engine I/Os one member I/O carries (one unless merged), in device order.
 type Parts = SmallVec<[Part; INLINE_SEGMENTS]>;
 
-/// Orders a turn's engine I/Os (given in the engine's order) so that every mergeable run is
-/// adjacent: by member, then epoch (a Flush and the I/Os before it on its member stay before
-/// the I/Os after it), then kind and offset. `epochs` is per-member scratch.
-fn order_for_merging(ready: &mut [Part], epochs: &mut [u32]) {
-    epochs.fill(0);
-    for part in ready.iter_mut() {
-        part.epoch = epochs[part.member];
-        if part.op == IoOp::Flush {
-            epochs[part.member] += 1;
-        }
-    }
-    // Stable: equal keys (two Discards at one offset) keep the engine's order.
-    ready.sort_by_key(|p| (p.member, p.epoch, p.rank(), p.offset_bytes));
-}
-
 /// How many of `sorted`'s first parts make one member I/O: a run exactly contiguous on one
 /// member, of one mergeable kind, within `limits`.
 fn run_len(sorted: &[Part], limits: MergeLimits) -> usize {
@@ -187,8 +173,8 @@ pub struct Driver<M: Member + ?Sized = dyn Member> {
     free_flights: Vec<usize>,
     /// This turn's engine I/Os, kept to reuse the allocation.
     ready: Vec<Part>,
-    /// Per member: flushes seen so far in this turn.
-    epochs: Vec<u32>,
+    /// Scratch of `merge_order::order_for_merging`.
+    order: merge_order::Scratch,
     /// This turn's member I/Os, as ranges of `ready`.
     runs: Vec<std::ops::Range<usize>>,
     /// Per member: whether its disk seeks, and where its last data I/O ended (`seek_order`).
@@ -214,7 +200,7 @@ impl<M: Member + ?Sized> Driver<M> {
             flights: Vec::new(),
             free_flights: Vec::new(),
             ready: Vec::new(),
-            epochs: vec![0; count],
+            order: merge_order::Scratch::new(count),
             runs: Vec::new(),
             seeks,
             head: vec![None; count],
@@ -380,7 +366,7 @@ impl<M: Member + ?Sized> Driver<M> {
             let part = self.part(array, &io);
             ready.push(part);
         }
-        order_for_merging(&mut ready, &mut self.epochs);
+        self.order.order_for_merging(&mut ready);
         let mut runs = std::mem::take(&mut self.runs);
         runs.clear();
         let mut at = 0;
@@ -577,7 +563,7 @@ mod tests {
     //! anything else does not, the limits hold, and a Flush keeps its place. Method: order a
     //! turn's parts as `submit_ready` does and list the runs as engine tags.
 
-    use super::{IoOp, IoTag, MergeLimits, Part, order_for_merging, run_len};
+    use super::{IoOp, IoTag, MergeLimits, Part, merge_order::Scratch, run_len};
     use crate::member::BufPtr;
 
     const KIB: usize = 1024;
@@ -606,7 +592,7 @@ mod tests {
 
     fn runs_with(ios: &[Io], limits: MergeLimits) -> Vec<Vec<u64>> {
         let mut ready = parts(ios);
-        order_for_merging(&mut ready, &mut [0; 4]);
+        Scratch::new(4).order_for_merging(&mut ready);
         let mut rest = &ready[..];
         let mut runs = Vec::new();
         while !rest.is_empty() {
@@ -663,7 +649,7 @@ mod tests {
         ]);
         ready[3].bitmap = true;
         ready[6].bitmap = true;
-        order_for_merging(&mut ready, &mut [0; 4]);
+        Scratch::new(4).order_for_merging(&mut ready);
         let order: Vec<u64> = ready.iter().map(|p| p.tag.0).collect();
         assert_eq!(order, vec![3, 0, 1, 2, 4, 5, 6]);
     }
