@@ -61,6 +61,7 @@ use crate::geometry::DiskRole;
 use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
 use crate::stripe::{HeadId, StripeView, WriteMethod, WritePlan, plan_write_without_rmw};
 use crate::units::{DiskIndex, StripeNumber};
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -126,6 +127,9 @@ enum Cover {
 /// A head's entries: per parity member, its entry and partial parity block.
 type Entries = Vec<(DiskIndex, LogEntry, Option<Vec<u8>>)>;
 
+/// A head's span-1 entries not yet retired (`PartialParityLog::placed`).
+type Placed = SmallVec<[(u64, LogParity, u16); 2]>;
+
 /// Per stripe head (by its first member sector): the sectors written since everything was
 /// last durable, and logged writes still in flight.
 #[derive(Clone, Default)]
@@ -177,8 +181,9 @@ pub(super) struct PartialParityLog {
     chunk_sectors: u64,
     /// Heads with an entry on the ring since the last reset.
     on_ring: HashSet<u64>,
-    /// Per head, its span-1 entries not yet retired: generation, parity, ring.
-    placed: HashMap<u64, Vec<(u64, LogParity, u16)>>,
+    /// Per head, its span-1 entries not yet retired: generation, parity, ring. Inline for a
+    /// head's P and Q in one generation: an entry is added for every logged write.
+    placed: HashMap<u64, Placed>,
     /// Durable ranges since the last reset: start -> end (member sectors; disjoint).
     ranges: BTreeMap<u64, u64>,
     /// Ranges waiting for their generation: start -> (end, the head or batch that logs it).
@@ -703,7 +708,7 @@ impl Array {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         // A parity block rebuilt over a read error is written too: it needs its entry.
         let lost = self.lost(id);
-        let writes = self.heads[&id].writes.clone();
+        let writes: SmallVec<[DiskIndex; 4]> = self.heads[&id].writes.iter().copied().collect();
         let unit = self.unit_sectors;
         let mut entry = LogEntry {
             member_sector: key,
@@ -733,14 +738,14 @@ impl Array {
                 }
             }
         }
-        let parities: Vec<(DiskIndex, LogParity)> =
+        let parities: SmallVec<[(DiskIndex, LogParity); 2]> =
             [(map.p_disk, LogParity::P), (map.q_disk, LogParity::Q)]
                 .into_iter()
                 .filter_map(|(d, p)| {
                     d.filter(|d| !lost[d.get()] || writes.contains(d)).map(|d| (d, p))
                 })
                 .collect();
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(parities.len());
         for (member, parity) in parities {
             let mut e = LogEntry { parity, ..entry.clone() };
             let spare = if whole { Vec::new() } else { self.ppl_block() };

@@ -10,6 +10,7 @@ use crate::fast_hash::HashSet;
 use crate::ppl::{LogEntry, LogHeader, MAX_LOG_ENTRIES, header_sectors};
 use crate::stripe::{HeadId, WriteMethod};
 use crate::units::{DiskIndex, Sector};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// Generations in flight at once on members that seek: each is a seek pair on its members,
@@ -124,15 +125,7 @@ impl Array {
         l.start_flight(generation, owners, tail.is_some(), acked);
         // Before the flight can complete: a flush let go now finds it in flight.
         self.release_deferred_flushes();
-        let mut per_member: Vec<Vec<(LogEntry, Option<Vec<u8>>)>> =
-            vec![Vec::new(); self.failed.len()];
-        for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
-            if e.span == 1 {
-                let l = self.ppl.as_mut().expect("checked");
-                l.placed.entry(e.member_sector).or_default().push((generation, e.parity, m.0));
-            }
-            per_member[m.get()].push((e, b));
-        }
+        let per_member = self.entries_per_member(heads, generation);
         let has_entries: Vec<bool> = per_member.iter().map(|e| !e.is_empty()).collect();
         let holders = self.log_tail_holders(&has_entries, &live_members, tail.is_some());
         let mut members = [0u8; 32];
@@ -146,6 +139,28 @@ impl Array {
         }
         self.ppl.as_mut().expect("a log").advance_if_rings_fill(&live_members);
         self.log_flight_done_if_empty();
+    }
+
+    /// The heads' entries by the member whose ring takes them, noted in `placed`.
+    fn entries_per_member(
+        &mut self,
+        heads: Vec<Waiting>,
+        generation: u64,
+    ) -> Vec<Vec<(LogEntry, Option<Vec<u8>>)>> {
+        // Sized first: a generation carries an entry per logged write.
+        let mut counts = vec![0; self.failed.len()];
+        for (m, _, _) in heads.iter().flat_map(|w| &w.entries) {
+            counts[m.get()] += 1;
+        }
+        let mut per_member: Vec<Vec<_>> = counts.into_iter().map(Vec::with_capacity).collect();
+        let l = self.ppl.as_mut().expect("a log");
+        for (m, e, b) in heads.into_iter().flat_map(|w| w.entries) {
+            if e.span == 1 {
+                l.placed.entry(e.member_sector).or_default().push((generation, e.parity, m.0));
+            }
+            per_member[m.get()].push((e, b));
+        }
+        per_member
     }
 
     /// The members a generation goes to: those with entries, and when it carries an
@@ -633,7 +648,7 @@ impl Array {
         if self.method(id) == Some(WriteMethod::FullStripe) {
             return 0;
         }
-        let slots: Vec<(usize, bool)> =
+        let slots: SmallVec<[(usize, bool); 4]> =
             st.batch.iter().filter(|p| p.kind == Kind::Write).map(|p| (p.slot, p.held)).collect();
         // Judged now: the requests' slots may be reused once they are done.
         let copy_behind = !self.random_writes(id);
