@@ -107,6 +107,19 @@ pub fn full_mask(unit_sectors: u64) -> SectorMask {
     m
 }
 
+/// Sets sectors `[first, +sectors)` in `mask`, a word at a time (every logged write adds its
+/// blocks: a 4 KiB block of 512-byte sectors took 370 instructions a bit at a time).
+fn set_sectors(mask: &mut [u64], first: u64, sectors: u64) {
+    let (mut s, end) = (first, first + sectors);
+    while s < end {
+        let bit = s % 64;
+        let n = (end - s).min(64 - bit);
+        let bits = if n == 64 { u64::MAX } else { ((1u64 << n) - 1) << bit };
+        mask[(s / 64) as usize] |= bits;
+        s += n;
+    }
+}
+
 /// Whether `mask` is `full_mask(unit_sectors)`, without building that (asked for each entry
 /// of each log write).
 fn is_full(mask: &[u64], unit_sectors: u64) -> bool {
@@ -165,9 +178,7 @@ impl LogEntry {
                 at
             }
         };
-        for s in first..first + sectors {
-            self.modified[at].1[(s / 64) as usize] |= 1 << (s % 64);
-        }
+        set_sectors(&mut self.modified[at].1, first, sectors);
     }
 
     /// Sectors the entry takes after its header: its block and sector masks.
@@ -742,6 +753,24 @@ mod tests {
             let mut longer = full.clone();
             longer.push(0);
             assert!(!is_full(&longer, unit));
+        }
+    }
+
+    /// Every range of a 256-sector block (four words), over masks with bits already set:
+    /// the same bits as setting them one at a time.
+    #[test]
+    fn set_sectors_sets_exactly_the_range() {
+        let before = [0x8000_0000_0000_0001u64, 0, u64::MAX << 60, 0x10];
+        for first in 0..256u64 {
+            for sectors in 0..=256 - first {
+                let mut m = before;
+                set_sectors(&mut m, first, sectors);
+                let mut want = before;
+                for s in first..first + sectors {
+                    want[(s / 64) as usize] |= 1 << (s % 64);
+                }
+                assert_eq!(m, want, "sectors [{first}, +{sectors})");
+            }
         }
     }
 
