@@ -135,6 +135,24 @@ impl Part {
     }
 }
 
+#[cfg(test)]
+impl Part {
+    /// A data I/O with no buffer, for the ordering tests.
+    fn for_test(tag: u64, member: usize, op: IoOp, offset_bytes: u64, len_bytes: usize) -> Part {
+        Part {
+            tag: IoTag(tag),
+            member,
+            op,
+            offset_bytes,
+            len_bytes,
+            buf: BufPtr::null(),
+            epoch: 0,
+            bitmap: false,
+            to_replacement: false,
+        }
+    }
+}
+
 /// The engine I/Os one member I/O carries (one unless merged), in device order.
 type Parts = SmallVec<[Part; INLINE_SEGMENTS]>;
 
@@ -563,8 +581,7 @@ mod tests {
     //! anything else does not, the limits hold, and a Flush keeps its place. Method: order a
     //! turn's parts as `submit_ready` does and list the runs as engine tags.
 
-    use super::{IoOp, IoTag, MergeLimits, Part, merge_order::Scratch, run_len};
-    use crate::member::BufPtr;
+    use super::{IoOp, MergeLimits, Part, merge_order::Scratch, run_len};
 
     const KIB: usize = 1024;
     const READ: IoOp = IoOp::Read;
@@ -576,16 +593,8 @@ mod tests {
 
     /// Tagged 0, 1, ... in the engine's order.
     fn parts(ios: &[Io]) -> Vec<Part> {
-        let part = |(i, &(member, op, at, len)): (usize, &Io)| Part {
-            tag: IoTag(i as u64),
-            member,
-            op,
-            offset_bytes: (at * KIB) as u64,
-            len_bytes: len * KIB,
-            buf: BufPtr::null(),
-            epoch: 0,
-            bitmap: false,
-            to_replacement: false,
+        let part = |(i, &(member, op, at, len)): (usize, &Io)| {
+            Part::for_test(i as u64, member, op, (at * KIB) as u64, len * KIB)
         };
         ios.iter().enumerate().map(part).collect()
     }

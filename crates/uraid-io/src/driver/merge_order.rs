@@ -77,21 +77,10 @@ mod tests {
     //! both ways and compared by tag; and a turn too wide to pack, which takes the tuple sort.
 
     use super::{Part, Scratch, by_tuple};
-    use crate::member::{BufPtr, IoOp};
-    use uraid_core::array::IoTag;
+    use crate::member::IoOp;
 
     fn part(tag: u64, member: usize, op: IoOp, offset_bytes: u64, bitmap: bool) -> Part {
-        Part {
-            tag: IoTag(tag),
-            member,
-            op,
-            offset_bytes,
-            len_bytes: 4096,
-            buf: BufPtr::null(),
-            epoch: 0,
-            bitmap,
-            to_replacement: false,
-        }
+        Part { bitmap, ..Part::for_test(tag, member, op, offset_bytes, 4096) }
     }
 
     /// xorshift64*: deterministic, no dependency.

@@ -68,21 +68,9 @@ fn order_group(parts: &[Part], runs: &mut [Range<usize>], head: &mut Option<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::member::BufPtr;
-    use uraid_core::array::IoTag;
 
     fn part(member: usize, op: IoOp, offset_bytes: u64) -> Part {
-        Part {
-            tag: IoTag(offset_bytes),
-            member,
-            op,
-            offset_bytes,
-            len_bytes: 4096,
-            buf: BufPtr::null(),
-            epoch: 0,
-            bitmap: false,
-            to_replacement: false,
-        }
+        Part::for_test(offset_bytes, member, op, offset_bytes, 4096)
     }
 
     const W: IoOp = IoOp::Write { fua: false };
