@@ -122,7 +122,7 @@ fn set_sectors(mask: &mut [u64], first: u64, sectors: u64) {
 
 /// Whether `mask` is `full_mask(unit_sectors)`, without building that (asked for each entry
 /// of each log write).
-fn is_full(mask: &[u64], unit_sectors: u64) -> bool {
+pub(crate) fn is_full(mask: &[u64], unit_sectors: u64) -> bool {
     let words = unit_sectors.div_ceil(64) as usize;
     let last = match unit_sectors % 64 {
         0 => u64::MAX,
@@ -522,7 +522,7 @@ pub fn entries_to_replay(scans: &[RingScan]) -> Vec<FoundEntry> {
     // not log this one" (see uraid-core's array::ppl): the head is left as it is.
     let unprotected = |e: &FoundEntry| {
         e.entry.block_crc.is_none()
-            && !e.entry.modified.iter().all(|(_, m)| *m == full_mask(e.unit_sectors))
+            && !e.entry.modified.iter().all(|(_, m)| is_full(m, e.unit_sectors))
     };
     // One entry may be on two or three rings (copies on idle members, `placement`): once.
     let mut seen = std::collections::HashSet::new();

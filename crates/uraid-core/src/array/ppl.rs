@@ -58,7 +58,7 @@ use super::Array;
 use super::handle::Phase;
 use crate::fast_hash::{HashMap, HashSet};
 use crate::geometry::DiskRole;
-use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
+use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask, is_full};
 use crate::stripe::{HeadId, StripeView, WriteMethod, WritePlan, plan_write_without_rmw};
 use crate::units::{DiskIndex, StripeNumber};
 use smallvec::SmallVec;
@@ -838,9 +838,9 @@ impl Array {
         let parity_block = &head.buffers[parity.get()][..];
         out.resize(parity_block.len(), 0);
         if e.modified.iter().all(|(d, _)| failed(*d) || block(*d).is_some()) {
-            let whole = full_mask(self.unit_sectors);
+            let unit = self.unit_sectors;
             if e.parity == LogParity::P
-                && e.modified.iter().all(|(d, m)| !failed(*d) && *m == whole)
+                && e.modified.iter().all(|(d, m)| !failed(*d) && is_full(m, unit))
             {
                 // Whole blocks of P (a random write's case): one pass.
                 let mut srcs: smallvec::SmallVec<[&[u8]; 4]> = smallvec::smallvec![parity_block];

@@ -57,7 +57,7 @@
 //! held it (`crate::ppl`).
 
 use super::{Array, Entries};
-use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, SectorMask, full_mask};
+use crate::ppl::{LOG_HEADER_SECTORS, LogEntry, LogParity, is_full};
 use crate::stripe::HeadId;
 use crate::units::DiskIndex;
 
@@ -131,13 +131,12 @@ impl Array {
         // The busier parity member's (P's on a tie).
         let Some(at) = (0..out.len()).rev().max_by_key(|&i| load(out[i].0)) else { return };
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
-        let full = full_mask(self.unit_sectors);
-        let entry = &out[at].1;
+        let (entry, unit) = (&out[at].1, self.unit_sectors);
         let holder = map
             .data_disk
             .iter()
             .copied()
-            .filter(|d| union_mask(entry, *d) == Some(&full))
+            .filter(|d| whole_in_union(entry, *d, unit))
             .min_by_key(|d| load(*d));
         if let Some(holder) = holder
             && load(holder) + MARGIN <= load(out[at].0)
@@ -150,12 +149,11 @@ impl Array {
     fn place_p_least_busy(&self, data: &[DiskIndex], lost: &[bool], out: &mut Entries) {
         /// I/Os fewer than the parity member's that a holder must have.
         const MARGIN: usize = 2;
-        let entry = &out[0].1;
-        let full = full_mask(self.unit_sectors);
+        let (entry, unit) = (&out[0].1, self.unit_sectors);
         let load = |d: DiskIndex| self.inflight.load(d);
         let mut best = (out[0].0, load(out[0].0));
         for &d in data {
-            if !lost[d.get()] && union_mask(entry, d) == Some(&full) && load(d) + MARGIN <= best.1 {
+            if !lost[d.get()] && whole_in_union(entry, d, unit) && load(d) + MARGIN <= best.1 {
                 best = (d, load(d));
             }
         }
@@ -174,12 +172,13 @@ impl Array {
             }
             return;
         }
-        let entry = &out[0].1;
+        let (entry, unit) = (&out[0].1, self.unit_sectors);
         let writes = &self.heads[&id].writes;
-        let full = full_mask(self.unit_sectors);
-        let holder = map.data_disk.iter().copied().find(|d| {
-            !lost[d.get()] && !writes.contains(d) && union_mask(entry, *d) == Some(&full)
-        });
+        let holder = map
+            .data_disk
+            .iter()
+            .copied()
+            .find(|d| !lost[d.get()] && !writes.contains(d) && whole_in_union(entry, *d, unit));
         if let Some(holder) = holder {
             out[0].0 = holder;
             return;
@@ -202,7 +201,7 @@ fn place_p_on_untouched(
     let mut untouched = data
         .iter()
         .copied()
-        .filter(|d| !lost[d.get()] && union_mask(entry, *d).is_none() && usable(*d));
+        .filter(|d| !lost[d.get()] && entry.mask(d.get()).is_none() && usable(*d));
     let (Some(first), Some(second)) = (untouched.next(), untouched.next()) else { return false };
     let (_, entry, block) = out.pop().expect("one entry");
     out.push((first, entry.clone(), block.clone()));
@@ -210,7 +209,7 @@ fn place_p_on_untouched(
     true
 }
 
-/// The sectors of member `d`'s block in `entry`'s union, if any.
-fn union_mask(entry: &LogEntry, d: DiskIndex) -> Option<&SectorMask> {
-    entry.modified.iter().find(|(m, _)| *m == d.get()).map(|(_, mask)| mask)
+/// Whether `entry`'s union holds member `d`'s block whole.
+fn whole_in_union(entry: &LogEntry, d: DiskIndex, unit_sectors: u64) -> bool {
+    entry.mask(d.get()).is_some_and(|m| is_full(m, unit_sectors))
 }
