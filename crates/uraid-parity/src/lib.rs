@@ -24,18 +24,18 @@ pub const MAX_DATA_BLOCKS: usize = 254;
 
 /// Calls on blocks shorter than this always write their outputs with ordinary stores; calls on
 /// longer blocks bypass the caches when the outputs are not cached already and are
-/// vector-aligned (see `x86/generic.rs`). Per block, not per call. A cache probe chooses;
-/// below 16 KiB it costs too much of an in-cache call to run every time (4 x 4 KiB lost 20-30%
-/// on a Zen 5 machine), so from 4 KiB to 16 KiB a thread probes one call in 16 and keeps the
-/// verdict in between. On a Zen 3 machine (AVX2), streamed 4 KiB stripes with non-temporal
-/// stores ran 25-55% faster than with ordinary ones. Benchmarks that want ordinary stores stay
-/// below this.
+/// vector-aligned (see `x86/generic.rs`). Per block, not per call. A cache probe chooses; it
+/// costs too much of an in-cache call to run every time (4 x 4 KiB lost 20-30% on a Zen 5
+/// machine), so a thread probes once per 256 KiB of block length (one call in 16 up to 16
+/// KiB, every call from 256 KiB) and keeps the verdict in between. On a Zen 3 machine (AVX2),
+/// streamed 4 KiB stripes with non-temporal stores ran 25-55% faster than with ordinary ones.
+/// Benchmarks that want ordinary stores stay below this.
 pub const ORDINARY_STORES_BELOW: usize = 4 << 10;
 
 /// How calls on blocks of at least [`ORDINARY_STORES_BELOW`] bytes write their outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stores {
-    /// Non-temporal stores when the stripe's first source line is not in a cache (the default).
+    /// Non-temporal stores when the stripe's sources are not in a cache (the default).
     Probe,
     /// Always ordinary stores.
     Ordinary,

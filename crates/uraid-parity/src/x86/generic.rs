@@ -67,24 +67,31 @@ fn prefetch<const AHEAD: usize>(src: *const u8, off: usize) {
 /// that is cached evicts it and sends it to DRAM, which halved in-cache rows.
 pub(crate) const NT_MIN_BYTES: usize = crate::ORDINARY_STORES_BELOW;
 
-/// From this block size every call probes the cache; shorter calls (from [`NT_MIN_BYTES`]) probe
-/// one call in [`SHORT_PROBE_EVERY`] per thread and reuse the verdict in between: the probe
-/// (two fences and two TSC reads) is a fifth of an in-cache 4 x 4 KiB XOR, and a caller that
-/// streams short stripes, or keeps them in cache, does so for many calls in a row. A wrong
-/// verdict after the caller switches costs at most that many calls their best kind of store.
-const PROBE_EACH_CALL_FROM: usize = 16 << 10;
-const SHORT_PROBE_EVERY: u32 = 16;
+/// A thread probes the cache once per this many bytes of block length, at most every
+/// [`MAX_PROBE_EVERY`] calls, and reuses the verdict in between (see [`VERDICT`]): from 256
+/// KiB every call probes, a 64 KiB call one in 4, calls up to 16 KiB one in 16. The probe
+/// (two fences, two TSC reads and a load from DRAM when streaming) is a fifth of an in-cache
+/// 4 x 4 KiB XOR, and probed every call it cost streamed 4 x 64 KiB XOR 7-8% on the Zen 3 VM
+/// (0.93x ISA-L, 1.01x with non-temporal stores forced; likely the fences, which hold the
+/// next call's loads behind the last one's stores). A caller that streams its stripes, or keeps them in cache,
+/// does so for many calls in a row; a wrong verdict after it switches costs at most one
+/// probe's worth of calls their best kind of store.
+const PROBE_BYTES: usize = 256 << 10;
+const MAX_PROBE_EVERY: usize = 16;
+/// Sources whose last line the probe loads (`missed`).
+const PROBED_SOURCES: usize = 8;
 
-/// The low bits of [`SHORT_VERDICT`]: calls left before the next probe.
-const SHORT_COUNT: u32 = (1 << 30) - 1;
+/// The bit of [`VERDICT`] set when the last probe missed the caches; the bits below count
+/// the calls left before the next probe.
+const MISSED: u32 = 1 << 31;
 
 std::thread_local! {
-    /// Short calls' last two probes (bit 31 set: the last one missed the caches, bit 30: the
-    /// one before) and the calls left before the next probe (`SHORT_COUNT`). Either miss
-    /// chooses non-temporal stores: in a streamed run of 4 x 4 KiB stripes on a Zen 3 machine
-    /// a third of the probes hit (the hardware prefetchers run ahead of the stripe), against
-    /// one in a thousand with the stripe in cache.
-    static SHORT_VERDICT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The thread's last probe and the calls left before the next (see [`MISSED`]). Until
+    /// the fifth session of 2026-11-29 a probe loaded one line, which had often been
+    /// prefetched while the caller streamed, so either of the last two probes' misses chose
+    /// non-temporal stores; loading the last line of up to [`PROBED_SOURCES`] sources, one
+    /// probe is right (`missed`).
+    static VERDICT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Above this many sources, `xor_gen` works in column tiles of [`XOR_TILE`] bytes and takes the
@@ -95,9 +102,8 @@ pub(crate) const XOR_TILE: usize = 8192;
 
 /// Whether the outputs get non-temporal stores: only when the caller asked (`stream`), the call
 /// has blocks of at least [`NT_MIN_BYTES`], every output is vector-aligned (which the
-/// instruction needs) and the first source's first line missed the caches (the other sources'
-/// first lines are prefetched right after the probe); for calls shorter than
-/// [`PROBE_EACH_CALL_FROM`], either of the thread's last two probes (see [`SHORT_VERDICT`]).
+/// instruction needs) and the stripe missed the caches: the thread's last probe did
+/// (`missed`; how often a thread probes: [`PROBE_BYTES`]).
 /// A source, not an output: after non-temporal stores the outputs are never cached, so probing
 /// them would keep choosing non-temporal stores for a stripe that is otherwise in cache.
 #[inline(always)]
@@ -105,7 +111,7 @@ fn use_nt<V: Vector>(
     stream: bool,
     len: usize,
     outs: &[*mut u8],
-    srcs: impl Iterator<Item = *const u8>,
+    srcs: impl Iterator<Item = *const u8> + Clone,
 ) -> bool {
     if !(stream
         && len >= NT_MIN_BYTES
@@ -116,26 +122,36 @@ fn use_nt<V: Vector>(
     match crate::stores() {
         crate::Stores::Ordinary => false,
         crate::Stores::NonTemporal => true,
-        crate::Stores::Probe if len >= PROBE_EACH_CALL_FROM => missed(srcs),
-        crate::Stores::Probe => SHORT_VERDICT.with(|v| {
+        crate::Stores::Probe => VERDICT.with(|v| {
             let state = v.get();
-            if state & SHORT_COUNT != 0 {
+            if state & !MISSED != 0 {
                 v.set(state - 1);
-                return state & !SHORT_COUNT != 0;
+                return state & MISSED != 0;
             }
-            // The last probe's miss becomes the one before.
-            let (now, before) = (u32::from(missed(srcs)) << 31, (state >> 1) & (1 << 30));
-            v.set((SHORT_PROBE_EVERY - 1) | now | before);
-            (now | before) != 0
+            let miss = missed(srcs, len);
+            let every = (PROBE_BYTES / len).clamp(1, MAX_PROBE_EVERY) as u32;
+            v.set((every - 1) | if miss { MISSED } else { 0 });
+            miss
         }),
     }
 }
 
-/// Whether the first source's first line missed the caches (the others' are prefetched).
-#[inline(always)]
-fn missed(mut srcs: impl Iterator<Item = *const u8>) -> bool {
-    // SAFETY: every source is a slice of at least `NT_MIN_BYTES` bytes (checked by `use_nt`).
-    srcs.next().is_some_and(|first| unsafe { !super::probe::cached(first, srcs) })
+/// Whether the stripe missed the caches: the last line of each of its first
+/// [`PROBED_SOURCES`] sources, loaded at once (every source's first line is prefetched after
+/// them). One line was not enough. On the Zen 3 VM, streaming through 512 MiB of stripes, a
+/// probe of the first source's first line hit a cache in 19% of 4 x 64 KiB XOR calls, 63% of
+/// 4 x 64 KiB P+Q calls and 36% of 4 x 4 KiB P+Q calls (the hardware prefetchers, likely), and
+/// those rows ran at 0.76-0.93x ISA-L; a probe of the last source's last line alone hit in 86%
+/// of the XOR calls. Loading the last line of every source, at most 0.3% of the probes hit
+/// while streaming and at least 97% with the stripe in cache. Last lines rather than first: a
+/// caller that just wrote the stripe wrote them last (reasoned, not measured).
+#[inline(never)]
+#[cold]
+fn missed(srcs: impl Iterator<Item = *const u8> + Clone, len: usize) -> bool {
+    // SAFETY: every source is a slice of `len >= NT_MIN_BYTES` bytes (checked by `use_nt`),
+    // so its last byte is readable.
+    let lasts = srcs.clone().take(PROBED_SOURCES).map(|s| unsafe { s.add(len - 1) });
+    unsafe { !super::probe::cached(lasts, srcs) }
 }
 
 #[inline(always)]
@@ -765,7 +781,7 @@ pub(crate) unsafe fn syndrome_k<V: Vector, const K: usize, const N: usize>(
     let len = q.len();
     let outs = (p.as_mut_ptr(), q.as_mut_ptr());
     let d: [*const u8; K] = data.map(<[u8]>::as_ptr);
-    let nt = use_nt::<V>(stream, len, &[outs.1, outs.0], d.iter().copied());
+    let nt = use_nt::<V>(stream, len, &[outs.1, outs.0], data.iter().map(|x| x.as_ptr()));
     let o = groups!(V, len, 0, N, |off| { unsafe { group::<V, K, N>(&d, outs, off, nt) } });
     let off = groups!(V, len, o, 1, |off| { unsafe { group::<V, K, 1>(&d, outs, off, nt) } });
     fence(nt);
@@ -809,7 +825,9 @@ pub(crate) unsafe fn xor_k<V: Vector, const K: usize, const N: usize>(
     let len = dst.len();
     let d = dst.as_mut_ptr();
     let s: [*const u8; K] = srcs.map(<[u8]>::as_ptr);
-    let nt = use_nt::<V>(stream, len, &[d], s.iter().copied());
+    // From the slices, not `s`: a probe that walks `s` keeps it on the stack, and the loop
+    // then reloads the pointers (8 x 4 KiB in cache lost 17% that way).
+    let nt = use_nt::<V>(stream, len, &[d], srcs.iter().map(|x| x.as_ptr()));
     let o = groups!(V, len, 0, N, |off| { unsafe { group::<V, K, N>(&s, d, off, nt) } });
     let off = groups!(V, len, o, 1, |off| { unsafe { group::<V, K, 1>(&s, d, off, nt) } });
     fence(nt);

@@ -1,5 +1,5 @@
-//! Is a stripe in a cache? One load timed with the TSC. The kernels ask this of their first
-//! source's first line (then prefetch the other sources' first lines) to choose between
+//! Is a stripe in a cache? Loads timed with the TSC. The kernels ask this of their sources'
+//! last lines (then prefetch the sources' first lines) to choose between
 //! ordinary and non-temporal stores (see `generic.rs`): the size of a call cannot tell a stripe
 //! that the caller just wrote (in cache) from one that it streams through (in DRAM), and each
 //! kind of store costs the other case 2x or 20%.
@@ -19,11 +19,17 @@ const MISS_NS: u64 = 45;
 /// TSC ticks above which a probe missed the caches; 0 until measured.
 static MISS_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// Ticks from just before to just after loading `p`; then prefetches `also`.
+/// Ticks from just before to just after loading every byte of `lines` (at once: the loads
+/// overlap, so a miss costs one memory latency however many lines miss); then prefetches
+/// `also`.
 ///
-/// SAFETY: `p` must be readable; `also` may point anywhere (prefetches cannot fault).
+/// SAFETY: every pointer of `lines` must be readable; `also` may point anywhere (prefetches
+/// cannot fault).
 #[inline(always)]
-unsafe fn ticks(p: *const u8, also: impl Iterator<Item = *const u8>) -> u64 {
+unsafe fn ticks(
+    lines: impl Iterator<Item = *const u8>,
+    also: impl Iterator<Item = *const u8>,
+) -> u64 {
     unsafe {
         // Drain the stores of the caller's previous call first: on an Intel Xeon (Sapphire
         // Rapids class, VM) a load timed behind a store buffer full of RFOs read 157-1000
@@ -33,7 +39,9 @@ unsafe fn ticks(p: *const u8, also: impl Iterator<Item = *const u8>) -> u64 {
         _mm_lfence();
         let start = _rdtsc();
         _mm_lfence();
-        std::hint::black_box(std::ptr::read_volatile(p));
+        for p in lines {
+            std::hint::black_box(std::ptr::read_volatile(p));
+        }
         _mm_lfence();
         let took = _rdtsc().wrapping_sub(start);
         // Not inside the timed interval: prefetches of lines in a slow cache hold the line fill
@@ -51,8 +59,9 @@ unsafe fn ticks(p: *const u8, also: impl Iterator<Item = *const u8>) -> u64 {
 fn calibrate() -> u64 {
     let local = 0u8;
     // SAFETY: `local` is a readable byte.
-    let mut hits: Vec<u64> =
-        (0..33).map(|_| unsafe { ticks(&raw const local, std::iter::empty()) }).collect();
+    let mut hits: Vec<u64> = (0..33)
+        .map(|_| unsafe { ticks(std::iter::once(&raw const local), std::iter::empty()) })
+        .collect();
     hits.sort_unstable();
     // The TSC's rate, over 200 us (once per process).
     // SAFETY: reading the TSC has no preconditions.
@@ -68,15 +77,18 @@ fn calibrate() -> u64 {
     limit
 }
 
-/// Whether the line at `p` answered from a cache. The lines at `also`, which the caller reads
-/// first, are prefetched right after it.
+/// Whether every line of `lines` answered from a cache. The lines at `also`, which the caller
+/// reads first, are prefetched right after them.
 ///
-/// SAFETY: `p` must be readable.
+/// SAFETY: every pointer of `lines` must be readable.
 #[inline(always)]
-pub(crate) unsafe fn cached(p: *const u8, also: impl Iterator<Item = *const u8>) -> bool {
+pub(crate) unsafe fn cached(
+    lines: impl Iterator<Item = *const u8>,
+    also: impl Iterator<Item = *const u8>,
+) -> bool {
     let limit = match MISS_TICKS.load(Ordering::Relaxed) {
         0 => calibrate(),
         t => t,
     };
-    unsafe { ticks(p, also) < limit }
+    unsafe { ticks(lines, also) < limit }
 }
