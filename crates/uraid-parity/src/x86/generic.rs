@@ -71,11 +71,12 @@ pub(crate) const NT_MIN_BYTES: usize = crate::ORDINARY_STORES_BELOW;
 /// [`MAX_PROBE_EVERY`] calls, and reuses the verdict in between (see [`VERDICT`]): from 256
 /// KiB every call probes, a 64 KiB call one in 4, calls up to 16 KiB one in 16. The probe
 /// (two fences, two TSC reads and a load from DRAM when streaming) is a fifth of an in-cache
-/// 4 x 4 KiB XOR, and probed every call it cost streamed 4 x 64 KiB XOR 7-8% on the Zen 3 VM
+/// 4 x 4 KiB XOR, and probed every call it cost streamed 4 x 64 KiB XOR 8% on the Zen 3 VM
 /// (0.93x ISA-L, 1.01x with non-temporal stores forced; likely the fences, which hold the
-/// next call's loads behind the last one's stores). A caller that streams its stripes, or keeps them in cache,
-/// does so for many calls in a row; a wrong verdict after it switches costs at most one
-/// probe's worth of calls their best kind of store.
+/// next call's loads behind the last one's stores). A caller that streams its stripes, or
+/// keeps them in cache, does so for many calls in a row; a wrong verdict after it switches
+/// (or after a call of another block size) costs at most one probe's worth of calls their
+/// best kind of store.
 const PROBE_BYTES: usize = 256 << 10;
 const MAX_PROBE_EVERY: usize = 16;
 /// Sources whose last line the probe loads (`missed`).

@@ -19,9 +19,9 @@ const MISS_NS: u64 = 45;
 /// TSC ticks above which a probe missed the caches; 0 until measured.
 static MISS_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// Ticks from just before to just after loading every byte of `lines` (at once: the loads
-/// overlap, so a miss costs one memory latency however many lines miss); then prefetches
-/// `also`.
+/// Ticks from just before to just after loading the byte at each pointer of `lines` (the
+/// loads overlap, so misses cost about one memory latency however many lines miss); then
+/// prefetches `also`.
 ///
 /// SAFETY: every pointer of `lines` must be readable; `also` may point anywhere (prefetches
 /// cannot fault).
@@ -45,7 +45,7 @@ unsafe fn ticks(
         _mm_lfence();
         let took = _rdtsc().wrapping_sub(start);
         // Not inside the timed interval: prefetches of lines in a slow cache hold the line fill
-        // buffers, and the timed load queues behind them. On the Xeon VM with its neighbours
+        // buffers, and the timed loads queue behind them. On the Xeon VM with its neighbours
         // busy, a 16 x 64 KiB stripe in L2 read as a miss in 90% of the probes that way
         // (41-96% at 8 wide), against 0.5-4% with the prefetches after.
         for a in also {
