@@ -35,15 +35,7 @@ impl Scratch {
 
     /// Sets each part's epoch and sorts `ready` (given in the engine's order).
     pub(super) fn order_for_merging(&mut self, ready: &mut [Part]) {
-        self.epochs.fill(0);
-        let mut packable = ready.len() < 1 << INDEX_BITS;
-        for part in ready.iter_mut() {
-            part.epoch = self.epochs[part.member];
-            if part.op == IoOp::Flush {
-                self.epochs[part.member] += 1;
-            }
-            packable &= part.member < 1 << MEMBER_BITS && part.epoch < 1 << EPOCH_BITS;
-        }
+        let packable = self.set_epochs(ready) && ready.len() < 1 << INDEX_BITS;
         if !packable {
             return by_tuple(ready);
         }
@@ -54,6 +46,21 @@ impl Scratch {
         let index = |k: &u128| (k & ((1 << INDEX_BITS) - 1)) as usize;
         self.sorted.extend(self.keys.iter().map(|k| ready[index(k)]));
         ready.copy_from_slice(&self.sorted);
+    }
+
+    /// Sets each part's epoch: the flushes before it on its member in this turn. Whether
+    /// every part's member and epoch fit the packed key.
+    fn set_epochs(&mut self, ready: &mut [Part]) -> bool {
+        self.epochs.fill(0);
+        let mut fits = true;
+        for part in ready.iter_mut() {
+            part.epoch = self.epochs[part.member];
+            if part.op == IoOp::Flush {
+                self.epochs[part.member] += 1;
+            }
+            fits &= part.member < 1 << MEMBER_BITS && part.epoch < 1 << EPOCH_BITS;
+        }
+        fits
     }
 }
 
@@ -118,7 +125,7 @@ mod tests {
                 })
                 .collect();
             let mut expected = ready.clone();
-            Scratch::new(4).order_epochs_only(&mut expected);
+            Scratch::new(4).set_epochs(&mut expected);
             by_tuple(&mut expected);
             scratch.order_for_merging(&mut ready);
             assert_eq!(tags(&ready), tags(&expected), "turn {turn}");
@@ -142,17 +149,5 @@ mod tests {
         assert_eq!(ready[0].op, IoOp::Read);
         assert!(ready[1..].windows(2).all(|w| w[0].epoch < w[1].epoch));
         assert_eq!(ready.last().map(|p| p.tag.0), Some(0));
-    }
-
-    impl Scratch {
-        /// Only the epochs (the reference sorts by them).
-        fn order_epochs_only(&mut self, ready: &mut [Part]) {
-            for part in ready.iter_mut() {
-                part.epoch = self.epochs[part.member];
-                if part.op == IoOp::Flush {
-                    self.epochs[part.member] += 1;
-                }
-            }
-        }
     }
 }
