@@ -107,11 +107,33 @@ impl Backend {
         self.xor(dst, srcs, true, true);
     }
 
+    /// As [`Backend::xor_gen`], for an output the caller reads again at once: ordinary
+    /// stores, whatever the cache probe says. Non-temporal stores leave the output in memory
+    /// only, and reading it back there costs more than they saved (see [`Backend::xor`]).
+    pub fn xor_gen_cached(self, dst: &mut [u8], srcs: &[&[u8]]) {
+        check_lens(dst.len(), srcs.iter().map(|s| s.len()));
+        self.xor(dst, srcs, false, false);
+    }
+
+    /// As [`Backend::xor_acc`], for an output the caller reads again at once (see
+    /// [`Backend::xor_gen_cached`]).
+    pub fn xor_acc_cached(self, dst: &mut [u8], srcs: &[&[u8]]) {
+        check_lens(dst.len(), srcs.iter().map(|s| s.len()));
+        self.xor(dst, srcs, true, false);
+    }
+
     /// RAID6 P and Q of the data blocks in syndrome order: `P = Σ d_i`, `Q = Σ 2^i d_i`.
     /// `None` stands for an all-zero block (DDF layouts leave such slots).
     pub fn gen_syndrome(self, p: &mut [u8], q: &mut [u8], data: &[Option<&[u8]>]) {
         check_lens(p.len(), std::iter::once(q.len()).chain(data.iter().flatten().map(|d| d.len())));
         self.syndrome(Some(p), q, data, true);
+    }
+
+    /// As [`Backend::gen_syndrome`], for outputs the caller reads again at once (see
+    /// [`Backend::xor_gen_cached`]).
+    pub fn gen_syndrome_cached(self, p: &mut [u8], q: &mut [u8], data: &[Option<&[u8]>]) {
+        check_lens(p.len(), std::iter::once(q.len()).chain(data.iter().flatten().map(|d| d.len())));
+        self.syndrome(Some(p), q, data, false);
     }
 
     /// RAID6 read-modify-write of one data block: updates P and Q from the block's old and new
@@ -155,7 +177,8 @@ impl Backend {
 
     /// `stream`: the output is not read again soon (it goes to a device or another core), so
     /// large outputs may bypass the caches (non-temporal stores; see `x86/generic.rs`). The
-    /// public entry points say so; recovery's intermediate results, read back at once, do not.
+    /// public entry points say so but the `_cached` ones; recovery's intermediate results, read
+    /// back at once, do not.
     pub(crate) fn xor(self, dst: &mut [u8], srcs: &[&[u8]], acc: bool, stream: bool) {
         self.check();
         dispatch!(

@@ -152,9 +152,25 @@ pub fn xor_acc(dst: &mut [u8], srcs: &[&[u8]]) {
     backend().xor_acc(dst, srcs);
 }
 
+/// `dst = srcs[0] ^ srcs[1] ^ ...`, for an output the caller reads again at once. See
+/// [`Backend::xor_gen_cached`].
+pub fn xor_gen_cached(dst: &mut [u8], srcs: &[&[u8]]) {
+    backend().xor_gen_cached(dst, srcs);
+}
+
+/// `dst ^= srcs[0] ^ srcs[1] ^ ...`, for an output the caller reads again at once.
+pub fn xor_acc_cached(dst: &mut [u8], srcs: &[&[u8]]) {
+    backend().xor_acc_cached(dst, srcs);
+}
+
 /// RAID6 P and Q of `data` in syndrome order (`None` = zero block). See [`Backend::gen_syndrome`].
 pub fn gen_syndrome(p: &mut [u8], q: &mut [u8], data: &[Option<&[u8]>]) {
     backend().gen_syndrome(p, q, data);
+}
+
+/// P and Q as [`gen_syndrome`], for outputs the caller reads again at once.
+pub fn gen_syndrome_cached(p: &mut [u8], q: &mut [u8], data: &[Option<&[u8]>]) {
+    backend().gen_syndrome_cached(p, q, data);
 }
 
 /// RAID6 read-modify-write of the block in syndrome `slot`. See [`Backend::pq_update`].

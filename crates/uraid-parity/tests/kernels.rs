@@ -254,6 +254,18 @@ fn large_and_wide_calls(stores: Stores) {
                 be.gen_syndrome(&mut p[pa..pa + len], &mut q[qa..qa + len], &data);
                 assert!(p[pa..pa + len] == want_p[..], "{} P n={n} len={len}", be.name());
                 assert!(q[qa..qa + len] == want_q[..], "{} Q n={n} len={len}", be.name());
+                // The entry points for outputs read again at once: ordinary stores always.
+                d[at..at + len].fill(0xa5);
+                be.xor_gen_cached(&mut d[at..at + len], &srcs);
+                assert!(d[at..at + len] == want[..], "{} xor_gen_cached n={n}", be.name());
+                d[at..at + len].copy_from_slice(&src[0]);
+                be.xor_acc_cached(&mut d[at..at + len], &srcs[1..]);
+                assert!(d[at..at + len] == want_acc[..], "{} xor_acc_cached n={n}", be.name());
+                p[pa..pa + len].fill(0x5a);
+                q[qa..qa + len].fill(0x5a);
+                be.gen_syndrome_cached(&mut p[pa..pa + len], &mut q[qa..qa + len], &data);
+                assert!(p[pa..pa + len] == want_p[..], "{} P cached n={n}", be.name());
+                assert!(q[qa..qa + len] == want_q[..], "{} Q cached n={n}", be.name());
             }
         }
     }

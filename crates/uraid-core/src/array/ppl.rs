@@ -787,7 +787,7 @@ impl Array {
     /// The entry's partial parity from the head after compute, in `out` (any contents): the
     /// new parity minus the modified sectors, or (when a modified block is not here) the sum
     /// of every other sector; and whether it holds the union's sectors of failed members (the
-    /// first way).
+    /// first way). Written with ordinary stores: its checksum and its log write read it next.
     fn partial_parity(
         &self,
         id: HeadId,
@@ -822,7 +822,7 @@ impl Array {
                 let (o, src) = (&mut out[start * 512..s * 512], &b[start * 512..s * 512]);
                 match coefficient(d) {
                     Some(c) => uraid_parity::mul_const_acc(o, src, c),
-                    None => uraid_parity::xor_acc(o, &[src]),
+                    None => uraid_parity::xor_acc_cached(o, &[src]),
                 }
             }
         };
@@ -845,7 +845,7 @@ impl Array {
                 // Whole blocks of P (a random write's case): one pass.
                 let mut srcs: smallvec::SmallVec<[&[u8]; 4]> = smallvec::smallvec![parity_block];
                 srcs.extend(e.modified.iter().map(|(d, _)| block(*d).expect("checked")));
-                uraid_parity::xor_gen(&mut out, &srcs);
+                uraid_parity::xor_gen_cached(&mut out, &srcs);
                 return Some((out, false));
             }
             out.copy_from_slice(parity_block);
