@@ -113,7 +113,7 @@ impl Array {
     /// written with ordinary stores. Else the kernels may write it past the caches when its
     /// sources were not cached (`uraid_parity::ORDINARY_STORES_BELOW`), and the partial parity
     /// read it back from memory: in `uraid bench io --only cpu`'s log_cpu rows, whose request
-    /// buffers are made before the timed passes and cold, 94-98% of RAID5's calls did so.
+    /// buffers were made before the timed passes and cold, 94-99% of RAID5's calls did so.
     fn parity_read_again(&self, id: HeadId) -> bool {
         self.ppl.is_some() && self.method(id) != Some(WriteMethod::FullStripe)
     }
