@@ -27,12 +27,19 @@ impl Array {
         if matches!(method, WriteMethod::FullStripe | WriteMethod::DataOnly) {
             self.plan_skip_copy(id, &pieces);
         }
+        // The new parity is read again at once when the log computes a partial parity from
+        // it (every logged write but a full stripe's, `ppl::partial_parity`): ordinary stores
+        // then. Else the kernels may write it past the caches when its sources were not
+        // cached (`uraid_parity::ORDINARY_STORES_BELOW`), and the partial parity read it back
+        // from memory: in `uraid bench io --only cpu`'s log_cpu rows, whose request buffers
+        // were made before the timed passes and cold, 94-99% of RAID5's calls did so.
+        let read_again = self.ppl.is_some() && method != WriteMethod::FullStripe;
         if method == WriteMethod::ReadModifyWrite {
-            self.update_parity_rmw(id, &pieces);
+            self.update_parity_rmw(id, &pieces, read_again);
         } else {
             self.overlay(id, &pieces);
             if method != WriteMethod::DataOnly {
-                self.compute_parity(id);
+                self.compute_parity(id, read_again);
             }
         }
         self.start_writing(id);
@@ -108,19 +115,8 @@ impl Array {
         }
     }
 
-    /// Whether the head's new parity is read again at once: the partial parity of a logged
-    /// write is computed from it (`ppl::partial_parity`, all but full-stripe writes), so it is
-    /// written with ordinary stores. Else the kernels may write it past the caches when its
-    /// sources were not cached (`uraid_parity::ORDINARY_STORES_BELOW`), and the partial parity
-    /// read it back from memory: in `uraid bench io --only cpu`'s log_cpu rows, whose request
-    /// buffers were made before the timed passes and cold, 94-99% of RAID5's calls did so.
-    fn parity_read_again(&self, id: HeadId) -> bool {
-        self.ppl.is_some() && self.method(id) != Some(WriteMethod::FullStripe)
-    }
-
-    /// P (and Q) from all the data blocks of the head.
-    fn compute_parity(&mut self, id: HeadId) {
-        let cached = self.parity_read_again(id);
+    /// P (and Q) from all the data blocks of the head; with ordinary stores if `read_again`.
+    fn compute_parity(&mut self, id: HeadId, read_again: bool) {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let p_idx = map.p_disk.expect("RAID4/5/6 have P").get();
         let q_idx = map.q_disk.map(crate::DiskIndex::get);
@@ -134,18 +130,17 @@ impl Array {
         if let Some(q) = q.as_mut() {
             let data: PerMember<Option<&[u8]>> =
                 map.syndrome.iter().map(|d| d.map(source)).collect();
-            if cached {
-                uraid_parity::gen_syndrome_cached(&mut p, q, &data);
+            let gen_syndrome = if read_again {
+                uraid_parity::gen_syndrome_cached
             } else {
-                uraid_parity::gen_syndrome(&mut p, q, &data);
-            }
+                uraid_parity::gen_syndrome
+            };
+            gen_syndrome(&mut p, q, &data);
         } else {
             let data: PerMember<&[u8]> = map.data_disk.iter().map(|&d| source(d)).collect();
-            if cached {
-                uraid_parity::xor_gen_cached(&mut p, &data);
-            } else {
-                uraid_parity::xor_gen(&mut p, &data);
-            }
+            let xor_gen =
+                if read_again { uraid_parity::xor_gen_cached } else { uraid_parity::xor_gen };
+            xor_gen(&mut p, &data);
         }
         let lost = self.lost(id);
         let head = self.cache.head_mut(id);
@@ -160,14 +155,10 @@ impl Array {
     }
 
     /// Read-modify-write: fold each written range's old ^ new into the surviving parity, then
-    /// take the new data into the block. Only the written ranges change.
-    fn update_parity_rmw(&mut self, id: HeadId, pieces: &[Piece]) {
-        // RAID6's pq_update always writes P and Q with ordinary stores.
-        let xor_acc = if self.parity_read_again(id) {
-            uraid_parity::xor_acc_cached
-        } else {
-            uraid_parity::xor_acc
-        };
+    /// take the new data into the block. Only the written ranges change. With ordinary stores
+    /// if `read_again` (RAID6's pq_update always stores ordinarily).
+    fn update_parity_rmw(&mut self, id: HeadId, pieces: &[Piece], read_again: bool) {
+        let xor_acc = if read_again { uraid_parity::xor_acc_cached } else { uraid_parity::xor_acc };
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let level = self.geometry.level();
         let lost = self.lost(id);
