@@ -26,6 +26,7 @@ mod request;
 pub mod runtime;
 pub mod shared_memory;
 pub mod source;
+mod wide;
 mod worker;
 
 pub use completions::after_completions;

@@ -11,7 +11,6 @@ use crate::runtime::Runtime;
 use crate::worker::Msg;
 use crate::{RuntimeError, source::MemberSource};
 use std::sync::PoisonError;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use uraid_core::Sector;
 use uraid_core::array::{ArrayError, Mismatch, SyncKind};
@@ -124,15 +123,15 @@ impl Runtime {
     /// 0, and None.
     pub fn take_over_replacement(&self, member: usize, front: u64) -> Option<Vec<(u64, u64)>> {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
-        // Cleared first, as for `start_readd`.
-        self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
-        self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
         let ranges = match &self.senders[..] {
             [tx] => {
+                self.wide.revive(member, 1);
                 let (reply, answer) = mpsc::sync_channel(1);
-                tx.send(Msg::TakeOver { member, front, reply })
-                    .ok()
-                    .and_then(|()| answer.recv().ok().flatten())
+                let sent = tx.send(Msg::TakeOver { member, front, reply });
+                if sent.is_err() {
+                    self.wide.revived(member);
+                }
+                sent.ok().and_then(|()| answer.recv().ok().flatten())
             }
             _ => None,
         };
@@ -155,10 +154,11 @@ impl Runtime {
     /// writes there go to it as the rebuild passes).
     pub fn start_recovery(&self, member: usize, offset: u64) {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
-        self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
-        self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        self.wide.revive(member, self.senders.len());
         for tx in &self.senders {
-            let _ = tx.send(Msg::StartRecovery { member, offset });
+            if tx.send(Msg::StartRecovery { member, offset }).is_err() {
+                self.wide.revived(member);
+            }
         }
     }
 
@@ -171,16 +171,15 @@ impl Runtime {
     pub fn start_readd(&self, member: usize) -> Option<Vec<(u64, u64)>> {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
         let [tx] = &self.senders[..] else { return None };
-        // Cleared first, as for `start_recovery`: the worker applies the failed mask before
-        // every piece it plans, and would fail the member again from a stale one (which made
-        // reads refuse a stripe within redundancy, found with two tests running at once).
-        self.wide.failed_mask.fetch_and(!(1 << member), Ordering::AcqRel);
-        self.wide.recorded_mask.fetch_and(!(1 << member), Ordering::AcqRel);
+        // Cleared first (a stale mask once made reads refuse a stripe within redundancy,
+        // found with two tests running at once: see `ArrayWide::revive`).
+        self.wide.revive(member, 1);
         let (reply, answer) = mpsc::sync_channel(1);
-        let ranges = tx
-            .send(Msg::StartReAdd { member, reply })
-            .ok()
-            .and_then(|()| answer.recv().ok().flatten());
+        let sent = tx.send(Msg::StartReAdd { member, reply });
+        if sent.is_err() {
+            self.wide.revived(member);
+        }
+        let ranges = sent.ok().and_then(|()| answer.recv().ok().flatten());
         if ranges.is_none() {
             self.fail_member(member);
         }

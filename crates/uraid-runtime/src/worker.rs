@@ -18,10 +18,11 @@
 
 use crate::RuntimeError;
 use crate::request::{Piece, PieceOp};
+use crate::wide::ArrayWide;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use uraid_core::DiskIndex;
 use uraid_core::Sector;
@@ -104,25 +105,6 @@ pub(crate) struct WorkerView {
     pub mismatches: Mutex<(Vec<Mismatch>, u64)>,
     /// Bitmap chunks set, as of the last tick; and bitmap page writes so far.
     pub write_intent: Mutex<(Vec<u64>, u64)>,
-}
-
-/// State every worker shares: the members failed anywhere, and those of them the caller's
-/// metadata says are faulty (`Runtime::failures_recorded`), a bit each.
-#[derive(Default)]
-pub(crate) struct ArrayWide {
-    pub failed_mask: AtomicU64,
-    pub recorded_mask: AtomicU64,
-    /// How many times `failed_mask` has gained members, for `Runtime::wait_for_failure`.
-    pub failure_news: Mutex<u64>,
-    pub failure_news_cv: Condvar,
-}
-
-impl ArrayWide {
-    /// `failed_mask` gained members: wakes whoever records failures.
-    pub fn announce_failure(&self) {
-        *self.failure_news.lock().unwrap_or_else(PoisonError::into_inner) += 1;
-        self.failure_news_cv.notify_all();
-    }
 }
 
 pub(crate) struct Worker {
@@ -299,10 +281,13 @@ impl Worker {
             Msg::StartRecovery { member, offset } => {
                 self.known_failed &= !(1 << member);
                 self.array.start_recovery(DiskIndex(member as u16), Sector(offset));
+                self.wide.revived(member);
             }
             Msg::StartReAdd { member, reply } => {
                 self.known_failed &= !(1 << member);
-                let _ = reply.send(self.array.start_readd(DiskIndex(member as u16)));
+                let ranges = self.array.start_readd(DiskIndex(member as u16));
+                self.wide.revived(member);
+                let _ = reply.send(ranges);
             }
             Msg::RecoveryOffset { member, offset } => {
                 self.array.set_recovery_offset(DiskIndex(member as u16), Sector(offset));
@@ -321,6 +306,7 @@ impl Worker {
                 self.known_failed &= !(1 << member);
                 let ranges =
                     self.array.take_over_replacement(DiskIndex(member as u16), Sector(front));
+                self.wide.revived(member);
                 let _ = reply.send(ranges);
             }
             Msg::BitmapHeader(header) => self.array.write_intent_set_header(&header),
@@ -333,8 +319,15 @@ impl Worker {
     }
 
     /// Swaps a member's instance once the old one has nothing in flight (it is failed or
-    /// removed, so it gets no new I/O and drains within its slowest I/O).
+    /// removed, so it gets no new I/O and drains within its slowest I/O). The runtime failed
+    /// the member before sending this; it is failed in this engine at once, which may not
+    /// have adopted that yet, and a turn hands the old instance what the engine planned
+    /// before: sent after the swap, a read planned while the member was in sync read the new
+    /// device's blank blocks as good (tests/revival.rs).
     fn replace(&mut self, member: usize, mut instance: Box<dyn Member>) {
+        self.array.fail_member(DiskIndex(member as u16));
+        self.known_failed |= 1 << member;
+        self.turn(false);
         loop {
             match self.driver.replace_member(member, instance) {
                 Ok(_old) => return,
@@ -405,7 +398,11 @@ impl Worker {
     /// only reads the shared mask, so that the workers do not bounce its cache line.
     fn sync_failures(&mut self) {
         let mine = mask(&self.array.failed_members());
-        let newly = mine & !self.known_failed;
+        let mut newly = mine & !self.known_failed;
+        if newly != 0 {
+            // A member being brought back failed here on its old device: no news.
+            newly &= !self.wide.reviving_mask();
+        }
         let all = if newly == 0 {
             self.wide.failed_mask.load(Ordering::Acquire)
         } else {
