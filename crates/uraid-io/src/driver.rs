@@ -545,7 +545,7 @@ impl<M: Member + ?Sized> Driver<M> {
             for part in parts {
                 assert!(self.in_flight > 0, "a completion of member {m} with nothing in flight");
                 self.in_flight -= 1;
-                if c.result == Err(IoFailure::KnownBad) {
+                if matches!(c.result, Err(IoFailure::KnownBad | IoFailure::Replaced)) {
                     array.complete_io_known_bad(part.tag);
                 } else {
                     array.complete_io(part.tag, c.result.is_ok());

@@ -237,6 +237,10 @@ pub enum IoFailure {
     /// A read of a range the member's bad block log names (`known_bad`): not sent.
     #[error("the range is in the member's bad block log")]
     KnownBad,
+    /// A read the member's old device failed after its replacement took the slot
+    /// (`replacing`): the new device must not be blamed for it.
+    #[error("the replaced device failed a read sent before its replacement took the slot")]
+    Replaced,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

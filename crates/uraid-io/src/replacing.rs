@@ -10,6 +10,11 @@
 //! closed once its last I/O completes), or `Mode::Old` when the replacement is given up. No
 //! I/O has to drain first: each request reads the mode once, when submitted.
 //!
+//! The member failing during the copy hands the slot to the replacement (`Mode::New` then
+//! too): what the member still had in flight must not fail the new device. A write both had
+//! answers as the new device did, and a read the member fails answers `IoFailure::Replaced`,
+//! which the engine rebuilds from parity without counting against the member.
+//!
 //! A failed replacement never fails the member: its errors are recorded in the control (the
 //! lifecycle layer gives the replacement up) and the request completes with the member's
 //! result; a copy-write completes as written.
@@ -94,10 +99,21 @@ impl ReplacementControl {
     }
 }
 
-/// A request sent to both devices: completions still due, and the member's result.
+/// A request sent to both devices: completions still due, and each device's result.
 struct Pair {
     due: u8,
-    result: Result<(), IoFailure>,
+    old: Result<(), IoFailure>,
+    new: Result<(), IoFailure>,
+}
+
+impl Pair {
+    /// The request's result: the member's, unless the replacement has taken the slot since
+    /// (`Mode::New`), when the member is no longer in the array and its error (it failed: that
+    /// is how a takeover comes) would fail the new device, which wrote it (found by
+    /// uraid-md's `lifecycle_chaos`).
+    fn result(self, mode: Mode) -> Result<(), IoFailure> {
+        if mode == Mode::New { self.new } else { self.old }
+    }
 }
 
 pub struct Replacing {
@@ -192,16 +208,24 @@ impl Replacing {
                 continue;
             }
             if let Some(p) = self.pairs.get_mut(&c.tag) {
-                if !from_new {
-                    p.result.clone_from(&c.result);
+                if from_new {
+                    p.new.clone_from(&c.result);
+                } else {
+                    p.old.clone_from(&c.result);
                 }
                 p.due -= 1;
                 if p.due == 0 {
                     let p = self.pairs.remove(&c.tag).expect("a pair");
-                    self.complete(c.tag, p.result);
+                    let result = p.result(self.control.mode());
+                    self.complete(c.tag, result);
                 }
             } else if from_new && self.copies.remove(&c.tag) {
                 self.complete(c.tag, Ok(()));
+            } else if !from_new && c.result.is_err() && self.control.mode() == Mode::New {
+                // A read sent to the member before the replacement took the slot (the member
+                // failed: that is how a takeover comes). Counted as the new device's, enough
+                // of them failed it (uraid-md's `lifecycle_chaos`).
+                self.complete(c.tag, Err(IoFailure::Replaced));
             } else {
                 self.complete(c.tag, c.result.clone());
             }
@@ -269,7 +293,7 @@ impl Member for Replacing {
         let tag = req.tag;
         match (to_old, to_new) {
             (true, true) => {
-                self.pairs.insert(tag, Pair { due: 2, result: Ok(()) });
+                self.pairs.insert(tag, Pair { due: 2, old: Ok(()), new: Ok(()) });
                 let new = self.new.as_mut().expect("a replacement");
                 // SAFETY: the caller's contract covers both submissions: a Write's buffers may be
                 // read by both devices, and neither writes them.

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 use uraid_io::{
-    Faulty, IoCompletion, IoRequest, Medium, Member, MemoryMember, ReplacementControl,
+    Faulty, IoCompletion, IoFailure, IoRequest, Medium, Member, MemoryMember, ReplacementControl,
     ReplacementMode, Replacing,
 };
 
@@ -149,4 +149,40 @@ fn a_read_the_member_fails_below_the_copy_comes_from_the_replacement() {
     assert!(run(&mut r, IoRequest::read(5, 8192, &mut buf)).result.is_err(), "failed by both");
     assert!(control.failure().is_some(), "the replacement is given up");
     assert!(run(&mut r, IoRequest::read(6, 0, &mut buf)).result.is_err(), "not asked again");
+}
+
+/// After the replacement takes the slot (the member failed during the copy), what the member
+/// still had in flight must not fail the new device: a write both had answers as the new
+/// device wrote it, and a failed read says the old device failed it (`IoFailure::Replaced`,
+/// which the engine rebuilds without counting against the member).
+#[test]
+fn after_a_takeover_the_member_s_late_errors_are_not_the_new_device_s() {
+    let mut old = Faulty::new(MemoryMember::on("old", shared(1)), 1);
+    old.fail_writes(0..4096);
+    old.fail_reads(8192..12288);
+    let new = shared(2);
+    let control = ReplacementControl::new();
+    let mut r = Replacing::new(
+        Box::new(old),
+        Box::new(MemoryMember::on("new", new.clone())),
+        control.clone(),
+    );
+    let data = vec![6u8; 4096];
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: both buffers outlive the reaps below.
+    unsafe {
+        r.submit(IoRequest::write(1, 0, &data, false));
+        r.submit(IoRequest::read(2, 8192, &mut buf));
+    }
+    r.flush_submissions().unwrap();
+    control.set_mode(ReplacementMode::New);
+    let mut out = Vec::new();
+    while out.len() < 2 {
+        r.reap(&mut out, true).unwrap();
+    }
+    out.sort_by_key(|c| c.tag);
+    assert_eq!(out[0].result, Ok(()), "written by the device that holds the slot");
+    assert_eq!(new.0.lock().unwrap()[0], 6);
+    assert_eq!(out[1].result, Err(IoFailure::Replaced));
+    assert!(control.failure().is_none());
 }

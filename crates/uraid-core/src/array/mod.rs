@@ -598,9 +598,10 @@ impl Array {
     }
 
     /// Reports a read that failed because the member's bad block log names its range (the
-    /// runtime's `KnownBad` members never send it): handled as a read error (the blocks are
-    /// rebuilt from parity and rewritten) without counting against the member, as md reads
-    /// around its bad blocks without failing the device.
+    /// runtime's `KnownBad` members never send it), or one its old device failed after a
+    /// replacement took its slot: handled as a read error (the blocks are rebuilt from parity
+    /// and rewritten) without counting against the member, as md reads around its bad blocks
+    /// without failing the device.
     pub fn complete_io_known_bad(&mut self, tag: IoTag) {
         self.known_bad = true;
         self.complete_io(tag, false);
