@@ -133,36 +133,7 @@ fn lifecycle_verbs_on_random_members_under_clients() {
         let _stop = StopOnDrop(&stop);
         let mut rng = Rng(7);
         for round in 0..ROUNDS {
-            let m = (rng.next() % 6) as usize;
-            let path = slots[m].display().to_string();
-            let new = new_device(dir.path(), &format!("new{round}.img"));
-            let said = match round % 4 {
-                0 => {
-                    md.fail(&path).unwrap();
-                    md.remove(&path).unwrap();
-                    std::thread::sleep(Duration::from_millis(rng.next() % 50));
-                    md.add(&path).unwrap()
-                }
-                1 => {
-                    pulls.pull(&path);
-                    // The engine fails it at its first I/O; `fail` if none comes soon.
-                    if !common::wait_for(|| faulty(&md, &path)) {
-                        md.fail(&path).unwrap();
-                    }
-                    md.remove(&path).unwrap();
-                    slots[m] = new.clone();
-                    md.add(&new.display().to_string()).unwrap()
-                }
-                op => {
-                    let said = md.replace(&path, &new.display().to_string()).unwrap();
-                    if op == 3 {
-                        std::thread::sleep(Duration::from_millis(rng.next() % 100));
-                        pulls.pull(&path);
-                    }
-                    slots[m] = new.clone();
-                    said
-                }
-            };
+            let said = one_round(&md, &pulls, dir.path(), &mut slots, &mut rng, round);
             let result = md.wait_sync_idle(WAIT);
             // A member pulled during its replacement's copy left the array: its replacement
             // takes the slot (rebuilt where the copy had not got to) or, when the copy had
@@ -186,6 +157,47 @@ fn lifecycle_verbs_on_random_members_under_clients() {
     reads_with_two_failed(&md, 1, 4, &model, "two members failed after the rounds");
     drop(rt);
     md.stop().unwrap();
+}
+
+/// One round's verb on a member picked by `rng` (see the module docs); what it answered.
+fn one_round(
+    md: &MdArray,
+    pulls: &Pulls,
+    dir: &Path,
+    slots: &mut [PathBuf],
+    rng: &mut Rng,
+    round: usize,
+) -> String {
+    let m = (rng.next() % 6) as usize;
+    let path = slots[m].display().to_string();
+    let new = new_device(dir, &format!("new{round}.img"));
+    match round % 4 {
+        0 => {
+            md.fail(&path).unwrap();
+            md.remove(&path).unwrap();
+            std::thread::sleep(Duration::from_millis(rng.next() % 50));
+            md.add(&path).unwrap()
+        }
+        1 => {
+            pulls.pull(&path);
+            // The engine fails it at its first I/O; `fail` if none comes soon.
+            if !common::wait_for(|| faulty(md, &path)) {
+                md.fail(&path).unwrap();
+            }
+            md.remove(&path).unwrap();
+            slots[m].clone_from(&new);
+            md.add(&new.display().to_string()).unwrap()
+        }
+        op => {
+            let said = md.replace(&path, &new.display().to_string()).unwrap();
+            if op == 3 {
+                std::thread::sleep(Duration::from_millis(rng.next() % 100));
+                pulls.pull(&path);
+            }
+            slots[m] = new;
+            said
+        }
+    }
 }
 
 struct StopOnDrop<'a>(&'a AtomicBool);
