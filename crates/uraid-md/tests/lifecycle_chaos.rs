@@ -8,10 +8,11 @@
 //!
 //! Method: a RAID6 of 6 files with a write-intent bitmap (one worker) and the partial parity
 //! log. Three clients each own a region and check every read against a model while a chaos
-//! thread runs eight rounds, each on a member picked from a seed, of in turn: fail, remove, a
+//! thread runs ten rounds, each on a member picked from a seed, of in turn: fail, remove, a
 //! pause (0-50 ms), `add` of the same device (a re-add); pull (every later I/O of the device
 //! fails, so the engine fails it), remove, `add` of a new device (a spare, rebuilt whole);
-//! `replace` with a new device; the same with the member pulled 0-100 ms into the copy. Each
+//! `replace` with a new device; the same with the member pulled 0-100 ms into the copy; a
+//! re-add, and 0-100 ms into its recovery another member failed, removed and re-added. Each
 //! round waits for the sync process to go idle and must leave the array whole. At the end it
 //! must read back as the model, pass a check, and read the same with two members failed.
 
@@ -29,7 +30,7 @@ use common::{MEMBER_BYTES, Rng, assert_same, fill, make_array, reads_with_two_fa
 
 const WAIT: Duration = Duration::from_secs(120);
 const CLIENTS: u64 = 3;
-const ROUNDS: usize = 8;
+const ROUNDS: usize = 10;
 
 /// The pull flags of the device instances open, by path (a new instance gets its own).
 #[derive(Default)]
@@ -171,7 +172,7 @@ fn one_round(
     let m = (rng.next() % 6) as usize;
     let path = slots[m].display().to_string();
     let new = new_device(dir, &format!("new{round}.img"));
-    match round % 4 {
+    match round % 5 {
         0 => {
             md.fail(&path).unwrap();
             md.remove(&path).unwrap();
@@ -187,6 +188,18 @@ fn one_round(
             md.remove(&path).unwrap();
             slots[m].clone_from(&new);
             md.add(&new.display().to_string()).unwrap()
+        }
+        4 => {
+            // A re-add whose recovery a second member's failure interrupts: both come back.
+            md.fail(&path).unwrap();
+            md.remove(&path).unwrap();
+            let said = md.add(&path).unwrap();
+            std::thread::sleep(Duration::from_millis(rng.next() % 100));
+            let other = slots[(m + 1 + (rng.next() % 5) as usize) % 6].display().to_string();
+            md.fail(&other).unwrap();
+            md.remove(&other).unwrap();
+            md.add(&other).unwrap();
+            said
         }
         op => {
             let said = md.replace(&path, &new.display().to_string()).unwrap();
