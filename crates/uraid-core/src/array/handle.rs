@@ -91,6 +91,12 @@ pub(super) struct HeadState {
     pub(super) hold_released: bool,
     method: Option<WriteMethod>,
     pub(super) writes: Vec<DiskIndex>,
+    /// A Recovery batch: the members it rebuilt and writes, decided when it computed. Only
+    /// they are in sync here once it is done: a member whose recovery started while the batch
+    /// was in flight was not written (asked again at the end, as until the seventh session of
+    /// 2026-11-29, it was taken as rebuilt with its new device's blank blocks: uraid-md's
+    /// `lifecycle_chaos`, a second spare added during a recovery on two workers).
+    pub(super) rebuilt: Vec<DiskIndex>,
     /// Members whose block in this head failed to read: rebuilt from parity like a failed
     /// member's, then rewritten to them (md's read-error correction).
     pub(super) suspect: Vec<DiskIndex>,
@@ -195,6 +201,7 @@ impl Array {
             hold_released: false,
             method: None,
             writes: Vec::new(),
+            rebuilt: Vec::new(),
             suspect: Vec::new(),
             skip_copy: Vec::new(),
             error: None,
@@ -797,12 +804,10 @@ impl Array {
     }
 
     fn finish_batch(&mut self, id: HeadId) {
+        let rebuilt = std::mem::take(&mut self.state(id).rebuilt);
         if self.state(id).error.is_none() {
             self.copy_out_reads(id);
-            let recovery = Some(Kind::Sync(super::SyncKind::Recovery));
-            if self.state(id).batch.first().map(|p| p.kind) == recovery {
-                self.note_recovered(id);
-            }
+            self.note_recovered(id, &rebuilt);
         }
         self.log_writes_done(id);
         let st = self.state(id);

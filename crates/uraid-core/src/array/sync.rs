@@ -155,11 +155,12 @@ impl Array {
         (first_end..=end).step_by(unit as usize).all(|head_end| self.in_sync(member, head_end))
     }
 
-    /// A Recovery batch finished writing head `id`: its members being recovered are in sync
-    /// there from now on.
-    pub(super) fn note_recovered(&mut self, id: HeadId) {
+    /// A Recovery batch finished writing head `id`: the members it rebuilt (`rebuilt`) are in
+    /// sync there from now on, unless one failed meanwhile (a failed member's `recovered` is
+    /// cleared when it comes back).
+    pub(super) fn note_recovered(&mut self, id: HeadId, rebuilt: &[DiskIndex]) {
         let end = self.head_member_end(id);
-        for m in self.recovering_here(id) {
+        for m in rebuilt.iter().filter(|m| !self.failed[m.get()]) {
             self.recovered[m.get()].insert(end);
         }
     }
@@ -247,7 +248,9 @@ impl Array {
             }
             SyncKind::Recovery => {
                 self.rebuild_lost_blocks(id);
-                self.recovering_here(id)
+                let rebuilt = self.recovering_here(id);
+                self.state(id).rebuilt.clone_from(&rebuilt);
+                rebuilt
             }
             SyncKind::Check | SyncKind::Repair | SyncKind::Resync => {
                 if self.heads[&id].suspect.is_empty() {
