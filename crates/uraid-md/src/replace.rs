@@ -227,6 +227,9 @@ impl Inner {
             return None;
         }
         Self::list_from_now_on(meta, slot);
+        // Every engine treats the member as failed before the pair sends its reads to the
+        // new device (`Runtime::fail_member_now`).
+        self.runtime.fail_member_now(slot as usize);
         control.set_mode(ReplacementMode::New);
         let d = meta.devices.iter_mut().find(|d| d.role == Role::Replacement(slot))?;
         let front = d.recovery_offset.unwrap_or(0);

@@ -115,6 +115,27 @@ impl Runtime {
         Ok(control)
     }
 
+    /// Fails `member` in every worker's engine before returning (`fail_member` only marks it
+    /// for each to adopt before its next piece). Before a replacement takes a failed member's
+    /// place: the pair then sends every I/O to the new device, and an engine that had not yet
+    /// adopted the failure read the new device's uncopied blocks as the member's (uraid-md's
+    /// `lifecycle_chaos`, a member pulled during its copy, on two workers).
+    pub fn fail_member_now(&self, member: usize) {
+        self.fail_member(member);
+        let answers: Vec<_> = self
+            .senders
+            .iter()
+            .filter_map(|tx| {
+                let (reply, answer) = mpsc::sync_channel(1);
+                // A worker gone serves nothing.
+                tx.send(Msg::Fail { member, reply }).ok().map(|()| answer)
+            })
+            .collect();
+        for answer in answers {
+            let _ = answer.recv();
+        }
+    }
+
     /// The member being replaced failed and its replacement (its control's mode set to
     /// `New`) takes its place: in sync below `front`, where the copy got to, except where the
     /// bitmap has bits set (writes made since the failure reached neither device). Returns the

@@ -82,6 +82,11 @@ pub(crate) enum Msg {
         front: u64,
         reply: std::sync::mpsc::SyncSender<Option<Vec<(u64, u64)>>>,
     },
+    /// Fail the member in this engine now and say so on `reply` (`Runtime::fail_member_now`).
+    Fail {
+        member: usize,
+        reply: std::sync::mpsc::SyncSender<()>,
+    },
     /// A new bitmap superblock for the engine to write (see `Array::write_intent_set_header`).
     BitmapHeader(Vec<u8>),
     /// The resync of member sectors `[sector, +sectors)` is done: their bits may clear.
@@ -315,6 +320,11 @@ impl Worker {
             }
             // The turn that follows hands back what this releases.
             Msg::FailuresRecorded => self.sync_failures(),
+            Msg::Fail { member, reply } => {
+                self.array.fail_member(DiskIndex(member as u16));
+                self.known_failed |= 1 << member;
+                let _ = reply.send(());
+            }
         }
     }
 
