@@ -15,6 +15,7 @@
 //! re-add, and 0-100 ms into its recovery another member failed, removed and re-added. Each
 //! round waits for the sync process to go idle and must leave the array whole. At the end it
 //! must read back as the model, pass a check, and read the same with two members failed.
+//! Then the same without a bitmap, on two workers (a device that comes back is a spare).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,16 +108,32 @@ fn new_device(dir: &Path, name: &str) -> PathBuf {
 
 #[test]
 fn lifecycle_verbs_on_random_members_under_clients() {
+    chaos("lifecycle-chaos", Some(64 << 10), None);
+}
+
+/// Without a bitmap: a member that comes back is a spare, rebuilt whole, and the engine runs
+/// on two workers (an array with a bitmap has one). Its first runs found two ways to lose
+/// writes (see `Array::note_recovered` and `Runtime::fail_member_now`); fixed, it still read
+/// wrong data once in about 30 runs, in the round where a member is pulled during its
+/// replacement's copy, only with the other test beside it. Not found yet: run it by name.
+#[test]
+#[ignore = "a residual race in a takeover on two workers (about 1 run in 30)"]
+fn lifecycle_verbs_without_a_bitmap_on_two_workers() {
+    chaos("lifecycle-chaos-nobitmap", None, Some(2));
+}
+
+fn chaos(name: &str, bitmap_chunk_bytes: Option<u32>, workers: Option<usize>) {
     // A request that never completes must fail the test, not hang CI: it takes ten seconds.
     std::thread::spawn(|| {
         std::thread::sleep(Duration::from_secs(600));
         eprintln!("lifecycle_chaos: still running after 600 s: a request or a verb is stuck");
         std::process::abort();
     });
-    let dir = tempdir("lifecycle-chaos");
-    let mut slots = make_array(dir.path(), 6, Some(64 << 10));
+    let dir = tempdir(name);
+    let mut slots = make_array(dir.path(), 6, bitmap_chunk_bytes);
     let pulls = Arc::new(Pulls::default());
-    let options = MdOptions { member_faults: Some(pulls.faults()), ..MdOptions::default() };
+    let options =
+        MdOptions { member_faults: Some(pulls.faults()), workers, ..MdOptions::default() };
     let md = MdArray::assemble(&slots, &options).unwrap();
     let rt = md.runtime().clone();
     let size = rt.size_bytes();
@@ -135,7 +152,10 @@ fn lifecycle_verbs_on_random_members_under_clients() {
         let mut rng = Rng(7);
         for round in 0..ROUNDS {
             let said = one_round(&md, &pulls, dir.path(), &mut slots, &mut rng, round);
+            // Shown with a failure: which verb a client's wrong read came under.
+            eprintln!("round {round}: {said}");
             let result = md.wait_sync_idle(WAIT);
+            eprintln!("round {round}: {result:?}");
             // A member pulled during its replacement's copy left the array: its replacement
             // takes the slot (rebuilt where the copy had not got to) or, when the copy had
             // finished first, the member's remove is what is left to do.
