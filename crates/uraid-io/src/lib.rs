@@ -29,6 +29,7 @@ pub mod member;
 pub mod member_file;
 pub mod member_memory;
 pub mod power;
+pub mod pullable;
 pub mod replacing;
 mod ring;
 pub mod rotational;
@@ -48,6 +49,7 @@ pub use member::{
 pub use member_file::{FileMember, FileOptions};
 pub use member_memory::{Medium, MemoryMember};
 pub use power::PowerCutReport;
+pub use pullable::Pullable;
 pub use replacing::{Mode as ReplacementMode, ReplacementControl, Replacing};
 pub use stats::StatsReport;
 pub use throttled::{DiskModel, Throttled};

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use uraid_io::{IoCompletion, IoFailure, IoRequest, Member, MemberCounters, MemberInfo};
+use uraid_io::{Member, Pullable};
 use uraid_md::members::MemberFaults;
 use uraid_md::{MdArray, MdOptions};
 use uraid_runtime::Runtime;
@@ -53,49 +53,8 @@ impl Pulls {
         MemberFaults(Arc::new(move |_slot, file| {
             let flag = Arc::new(AtomicBool::new(false));
             pulls.0.lock().unwrap().push((file.info().name.clone(), flag.clone()));
-            Box::new(Pullable { inner: Box::new(file), pulled: flag, failed: Vec::new() })
+            Box::new(Pullable::new(Box::new(file), flag))
         }))
-    }
-}
-
-/// A device that fails every I/O sent once it is pulled (those already on it complete).
-struct Pullable {
-    inner: Box<dyn Member>,
-    pulled: Arc<AtomicBool>,
-    failed: Vec<u64>,
-}
-
-impl Member for Pullable {
-    fn info(&self) -> &MemberInfo {
-        self.inner.info()
-    }
-
-    fn counters(&self) -> &Arc<MemberCounters> {
-        self.inner.counters()
-    }
-
-    unsafe fn submit(&mut self, req: IoRequest) {
-        if self.pulled.load(Ordering::Acquire) {
-            self.failed.push(req.tag);
-        } else {
-            // SAFETY: our caller's contract is the inner member's.
-            unsafe { self.inner.submit(req) }
-        }
-    }
-
-    fn flush_submissions(&mut self) -> std::io::Result<()> {
-        self.inner.flush_submissions()
-    }
-
-    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> std::io::Result<()> {
-        let pulled = |tag| IoCompletion { tag, result: Err(IoFailure::Injected("pulled")) };
-        let none = self.failed.is_empty();
-        out.extend(self.failed.drain(..).map(pulled));
-        self.inner.reap(out, wait && none)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight() + self.failed.len()
     }
 }
 

@@ -24,10 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use uraid_core::Level;
 use uraid_core::array::SyncKind;
-use uraid_io::{
-    DiskModel, IoCompletion, IoFailure, IoRequest, Member, MemberCounters, MemberInfo, RealClock,
-    Throttled,
-};
+use uraid_io::{DiskModel, Member, Pullable, RealClock, Throttled};
 use uraid_runtime::{MemberSource, Runtime, SharedMemory};
 
 const MEMBERS: usize = 6;
@@ -52,48 +49,7 @@ impl MemberSource for Slow {
     fn open(&self, member: usize) -> std::io::Result<Box<dyn Member>> {
         let (media, pulled) = &self.0[member % self.0.len()];
         let inner = Box::new(Throttled::new(media.member(), SLOW, RealClock::new()));
-        Ok(Box::new(Pullable { inner, pulled: pulled.clone(), failed: Vec::new() }))
-    }
-}
-
-/// A device that fails every I/O sent once it is pulled (those already on it complete).
-struct Pullable {
-    inner: Box<dyn Member>,
-    pulled: Arc<AtomicBool>,
-    failed: Vec<u64>,
-}
-
-impl Member for Pullable {
-    fn info(&self) -> &MemberInfo {
-        self.inner.info()
-    }
-
-    fn counters(&self) -> &Arc<MemberCounters> {
-        self.inner.counters()
-    }
-
-    unsafe fn submit(&mut self, req: IoRequest) {
-        if self.pulled.load(Ordering::Acquire) {
-            self.failed.push(req.tag);
-        } else {
-            // SAFETY: our caller's contract is the inner member's.
-            unsafe { self.inner.submit(req) }
-        }
-    }
-
-    fn flush_submissions(&mut self) -> std::io::Result<()> {
-        self.inner.flush_submissions()
-    }
-
-    fn reap(&mut self, out: &mut Vec<IoCompletion>, wait: bool) -> std::io::Result<()> {
-        let pulled = |tag| IoCompletion { tag, result: Err(IoFailure::Injected("pulled")) };
-        let none = self.failed.is_empty();
-        out.extend(self.failed.drain(..).map(pulled));
-        self.inner.reap(out, wait && none)
-    }
-
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight() + self.failed.len()
+        Ok(Box::new(Pullable::new(inner, pulled.clone())))
     }
 }
 
