@@ -323,6 +323,10 @@ impl Worker {
             Msg::Fail { member, reply } => {
                 self.array.fail_member(DiskIndex(member as u16));
                 self.known_failed |= 1 << member;
+                // What the engine planned for the member before (a healthy read goes
+                // straight to it, past the stripe heads that would plan it again) goes to its
+                // device now, before the caller changes what the device is (`replace`).
+                self.turn(false);
                 let _ = reply.send(());
             }
         }
