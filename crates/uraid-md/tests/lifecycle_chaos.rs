@@ -71,12 +71,9 @@ fn lifecycle_verbs_on_random_members_under_clients() {
 }
 
 /// Without a bitmap: a member that comes back is a spare, rebuilt whole, and the engine runs
-/// on two workers (an array with a bitmap has one). Its first runs found two ways to lose
-/// writes (see `Array::note_recovered` and `Runtime::fail_member_now`); fixed, it still read
-/// wrong data once in about 30 runs, in the round where a member is pulled during its
-/// replacement's copy, only with the other test beside it. Not found yet: run it by name.
+/// on two workers (an array with a bitmap has one). Its first runs found three ways to lose
+/// writes (see `Array::note_recovered` and `Runtime::fail_member_now`).
 #[test]
-#[ignore = "a residual race in a takeover on two workers (about 1 run in 30)"]
 fn lifecycle_verbs_without_a_bitmap_on_two_workers() {
     chaos("lifecycle-chaos-nobitmap", None, Some(2));
 }
