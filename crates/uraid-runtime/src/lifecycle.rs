@@ -148,11 +148,8 @@ impl Runtime {
             [tx] => {
                 self.wide.revive(member, 1);
                 let (reply, answer) = mpsc::sync_channel(1);
-                let sent = tx.send(Msg::TakeOver { member, front, reply });
-                if sent.is_err() {
-                    self.wide.revived(member);
-                }
-                sent.ok().and_then(|()| answer.recv().ok().flatten())
+                let sent = self.send_revival(tx, member, Msg::TakeOver { member, front, reply });
+                sent.then(|| answer.recv().ok().flatten()).flatten()
             }
             _ => None,
         };
@@ -177,9 +174,7 @@ impl Runtime {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
         self.wide.revive(member, self.senders.len());
         for tx in &self.senders {
-            if tx.send(Msg::StartRecovery { member, offset }).is_err() {
-                self.wide.revived(member);
-            }
+            self.send_revival(tx, member, Msg::StartRecovery { member, offset });
         }
     }
 
@@ -196,15 +191,22 @@ impl Runtime {
         // found with two tests running at once: see `ArrayWide::revive`).
         self.wide.revive(member, 1);
         let (reply, answer) = mpsc::sync_channel(1);
-        let sent = tx.send(Msg::StartReAdd { member, reply });
-        if sent.is_err() {
-            self.wide.revived(member);
-        }
-        let ranges = sent.ok().and_then(|()| answer.recv().ok().flatten());
+        let sent = self.send_revival(tx, member, Msg::StartReAdd { member, reply });
+        let ranges = sent.then(|| answer.recv().ok().flatten()).flatten();
         if ranges.is_none() {
             self.fail_member(member);
         }
         ranges
+    }
+
+    /// Sends a message that brings `member` back, counted by `ArrayWide::revive`: a worker
+    /// gone takes none, and is not waited for. Whether it was sent.
+    fn send_revival(&self, tx: &mpsc::Sender<Msg>, member: usize, msg: Msg) -> bool {
+        let sent = tx.send(msg).is_ok();
+        if !sent {
+            self.wide.revived(member);
+        }
+        sent
     }
 
     /// Recovery progress: `member` is in sync below `offset` (at the end: everywhere).

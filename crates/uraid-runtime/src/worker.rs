@@ -321,27 +321,30 @@ impl Worker {
             // The turn that follows hands back what this releases.
             Msg::FailuresRecorded => self.sync_failures(),
             Msg::Fail { member, reply } => {
-                self.array.fail_member(DiskIndex(member as u16));
-                self.known_failed |= 1 << member;
-                // What the engine planned for the member before (a healthy read goes
-                // straight to it, past the stripe heads that would plan it again) goes to its
-                // device now, before the caller changes what the device is (`replace`).
-                self.turn(false);
+                // The caller changes what the member's device is once this is answered.
+                self.fail_before_device_change(member);
                 let _ = reply.send(());
             }
         }
     }
 
-    /// Swaps a member's instance once the old one has nothing in flight (it is failed or
-    /// removed, so it gets no new I/O and drains within its slowest I/O). The runtime failed
-    /// the member before sending this; it is failed in this engine at once, which may not
-    /// have adopted that yet, and a turn hands the old instance what the engine planned
-    /// before: sent after the swap, a read planned while the member was in sync read the new
-    /// device's blank blocks as good (tests/revival.rs).
-    fn replace(&mut self, member: usize, mut instance: Box<dyn Member>) {
+    /// Fails `member` in this engine now (it may not have adopted the runtime's failure yet)
+    /// and takes a turn, which hands its device what the engine planned for it before: sent
+    /// after the device changes (a swap, a replacement's takeover), a read planned while the
+    /// member was in sync read the new device's blank blocks as good (a healthy read goes
+    /// straight to the member, past the stripe heads that would plan it again:
+    /// tests/revival.rs, uraid-md's lifecycle_chaos).
+    fn fail_before_device_change(&mut self, member: usize) {
         self.array.fail_member(DiskIndex(member as u16));
         self.known_failed |= 1 << member;
         self.turn(false);
+    }
+
+    /// Swaps a member's instance once the old one has nothing in flight (it is failed or
+    /// removed, so it gets no new I/O and drains within its slowest I/O). The runtime failed
+    /// the member before sending this.
+    fn replace(&mut self, member: usize, mut instance: Box<dyn Member>) {
+        self.fail_before_device_change(member);
         loop {
             match self.driver.replace_member(member, instance) {
                 Ok(_old) => return,

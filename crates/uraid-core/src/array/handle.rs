@@ -807,7 +807,9 @@ impl Array {
         let rebuilt = std::mem::take(&mut self.state(id).rebuilt);
         if self.state(id).error.is_none() {
             self.copy_out_reads(id);
-            self.note_recovered(id, &rebuilt);
+            if !rebuilt.is_empty() {
+                self.note_recovered(id, &rebuilt);
+            }
         }
         self.log_writes_done(id);
         let st = self.state(id);
