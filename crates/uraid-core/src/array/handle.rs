@@ -611,6 +611,7 @@ impl Array {
         }
         let too_many = self.beyond_redundancy();
         let newly_lost = self.lost_since_planned(id);
+        let back_unread = self.back_unread_since_planned(id);
         let st = self.state(id);
         match &mut st.phase {
             Phase::Reading { for_write, outstanding } => {
@@ -630,7 +631,7 @@ impl Array {
                     return;
                 }
                 st.phase = Phase::Idle;
-                self.finish_sync_reads(id);
+                self.sync_reads_done(id, back_unread);
             }
             Phase::Writing { outstanding, .. } | Phase::Discarding { outstanding } => {
                 *outstanding -= 1;
@@ -691,6 +692,35 @@ impl Array {
         }
         let planned = &self.heads[&id].planned_lost;
         self.lost(id).iter().zip(planned).any(|(now, then)| now != then)
+    }
+
+    /// The sync batch's member reads have all completed: compute, or first read a member
+    /// that came back meanwhile (`back_unread`, from `back_unread_since_planned`).
+    fn sync_reads_done(&mut self, id: HeadId, back_unread: bool) {
+        if back_unread {
+            let Some(&Kind::Sync(kind)) = self.batch(id).first().map(|p| &p.kind) else {
+                unreachable!("a sync batch")
+            };
+            self.start_sync(id, kind);
+        } else {
+            self.finish_sync_reads(id);
+        }
+    }
+
+    /// When a sync batch's last read completes: whether a member lost when its reads were
+    /// planned is back now (by re-add, in sync here) and its block was not read. A recovery
+    /// would rebuild from the unread buffer as if it were the member's data (the simulator's
+    /// seed 47175199: a spare rebuilt wrong, once the simulator started a second recovery
+    /// beside one under way); a check would compare against it. `start_sync` again reads what
+    /// is missing. A member lost since planning needs nothing: its block was read before.
+    fn back_unread_since_planned(&self, id: HeadId) -> bool {
+        if !matches!(self.heads[&id].phase, Phase::SyncReading { outstanding: 1 }) {
+            return false;
+        }
+        let planned = &self.heads[&id].planned_lost;
+        let devs = &self.cache.head(id).devs;
+        let lost = self.lost(id);
+        (0..lost.len()).any(|m| planned.get(m) == Some(&true) && !lost[m] && !devs[m].uptodate)
     }
 
     /// After a read batch rebuilt blocks whose member reads failed: write them back.
