@@ -92,3 +92,26 @@ pub(crate) unsafe fn cached(
     };
     unsafe { ticks(lines, also) < limit }
 }
+
+/// Bytes of the core's L2 cache (CPUID leaf 0x8000_0006, which AMD and Intel both fill, in
+/// ECX bits 31-16 as KiB); `usize::MAX` when the CPU does not say, so that no call counts as
+/// larger than it.
+#[inline(always)]
+pub(crate) fn l2_bytes() -> usize {
+    static L2: AtomicU64 = AtomicU64::new(0);
+    match L2.load(Ordering::Relaxed) {
+        0 => {
+            // An unsupported leaf reads as zeros or as the highest basic leaf's values, so the
+            // highest extended leaf is asked first.
+            let kib = if std::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0006 {
+                std::arch::x86_64::__cpuid(0x8000_0006).ecx >> 16
+            } else {
+                0
+            };
+            let bytes = if kib == 0 { u64::MAX } else { u64::from(kib) << 10 };
+            L2.store(bytes, Ordering::Relaxed);
+            usize::try_from(bytes).unwrap_or(usize::MAX)
+        }
+        b => usize::try_from(b).unwrap_or(usize::MAX),
+    }
+}
