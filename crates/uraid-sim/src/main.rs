@@ -202,10 +202,22 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.writes_behind,
         t.held_back
     );
+    print_lifecycle(t);
+}
+
+/// The summary's lines on spares, re-adds and replacements.
+fn print_lifecycle(t: &SimStats) {
     println!(
-        "  spares rebuilt: {} ({} of them re-added, {} member sectors rebuilt); checks with 0 \
-         mismatches: {}; lone writes at md's minimum I/O: {}; whole stripes written as batches: {}",
-        t.spares_rebuilt, t.readds, t.readd_sectors, t.checks, t.io_count_checks, t.stripe_batches
+        "  spares rebuilt: {} ({} of them re-added, {} member sectors rebuilt, {} started while \
+         another member's recovery was under way); checks with 0 mismatches: {}; lone writes \
+         at md's minimum I/O: {}; whole stripes written as batches: {}",
+        t.spares_rebuilt,
+        t.readds,
+        t.readd_sectors,
+        t.recoveries_overlapped,
+        t.checks,
+        t.io_count_checks,
+        t.stripe_batches
     );
     println!(
         "  members replaced (md's replace, the member in service during the copy): {} started, \

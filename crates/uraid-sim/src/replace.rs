@@ -76,7 +76,7 @@ impl Sim {
             self.members[m] = r.disk;
             self.stats.replacements_done += 1;
             self.note(|| format!("member {m} replaced"));
-        } else if !r.failed && failed && self.recovery.is_none() {
+        } else if !r.failed && failed {
             // uraid-md: the new disk takes the slot, in sync where the copy got to but for the
             // writes since the failure (the bitmap's bits), else rebuilt whole.
             self.members[m] = r.disk;
@@ -85,13 +85,8 @@ impl Sim {
             if ranges.is_none() {
                 self.array.start_recovery(Self::member_index(m), Sector(0));
             }
-            let first = ranges.as_ref().map_or(0, |r| r.first().map_or(u64::MAX, |f| f.0));
             self.note(|| format!("member {m} failed: its replacement takes over, {ranges:?}"));
-            self.readd = ranges;
-            self.recovery = Some((m, first.min(self.cfg.member_sectors), false));
-            if first >= self.cfg.member_sectors {
-                self.recovery_done(m);
-            }
+            self.begin_recovery(m, ranges);
             self.stats.replacements_taken_over += 1;
         }
     }

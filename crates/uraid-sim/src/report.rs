@@ -56,6 +56,8 @@ pub struct SimStats {
     pub readds: u64,
     /// Member sectors those re-adds rebuilt (of `readds` times the member's size).
     pub readd_sectors: u64,
+    /// Spares and re-adds started while another member's recovery was under way (RAID6).
+    pub recoveries_overlapped: u64,
     pub checks: u64,
     pub io_count_checks: u64,
     /// Member failures the metadata recorded (each after writes waited for it), and power
@@ -108,6 +110,7 @@ impl SimStats {
         self.spares_rebuilt += o.spares_rebuilt;
         self.readds += o.readds;
         self.readd_sectors += o.readd_sectors;
+        self.recoveries_overlapped += o.recoveries_overlapped;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;

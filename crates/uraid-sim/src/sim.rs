@@ -44,6 +44,9 @@ pub(crate) enum User {
     },
 }
 
+/// Member-sector ranges (start, sectors): what a re-add's recovery covers.
+pub(crate) type Ranges = Vec<(u64, u64)>;
+
 pub struct Sim {
     pub(crate) cfg: SimConfig,
     pub(crate) rng: StdRng,
@@ -60,7 +63,11 @@ pub struct Sim {
     /// A member being rebuilt: (member, next window start, window in flight).
     pub(crate) recovery: Option<(usize, u64, bool)>,
     /// For a member back by re-add: the member-sector ranges its recovery covers (else all).
-    pub(crate) readd: Option<Vec<(u64, u64)>>,
+    pub(crate) readd: Option<Ranges>,
+    /// Members back in the engine (recovering) whose own pass waits for the one under way,
+    /// with their re-add ranges: uraid-md queues each slot's pass first and runs one at a
+    /// time, while every pass rebuilds in each head it touches every member recovering there.
+    pub(crate) recovery_queue: std::collections::VecDeque<(usize, Option<Ranges>)>,
     /// Per member: md would refuse its re-add (parity rewritten without it since it left).
     pub(crate) readd_blocked: Vec<bool>,
     /// Member sectors of data written and read per member, data area (for I/O counts).
@@ -135,6 +142,7 @@ impl Sim {
             trace: 0xcbf2_9ce4_8422_2325,
             recovery: None,
             readd: None,
+            recovery_queue: std::collections::VecDeque::new(),
             data_read_sectors: 0,
             data_written_sectors: 0,
             syncs_done: Vec::new(),
@@ -478,6 +486,7 @@ impl Sim {
                     self.oracle.flush_completed(t);
                     self.recovery = None;
                     self.stats.spares_rebuilt += 1;
+                    self.next_recovery();
                 }
                 (User::Flush(t), Ok(())) => {
                     self.note(|| format!("flush {} acked", id.0));
