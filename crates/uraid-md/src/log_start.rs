@@ -101,19 +101,28 @@ pub(crate) fn plan_with_log(
     Ok(forced)
 }
 
-/// Runs `f` on what a replay needs: the geometry, and each slot's member in sync.
+/// Runs `f` on what a replay needs: the geometry, and each slot's member in sync or being
+/// rebuilt (with its recovery offset).
 fn with_target<R>(
     info: &ArrayInfo,
     plan: &AssemblyPlan,
     f: impl FnOnce(&ReplayTarget<'_>) -> R,
 ) -> Result<R, MdError> {
     let paths = slot_paths(plan);
+    let rebuilding: Vec<Option<(PathBuf, u64)>> = plan
+        .slots
+        .iter()
+        .map(|m| {
+            m.as_ref().and_then(|m| Some((PathBuf::from(&m.name), m.recovery_offset_sectors?)))
+        })
+        .collect();
     let geometry = geometry_of(info)?;
     Ok(f(&ReplayTarget {
         geometry: &geometry,
         member_sectors: info.member_sectors,
         data_offset_bytes: info.data_offset_sectors * 512,
         members: &paths,
+        rebuilding: &rebuilding,
     }))
 }
 
@@ -169,7 +178,6 @@ pub(crate) fn replay_at_assemble(
     area: LogArea,
 ) -> Result<u64, MdError> {
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
-    let paths = slot_paths(plan);
     // Replayed only when uraid wrote the superblocks last: when the kernel did (its writes
     // drop uraid's mark), the rings hold a run before the kernel's, whose writes may have made
     // their partial parity stale, and the crash to recover from is the kernel's (its resync
@@ -177,8 +185,12 @@ pub(crate) fn replay_at_assemble(
     // over data a later run (perhaps the kernel's) changed.
     let current = crate::meta::uraid_wrote_last(base);
     let replay = |target: &ReplayTarget<'_>| {
-        let replayed =
-            if current { ppl::read_log(&setup, &paths, base.events)?.replay(target)? } else { 0 };
+        let replayed = if current {
+            ppl::read_log_of(&setup, target, base.events)?.replay(target)?
+        } else {
+            0
+        };
+        let (paths, _) = target.replayed_members();
         ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
         Ok::<u64, std::io::Error>(replayed)
     };

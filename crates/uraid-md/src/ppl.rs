@@ -13,7 +13,8 @@
 //! (the epoch: md's events at that run's assemble), and each live entry's parity block is
 //! rewritten from its partial parity and the modified blocks as the members hold them now
 //! (`uraid_core::ppl::replayed_parity`; a missing member's blocks as
-//! `uraid_core::ppl::replay_blocks` counts them). The stripe is then consistent, so a member
+//! `uraid_core::ppl::replay_blocks` counts them; a member being rebuilt is in sync below its
+//! recovery offset and missing above it, though its rings are not read). The stripe is then consistent, so a member
 //! missing now, or lost later, is rebuilt right.
 
 use std::fs::{File, OpenOptions};
@@ -113,6 +114,10 @@ pub struct ReplayTarget<'a> {
     pub data_offset_bytes: u64,
     /// Per slot: the member in sync there, or None (missing, or still being rebuilt).
     pub members: &'a [Option<PathBuf>],
+    /// Per slot: a member being rebuilt, in sync below this member sector (its recovery
+    /// offset). uraid's replay counts its blocks there as any member's and mends its parity
+    /// blocks there; above, it is missing. md's own PPL replay leaves it out.
+    pub rebuilding: &'a [Option<(PathBuf, u64)>],
 }
 
 /// What the rings hold: per ring, a scan of each member in sync, of the newest run only.
@@ -135,6 +140,32 @@ fn open_members(members: &[Option<PathBuf>]) -> io::Result<Vec<Option<File>>> {
 pub fn read_log(
     setup: &LogSetup,
     members: &[Option<PathBuf>],
+    events: u64,
+) -> io::Result<FoundLog> {
+    read_rings(setup, members, &[], events)
+}
+
+/// `read_log` of what `target` replays: the members in sync and those being rebuilt. The
+/// engine logs to a member being rebuilt where it is in sync, so its rings count (entries
+/// only there were lost to the replay until the eighth session of 2026-11-29: the
+/// simulator's seed 40000497); but a ring of one that holds no header of the newest run was
+/// not written since the member joined (the reset that follows a join had not reached it),
+/// and the generations before, which went to the device it replaced, would count as
+/// incomplete there and be dropped (seed 40000773): such a ring is left out.
+pub fn read_log_of(
+    setup: &LogSetup,
+    target: &ReplayTarget<'_>,
+    events: u64,
+) -> io::Result<FoundLog> {
+    let (paths, in_sync_below) = target.replayed_members();
+    let rebuilding: Vec<bool> = in_sync_below.iter().map(Option::is_some).collect();
+    read_rings(setup, &paths, &rebuilding, events)
+}
+
+fn read_rings(
+    setup: &LogSetup,
+    members: &[Option<PathBuf>],
+    rebuilding: &[bool],
     events: u64,
 ) -> io::Result<FoundLog> {
     let files = open_members(members)?;
@@ -164,25 +195,55 @@ pub fn read_log(
         s.headers.retain(|h| Some(h.0) == epoch);
         s.entries.retain(|e| Some(e.epoch) == epoch);
     }
+    let joined = |s: &RingScan| {
+        !rebuilding.get(s.member.get()).copied().unwrap_or(false) || !s.headers.is_empty()
+    };
+    for scans in &mut rings {
+        scans.retain(joined);
+    }
     Ok(FoundLog { rings, epoch })
+}
+
+impl ReplayTarget<'_> {
+    /// Per slot, the member a replay opens (in sync, or being rebuilt) and, for one being
+    /// rebuilt, the member sector it is in sync below. Until the eighth session of 2026-11-29
+    /// a member being rebuilt was missing to the replay everywhere: a torn stripe below its
+    /// recovery offset had its parity rewritten as if the member's block were lost, while the
+    /// member kept (and served) its own, and with another member missing no resync set that
+    /// right (the simulator's seed 40000047, once it cut the power during recoveries).
+    pub(crate) fn replayed_members(&self) -> (Vec<Option<PathBuf>>, Vec<Option<u64>>) {
+        let rebuilding = |s: usize| self.rebuilding.get(s).and_then(Option::as_ref);
+        (0..self.members.len())
+            .map(|s| match (&self.members[s], rebuilding(s)) {
+                (Some(p), _) => (Some(p.clone()), None),
+                (None, Some((p, below))) => (Some(p.clone()), Some(*below)),
+                (None, None) => (None, None),
+            })
+            .unzip()
+    }
 }
 
 impl FoundLog {
     /// Rewrites each live entry's parity block (see the module docs); returns how many.
     /// Every member written is synced before this returns.
     pub fn replay(&self, target: &ReplayTarget<'_>) -> io::Result<u64> {
-        let files = open_members(target.members)?;
+        let (paths, in_sync_below) = target.replayed_members();
+        let files = open_members(&paths)?;
         // Blocks md's bad block logs name hold no data: read as lost, never trusted (a range
         // resync over one would compute parity from garbage and lose the block for good).
-        let known_bad: Vec<Vec<std::ops::Range<u64>>> = target
-            .members
+        let known_bad: Vec<Vec<std::ops::Range<u64>>> = paths
             .iter()
             .map(|p| p.as_deref().map_or(Ok(Vec::new()), crate::members::known_bad_bytes))
             .collect::<io::Result<_>>()?;
-        let read_blocks = |at: u64, unit: usize| {
+        // A head's blocks as a replay counts them: None where the member is missing, is being
+        // rebuilt above it, or cannot read it.
+        let read_blocks = |sector: u64, at: u64, unit: usize| {
             let mut blocks = read_blocks(&files, at, unit);
-            for (b, bad) in blocks.iter_mut().zip(&known_bad) {
-                if uraid_io::known_bad::overlaps(bad, &(at..at + unit as u64)) {
+            let end = sector + unit as u64 / SECTOR_BYTES;
+            for ((b, bad), below) in blocks.iter_mut().zip(&known_bad).zip(&in_sync_below) {
+                if uraid_io::known_bad::overlaps(bad, &(at..at + unit as u64))
+                    || below.is_some_and(|below| end > below)
+                {
                     *b = None;
                 }
             }
@@ -196,7 +257,7 @@ impl FoundLog {
             }
             let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
-            Some((at, read_blocks(at, unit)))
+            Some((at, read_blocks(sector, at, unit)))
         };
         let mut written = vec![false; files.len()];
         let mut replayed = 0;
@@ -209,8 +270,13 @@ impl FoundLog {
                     continue;
                 };
                 let held: Vec<Option<&[u8]>> = held.iter().map(Option::as_deref).collect();
+                // A member being rebuilt above this head has no parity here to mend.
+                let end = sector + entries[0].unit_sectors;
+                let here: Vec<Option<&File>> = (files.iter().zip(&in_sync_below))
+                    .map(|(f, below)| f.as_ref().filter(|_| below.is_none_or(|b| end <= b)))
+                    .collect();
                 let head = (g, sector, at);
-                replayed += replay_head(head, &entries, &held, &files, &mut written)?;
+                replayed += replay_head(head, &entries, &held, &here, &mut written)?;
             }
         }
         for (sector, unit_sectors) in heads_to_resync_of_rings(&self.rings) {
@@ -242,7 +308,7 @@ fn replay_head(
     (g, sector, at): (&Geometry, u64, u64),
     entries: &[&FoundEntry],
     held: &[Option<&[u8]>],
-    files: &[Option<File>],
+    files: &[Option<&File>],
     written: &mut [bool],
 ) -> io::Result<u64> {
     let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
@@ -258,7 +324,7 @@ fn replay_head(
         // The parity member, whichever ring held the entry; missing, there is no parity to
         // mend.
         let Some(member) = found.parity_member(map).map(DiskIndex::get) else { continue };
-        let Some(file) = files[member].as_ref() else { continue };
+        let Some(file) = files[member] else { continue };
         let block = found.block.as_deref().unwrap_or(&[]);
         file.write_all_at(&replayed_parity(&found.entry, block, unit, &data, slot), at)?;
         written[member] = true;

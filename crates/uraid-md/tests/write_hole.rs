@@ -9,14 +9,16 @@
 //! must read as A. The negative control: the same image with the log area zeroed needs
 //! --force and reads garbage there (A xor B's change), so the test can fail.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::{Geometry, Layout, Level, StripeNumber};
 use uraid_format::Superblock1;
 use uraid_md::{ConsistencyPolicy, MdArray, MdOptions, ppl};
 
 mod common;
-use common::{CHUNK_SECTORS, DATA_OFFSET_SECTORS, fill, make_array_at, superblock, tempdir};
+use common::{
+    CHUNK_SECTORS, DATA_OFFSET_SECTORS, copy_all, fill, make_array_at, read_member, superblock,
+    tempdir, write_member,
+};
 
 const DATA_OFFSET: u64 = DATA_OFFSET_SECTORS * 512;
 const CHUNK: u64 = CHUNK_SECTORS as u64 * 512;
@@ -29,28 +31,6 @@ fn make(dir: &Path, level: uraid_format::Level, n: usize) -> Vec<PathBuf> {
 
 fn options() -> MdOptions {
     MdOptions { workers: Some(2), ..MdOptions::default() }
-}
-
-fn read_member(path: &Path, at: u64, len: usize) -> Vec<u8> {
-    let mut b = vec![0u8; len];
-    std::fs::File::open(path).unwrap().read_exact_at(&mut b, at).unwrap();
-    b
-}
-
-fn write_member(path: &Path, at: u64, data: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.write_all_at(data, at).unwrap();
-}
-
-fn copy_all(from: &[PathBuf], dir: &Path) -> Vec<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    from.iter()
-        .map(|p| {
-            let to = dir.join(p.file_name().unwrap());
-            std::fs::copy(p, &to).unwrap();
-            to
-        })
-        .collect()
 }
 
 fn log_area(path: &Path) -> ppl::LogArea {

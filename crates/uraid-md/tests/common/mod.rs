@@ -157,3 +157,27 @@ pub fn reads_with_two_failed(md: &uraid_md::MdArray, a: usize, b: usize, model: 
     assert!(wait_for(|| md.status().members.iter().filter(|m| m.state == "faulty").count() == 2));
     assert_same(&rt.read_at(0, model.len()).unwrap(), model, what);
 }
+
+/// `len` bytes of the file at `path` from byte `at`.
+pub fn read_member(path: &Path, at: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    std::fs::File::open(path).unwrap().read_exact_at(&mut b, at).unwrap();
+    b
+}
+
+pub fn write_member(path: &Path, at: u64, data: &[u8]) {
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(data, at).unwrap();
+}
+
+/// Copies of the files at `from` in `dir` (a crash image, when the array is running).
+pub fn copy_all(from: &[PathBuf], dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    from.iter()
+        .map(|p| {
+            let to = dir.join(p.file_name().unwrap());
+            std::fs::copy(p, &to).unwrap();
+            to
+        })
+        .collect()
+}
