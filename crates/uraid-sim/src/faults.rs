@@ -99,7 +99,11 @@ impl Sim {
             // eighth session of 2026-11-29, when a batch in flight took the new member as
             // rebuilt (7e3dbc3) went unseen here with one recovery at a time.
             70..85 => self.add_spare(),
-            85..100 if self.may_cut() => self.power_cut()?,
+            // During a recovery, half as often: a recovery spans many steps, and cut at every
+            // chance it doubled the run's cuts.
+            85..100 if self.may_cut() && (self.recovery.is_none() || self.rng.random_bool(0.5)) => {
+                self.power_cut()?;
+            }
             _ => {}
         }
         Ok(())
@@ -113,8 +117,18 @@ impl Sim {
     /// README's bad block section).
     pub(crate) fn may_cut(&self) -> bool {
         (self.lost().is_empty() || self.cfg.log_ring_sectors.is_some())
-            && self.recovery.is_none()
+            && (self.recovery.is_none() || self.may_cut_recovery())
             && self.bad_members().is_empty()
+    }
+
+    /// A cut during a recovery (since the eighth session of 2026-11-29): a whole member's,
+    /// alone (no re-add's, none queued, no replacement), with the log, since the member is
+    /// lost above its checkpoint.
+    fn may_cut_recovery(&self) -> bool {
+        self.cfg.log_ring_sectors.is_some()
+            && self.readd.is_none()
+            && self.recovery_queue.is_empty()
+            && self.replacement.is_none()
     }
 
     /// A flush (or FUA write) just acknowledged: now and then the power goes at the next step.
@@ -193,6 +207,7 @@ impl Sim {
         let first = ranges.as_ref().map_or(0, |r| r.first().map_or(end, |f| f.0.min(end)));
         self.readd = ranges;
         self.recovery = Some((m, first, false));
+        self.recovery_checkpoint = 0;
         if first >= end {
             self.recovery_done(m);
         }
@@ -223,6 +238,15 @@ impl Sim {
         self.user.insert(id, User::RecoveryFlush(t));
         self.array.submit_flush(ReqId(id));
         self.recovery = Some((m, self.cfg.member_sectors, true));
+    }
+
+    /// uraid-md's checkpoint: a flush, then the superblocks record `at` (`runner.rs`).
+    fn recovery_checkpoint_flush(&mut self, member: usize, at: u64) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let t = self.oracle.flush_submitted();
+        self.user.insert(id, User::RecoveryCheckpoint { t, member, at });
+        self.array.submit_flush(ReqId(id));
     }
 
     /// The sync process's share of a step: the next recovery window, a check, a bitmap tick,
@@ -304,6 +328,9 @@ impl Sim {
             } else {
                 self.array.set_recovery_offset(Self::member_index(m), Sector(end));
                 self.recovery = Some((m, next, false));
+                if self.rng.random_bool(0.25) {
+                    self.recovery_checkpoint_flush(m, end);
+                }
             }
         }
         Ok(())

@@ -58,6 +58,8 @@ pub struct SimStats {
     pub readd_sectors: u64,
     /// Spares and re-adds started while another member's recovery was under way (RAID6).
     pub recoveries_overlapped: u64,
+    /// Power cuts during a recovery (its member then goes on from its last checkpoint).
+    pub cuts_during_recovery: u64,
     pub checks: u64,
     pub io_count_checks: u64,
     /// Member failures the metadata recorded (each after writes waited for it), and power
@@ -111,6 +113,7 @@ impl SimStats {
         self.readds += o.readds;
         self.readd_sectors += o.readd_sectors;
         self.recoveries_overlapped += o.recoveries_overlapped;
+        self.cuts_during_recovery += o.cuts_during_recovery;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;

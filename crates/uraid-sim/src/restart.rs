@@ -37,6 +37,8 @@ impl Sim {
         }
         let allowed = self.oracle.after_power_cut();
         let unreadable = self.unreadable_units();
+        // A member being recovered: in sync below its checkpoint, lost above it.
+        let recovering = self.recovery.map(|(m, _, _)| (m, self.recovery_checkpoint));
         // The restart knows only the failures the metadata recorded: a member failed since
         // comes back as in sync, with whatever its blocks hold.
         if self.failures_unrecorded() {
@@ -68,7 +70,10 @@ impl Sim {
         self.plugged = false;
         self.stats.power_cuts += 1;
         let parity_before = self.stats.log_replays + self.stats.range_resyncs;
-        self.replay_log(&gone);
+        if recovering.is_some() {
+            self.stats.cuts_during_recovery += 1;
+        }
+        self.replay_log(&gone, recovering);
         if self.stats.log_replays + self.stats.range_resyncs > parity_before {
             // Parity rewritten with these members missing (their modified sectors counted
             // as zeros) and no bit set: uraid-md advances events_cleared, and none of them
@@ -79,12 +84,13 @@ impl Sim {
         }
         self.add_engine_stats();
         self.restart_engine(&gone);
+        self.recovery_after_cut(recovering);
         self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
         if !degraded {
             self.resync_after_cut()?;
         }
-        let found = self.read_all(&allowed, &gone, &unreadable)?;
+        let found = self.read_all(&allowed, &gone, &unreadable, recovering)?;
         self.oracle.restart(&found);
         if !degraded {
             self.check_after_cut()?;
@@ -113,6 +119,17 @@ impl Sim {
         if let Some(log) = self.cfg.log(self.stats.power_cuts + 1) {
             self.array.enable_partial_parity_log(&log);
         }
+    }
+
+    /// A recovery under way at the cut goes on from its checkpoint, as uraid-md starts it
+    /// (`start_slots`); its member is in sync below it.
+    fn recovery_after_cut(&mut self, recovering: Option<(usize, u64)>) {
+        let Some((m, at)) = recovering else { return };
+        self.array.start_recovery(Self::member_index(m), Sector(at));
+        self.note(|| format!("member {m}'s recovery goes on from its checkpoint {at}"));
+        self.readd = None;
+        self.recovery = Some((m, at, false));
+        self.recovery_checkpoint = at;
     }
 
     /// md's resync after an unclean shutdown: the bitmap's dirty regions, or everything.
@@ -183,14 +200,32 @@ impl Sim {
     /// read, and each live entry's parity is rewritten from its partial parity and the
     /// modified blocks as they are now (a lost or unreadable one as `replay_blocks` counts
     /// it).
-    fn replay_log(&mut self, gone: &[bool]) {
+    ///
+    /// A member being recovered (`recovering`: its checkpoint) counts as in sync below its
+    /// checkpoint and as gone above it, as uraid-md's replay has it; its rings are read (the
+    /// engine places entries on it where it is in sync).
+    fn replay_log(&mut self, gone: &[bool], recovering: Option<(usize, u64)>) {
         if self.cfg.log_ring_sectors.is_none() || self.cfg.sabotage == Some(Sabotage::NoLogReplay) {
             return;
         }
-        let scans: Vec<_> = (0..self.members.len())
+        let unit_sectors = self.cfg.stripe_size_bytes / SECTOR_BYTES;
+        let gone_at = |sector: u64| -> Vec<bool> {
+            let end = sector + unit_sectors;
+            (0..gone.len())
+                .map(|m| gone[m] || recovering.is_some_and(|(r, at)| r == m && end > at))
+                .collect()
+        };
+        let mut scans: Vec<_> = (0..self.members.len())
             .filter(|&m| !gone[m])
             .map(|m| scan_ring(self.members[m].log_ring(), SIM_UUID, Self::member_index(m)))
             .collect();
+        // As uraid-md (`ppl::read_log_of`): the ring of a member being recovered counts only
+        // once the newest run wrote a header to it.
+        let newest = scans.iter().flat_map(|s| &s.headers).map(|h| h.0).max();
+        scans.retain(|s| {
+            recovering.is_none_or(|(r, _)| r != s.member.get())
+                || s.headers.iter().any(|h| Some(h.0) == newest)
+        });
         let g = self.cfg.geometry();
         let unit = (self.cfg.stripe_size_bytes) as usize;
         // Per stripe head, its entries together: a lost data block is counted from them all
@@ -199,7 +234,8 @@ impl Sim {
         for (sector, entries) in entries_by_head(&found) {
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
             let offset = self.members[0].offset(IoArea::Data, sector);
-            let held = self.blocks_at(offset, unit, gone);
+            let gone = gone_at(sector);
+            let held = self.blocks_at(offset, unit, &gone);
             let blocks = replay_blocks(g.level(), map, &entries, &held);
             let data: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
             let slot = |m: usize| match map.roles[m] {
@@ -223,7 +259,7 @@ impl Sim {
                 self.stats.log_replays += 1;
             }
         }
-        self.resync_ranges(&scans, gone);
+        self.resync_ranges(&scans, &gone_at);
         // Replayed and durable, the records have served: uraid-md clears every present ring
         // before the engine starts (`ppl::clear_log`). Left there, a second cut before the
         // new engine's first reset would replay them again over stripes the restart has since
@@ -241,7 +277,11 @@ impl Sim {
 
     /// The heads of live ranges: resynced from what every member holds now (an unreadable
     /// block counts as lost).
-    fn resync_ranges(&mut self, scans: &[uraid_core::ppl::RingScan], gone: &[bool]) {
+    fn resync_ranges(
+        &mut self,
+        scans: &[uraid_core::ppl::RingScan],
+        gone_at: &dyn Fn(u64) -> Vec<bool>,
+    ) {
         if self.cfg.sabotage == Some(Sabotage::NoRangeResync) {
             return;
         }
@@ -254,7 +294,7 @@ impl Sim {
             let unit = (unit_sectors * SECTOR_BYTES) as usize;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
             let offset = self.members[0].offset(IoArea::Data, sector);
-            let blocks = self.blocks_at(offset, unit, gone);
+            let blocks = self.blocks_at(offset, unit, &gone_at(sector));
             let writes = resynced_parity(g.level(), map, &blocks);
             self.note(|| format!("log resync: sector {sector}, writes {}", writes.len()));
             for (m, block) in writes {
@@ -300,6 +340,7 @@ impl Sim {
         allowed: &[Vec<u64>],
         gone: &[bool],
         unreadable: &[Vec<u64>],
+        recovering: Option<(usize, u64)>,
     ) -> Result<Vec<u64>, SimFailure> {
         let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
         let size = self.array.size_sectors();
@@ -315,7 +356,9 @@ impl Sim {
                 let ok = &allowed[s as usize];
                 let at = g.map_sector(Sector(s));
                 let (m, ms) = (at.disk.get(), at.member_sector.0);
-                let lost = gone[m] || unreadable[m].binary_search(&(ms - ms % unit)).is_ok();
+                let lost = gone[m]
+                    || unreadable[m].binary_search(&(ms - ms % unit)).is_ok()
+                    || recovering.is_some_and(|(r, at)| r == m && ms >= at);
                 let wild = ok.contains(&UNKNOWN) || (ok.len() > 1 && lost);
                 if !ok.contains(&got) && !wild {
                     let what =

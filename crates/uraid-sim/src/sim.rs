@@ -33,6 +33,13 @@ pub(crate) enum User {
     Flush(u64),
     /// The flush that ends a rebuild: the member counts as in sync once it completes.
     RecoveryFlush(u64),
+    /// A flush during a rebuild, after which uraid-md records `at` as the member's recovery
+    /// offset (a restart goes on from there).
+    RecoveryCheckpoint {
+        t: u64,
+        member: usize,
+        at: u64,
+    },
     /// The flush that ends a replacement's copy (`replace`).
     ReplaceFlush(u64),
     /// Expected to be refused (out of range).
@@ -68,6 +75,9 @@ pub struct Sim {
     /// with their re-add ranges: uraid-md queues each slot's pass first and runs one at a
     /// time, while every pass rebuilds in each head it touches every member recovering there.
     pub(crate) recovery_queue: std::collections::VecDeque<(usize, Option<Ranges>)>,
+    /// Where the recovery under way goes on after a restart: what uraid-md's superblocks
+    /// record, once a flush made the rebuilt blocks below it durable.
+    pub(crate) recovery_checkpoint: u64,
     /// Per member: md would refuse its re-add (parity rewritten without it since it left).
     pub(crate) readd_blocked: Vec<bool>,
     /// Member sectors of data written and read per member, data area (for I/O counts).
@@ -143,6 +153,7 @@ impl Sim {
             recovery: None,
             readd: None,
             recovery_queue: std::collections::VecDeque::new(),
+            recovery_checkpoint: 0,
             data_read_sectors: 0,
             data_written_sectors: 0,
             syncs_done: Vec::new(),
@@ -481,6 +492,12 @@ impl Sim {
                 (User::ReplaceFlush(t), Ok(())) => {
                     self.oracle.flush_completed(t);
                     self.replace_flushed();
+                }
+                (User::RecoveryCheckpoint { t, member, at }, Ok(())) => {
+                    self.oracle.flush_completed(t);
+                    if self.recovery.is_some_and(|(m, _, _)| m == member) {
+                        self.recovery_checkpoint = self.recovery_checkpoint.max(at);
+                    }
                 }
                 (User::RecoveryFlush(t), Ok(())) => {
                     self.oracle.flush_completed(t);
