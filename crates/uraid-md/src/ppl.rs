@@ -9,12 +9,12 @@
 //! superblock alone, so every run finds the same one, and is cut into `LOG_RINGS` fixed rings.
 //!
 //! Replay. After a crash (the superblocks say active), before the engine starts and before any
-//! resync: every ring of every member in sync is read, only the newest run's records count
-//! (the epoch: md's events at that run's assemble), and each live entry's parity block is
-//! rewritten from its partial parity and the modified blocks as the members hold them now
-//! (`uraid_core::ppl::replayed_parity`; a missing member's blocks as
-//! `uraid_core::ppl::replay_blocks` counts them; a member being rebuilt is in sync below its
-//! recovery offset and missing above it, though its rings are not read). The stripe is then consistent, so a member
+//! resync: every ring of every member in sync (or being rebuilt: `read_log_of`) is read, only
+//! the newest run's records count (the epoch: md's events at that run's assemble), and each
+//! live entry's parity block is rewritten from its partial parity and the modified blocks as
+//! the members hold them now (`uraid_core::ppl::replayed_parity`; a missing member's blocks as
+//! `uraid_core::ppl::replay_blocks` counts them; a member being rebuilt counts below its
+//! recovery offset and is missing above it). The stripe is then consistent, so a member
 //! missing now, or lost later, is rebuilt right.
 
 use std::fs::{File, OpenOptions};
@@ -120,7 +120,7 @@ pub struct ReplayTarget<'a> {
     pub rebuilding: &'a [Option<(PathBuf, u64)>],
 }
 
-/// What the rings hold: per ring, a scan of each member in sync, of the newest run only.
+/// What the rings hold: per ring, a scan of each member read, of the newest run only.
 pub struct FoundLog {
     rings: Vec<Vec<RingScan>>,
     /// The newest run's epoch, when some ring holds a record of this array: the run that

@@ -138,16 +138,16 @@ fn use_nt<V: Vector>(
 }
 
 /// `use_nt` for XOR, which also stores non-temporally, without probing, a call whose sources
-/// and output together are larger than L2 (when the caller asked for `stream` and the probe
-/// chooses). Such a stripe is at best in L3, and an ordinary store of each output line there
-/// reads it first and later writes it back through L3, beside the sources' reads; a
-/// non-temporal store only writes it, and an XOR writes one line per `n` it reads, so the
+/// and output together are larger than L2 (when the caller streams and the store mode is the
+/// default, `Stores::Probe`). Such a stripe is at best in L3, where an ordinary store of each
+/// output line reads it first and later writes it back through L3, beside the sources' reads;
+/// a non-temporal store only writes it, and an XOR writes one line per `n` it reads, so the
 /// memory's writes keep up (P+Q writes two: 4 x 1 MiB in L3 fell from 44-46 to 25-29 GB/s with
-/// non-temporal stores, so it keeps the probe). On the Zen 3 VM (512 KiB L2), three runs of
-/// `--only xor` with every store non-temporal against three with the probe: 4 x 1 MiB, 8 x 64
-/// KiB and 8 x 1 MiB in cache at 1.01-1.05x ISA-L against 0.95-1.02x. The engine's calls on 4
-/// KiB stripe units never come near L2; the log's, whose outputs are read again at once, ask
-/// for ordinary stores.
+/// non-temporal stores, so it keeps the probe). On the Zen 3 VM (512 KiB L2), eight runs of
+/// `uraid bench parity --only xor` alternated with eight before (the eighth session of
+/// 2026-11-29): 8 x 64 KiB in cache from a median 0.91x ISA-L to 0.97x, 8 x 1 MiB from 0.97x
+/// to 1.00x. The engine's calls on 4 KiB stripe units never come near L2; the log's, whose
+/// outputs are read again at once, ask for ordinary stores.
 #[inline(always)]
 fn use_nt_xor<V: Vector>(stream: bool, srcs: &[&[u8]], d: *mut u8) -> bool {
     let len = srcs.first().map_or(0, |s| s.len());
