@@ -85,22 +85,27 @@ fn a_readded_member_is_rebuilt_only_in_dirty_chunks() {
     assert!(read(&mut b, &mut mem, 0, bytes) == model, "member 1 holds the writes it missed");
 }
 
+/// A RAID6 of 6 with a bitmap, over members holding pattern `seed` (written before the
+/// bitmap knew: no bit set), and the first two data members of row 0.
+fn raid6_written(seed: u64) -> (Array, Mem, Vec<u8>, [DiskIndex; 2]) {
+    let a = with_bitmap(Level::Raid6, 6);
+    let mut mem = Mem::new(6);
+    let model = pattern(seed, (a.size_sectors() * 512) as usize);
+    let mut plain = array(Level::Raid6, 6, 64 << 10, 4096);
+    write(&mut plain, &mut mem, 0, model.clone());
+    let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
+        .unwrap();
+    let map = g.stripe_map(uraid_core::StripeNumber(0));
+    (a, mem, model, [map.data_disk[0], map.data_disk[1]])
+}
+
 /// A degraded read in flight when a member comes back by re-add: planned with it lost, the
 /// head did not read it, and the member is in sync there now. Rebuilding the wanted block
 /// with the member counted good would take its unread buffer for data (the simulator's seed
 /// 1313 read garbage so); the head plans again and reads it.
 #[test]
 fn a_read_in_flight_when_a_member_comes_back_plans_again() {
-    let mut a = with_bitmap(Level::Raid6, 6);
-    let mut mem = Mem::new(6);
-    let bytes = (a.size_sectors() * 512) as usize;
-    let model = pattern(6, bytes);
-    let mut plain = array(Level::Raid6, 6, 64 << 10, 4096);
-    write(&mut plain, &mut mem, 0, model.clone());
-    let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
-        .unwrap();
-    let map = g.stripe_map(uraid_core::StripeNumber(0));
-    let (back, wanted) = (map.data_disk[0], map.data_disk[1]);
+    let (mut a, mut mem, model, [back, wanted]) = raid6_written(6);
     a.fail_member(back);
     a.fail_member(wanted);
     // Slot 1's first block (array sector 128): rebuilt from the four others.
@@ -125,17 +130,8 @@ fn a_read_in_flight_when_a_member_comes_back_plans_again() {
 /// one under way); the batch reads it first.
 #[test]
 fn a_recovery_batch_in_flight_when_a_member_comes_back_reads_it() {
-    let mut a = with_bitmap(Level::Raid6, 6);
-    let mut mem = Mem::new(6);
-    let bytes = (a.size_sectors() * 512) as usize;
-    let model = pattern(7, bytes);
-    let mut plain = array(Level::Raid6, 6, 64 << 10, 4096);
-    write(&mut plain, &mut mem, 0, model.clone());
+    let (mut a, mut mem, _, [back, spare]) = raid6_written(7);
     let want = mem.disks.clone();
-    let g = uraid_core::Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 64 << 10)
-        .unwrap();
-    let map = g.stripe_map(uraid_core::StripeNumber(0));
-    let (back, spare) = (map.data_disk[0], map.data_disk[1]);
     a.fail_member(back);
     a.fail_member(spare);
     // A blank spare in the second slot, recovered whole.
