@@ -5,7 +5,10 @@
 //! * Dirty (the kernel crashed): every present member's newest log write is replayed: for
 //!   each of its entries whose partial parity checks, each row's parity becomes the partial
 //!   parity XOR the entry's data as the members hold it now (rows with a data block on a
-//!   missing member are left alone: that block was being written). A replay that mends at
+//!   missing member are left alone: that block was being written). A member being rebuilt
+//!   holds its data below its recovery offset, as the kernel takes it (until the eighth
+//!   session of 2026-11-29 it counted as missing there, and a replay that left such rows
+//!   alone could still leave the array clean, so no resync mended them). A replay that mends at
 //!   least one entry with no mismatch, of an array dirty from sector 0, leaves it clean (md
 //!   marks it so and does not resync); anything else resyncs as usual.
 //! * Always, clean or dirty, on every present member: the area is zeroed and an empty header
@@ -88,10 +91,17 @@ pub fn start(
             target.geometry.level()
         )));
     }
+    let open = |p: &std::path::PathBuf| OpenOptions::new().read(true).write(true).open(p);
     let files: Vec<Option<File>> = target
         .members
         .iter()
-        .map(|p| p.as_ref().map(|p| OpenOptions::new().read(true).write(true).open(p)).transpose())
+        .map(|p| p.as_ref().map(open).transpose())
+        .collect::<io::Result<_>>()?;
+    let rebuilding: Vec<Option<(File, u64)>> = (0..files.len())
+        .map(|s| match target.rebuilding.get(s) {
+            Some(Some((p, below))) if files[s].is_none() => Ok(Some((open(p)?, *below))),
+            _ => Ok(None),
+        })
         .collect::<io::Result<_>>()?;
     let signature = uraid_format::md_ppl::signature(&sb.set_uuid.0);
     let mut outcome = MdPplStart::default();
@@ -103,7 +113,13 @@ pub fn start(
             match newest_in_chain(&area, signature) {
                 None => outcome.mismatches += 1,
                 Some((h_at, header)) => {
-                    let replay = Replay { target, files: &files, slot, outcome: &mut outcome };
+                    let replay = Replay {
+                        target,
+                        files: &files,
+                        rebuilding: &rebuilding,
+                        slot,
+                        outcome: &mut outcome,
+                    };
                     replay.header(&header, &area[h_at + HEADER_BYTES..])?;
                 }
             }
@@ -123,6 +139,8 @@ pub fn start(
 struct Replay<'a, 'o> {
     target: &'a ReplayTarget<'a>,
     files: &'a [Option<File>],
+    /// Per slot, a member being rebuilt and the member sector it is in sync below.
+    rebuilding: &'a [Option<(File, u64)>],
     /// The member whose log it is: the parity member of every stripe it names.
     slot: usize,
     outcome: &'o mut MdPplStart,
@@ -170,7 +188,11 @@ impl Replay<'_, '_> {
             acc.fill(0);
             for r in c.sectors_at(i, chunk) {
                 let a = g.map_sector(Sector(r));
-                let Some(file) = &self.files[a.disk.get()] else { continue 'row };
+                let file = match (&self.files[a.disk.get()], &self.rebuilding[a.disk.get()]) {
+                    (Some(file), _) => file,
+                    (None, Some((file, below))) if a.member_sector.0 + unit <= *below => file,
+                    _ => continue 'row,
+                };
                 file.read_exact_at(&mut data, self.byte_at(a.member_sector))?;
                 xor(&mut acc, &data);
             }

@@ -11,7 +11,10 @@ use uraid_format::{Level as MdLevel, MAX_SECTOR, feature};
 use uraid_md::{MdArray, MdOptions};
 
 mod common;
-use common::{CHUNK_SECTORS, DATA_OFFSET_SECTORS, fill, make_array_at, superblock, tempdir};
+use common::{
+    CHUNK_SECTORS, DATA_OFFSET_SECTORS, MEMBER_BYTES, fill, make_array_at, mark_recovering,
+    superblock, tempdir,
+};
 
 const DATA_OFFSET: u64 = DATA_OFFSET_SECTORS * 512;
 const CHUNK: u64 = CHUNK_SECTORS as u64 * 512;
@@ -140,6 +143,29 @@ fn a_torn_write_then_a_lost_member_is_mended_from_mds_log() {
     let done = md.info().md_ppl.expect("md's PPL");
     assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (1, 0, 1));
     let rt = md.runtime().clone();
+    assert!(rt.read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK], "the lost block");
+    let mut want = a.clone();
+    want[..BLOCK].copy_from_slice(&b);
+    assert!(rt.read_at(0, want.len()).unwrap() == want, "the whole row: A with B");
+    drop(rt);
+    md.stop().unwrap();
+}
+
+/// The same crash with B's data member being rebuilt, in sync past row 0 (its recovery
+/// offset half the member): the kernel reads its block for the entry. uraid counted it as
+/// missing, left the row alone and still took the array as clean (no resync), so a member lost
+/// afterwards had its block of the row rebuilt wrong (the eighth session of 2026-11-29).
+#[test]
+fn a_member_being_rebuilt_counts_below_its_recovery_offset() {
+    let dir = tempdir("md-ppl-rebuilding");
+    let (paths, a, b, victim) = crash(dir.path(), true);
+    let d0 = geometry().stripe_map(StripeNumber(0)).data_disk[0].get();
+    mark_recovering(&paths[d0], (MEMBER_BYTES / 512 - DATA_OFFSET_SECTORS) / 2);
+    let md = MdArray::assemble(&paths, &options()).expect("dirty, one member being rebuilt");
+    let done = md.info().md_ppl.expect("md's PPL");
+    assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (1, 0, 1));
+    let rt = md.runtime().clone();
+    rt.fail_member(victim);
     assert!(rt.read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK], "the lost block");
     let mut want = a.clone();
     want[..BLOCK].copy_from_slice(&b);

@@ -17,27 +17,16 @@ use uraid_md::{MdArray, MdOptions};
 
 mod common;
 use common::{
-    CHUNK_SECTORS, DATA_OFFSET_SECTORS, MEMBER_BYTES, copy_all, fill, make_array_at, read_member,
-    superblock, tempdir, wait_for, write_member,
+    CHUNK_SECTORS, DATA_OFFSET_SECTORS, MEMBER_BYTES, copy_all, fill, make_array_at,
+    mark_recovering, read_member, superblock, tempdir, wait_for, write_member,
 };
 
 const DATA_OFFSET: u64 = DATA_OFFSET_SECTORS * 512;
 const CHUNK: u64 = CHUNK_SECTORS as u64 * 512;
 const BLOCK: usize = 4096;
-/// Where a v1.2 superblock lives on a member.
-const SUPERBLOCK_AT: u64 = 4096;
 
 fn options() -> MdOptions {
     MdOptions { workers: Some(2), ..MdOptions::default() }
-}
-
-/// Marks the member at `path` as being rebuilt, in sync below member sector `at`.
-fn mark_recovering(path: &std::path::Path, at: u64) {
-    let mut sb = superblock(path);
-    sb.feature_map |= uraid_format::feature::RECOVERY_OFFSET;
-    sb.recovery_offset_sectors = at;
-    sb.seal();
-    write_member(path, SUPERBLOCK_AT, &sb.encode());
 }
 
 #[test]

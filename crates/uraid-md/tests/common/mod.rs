@@ -181,3 +181,13 @@ pub fn copy_all(from: &[PathBuf], dir: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// Marks the member at `path` as being rebuilt (md's recovery offset in its superblock), in
+/// sync below member sector `at`: a crash image taken mid-recovery.
+pub fn mark_recovering(path: &Path, at: u64) {
+    let mut sb = superblock(path);
+    sb.feature_map |= uraid_format::feature::RECOVERY_OFFSET;
+    sb.recovery_offset_sectors = at;
+    sb.seal();
+    write_member(path, 4096, &sb.encode());
+}
