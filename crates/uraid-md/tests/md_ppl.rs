@@ -140,12 +140,21 @@ fn a_torn_write_then_a_lost_member_is_mended_from_mds_log() {
     let (paths, a, b, victim) = crash(dir.path(), true);
     let md = MdArray::assemble(&without(&paths, victim), &options())
         .expect("dirty and degraded: md starts it with its PPL, and so does uraid");
+    assert_row_mended(md, None, &a, &b);
+}
+
+/// The replay mended the crash's one entry (one parity block), and with member `fail` failed
+/// now (if any) the row reads as A with B, the block of data chunk 1 from parity.
+fn assert_row_mended(md: MdArray, fail: Option<usize>, a: &[u8], b: &[u8]) {
     let done = md.info().md_ppl.expect("md's PPL");
     assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (1, 0, 1));
     let rt = md.runtime().clone();
+    if let Some(m) = fail {
+        rt.fail_member(m);
+    }
     assert!(rt.read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK], "the lost block");
-    let mut want = a.clone();
-    want[..BLOCK].copy_from_slice(&b);
+    let mut want = a.to_vec();
+    want[..BLOCK].copy_from_slice(b);
     assert!(rt.read_at(0, want.len()).unwrap() == want, "the whole row: A with B");
     drop(rt);
     md.stop().unwrap();
@@ -162,16 +171,7 @@ fn a_member_being_rebuilt_counts_below_its_recovery_offset() {
     let d0 = geometry().stripe_map(StripeNumber(0)).data_disk[0].get();
     mark_recovering(&paths[d0], (MEMBER_BYTES / 512 - DATA_OFFSET_SECTORS) / 2);
     let md = MdArray::assemble(&paths, &options()).expect("dirty, one member being rebuilt");
-    let done = md.info().md_ppl.expect("md's PPL");
-    assert_eq!((done.recovered_entries, done.mismatches, done.parity_blocks), (1, 0, 1));
-    let rt = md.runtime().clone();
-    rt.fail_member(victim);
-    assert!(rt.read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK], "the lost block");
-    let mut want = a.clone();
-    want[..BLOCK].copy_from_slice(&b);
-    assert!(rt.read_at(0, want.len()).unwrap() == want, "the whole row: A with B");
-    drop(rt);
-    md.stop().unwrap();
+    assert_row_mended(md, Some(victim), &a, &b);
 }
 
 #[test]
