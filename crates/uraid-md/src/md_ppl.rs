@@ -91,24 +91,17 @@ pub fn start(
             target.geometry.level()
         )));
     }
-    let open = |p: &std::path::PathBuf| OpenOptions::new().read(true).write(true).open(p);
-    let files: Vec<Option<File>> = target
-        .members
-        .iter()
-        .map(|p| p.as_ref().map(open).transpose())
-        .collect::<io::Result<_>>()?;
-    let rebuilding: Vec<Option<(File, u64)>> = (0..files.len())
-        .map(|s| match target.rebuilding.get(s) {
-            Some(Some((p, below))) if files[s].is_none() => Ok(Some((open(p)?, *below))),
-            _ => Ok(None),
-        })
-        .collect::<io::Result<_>>()?;
+    // Members in sync and being rebuilt; only the logs of those in sync are read, as md does.
+    let (paths, in_sync_below) = target.replayed_members();
+    let files = crate::ppl::open_members(&paths)?;
     let signature = uraid_format::md_ppl::signature(&sb.set_uuid.0);
     let mut outcome = MdPplStart::default();
     let mut area = vec![0u8; usize::try_from(bytes).map_err(io::Error::other)?];
     if dirty {
         for (slot, file) in files.iter().enumerate() {
-            let Some(file) = file else { continue };
+            let Some(file) = file.as_ref().filter(|_| in_sync_below[slot].is_none()) else {
+                continue;
+            };
             file.read_exact_at(&mut area, at)?;
             match newest_in_chain(&area, signature) {
                 None => outcome.mismatches += 1,
@@ -116,7 +109,7 @@ pub fn start(
                     let replay = Replay {
                         target,
                         files: &files,
-                        rebuilding: &rebuilding,
+                        in_sync_below: &in_sync_below,
                         slot,
                         outcome: &mut outcome,
                     };
@@ -139,8 +132,8 @@ pub fn start(
 struct Replay<'a, 'o> {
     target: &'a ReplayTarget<'a>,
     files: &'a [Option<File>],
-    /// Per slot, a member being rebuilt and the member sector it is in sync below.
-    rebuilding: &'a [Option<(File, u64)>],
+    /// Per slot, for a member being rebuilt, the member sector it is in sync below.
+    in_sync_below: &'a [Option<u64>],
     /// The member whose log it is: the parity member of every stripe it names.
     slot: usize,
     outcome: &'o mut MdPplStart,
@@ -188,11 +181,11 @@ impl Replay<'_, '_> {
             acc.fill(0);
             for r in c.sectors_at(i, chunk) {
                 let a = g.map_sector(Sector(r));
-                let file = match (&self.files[a.disk.get()], &self.rebuilding[a.disk.get()]) {
-                    (Some(file), _) => file,
-                    (None, Some((file, below))) if a.member_sector.0 + unit <= *below => file,
-                    _ => continue 'row,
-                };
+                let below = self.in_sync_below[a.disk.get()];
+                let Some(file) = &self.files[a.disk.get()] else { continue 'row };
+                if below.is_some_and(|b| a.member_sector.0 + unit > b) {
+                    continue 'row;
+                }
                 file.read_exact_at(&mut data, self.byte_at(a.member_sector))?;
                 xor(&mut acc, &data);
             }

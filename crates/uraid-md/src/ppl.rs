@@ -128,7 +128,7 @@ pub struct FoundLog {
     pub epoch: Option<u64>,
 }
 
-fn open_members(members: &[Option<PathBuf>]) -> io::Result<Vec<Option<File>>> {
+pub(crate) fn open_members(members: &[Option<PathBuf>]) -> io::Result<Vec<Option<File>>> {
     members
         .iter()
         .map(|p| p.as_ref().map(|p| OpenOptions::new().read(true).write(true).open(p)).transpose())

@@ -611,7 +611,6 @@ impl Array {
         }
         let too_many = self.beyond_redundancy();
         let newly_lost = self.lost_since_planned(id);
-        let back_unread = self.back_unread_since_planned(id);
         let st = self.state(id);
         match &mut st.phase {
             Phase::Reading { for_write, outstanding } => {
@@ -631,7 +630,7 @@ impl Array {
                     return;
                 }
                 st.phase = Phase::Idle;
-                self.sync_reads_done(id, back_unread);
+                self.sync_reads_done(id);
             }
             Phase::Writing { outstanding, .. } | Phase::Discarding { outstanding } => {
                 *outstanding -= 1;
@@ -695,9 +694,9 @@ impl Array {
     }
 
     /// The sync batch's member reads have all completed: compute, or first read a member
-    /// that came back meanwhile (`back_unread`, from `back_unread_since_planned`).
-    fn sync_reads_done(&mut self, id: HeadId, back_unread: bool) {
-        if back_unread {
+    /// that came back meanwhile (`back_unread_since_planned`).
+    fn sync_reads_done(&mut self, id: HeadId) {
+        if self.back_unread_since_planned(id) {
             let Some(&Kind::Sync(kind)) = self.batch(id).first().map(|p| &p.kind) else {
                 unreachable!("a sync batch")
             };
@@ -707,16 +706,13 @@ impl Array {
         }
     }
 
-    /// When a sync batch's last read completes: whether a member lost when its reads were
-    /// planned is back now (by re-add, in sync here) and its block was not read. A recovery
-    /// would rebuild from the unread buffer as if it were the member's data (the simulator's
-    /// seed 47175199: a spare rebuilt wrong, once the simulator started a second recovery
-    /// beside one under way); a check would compare against it. `start_sync` again reads what
-    /// is missing. A member lost since planning needs nothing: its block was read before.
+    /// Once a sync batch's reads are in: whether a member lost when they were planned is back
+    /// now (by re-add, in sync here) and its block was not read. A recovery would rebuild
+    /// from the unread buffer as if it were the member's data (the simulator's seed 47175199:
+    /// a spare rebuilt wrong, once the simulator started a second recovery beside one under
+    /// way); a check would compare against it. `start_sync` again reads what is missing. A
+    /// member lost since planning needs nothing: its block was read before.
     fn back_unread_since_planned(&self, id: HeadId) -> bool {
-        if !matches!(self.heads[&id].phase, Phase::SyncReading { outstanding: 1 }) {
-            return false;
-        }
         let planned = &self.heads[&id].planned_lost;
         let devs = &self.cache.head(id).devs;
         let lost = self.lost(id);

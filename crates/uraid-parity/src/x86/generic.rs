@@ -151,10 +151,9 @@ fn use_nt<V: Vector>(
 #[inline(always)]
 fn use_nt_xor<V: Vector>(stream: bool, srcs: &[&[u8]], d: *mut u8) -> bool {
     let len = srcs.first().map_or(0, |s| s.len());
-    let beyond_l2 = (srcs.len() + 1) * len > super::probe::l2_bytes();
-    if beyond_l2
-        && stream
+    if stream
         && len >= NT_MIN_BYTES
+        && (srcs.len() + 1) * len > super::probe::l2_bytes()
         && (d as usize).is_multiple_of(V::BYTES)
         && crate::stores() == crate::Stores::Probe
     {
