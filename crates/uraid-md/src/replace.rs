@@ -236,7 +236,11 @@ impl Inner {
         d.role = Role::Slot(slot);
         d.recovery_offset = Some(0);
         let ranges = self.runtime.take_over_replacement(slot as usize, front);
-        d.bitmap_recovery = ranges.is_some();
+        // Recorded as a plain recovery, not a re-add's (md's RECOVERY_BITMAP): no bit names
+        // what lies above `front`, so a start that resumed by the bitmap (ours or the
+        // kernel's) would leave it as it is, and serve it. A restart rebuilds it whole above
+        // the checkpoint instead (uraid-sim, seed 40002175).
+        d.bitmap_recovery = false;
         Some(Action::Recover { slot, ranges })
     }
 

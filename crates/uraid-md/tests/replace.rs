@@ -200,6 +200,57 @@ fn a_member_that_fails_during_its_copy_hands_over_to_the_replacement() {
     md.stop().unwrap();
 }
 
+/// The member fails midway through its copy and the array stops while the replacement, now
+/// in its slot, is being rebuilt: above where the copy got to it holds nothing, and no
+/// bitmap bit says so. Recorded as a re-add's recovery (md's RECOVERY_BITMAP), as uraid did
+/// until the ninth session of 2026-11-29, the next start (the kernel's too) rebuilt only
+/// where bits are set and served those zeros (found by uraid-sim, seed 40002175, once it cut
+/// the power during such a recovery).
+#[test]
+fn a_hand_over_stopped_midway_is_rebuilt_whole_above_its_checkpoint() {
+    let dir = tempdir("replace-hand-over-stop");
+    let paths = make_array_at(dir.path(), Level::Raid5, 4, Some(64 << 10));
+    // Written whole and stopped clean: every bitmap bit clear.
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let size = md.runtime().size_bytes() as usize;
+    let mut model = fill(7, size);
+    md.runtime().write_at(0, &model).unwrap();
+    md.stop().unwrap();
+    let crawl = SyncSpeed { min_kib: 1, max_kib: 256 };
+    let md =
+        MdArray::assemble(&paths, &MdOptions { speed: crawl, ..MdOptions::default() }).unwrap();
+    let rt = md.runtime().clone();
+    let with = new_device(dir.path(), "new.img");
+    md.replace("1", &with.display().to_string()).unwrap();
+    assert!(wait_for(|| md.status().sync.is_some_and(|s| s.done_sectors > 0)));
+    rt.fail_member(1);
+    let data = fill(300, 64 << 10);
+    rt.write_at(0, &data).unwrap();
+    model[..data.len()].copy_from_slice(&data);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    let st = md.status();
+    let new = st.members.iter().find(|m| m.path == with.display().to_string()).unwrap();
+    assert_eq!((new.slot, new.state.as_str()), (Some(1), "spare rebuilding"), "{st:?}");
+    drop(rt);
+    md.stop().unwrap();
+    let sb = superblock(&with);
+    assert_ne!(sb.feature_map & feature::RECOVERY_OFFSET, 0, "stopped while rebuilding");
+    assert_eq!(sb.feature_map & feature::RECOVERY_BITMAP, 0, "not a re-add's recovery");
+
+    let mut all = paths.clone();
+    all.push(with.clone());
+    let md = MdArray::assemble(&all, &MdOptions::default()).unwrap();
+    let result = md.wait_sync_idle(WAIT).expect("the recovery went on");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
+    let rt = md.runtime().clone();
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "after the stopped hand-over");
+    // RAID5: the new device's blocks are right if the array reads right without member 3.
+    rt.fail_member(3);
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "from the new device and parity");
+    drop(rt);
+    md.stop().unwrap();
+}
+
 #[test]
 fn a_stopped_copy_goes_on_at_the_next_start() {
     let dir = tempdir("replace-resume");
