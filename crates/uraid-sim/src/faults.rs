@@ -7,7 +7,7 @@
 //! survivable). Power cuts with members lost need the partial parity log (see `restart`).
 
 use crate::report::SimFailure;
-use crate::sim::{Sim, User, write_buf};
+use crate::sim::{Ranges, Sim, User, write_buf};
 use rand::Rng;
 use uraid_core::array::{ReqId, SyncKind};
 use uraid_core::{SECTOR_BYTES, Sector};
@@ -121,14 +121,11 @@ impl Sim {
             && self.bad_members().is_empty()
     }
 
-    /// A cut during a recovery (since the eighth session of 2026-11-29): a whole member's,
-    /// alone (no re-add's, none queued, no replacement), with the log, since the member is
-    /// lost above its checkpoint.
+    /// A cut during a recovery, with the log, since the member is lost above its checkpoint:
+    /// since the eighth session of 2026-11-29 a whole member's alone, since the ninth a
+    /// re-add's too, and with other recoveries queued; not with a replacement under way.
     fn may_cut_recovery(&self) -> bool {
-        self.cfg.log_ring_sectors.is_some()
-            && self.readd.is_none()
-            && self.recovery_queue.is_empty()
-            && self.replacement.is_none()
+        self.cfg.log_ring_sectors.is_some() && self.replacement.is_none()
     }
 
     /// A flush (or FUA write) just acknowledged: now and then the power goes at the next step.
@@ -175,6 +172,7 @@ impl Sim {
         self.members[m].bad_block_log = self.cfg.bad_block_logs;
         self.array.start_recovery(Self::member_index(m), Sector(0));
         self.recorded_faulty[m] = false;
+        self.bitmap_recovery[m] = false;
         self.note(|| format!("spare for member {m}: recovery starts"));
         self.begin_recovery(m, None);
     }
@@ -188,6 +186,7 @@ impl Sim {
         self.members[m].fail_next_write = false;
         let ranges = self.array.start_readd(Self::member_index(m)).expect("a bitmap");
         self.recorded_faulty[m] = false;
+        self.bitmap_recovery[m] = true;
         self.stats.readds += 1;
         self.stats.readd_sectors += ranges.iter().map(|r| r.1).sum::<u64>();
         self.note(|| format!("member {m} re-added: recovery of {ranges:?}"));
@@ -203,11 +202,16 @@ impl Sim {
             self.recovery_queue.push_front((m, ranges));
             return;
         }
+        self.begin_recovery_from(m, ranges, 0);
+    }
+
+    /// Member `m`'s pass begins, in sync below `at` (its checkpoint after a restart).
+    pub(crate) fn begin_recovery_from(&mut self, m: usize, ranges: Option<Ranges>, at: u64) {
         let end = self.cfg.member_sectors;
-        let first = ranges.as_ref().map_or(0, |r| r.first().map_or(end, |f| f.0.min(end)));
+        let first = ranges.as_ref().map_or(at, |r| r.first().map_or(end, |f| f.0.max(at).min(end)));
         self.readd = ranges;
         self.recovery = Some((m, first, false));
-        self.recovery_checkpoint = 0;
+        self.recovery_checkpoint = at;
         if first >= end {
             self.recovery_done(m);
         }

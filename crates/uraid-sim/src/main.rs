@@ -177,10 +177,14 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.slowdowns
     );
     println!(
-        "  power cuts survived: {} ({} of them right after a flush or FUA write; resync \
-         covered {:.1}% of what a full resync would)",
+        "  power cuts survived: {} ({} of them right after a flush or FUA write; {} during \
+         a recovery, {} of them a re-add's, {} with another queued; resync covered {:.1}% of \
+         what a full resync would)",
         t.power_cuts,
         t.cuts_after_flush,
+        t.cuts_during_recovery,
+        t.cuts_during_readd,
+        t.cuts_with_recovery_queued,
         100.0 * resync_share
     );
     println!(

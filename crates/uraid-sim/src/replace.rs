@@ -81,6 +81,7 @@ impl Sim {
             // writes since the failure (the bitmap's bits), else rebuilt whole.
             self.members[m] = r.disk;
             self.recorded_faulty[m] = false;
+            self.bitmap_recovery[m] = false;
             let ranges = self.array.take_over_replacement(Self::member_index(m), Sector(r.next));
             if ranges.is_none() {
                 self.array.start_recovery(Self::member_index(m), Sector(0));

@@ -60,6 +60,10 @@ pub struct SimStats {
     pub recoveries_overlapped: u64,
     /// Power cuts during a recovery (its member then goes on from its last checkpoint).
     pub cuts_during_recovery: u64,
+    /// Of those, cuts during a re-add's recovery (resumed where bits are set), and cuts with
+    /// a second recovery queued behind the one under way.
+    pub cuts_during_readd: u64,
+    pub cuts_with_recovery_queued: u64,
     pub checks: u64,
     pub io_count_checks: u64,
     /// Member failures the metadata recorded (each after writes waited for it), and power
@@ -114,6 +118,8 @@ impl SimStats {
         self.readd_sectors += o.readd_sectors;
         self.recoveries_overlapped += o.recoveries_overlapped;
         self.cuts_during_recovery += o.cuts_during_recovery;
+        self.cuts_during_readd += o.cuts_during_readd;
+        self.cuts_with_recovery_queued += o.cuts_with_recovery_queued;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;

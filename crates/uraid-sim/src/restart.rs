@@ -15,6 +15,16 @@ use uraid_core::ppl::{
 };
 use uraid_core::{DiskRole, SECTOR_BYTES, Sector, StripeNumber};
 
+/// A member being recovered at a power cut: in sync below `at` (its checkpoint), counted as
+/// gone above it; `readd`: back by re-add (recorded so), so in sync above it too but where
+/// bits are set.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recovering {
+    member: usize,
+    at: u64,
+    readd: bool,
+}
+
 impl Sim {
     /// The power goes: in-flight writes tear, unflushed ones may be lost; then a restart, a
     /// resync (by the bitmap when there is one), and every sector must hold a write the
@@ -37,8 +47,7 @@ impl Sim {
         }
         let allowed = self.oracle.after_power_cut();
         let unreadable = self.unreadable_units();
-        // A member being recovered: in sync below its checkpoint, lost above it.
-        let recovering = self.recovery.map(|(m, _, _)| (m, self.recovery_checkpoint));
+        let recovering = self.recovering_at_cut();
         // The restart knows only the failures the metadata recorded: a member failed since
         // comes back as in sync, with whatever its blocks hold.
         if self.failures_unrecorded() {
@@ -70,10 +79,8 @@ impl Sim {
         self.plugged = false;
         self.stats.power_cuts += 1;
         let parity_before = self.stats.log_replays + self.stats.range_resyncs;
-        if recovering.is_some() {
-            self.stats.cuts_during_recovery += 1;
-        }
-        self.replay_log(&gone, recovering);
+        self.count_cut_during_recovery(&recovering);
+        self.replay_log(&gone, &recovering);
         if self.stats.log_replays + self.stats.range_resyncs > parity_before {
             // Parity rewritten with these members missing (their modified sectors counted
             // as zeros) and no bit set: uraid-md advances events_cleared, and none of them
@@ -84,13 +91,13 @@ impl Sim {
         }
         self.add_engine_stats();
         self.restart_engine(&gone);
-        self.recovery_after_cut(recovering);
+        self.recovery_after_cut(&recovering);
         self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
         if !degraded {
             self.resync_after_cut()?;
         }
-        let found = self.read_all(&allowed, &gone, &unreadable, recovering)?;
+        let found = self.read_all(&allowed, &gone, &unreadable, &recovering)?;
         self.oracle.restart(&found);
         if !degraded {
             self.check_after_cut()?;
@@ -121,15 +128,61 @@ impl Sim {
         }
     }
 
-    /// A recovery under way at the cut goes on from its checkpoint, as uraid-md starts it
-    /// (`start_slots`); its member is in sync below it.
-    fn recovery_after_cut(&mut self, recovering: Option<(usize, u64)>) {
-        let Some((m, at)) = recovering else { return };
-        self.array.start_recovery(Self::member_index(m), Sector(at));
-        self.note(|| format!("member {m}'s recovery goes on from its checkpoint {at}"));
+    /// The members being recovered at the cut: the one under way, in sync below its
+    /// checkpoint, and those queued behind it, at 0 (uraid-md records a recovering slot in
+    /// the superblocks when its member joins, its pass queued or not).
+    fn recovering_at_cut(&self) -> Vec<Recovering> {
+        let now = self.recovery.map(|(member, _, _)| Recovering {
+            member,
+            at: self.recovery_checkpoint,
+            readd: self.bitmap_recovery[member],
+        });
+        let queued = self.recovery_queue.iter().map(|&(member, _)| Recovering {
+            member,
+            at: 0,
+            readd: self.bitmap_recovery[member],
+        });
+        now.into_iter().chain(queued).collect()
+    }
+
+    fn count_cut_during_recovery(&mut self, recovering: &[Recovering]) {
+        if !recovering.is_empty() {
+            self.stats.cuts_during_recovery += 1;
+            self.stats.cuts_during_readd += u64::from(recovering.iter().any(|r| r.readd));
+            self.stats.cuts_with_recovery_queued += u64::from(recovering.len() > 1);
+        }
+    }
+
+    /// Every recovery under way or queued at the cut goes on from its checkpoint, as
+    /// uraid-md starts them (`start_slots`): a member back by re-add (md's RECOVERY_BITMAP)
+    /// where bits are set above it (`resume_readd`), any other whole above it. The one under
+    /// way before runs first.
+    fn recovery_after_cut(&mut self, recovering: &[Recovering]) {
+        self.recovery = None;
         self.readd = None;
-        self.recovery = Some((m, at, false));
-        self.recovery_checkpoint = at;
+        self.recovery_queue.clear();
+        for r in recovering {
+            let (m, at) = (r.member, r.at);
+            let ranges = if r.readd {
+                let ranges = self.array.start_readd(Self::member_index(m)).expect("a bitmap");
+                self.array.set_recovery_offset(Self::member_index(m), Sector(at));
+                let above = ranges
+                    .into_iter()
+                    .filter(|&(s, n)| s + n > at)
+                    .map(|(s, n)| (s.max(at), s + n - s.max(at)))
+                    .collect();
+                Some(above)
+            } else {
+                self.array.start_recovery(Self::member_index(m), Sector(at));
+                None
+            };
+            self.note(|| format!("member {m}'s recovery goes on from {at}: {ranges:?}"));
+            if self.recovery.is_some() {
+                self.recovery_queue.push_back((m, ranges));
+            } else {
+                self.begin_recovery_from(m, ranges, at);
+            }
+        }
     }
 
     /// md's resync after an unclean shutdown: the bitmap's dirty regions, or everything.
@@ -201,10 +254,10 @@ impl Sim {
     /// modified blocks as they are now (a lost or unreadable one as `replay_blocks` counts
     /// it).
     ///
-    /// A member being recovered (`recovering`: its checkpoint) counts as in sync below its
-    /// checkpoint and as gone above it, as uraid-md's replay has it; its rings are read (the
-    /// engine places entries on it where it is in sync).
-    fn replay_log(&mut self, gone: &[bool], recovering: Option<(usize, u64)>) {
+    /// A member being recovered (`recovering`, with its checkpoint) counts as in sync below
+    /// its checkpoint and as gone above it, as uraid-md's replay has it, re-added or not; its
+    /// rings are read (the engine places entries on it where it is in sync).
+    fn replay_log(&mut self, gone: &[bool], recovering: &[Recovering]) {
         if self.cfg.log_ring_sectors.is_none() || self.cfg.sabotage == Some(Sabotage::NoLogReplay) {
             return;
         }
@@ -212,7 +265,7 @@ impl Sim {
         let gone_at = |sector: u64| -> Vec<bool> {
             let end = sector + unit_sectors;
             (0..gone.len())
-                .map(|m| gone[m] || recovering.is_some_and(|(r, at)| r == m && end > at))
+                .map(|m| gone[m] || recovering.iter().any(|r| r.member == m && end > r.at))
                 .collect()
         };
         let mut scans: Vec<_> = (0..self.members.len())
@@ -223,7 +276,7 @@ impl Sim {
         // once the newest run wrote a header to it.
         let newest = scans.iter().flat_map(|s| &s.headers).map(|h| h.0).max();
         scans.retain(|s| {
-            recovering.is_none_or(|(r, _)| r != s.member.get())
+            recovering.iter().all(|r| r.member != s.member.get())
                 || s.headers.iter().any(|h| Some(h.0) == newest)
         });
         let g = self.cfg.geometry();
@@ -340,7 +393,7 @@ impl Sim {
         allowed: &[Vec<u64>],
         gone: &[bool],
         unreadable: &[Vec<u64>],
-        recovering: Option<(usize, u64)>,
+        recovering: &[Recovering],
     ) -> Result<Vec<u64>, SimFailure> {
         let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
         let size = self.array.size_sectors();
@@ -358,7 +411,7 @@ impl Sim {
                 let (m, ms) = (at.disk.get(), at.member_sector.0);
                 let lost = gone[m]
                     || unreadable[m].binary_search(&(ms - ms % unit)).is_ok()
-                    || recovering.is_some_and(|(r, at)| r == m && ms >= at);
+                    || recovering.iter().any(|r| r.member == m && ms >= r.at);
                 let wild = ok.contains(&UNKNOWN) || (ok.len() > 1 && lost);
                 if !ok.contains(&got) && !wild {
                     let what =

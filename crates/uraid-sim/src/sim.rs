@@ -78,6 +78,10 @@ pub struct Sim {
     /// Where the recovery under way goes on after a restart: what uraid-md's superblocks
     /// record, once a flush made the rebuilt blocks below it durable.
     pub(crate) recovery_checkpoint: u64,
+    /// Per member: its recovery is a re-add's, recorded so in the superblocks (md's
+    /// RECOVERY_BITMAP): a restart resumes it where bits are set. A replacement's take-over
+    /// is recorded as a whole recovery (see uraid-md's `replacement_takes_over`).
+    pub(crate) bitmap_recovery: Vec<bool>,
     /// Per member: md would refuse its re-add (parity rewritten without it since it left).
     pub(crate) readd_blocked: Vec<bool>,
     /// Member sectors of data written and read per member, data area (for I/O counts).
@@ -161,6 +165,7 @@ impl Sim {
             watch: None,
             recorded_faulty: vec![false; members.len()],
             readd_blocked: vec![false; members.len()],
+            bitmap_recovery: vec![false; members.len()],
             members,
             replacement: None,
             replace_at,
