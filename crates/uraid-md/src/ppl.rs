@@ -180,7 +180,9 @@ fn read_rings(
                 );
                 continue;
             }
-            scans.push(scan_ring(&bytes, setup.uuid, DiskIndex(m as u16)));
+            let mut scan = scan_ring(&bytes, setup.uuid, DiskIndex(m as u16));
+            scan.rebuilding = rebuilding.get(m).copied().unwrap_or(false);
+            scans.push(scan);
         }
     }
     // Only the newest run's records: a ring that run did not use holds an older run's.

@@ -270,7 +270,12 @@ impl Sim {
         };
         let mut scans: Vec<_> = (0..self.members.len())
             .filter(|&m| !gone[m])
-            .map(|m| scan_ring(self.members[m].log_ring(), SIM_UUID, Self::member_index(m)))
+            .map(|m| {
+                let mut scan =
+                    scan_ring(self.members[m].log_ring(), SIM_UUID, Self::member_index(m));
+                scan.rebuilding = recovering.iter().any(|r| r.member == m);
+                scan
+            })
             .collect();
         // As uraid-md (`ppl::read_log_of`): the ring of a member being recovered counts only
         // once the newest run wrote a header to it.

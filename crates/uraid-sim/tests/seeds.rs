@@ -131,14 +131,17 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
 /// joined, which dropped the generations written before to the device it replaced; once
 /// they came during re-adds' recoveries too, 40002175 a replacement's take-over that
 /// uraid-md recorded as a re-add's recovery (RECOVERY_BITMAP), so that the start after the
-/// cut left what lay above the copy's progress unrebuilt (test: uraid-md's replace.rs).
+/// cut left what lay above the copy's progress unrebuilt (test: uraid-md's replace.rs), and
+/// 47281415 a log generation whose copy failed with its member, which came back by re-add:
+/// the replay took the generation for torn and dropped it (test: uraid-core's
+/// replay_rebuilding.rs).
 #[test]
 fn seeds_that_found_bugs_pass() {
     let log = [
         2, 7, 19, 43, 292, 327, 807, 4993, 658, 5553, 6932, 16461, 5429, 1_088_000, 106_193, 2944,
         10_130_915, 850, 20_013_895, 230, 1313, 22_002_492, 1370, 6401, 2051, 2936, 19_972, 107,
         3315, 25_022_372, 46_270_675, 46_411_851, 46_427_601, 40_000_010, 40_000_035, 47_175_199,
-        40_000_047, 40_000_497, 40_000_773, 40_002_175,
+        40_000_047, 40_000_497, 40_000_773, 40_002_175, 47_281_415,
     ];
     for seed in [17, 20, 21, 48, 76, 111, 443, 1280, 4550, 5979, 10661].into_iter().chain(log) {
         if let Err(f) = run_seed(seed, true) {
