@@ -123,9 +123,9 @@ impl Sim {
 
     /// A cut during a recovery, with the log, since the member is lost above its checkpoint:
     /// since the eighth session of 2026-11-29 a whole member's alone, since the ninth a
-    /// re-add's too, and with other recoveries queued; not with a replacement under way.
+    /// re-add's too, with other recoveries queued, or with a replacement under way.
     fn may_cut_recovery(&self) -> bool {
-        self.cfg.log_ring_sectors.is_some() && self.replacement.is_none()
+        self.cfg.log_ring_sectors.is_some()
     }
 
     /// A flush (or FUA write) just acknowledged: now and then the power goes at the next step.
