@@ -434,10 +434,6 @@ pub struct RingScan {
     pub entries: Vec<FoundEntry>,
     /// Every header found: (epoch, generation, tail, members written).
     pub headers: Vec<(u64, u64, u64, [u8; 32])>,
-    /// The member is being rebuilt (the replay's caller says so; `scan_ring` cannot): its
-    /// entries count, but a generation newer than every one it holds is not torn for lacking
-    /// it (see `LiveEntries`).
-    pub rebuilding: bool,
 }
 
 /// Reads one member's log ring (`ring`: its bytes): its headers, and their entries with
@@ -448,7 +444,7 @@ pub struct RingScan {
 /// array's UUID and a valid checksum (as the blocks after the end of a walk would, before).
 #[must_use]
 pub fn scan_ring(ring: &[u8], uuid: [u8; 16], member: DiskIndex) -> RingScan {
-    let mut scan = RingScan { member, entries: Vec::new(), headers: Vec::new(), rebuilding: false };
+    let mut scan = RingScan { member, entries: Vec::new(), headers: Vec::new() };
     for (at, h, masks, len) in ring_headers(ring, uuid) {
         let unit = h.unit_sectors as usize * 512;
         let mut block_at = at + len;
@@ -603,23 +599,6 @@ impl<'a> LiveEntries<'a> {
             .max()
             .map_or((0, 0), |(epoch, _, tail)| (epoch, tail));
         let present: BTreeSet<usize> = scans.iter().map(|s| s.member.get()).collect();
-        // A generation is complete when every member here that it went to holds its header:
-        // else its log write was torn and its writes in place never started. One exception:
-        // a member being rebuilt that holds no newer generation of the epoch. It failed (its
-        // copy of the generation failing with it, the others durable and the writes in place
-        // done) and came back by re-add before the reset that follows a join; counted, that
-        // dropped the generation and left its stripes torn (the simulator's seed 47281415).
-        // Its copy torn by the crash instead, with the others whole, reads as such a failure
-        // and the generation is replayed, as when that member is missing from the replay.
-        // Per member being rebuilt, the newest generation of the newest epoch it holds.
-        let rebuilding: HashMap<usize, u64> = scans
-            .iter()
-            .filter(|s| s.rebuilding)
-            .map(|s| {
-                let own = s.headers.iter().filter(|h| h.0 == newest.0).map(|h| h.1).max();
-                (s.member.get(), own.unwrap_or(0))
-            })
-            .collect();
         let held: BTreeSet<(usize, u64, u64)> = scans
             .iter()
             .flat_map(|s| s.headers.iter().map(|h| (s.member.get(), h.0, h.1)))
@@ -630,11 +609,9 @@ impl<'a> LiveEntries<'a> {
         }
         let complete = |epoch: u64, generation: u64| {
             let mask = written.get(&(epoch, generation)).copied().unwrap_or([0; 32]);
-            (0..256).filter(|m| mask[m / 8] & (1 << (m % 8)) != 0).all(|m| {
-                !present.contains(&m)
-                    || held.contains(&(m, epoch, generation))
-                    || rebuilding.get(&m).is_some_and(|&own| own < generation)
-            })
+            (0..256)
+                .filter(|m| mask[m / 8] & (1 << (m % 8)) != 0)
+                .all(|m| !present.contains(&m) || held.contains(&(m, epoch, generation)))
         };
         let torn: BTreeSet<(u64, u64)> = scans
             .iter()

@@ -180,9 +180,7 @@ fn read_rings(
                 );
                 continue;
             }
-            let mut scan = scan_ring(&bytes, setup.uuid, DiskIndex(m as u16));
-            scan.rebuilding = rebuilding.get(m).copied().unwrap_or(false);
-            scans.push(scan);
+            scans.push(scan_ring(&bytes, setup.uuid, DiskIndex(m as u16)));
         }
     }
     // Only the newest run's records: a ring that run did not use holds an older run's.

@@ -29,6 +29,16 @@ impl Inner {
         let slot = self.readd_slot(&sb, meta)?;
         // Its old number unless another device has it now.
         let taken = meta.devices.iter().any(|d| d.dev_number == sb.dev_number);
+        // Its log rings hold this run's generations from before it failed, without the ones
+        // whose copy failed with it (the others' copies durable, their writes in place done):
+        // a replay after a crash before the reset that follows its join would count those
+        // generations torn for its lack of them and drop them, leaving their stripes torn
+        // (the simulator's seed 47281415, once it cut the power during re-adds' recoveries).
+        // Cleared, its rings count again once that reset writes a header there.
+        if let Some(area) = self.info.log {
+            let setup = crate::ppl::log_setup(area, self.info.uuid.0, meta.events);
+            crate::ppl::clear_log(&setup, std::iter::once(path)).ok()?;
+        }
         let number = if taken { meta.free_dev_number() } else { sb.dev_number };
         let mut d = Device::open(path, number, sb.device_uuid, Role::Spare, 0).ok()?;
         d.data_size_sectors = sb.data_size_sectors;

@@ -184,6 +184,8 @@ impl Sim {
         self.members[m].power_cut(&mut self.rng);
         self.members[m].pulled = false;
         self.members[m].fail_next_write = false;
+        // uraid-md clears its rings first (`try_readd`; seed 47281415).
+        self.clear_log_ring(m);
         let ranges = self.array.start_readd(Self::member_index(m)).expect("a bitmap");
         self.recorded_faulty[m] = false;
         self.bitmap_recovery[m] = true;

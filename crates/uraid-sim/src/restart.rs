@@ -270,12 +270,7 @@ impl Sim {
         };
         let mut scans: Vec<_> = (0..self.members.len())
             .filter(|&m| !gone[m])
-            .map(|m| {
-                let mut scan =
-                    scan_ring(self.members[m].log_ring(), SIM_UUID, Self::member_index(m));
-                scan.rebuilding = recovering.iter().any(|r| r.member == m);
-                scan
-            })
+            .map(|m| scan_ring(self.members[m].log_ring(), SIM_UUID, Self::member_index(m)))
             .collect();
         // As uraid-md (`ppl::read_log_of`): the ring of a member being recovered counts only
         // once the newest run wrote a header to it.
@@ -324,12 +319,18 @@ impl Sim {
         // read back, and with a member lost by then count its "modified" sectors as zeros
         // (seed 1088000: a sector read back after the first cut came back as zeros after the
         // second).
-        // Every sector that begins like a header, as uraid-md does (rings wrap).
-        for (member, _) in self.members.iter_mut().zip(gone).filter(|(_, g)| !**g) {
-            let start = member.offset(IoArea::Log, 0);
-            for at in uraid_core::ppl::magic_sectors(member.log_ring()) {
-                member.restore(start + at, &[0u8; 512]);
-            }
+        for m in (0..self.members.len()).filter(|&m| !gone[m]) {
+            self.clear_log_ring(m);
+        }
+    }
+
+    /// Zeroes every sector of member `m`'s ring that begins like a header, as uraid-md's
+    /// `ppl::clear_log` does (rings wrap).
+    pub(crate) fn clear_log_ring(&mut self, m: usize) {
+        let member = &mut self.members[m];
+        let start = member.offset(IoArea::Log, 0);
+        for at in uraid_core::ppl::magic_sectors(member.log_ring()) {
+            member.restore(start + at, &[0u8; 512]);
         }
     }
 

@@ -132,9 +132,9 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
 /// they came during re-adds' recoveries too, 40002175 a replacement's take-over that
 /// uraid-md recorded as a re-add's recovery (RECOVERY_BITMAP), so that the start after the
 /// cut left what lay above the copy's progress unrebuilt (test: uraid-md's replace.rs), and
-/// 47281415 a log generation whose copy failed with its member, which came back by re-add:
-/// the replay took the generation for torn and dropped it (test: uraid-core's
-/// replay_rebuilding.rs).
+/// 47281415 a member re-added with its log rings as they were: a generation whose copy
+/// failed with it looked torn for its lack, and a replay before the reset that follows its
+/// join dropped it (test: uraid-md's readd.rs).
 #[test]
 fn seeds_that_found_bugs_pass() {
     let log = [
