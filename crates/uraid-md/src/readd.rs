@@ -79,6 +79,17 @@ impl Inner {
 }
 
 impl Inner {
+    /// At assemble: `slot`'s recovery goes on whole from `at`, and the superblocks say so
+    /// from now on (not a re-add's, if it was one).
+    pub(crate) fn recover_whole_from(&self, slot: u32, at: u64) {
+        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) {
+            d.bitmap_recovery = false;
+        }
+        drop(meta);
+        self.runtime.start_recovery(slot as usize, at);
+    }
+
     /// At assemble: a device md's RECOVERY_BITMAP says was being recovered after a re-add
     /// goes on so, from its checkpoint `at`: below it in sync, above it in sync but where bits
     /// are set (any write it missed since it came back left its bit set, crash included: no

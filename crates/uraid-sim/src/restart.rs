@@ -81,7 +81,8 @@ impl Sim {
         let parity_before = self.stats.log_replays + self.stats.range_resyncs;
         self.count_cut_during_recovery(&recovering);
         self.replay_log(&gone, &recovering);
-        if self.stats.log_replays + self.stats.range_resyncs > parity_before {
+        let replayed = self.stats.log_replays + self.stats.range_resyncs > parity_before;
+        if replayed {
             // Parity rewritten with these members missing (their modified sectors counted
             // as zeros) and no bit set: uraid-md advances events_cleared, and none of them
             // may come back by re-add (seed 1313).
@@ -91,7 +92,7 @@ impl Sim {
         }
         self.add_engine_stats();
         self.restart_engine(&gone);
-        self.recovery_after_cut(&recovering);
+        self.recovery_after_cut(&recovering, replayed);
         self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
         if !degraded {
@@ -156,14 +157,17 @@ impl Sim {
     /// Every recovery under way or queued at the cut goes on from its checkpoint, as
     /// uraid-md starts them (`start_slots`): a member back by re-add (md's RECOVERY_BITMAP)
     /// where bits are set above it (`resume_readd`), any other whole above it. The one under
-    /// way before runs first.
-    fn recovery_after_cut(&mut self, recovering: &[Recovering]) {
+    /// way before runs first. After a replay that rewrote parity a re-added member goes on
+    /// whole too (uraid-md's `start_slots`; seed 47283071): the replay counted it missing above
+    /// its checkpoint and mended none of its parity blocks there.
+    fn recovery_after_cut(&mut self, recovering: &[Recovering], replayed: bool) {
         self.recovery = None;
         self.readd = None;
         self.recovery_queue.clear();
         for r in recovering {
             let (m, at) = (r.member, r.at);
-            let ranges = if r.readd {
+            self.bitmap_recovery[m] = r.readd && !replayed;
+            let ranges = if self.bitmap_recovery[m] {
                 let ranges = self.array.start_readd(Self::member_index(m)).expect("a bitmap");
                 self.array.set_recovery_offset(Self::member_index(m), Sector(at));
                 let above = ranges
