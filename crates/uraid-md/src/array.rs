@@ -443,7 +443,12 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
     })
 }
 
-/// The bitmap superblock and whole on-disk image (superblock + bits) of the first member.
+/// The bitmap superblock and whole on-disk image (superblock + bits) of the first member in
+/// sync, as md reads it (`read_sb_page` skips members not In_sync): a member being rebuilt
+/// after a re-add may hold its image from before it failed, if the crash came before the
+/// bitmap was rewritten to it, without the bits set while it was out; resumed by that image,
+/// its recovery left those regions stale (the simulator's seed 47319918). The first member
+/// when every one is being rebuilt.
 pub(crate) fn read_bitmap(
     plan: &AssemblyPlan,
     base: &Superblock1,
@@ -451,7 +456,9 @@ pub(crate) fn read_bitmap(
     if !base.has_bitmap() {
         return Ok((None, None));
     }
-    let m = plan.slots.iter().flatten().next().expect("a member");
+    let mut members = plan.slots.iter().flatten();
+    let first = members.clone().next().expect("a member");
+    let m = members.find(|m| m.recovery_offset_sectors.is_none()).unwrap_or(first);
     let at = SUPERBLOCK_OFFSET_BYTES
         .checked_add_signed(i64::from(base.bitmap_offset_sectors) * 512)
         .ok_or_else(|| member_err(&m.name, "bitmap offset before the device start"))?;

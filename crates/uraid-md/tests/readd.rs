@@ -6,12 +6,12 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
-use uraid_format::{DevRole, feature};
+use uraid_format::{DevRole, Level, feature};
 use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
-    MEMBER_BYTES, TempDir, assert_same, examine_with_mdadm, fill, make_array,
+    MEMBER_BYTES, TempDir, assert_same, examine_with_mdadm, fill, make_array, make_array_at,
     reads_with_two_failed, superblock, tempdir, wait_for,
 };
 
@@ -196,6 +196,66 @@ fn a_re_added_member_comes_back_with_its_log_rings_cleared() {
     let kept: Vec<_> = after.iter().filter(|h| before.contains(h)).collect();
     assert!(kept.is_empty(), "headers from before it failed: {kept:?} of {before:?}");
     md.wait_sync_idle(Duration::from_secs(60)).expect("a recovery ran");
+    drop(rt);
+    md.stop().unwrap();
+}
+
+/// Member `path`'s bitmap bits (the bytes after its bitmap superblock).
+fn bitmap_bits_at(path: &std::path::Path) -> (u64, usize) {
+    let sb = superblock(path);
+    let at = 4096u64.checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512).unwrap();
+    let head = common::read_member(path, at, uraid_format::BITMAP_SUPER_BYTES);
+    let bitmap = uraid_format::BitmapSuper::decode(&head).unwrap();
+    (at + uraid_format::BITMAP_SUPER_BYTES as u64, bitmap.bits_bytes())
+}
+
+/// A crash while a re-added member is being rebuilt, before the bitmap was rewritten to it:
+/// its own image lacks the bits set while it was out. md reads the bitmap from a member in
+/// sync; uraid read the first member's, so a re-added member in slot 0 resumed by its own
+/// stale image and served blocks it had missed (the simulator's seed 47319918).
+#[test]
+fn a_re_added_member_s_stale_bitmap_is_not_the_one_read_at_assemble() {
+    let dir = tempdir("readd-stale-bitmap");
+    let paths = make_array_at(&dir.path().join("live"), Level::Raid5, 4, Some(BITMAP_CHUNK));
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let size = md.runtime().size_bytes() as usize;
+    md.runtime().write_at(0, &fill(1, size)).unwrap();
+    md.stop().unwrap();
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let rt = md.runtime().clone();
+    rt.fail_member(0);
+    assert!(wait_for(|| md.status().members.iter().any(|m| m.state == "faulty")));
+    md.remove(&paths[0].display().to_string()).unwrap();
+    let (bits_at, bits_len) = bitmap_bits_at(&paths[0]);
+    let stale = common::read_member(&paths[0], bits_at, bits_len);
+    // While it is out, everything: more regions to rebuild than the sync's first windows
+    // (WINDOWS_IN_FLIGHT of 8192 member sectors) cover.
+    let model = fill(2, size);
+    rt.write_at(0, &model).unwrap();
+    rt.flush().unwrap();
+    // Re-added, its recovery held after its first window.
+    md.set_sync_speed(SyncSpeed { min_kib: 1, max_kib: 1 });
+    let said = md.add(&paths[0].display().to_string()).unwrap();
+    assert!(said.starts_with("re-added"), "{said}");
+    assert!(wait_for(|| md.status().sync.is_some_and(|s| s.done_sectors > 0)));
+    // A copy between two superblock writes is no crash image md would see: copied again.
+    let mut crash = Vec::new();
+    let settled = wait_for(|| {
+        crash = common::copy_all(&paths, &dir.path().join("crash"));
+        crash.iter().all(|p| superblock(p).events == superblock(&crash[0]).events)
+    });
+    assert!(settled, "the superblocks agree");
+    drop(rt);
+    md.stop().unwrap();
+    common::write_member(&crash[0], bits_at, &stale);
+    let sb = superblock(&crash[0]);
+    assert_ne!(sb.feature_map & feature::RECOVERY_BITMAP, 0, "a re-add's recovery");
+
+    let md = MdArray::assemble(&crash, &MdOptions::default()).unwrap();
+    assert_eq!(md.info().log_replayed, 0, "nothing to replay: the writes were flushed");
+    md.wait_sync_idle(Duration::from_secs(60)).expect("the syncs end");
+    let rt = md.runtime().clone();
+    assert_same(&rt.read_at(0, size).unwrap(), &model, "after the restart");
     drop(rt);
     md.stop().unwrap();
 }

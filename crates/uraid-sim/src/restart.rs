@@ -91,7 +91,7 @@ impl Sim {
             }
         }
         self.add_engine_stats();
-        self.restart_engine(&gone);
+        self.restart_engine(&gone, &recovering);
         self.recovery_after_cut(&recovering, replayed);
         self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
@@ -107,7 +107,7 @@ impl Sim {
     }
 
     /// The restart: a new engine over what the members hold, without the `gone` ones.
-    fn restart_engine(&mut self, gone: &[bool]) {
+    fn restart_engine(&mut self, gone: &[bool], recovering: &[Recovering]) {
         self.array = uraid_core::array::Array::new(self.cfg.array_config()).expect("valid");
         self.cfg.configure(&mut self.array);
         for (m, g) in gone.iter().enumerate() {
@@ -119,8 +119,14 @@ impl Sim {
             }
         }
         // From a member in the array, as uraid-md reads it: a failed one missed the bits set
-        // after it failed (which mattered once members came back by re-add: seed 230).
-        let source = gone.iter().position(|g| !g).expect("a member in the array");
+        // after it failed (which mattered once members came back by re-add: seed 230), and so
+        // may one being rebuilt after a re-add, before the bitmap was rewritten to it (seed
+        // 47319918): the first in sync, else the first there.
+        let rebuilding = |m: usize| recovering.iter().any(|r| r.member == m);
+        let source = (0..gone.len())
+            .find(|&m| !gone[m] && !rebuilding(m))
+            .or_else(|| gone.iter().position(|g| !g))
+            .expect("a member in the array");
         if let Some(wi) = self.cfg.write_intent(self.members[source].bitmap_image()) {
             self.array.enable_write_intent(&wi);
         }
