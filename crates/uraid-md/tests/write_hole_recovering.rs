@@ -96,14 +96,17 @@ fn a_re_added_member_is_rebuilt_whole_after_a_replay() {
     let g =
         Geometry::new(Level::Raid6, Layout::from_md(Level::Raid6, 2).unwrap(), n, CHUNK).unwrap();
     let map = g.stripe_map(StripeNumber(0)).clone();
-    let readded = map.data_disk[1].get();
+    let (written, readded) = (map.data_disk[0].get(), map.data_disk[1].get());
     let live =
         make_array_at(&dir.path().join("live"), uraid_format::Level::Raid6, n, Some(64 << 10));
     let md = MdArray::assemble(&live, &options()).unwrap();
     let rt = md.runtime().clone();
     rt.write_at(0, &fill(1, g.data_disks() * CHUNK as usize)).unwrap();
     rt.flush().unwrap();
-    rt.write_at(0, &fill(2, BLOCK)).unwrap();
+    let b = fill(2, BLOCK);
+    rt.write_at(0, &b).unwrap();
+    // Its write in place went after its log entry was durable: the entry is in the image.
+    assert!(wait_for(|| read_member(&live[written], DATA_OFFSET, BLOCK) == b));
     let crash = copy_all(&live, &dir.path().join("crash"));
     drop(rt);
     md.stop().unwrap();
