@@ -79,12 +79,14 @@ impl Inner {
 }
 
 impl Inner {
-    /// At assemble: `slot`'s recovery goes on whole from `at`, and the superblocks say so
-    /// from now on (not a re-add's, if it was one).
+    /// At assemble: `slot`'s recovery goes on whole from `at`. A re-add's is recorded as a
+    /// whole one at once: left to the next commit, a crash before it would resume by the
+    /// bitmap after all, with nothing left to replay to say why not.
     pub(crate) fn recover_whole_from(&self, slot: u32, at: u64) {
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) {
-            d.bitmap_recovery = false;
+        let d = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot));
+        if d.is_some_and(|d| std::mem::take(&mut d.bitmap_recovery)) {
+            self.commit_locked(&mut meta);
         }
         drop(meta);
         self.runtime.start_recovery(slot as usize, at);

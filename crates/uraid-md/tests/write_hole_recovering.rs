@@ -129,6 +129,10 @@ fn a_re_added_member_is_rebuilt_whole_after_a_replay() {
     });
     assert!(seen, "a recovery runs");
     assert_eq!(total, Some(member_sectors - at), "whole above the offset, not by the bits");
+    // And recorded so at once: a crash now must not resume it by the bitmap.
+    let sb = superblock(&crash[readded]);
+    assert_ne!(sb.feature_map & uraid_format::feature::RECOVERY_OFFSET, 0, "being rebuilt");
+    assert_eq!(sb.feature_map & uraid_format::feature::RECOVERY_BITMAP, 0, "not a re-add's");
     md.set_sync_speed(uraid_md::SyncSpeed::default());
     md.wait_sync_idle(std::time::Duration::from_secs(60)).expect("the syncs end");
     md.stop().unwrap();
