@@ -97,17 +97,13 @@ impl Inner {
     /// are set (any write it missed since it came back left its bit set, crash included: no
     /// bit clears while a member is recovering). False: recovered whole from `at` instead.
     pub(crate) fn resume_readd(&self, slot: u32, at: u64) -> bool {
-        let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(d) = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot)) else {
-            return false;
-        };
-        if !d.bitmap_recovery {
+        // Held to the end: the metadata's lock is taken before the queue's.
+        let meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        if !meta.devices.iter().any(|d| d.role == Role::Slot(slot) && d.bitmap_recovery) {
             return false;
         }
-        let Some(ranges) = self.runtime.start_readd(slot as usize) else {
-            d.bitmap_recovery = false;
-            return false;
-        };
+        // No bitmap: the caller recovers it whole and records that (`recover_whole_from`).
+        let Some(ranges) = self.runtime.start_readd(slot as usize) else { return false };
         self.runtime.set_recovery_offset(slot as usize, at);
         let above: Vec<(u64, u64)> = ranges
             .into_iter()

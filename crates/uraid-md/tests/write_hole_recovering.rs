@@ -12,7 +12,7 @@
 //! change. The simulator found it once it cut the power during recoveries (seed 40000047).
 
 use std::path::PathBuf;
-use uraid_core::{Geometry, Layout, Level, StripeNumber};
+use uraid_core::{Geometry, Layout, Level, StripeMap, StripeNumber};
 use uraid_md::{MdArray, MdOptions};
 
 mod common;
@@ -25,6 +25,17 @@ const DATA_OFFSET: u64 = DATA_OFFSET_SECTORS * 512;
 const CHUNK: u64 = CHUNK_SECTORS as u64 * 512;
 const BLOCK: usize = 4096;
 
+/// Members of the RAID6 both tests make.
+const N: usize = 5;
+
+/// The geometry of the RAID6 of `n` (md's layout 2, left-symmetric) and its row 0's map.
+fn raid6_of(n: usize) -> (Geometry, StripeMap) {
+    let g =
+        Geometry::new(Level::Raid6, Layout::from_md(Level::Raid6, 2).unwrap(), n, CHUNK).unwrap();
+    let map = g.stripe_map(StripeNumber(0)).clone();
+    (g, map)
+}
+
 fn options() -> MdOptions {
     MdOptions { workers: Some(2), ..MdOptions::default() }
 }
@@ -32,13 +43,10 @@ fn options() -> MdOptions {
 #[test]
 fn write_hole_closed_with_a_member_being_rebuilt() {
     let dir = tempdir("write-hole-recovering");
-    let n = 5;
-    let g =
-        Geometry::new(Level::Raid6, Layout::from_md(Level::Raid6, 2).unwrap(), n, CHUNK).unwrap();
-    let map = g.stripe_map(StripeNumber(0)).clone();
+    let (g, map) = raid6_of(N);
     let parity: Vec<usize> = map.p_disk.iter().chain(&map.q_disk).map(|d| d.get()).collect();
     let (rebuilt, victim) = (map.data_disk[0].get(), map.data_disk[1].get());
-    let live = make_array_at(&dir.path().join("live"), uraid_format::Level::Raid6, n, None);
+    let live = make_array_at(&dir.path().join("live"), uraid_format::Level::Raid6, N, None);
     let md = MdArray::assemble(&live, &options()).unwrap();
     assert!(md.info().log.is_some(), "the array has room for the log");
     let row = g.data_disks() * CHUNK as usize;
@@ -92,13 +100,10 @@ fn write_hole_closed_with_a_member_being_rebuilt() {
 #[test]
 fn a_re_added_member_is_rebuilt_whole_after_a_replay() {
     let dir = tempdir("write-hole-readd");
-    let n = 5;
-    let g =
-        Geometry::new(Level::Raid6, Layout::from_md(Level::Raid6, 2).unwrap(), n, CHUNK).unwrap();
-    let map = g.stripe_map(StripeNumber(0)).clone();
+    let (g, map) = raid6_of(N);
     let (written, readded) = (map.data_disk[0].get(), map.data_disk[1].get());
     let live =
-        make_array_at(&dir.path().join("live"), uraid_format::Level::Raid6, n, Some(64 << 10));
+        make_array_at(&dir.path().join("live"), uraid_format::Level::Raid6, N, Some(64 << 10));
     let md = MdArray::assemble(&live, &options()).unwrap();
     let rt = md.runtime().clone();
     rt.write_at(0, &fill(1, g.data_disks() * CHUNK as usize)).unwrap();
