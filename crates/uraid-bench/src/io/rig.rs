@@ -318,9 +318,12 @@ impl<M: Member> Rig<M> {
     /// before in this mode reuses that request's buffer as it came back, with no fill, no model
     /// update and no check (a write then writes again what the region already holds; a read
     /// was checked the first time). So timed passes cost only the array's work. Leaving the
-    /// mode drops the buffers.
+    /// mode drops the buffers. Members log no I/O in this mode (`take_logs` finds none).
     pub fn set_timing(&mut self, on: bool) {
         self.saved = on.then(BTreeMap::new);
+        for m in 0..self.spec.members {
+            self.driver.member_mut(m).set_recording(!on);
+        }
     }
 
     /// In timing mode, copies each replayed write's payload into a new buffer as it is
