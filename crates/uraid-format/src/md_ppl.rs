@@ -59,10 +59,16 @@ pub struct MdPplHeader {
     pub entries: Vec<MdPplEntry>,
 }
 
+/// The standard CRC-32C (the checksum of every md PPL record).
+#[must_use]
+pub fn crc32c(b: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, b) as u32
+}
+
 /// md's signature of an array: crc32c of its UUID.
 #[must_use]
 pub fn signature(uuid: &[u8; 16]) -> u32 {
-    crc32c::crc32c(uuid)
+    crc32c(uuid)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -81,7 +87,7 @@ impl MdPplHeader {
         let b = b.get(..HEADER_BYTES)?;
         let mut copy = b.to_vec();
         copy[RESERVED_BYTES + 20..RESERVED_BYTES + 24].fill(0);
-        if crc32c::crc32c(&copy) != u32_at(b, RESERVED_BYTES + 20) {
+        if crc32c(&copy) != u32_at(b, RESERVED_BYTES + 20) {
             return None;
         }
         let count = u32_at(b, RESERVED_BYTES + 16) as usize;
@@ -126,7 +132,7 @@ impl MdPplHeader {
             put32(&mut b, at + 16, e.parity_disk);
             put32(&mut b, at + 20, e.checksum);
         }
-        let crc = crc32c::crc32c(&b);
+        let crc = crc32c(&b);
         put32(&mut b, RESERVED_BYTES + 20, crc);
         b
     }

@@ -145,7 +145,9 @@ impl Replay<'_, '_> {
         let mut pp_at = 0usize;
         for e in &header.entries {
             let len = e.pp_size as usize;
-            let block = pp.get(pp_at..pp_at + len).filter(|b| crc32c::crc32c(b) == e.checksum);
+            let block = pp
+                .get(pp_at..pp_at + len)
+                .filter(|b| uraid_format::md_ppl::crc32c(b) == e.checksum);
             pp_at += len;
             match block {
                 Some(block) if self.entry(e, block)? => self.outcome.recovered_entries += 1,

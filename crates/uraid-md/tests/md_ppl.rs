@@ -115,7 +115,7 @@ fn crash(dir: &Path, good_checksum: bool) -> (Vec<PathBuf>, Vec<u8>, Vec<u8>, us
     // md's partial parity: the data blocks the write leaves alone.
     let mut pp = a[CHUNK as usize..][..BLOCK].to_vec();
     pp.iter_mut().zip(&a[2 * CHUNK as usize..][..BLOCK]).for_each(|(x, y)| *x ^= y);
-    let checksum = crc32c::crc32c(&pp) ^ u32::from(!good_checksum);
+    let checksum = uraid_format::md_ppl::crc32c(&pp) ^ u32::from(!good_checksum);
     let e = MdPplEntry {
         data_sector: 0,
         pp_size: 4096,
@@ -231,7 +231,7 @@ fn entries_md_would_not_write_mend_nothing() {
         pp_size: 4096,
         data_size,
         parity_disk,
-        checksum: crc32c::crc32c(&pp),
+        checksum: uraid_format::md_ppl::crc32c(&pp),
     };
     let entries = vec![
         e(0, ((p + 1) % 4) as u32, 4096), // P is on member p

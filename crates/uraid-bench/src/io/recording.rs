@@ -20,17 +20,17 @@ pub struct Recording<M: Member> {
     log: Vec<Logged>,
     /// Off in timing mode (`Rig::set_timing`): nothing reads that log, and a log grown by
     /// every I/O of every timed pass put reallocations and page faults into the CPU figures.
-    recording: bool,
+    enabled: bool,
 }
 
 impl<M: Member> Recording<M> {
     pub fn new(inner: M) -> Recording<M> {
-        Recording { inner, log: Vec::new(), recording: true }
+        Recording { inner, log: Vec::new(), enabled: true }
     }
 
     /// Whether I/Os are logged from now on (an empty log either way).
     pub fn set_recording(&mut self, on: bool) {
-        self.recording = on;
+        self.enabled = on;
         self.log = Vec::new();
     }
 
@@ -54,7 +54,7 @@ impl<M: Member> Member for Recording<M> {
     }
 
     unsafe fn submit(&mut self, req: IoRequest) {
-        if self.recording {
+        if self.enabled {
             self.log.push(Logged {
                 op: req.op,
                 offset_bytes: req.offset_bytes,

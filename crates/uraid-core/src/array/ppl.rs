@@ -757,7 +757,7 @@ impl Array {
                 if failed_in {
                     e.modified.retain(|(d, _)| !self.failed[*d]);
                 }
-                e.block_crc = Some(crc32c::crc32c(&b));
+                e.block_crc = Some(crate::ppl::crc32c(&b));
                 Some(b)
             } else {
                 // Neither the union's blocks nor all the others are here: a read error in the
