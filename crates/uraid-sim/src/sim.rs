@@ -458,66 +458,77 @@ impl Sim {
     /// Checks every user request the engine finished.
     pub(crate) fn collect(&mut self) -> Result<(), SimFailure> {
         for (id, result, buf) in self.array.take_completed() {
-            self.mix(&[id.0, u64::from(result.is_ok())]);
-            let Some(user) = self.user.remove(&id.0) else {
-                return Err(self.fail(format!("request {} completed twice or never existed", id.0)));
-            };
-            match (user, result) {
-                (User::Invalid, Err(_)) => self.stats.refused += 1,
-                // The member being replaced failed: the copy stops short of this window.
-                (
-                    User::Sync { kind: SyncKind::Replace, .. },
-                    Err(uraid_core::array::ArrayError::ReplacedMemberFailed),
-                ) => self.replace_window_failed(),
-                (User::Invalid, Ok(())) => {
-                    return Err(self.fail("an out-of-range request succeeded"));
-                }
-                (user, Err(e)) => {
-                    return Err(self.fail(format!(
-                        "request {} ({user:?}) failed within redundancy: {e} (failed members \
+            self.complete_user(id, result, &buf)?;
+        }
+        Ok(())
+    }
+
+    /// Checks one user request the engine finished, and does what its completion starts.
+    pub(crate) fn complete_user(
+        &mut self,
+        id: ReqId,
+        result: Result<(), uraid_core::array::ArrayError>,
+        buf: &[u8],
+    ) -> Result<(), SimFailure> {
+        self.mix(&[id.0, u64::from(result.is_ok())]);
+        let Some(user) = self.user.remove(&id.0) else {
+            return Err(self.fail(format!("request {} completed twice or never existed", id.0)));
+        };
+        match (user, result) {
+            (User::Invalid, Err(_)) => self.stats.refused += 1,
+            // The member being replaced failed: the copy stops short of this window.
+            (
+                User::Sync { kind: SyncKind::Replace, .. },
+                Err(uraid_core::array::ArrayError::ReplacedMemberFailed),
+            ) => self.replace_window_failed(),
+            (User::Invalid, Ok(())) => {
+                return Err(self.fail("an out-of-range request succeeded"));
+            }
+            (user, Err(e)) => {
+                return Err(self.fail(format!(
+                    "request {} ({user:?}) failed within redundancy: {e} (failed members \
                          {:?}, lost {:?})",
-                        id.0,
-                        self.array.failed_members(),
-                        self.lost_members()
-                    )));
+                    id.0,
+                    self.array.failed_members(),
+                    self.lost_members()
+                )));
+            }
+            (User::Read(watch), Ok(())) => {
+                if let Err(why) = self.oracle.read_completed(&watch, buf) {
+                    return Err(self.fail(why));
                 }
-                (User::Read(watch), Ok(())) => {
-                    if let Err(why) = self.oracle.read_completed(&watch, &buf) {
-                        return Err(self.fail(why));
-                    }
-                    self.stats.sectors_verified += watch.sectors;
-                }
-                (User::Write { id, sector, sectors, fua }, Ok(())) => {
-                    self.note_user("acked write", id, sector, sectors);
-                    self.oracle.write_completed(id, sector, sectors);
-                    if fua {
-                        self.cut_after_flush();
-                    }
-                }
-                (User::ReplaceFlush(t), Ok(())) => {
-                    self.oracle.flush_completed(t);
-                    self.replace_flushed();
-                }
-                (User::RecoveryCheckpoint { t, member, at }, Ok(())) => {
-                    self.oracle.flush_completed(t);
-                    if self.recovery.is_some_and(|(m, _, _)| m == member) {
-                        self.recovery_checkpoint = self.recovery_checkpoint.max(at);
-                    }
-                }
-                (User::RecoveryFlush(t), Ok(())) => {
-                    self.oracle.flush_completed(t);
-                    self.recovery = None;
-                    self.stats.spares_rebuilt += 1;
-                    self.next_recovery();
-                }
-                (User::Flush(t), Ok(())) => {
-                    self.note(|| format!("flush {} acked", id.0));
-                    self.oracle.flush_completed(t);
+                self.stats.sectors_verified += watch.sectors;
+            }
+            (User::Write { id, sector, sectors, fua }, Ok(())) => {
+                self.note_user("acked write", id, sector, sectors);
+                self.oracle.write_completed(id, sector, sectors);
+                if fua {
                     self.cut_after_flush();
                 }
-                (User::Sync { kind, member_sector, sectors }, Ok(())) => {
-                    self.sync_done(id.0, kind, member_sector, sectors)?;
+            }
+            (User::ReplaceFlush(t), Ok(())) => {
+                self.oracle.flush_completed(t);
+                self.replace_flushed();
+            }
+            (User::RecoveryCheckpoint { t, member, at }, Ok(())) => {
+                self.oracle.flush_completed(t);
+                if self.recovery.is_some_and(|(m, _, _)| m == member) {
+                    self.recovery_checkpoint = self.recovery_checkpoint.max(at);
                 }
+            }
+            (User::RecoveryFlush(t), Ok(())) => {
+                self.oracle.flush_completed(t);
+                self.recovery = None;
+                self.stats.spares_rebuilt += 1;
+                self.next_recovery();
+            }
+            (User::Flush(t), Ok(())) => {
+                self.note(|| format!("flush {} acked", id.0));
+                self.oracle.flush_completed(t);
+                self.cut_after_flush();
+            }
+            (User::Sync { kind, member_sector, sectors }, Ok(())) => {
+                self.sync_done(id.0, kind, member_sector, sectors)?;
             }
         }
         Ok(())
