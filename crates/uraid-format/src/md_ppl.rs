@@ -62,6 +62,7 @@ pub struct MdPplHeader {
 /// The standard CRC-32C (the checksum of every md PPL record).
 #[must_use]
 pub fn crc32c(b: &[u8]) -> u32 {
+    // crc-fast gives a CRC of any width in a u64; this one's 32 bits are the low ones.
     crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, b) as u32
 }
 
