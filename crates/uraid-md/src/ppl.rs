@@ -224,6 +224,13 @@ impl ReplayTarget<'_> {
 }
 
 impl FoundLog {
+    /// Whether `replay` would take anything: a live entry or a range's heads.
+    #[must_use]
+    pub fn holds_live_records(&self) -> bool {
+        self.rings.iter().any(|scans| !entries_to_replay(scans).is_empty())
+            || !heads_to_resync_of_rings(&self.rings).is_empty()
+    }
+
     /// Rewrites each live entry's parity block (see the module docs); returns how many.
     /// Every member written is synced before this returns.
     pub fn replay(&self, target: &ReplayTarget<'_>) -> io::Result<u64> {

@@ -153,44 +153,31 @@ fn a_readd_stopped_midway_resumes_by_the_bitmap() {
     md.stop().unwrap();
 }
 
-/// Each of `path`'s log rings, scanned as member `member`'s.
-fn ring_scans(path: &std::path::Path, member: usize) -> Vec<uraid_core::ppl::RingScan> {
+/// The (epoch, generation) of each log header on `path`'s rings.
+fn log_headers(path: &std::path::Path) -> Vec<(u64, u64)> {
     use std::os::unix::fs::FileExt;
     let sb = superblock(path);
     let log = uraid_md::ppl::examine_member(path, &sb).unwrap().expect("a log area");
     let setup = uraid_md::ppl::log_setup(log.area, sb.set_uuid.0, sb.events);
     let file = std::fs::File::open(path).unwrap();
     let mut bytes = vec![0u8; setup.ring_bytes() as usize];
-    let member = uraid_core::DiskIndex(u16::try_from(member).unwrap());
-    (0..setup.rings)
-        .map(|ring| {
-            file.read_exact_at(&mut bytes, setup.ring_offset_bytes(ring)).unwrap();
-            uraid_core::ppl::scan_ring(&bytes, setup.uuid, member)
-        })
-        .collect()
-}
-
-/// The (epoch, generation) of each log header on `path`'s rings.
-fn log_headers(path: &std::path::Path) -> Vec<(u64, u64)> {
-    let scans = ring_scans(path, 0);
-    scans.iter().flat_map(|s| s.headers.iter().map(|h| (h.0, h.1))).collect()
+    let mut headers = Vec::new();
+    for ring in 0..setup.rings {
+        file.read_exact_at(&mut bytes, setup.ring_offset_bytes(ring)).unwrap();
+        let scan = uraid_core::ppl::scan_ring(&bytes, setup.uuid, uraid_core::DiskIndex(0));
+        headers.extend(scan.headers.iter().map(|h| (h.0, h.1)));
+    }
+    headers
 }
 
 /// Whether the rings of `paths` (an array's members in role order) hold anything a replay
-/// at assemble would take: a live entry or a range.
+/// at assemble would take, read as the assemble reads them.
 fn log_has_live_records(paths: &[PathBuf]) -> bool {
-    // Per ring, every member's scan of it (as the replay groups them).
-    let mut rings: Vec<Vec<uraid_core::ppl::RingScan>> = Vec::new();
-    for (m, path) in paths.iter().enumerate() {
-        for (ring, scan) in ring_scans(path, m).into_iter().enumerate() {
-            if rings.len() <= ring {
-                rings.push(Vec::new());
-            }
-            rings[ring].push(scan);
-        }
-    }
-    rings.iter().any(|scans| !uraid_core::ppl::entries_to_replay(scans).is_empty())
-        || !uraid_core::ppl::heads_to_resync_of_rings(&rings).is_empty()
+    let sb = superblock(&paths[0]);
+    let log = uraid_md::ppl::examine_member(&paths[0], &sb).unwrap().expect("a log area");
+    let setup = uraid_md::ppl::log_setup(log.area, sb.set_uuid.0, sb.events);
+    let members: Vec<Option<PathBuf>> = paths.iter().cloned().map(Some).collect();
+    uraid_md::ppl::read_log(&setup, &members, sb.events).unwrap().holds_live_records()
 }
 
 /// A re-added member's log rings hold the run's generations from before it failed, but not
