@@ -15,7 +15,7 @@ use crate::scalar::Delta;
 use vectors::{Avx2, Avx512, Gfni};
 
 macro_rules! backend_module {
-    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, $prefetch:literal, $features:literal) => {
+    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, ($prefetch:literal, $wide_prefetch:literal), $features:literal) => {
         pub(crate) mod $name {
             use super::*;
 
@@ -35,7 +35,7 @@ macro_rules! backend_module {
                 }
                 // SAFETY: as above.
                 unsafe {
-                    generic::xor_gen::<$vector, $xor_few, $xor_many, $prefetch>(
+                    generic::xor_gen::<$vector, $xor_few, $xor_many, $prefetch, $wide_prefetch>(
                         dst, srcs, acc, stream,
                     )
                 }
@@ -139,7 +139,11 @@ macro_rules! backend_module {
                 stream: bool,
             ) {
                 // SAFETY: as above.
-                unsafe { generic::syndrome_wide::<$vector, $unroll, $prefetch>(p, q, data, stream) }
+                unsafe {
+                    generic::syndrome_wide::<$vector, $unroll, $prefetch, $wide_prefetch>(
+                        p, q, data, stream,
+                    )
+                }
             }
 
             #[target_feature(enable = $features)]
@@ -220,8 +224,12 @@ macro_rules! backend_module {
 // cache 2.75x -> 2.92x; chunks of 6 or 4 slots were no better streamed and cost the 8-wide
 // rows. The AVX-512 backends keep one pass up to `generic::PQ_TILE` (measured on Zen 5).
 //
-// Software prefetch distance (bytes ahead, 0 = none): 4 KiB for AVX-512 without GFNI, measured
-// on a Zen 4 machine (8-wide streaming from ~80% to ~90% of the reference); none for GFNI,
+// Software prefetch distances (bytes ahead, 0 = none), for every call and for stripes of more
+// than 8 blocks streamed from memory on a CPU that wants it (`generic::wide_prefetch`; on the
+// Zen 4 VM of the session of 2026-12-05, GFNI streamed XOR of 16 x 64 KiB and 16 x 1 MiB from
+// 78-80% of the reference to 92-94% with 4 KiB; 8 KiB was no better). For every call: 4 KiB
+// for AVX-512 without GFNI, measured on a Zen 4 machine (8-wide streaming from ~80% to ~90% of
+// the reference, before the cache probe and tiles); none for GFNI,
 // measured on a Zen 5 machine, where 4 KiB ahead cost streaming P+Q of 8 x 1 MiB a third
 // (25 against 39 GB/s) and a short prefetch into L1 (512 B, 1 KiB) cost in-cache 64 KiB rows
 // 10-40%; none for AVX2, measured on a Zen 3 machine without AVX-512, where the prefetches
@@ -240,6 +248,22 @@ macro_rules! backend_module {
 // at 1.02 but streamed 4 x 4K at 0.70 (2 runs). For P+Q it ran (3, 4), (2, 4), (4, 2) and
 // (3, 3) against (4, 4), two runs each: none was better on most rows ((4, 2) ran 16 x 4K in
 // cache at 2.2x ISA-L against 3.1x), so (4, 4) stays.
-backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, 0, "avx2");
-backend_module!(avx512, Avx512, (4, 2), (4, 4), generic::PQ_TILE + 1, 4096, "avx512f,avx512bw");
-backend_module!(gfni, Gfni, (4, 2), (8, 4), generic::PQ_TILE + 1, 0, "avx512f,avx512bw,gfni");
+backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, (0, 0), "avx2");
+backend_module!(
+    avx512,
+    Avx512,
+    (4, 2),
+    (4, 4),
+    generic::PQ_TILE + 1,
+    (4096, 4096),
+    "avx512f,avx512bw"
+);
+backend_module!(
+    gfni,
+    Gfni,
+    (4, 2),
+    (8, 4),
+    generic::PQ_TILE + 1,
+    (0, 4096),
+    "avx512f,avx512bw,gfni"
+);

@@ -115,3 +115,47 @@ pub(crate) fn l2_bytes() -> usize {
         b => usize::try_from(b).unwrap_or(usize::MAX),
     }
 }
+
+/// Names, for the whole process, whether wide stripes streamed from memory get software
+/// prefetches (`on`, `off`); unset, the CPU decides ([`prefetch_wide_streams`]). For measuring
+/// one against the other with the same binary; results never depend on it.
+pub const WIDE_PREFETCH_ENV: &str = "URAID_PARITY_WIDE_PREFETCH";
+
+/// Whether the kernels prefetch the sources of a stripe of more than `XOR_CHUNK` blocks that
+/// missed the caches (see `generic::wide_prefetch`). Yes on AMD's family 0x19 (Zen 3 and 4;
+/// only Zen 4 has the GFNI and AVX-512 backends this changes): there 18 streams side by side
+/// outrun the hardware prefetchers. Other CPUs keep what was measured on them, no prefetch
+/// (Zen 5 lost a third of streamed 8 x 1 MiB P+Q to it; the Intel Xeon met its streaming goals
+/// without).
+#[inline(always)]
+pub(crate) fn prefetch_wide_streams() -> bool {
+    // 0: not read yet, 1: no, 2: yes.
+    static WIDE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    match WIDE.load(Ordering::Relaxed) {
+        0 => {
+            let yes = match std::env::var(WIDE_PREFETCH_ENV).as_deref() {
+                Err(_) => amd_family() == Some(0x19),
+                Ok("on") => true,
+                Ok("off") => false,
+                // As with URAID_PARITY_STORES: never silently measure something else.
+                Ok(other) => panic!("{WIDE_PREFETCH_ENV}={other}: not one of on, off"),
+            };
+            WIDE.store(1 + u8::from(yes), Ordering::Relaxed);
+            yes
+        }
+        w => w == 2,
+    }
+}
+
+/// The CPU family (base plus extended, as AMD numbers them) when the vendor is AMD.
+fn amd_family() -> Option<u32> {
+    use std::arch::x86_64::__cpuid;
+    let vendor = __cpuid(0);
+    let name = [vendor.ebx, vendor.edx, vendor.ecx].map(u32::to_le_bytes).concat();
+    if name != b"AuthenticAMD" {
+        return None;
+    }
+    let eax = __cpuid(1).eax;
+    let base = (eax >> 8) & 0xf;
+    Some(if base == 0xf { base + ((eax >> 20) & 0xff) } else { base })
+}
