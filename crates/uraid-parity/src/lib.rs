@@ -58,6 +58,18 @@ pub fn set_stores(s: Stores) {
     STORES.store(s as u8 + 1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Overrides, for the whole process, whether stripes of more than 8 data blocks get the
+/// figures tuned for AMD's family 0x19 (a prefetch when they stream from memory, P+Q's vectors
+/// per step by whether they missed the caches; by default that CPU family only, or as
+/// `URAID_PARITY_WIDE_TUNING` says): for tests, which must reach both paths on any CPU, and
+/// for measuring. Results never depend on it.
+pub fn set_wide_tuning(on: bool) {
+    #[cfg(target_arch = "x86_64")]
+    x86::set_wide_tuning(on);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = on;
+}
+
 #[must_use]
 pub fn stores() -> Stores {
     match STORES.load(std::sync::atomic::Ordering::Relaxed) {

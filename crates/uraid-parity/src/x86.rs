@@ -11,11 +11,13 @@ mod generic;
 mod probe;
 mod vectors;
 
+pub(crate) use probe::set_wide_tuning;
+
 use crate::scalar::Delta;
 use vectors::{Avx2, Avx512, Gfni};
 
 macro_rules! backend_module {
-    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, ($prefetch:literal, $wide_prefetch:literal), $features:literal) => {
+    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, $prefetch:literal, ($wide_prefetch:literal, $pq_many_cached:literal, $pq_many_missed:literal), $features:literal) => {
         pub(crate) mod $name {
             use super::*;
 
@@ -126,6 +128,17 @@ macro_rules! backend_module {
                 data: &[Option<&[u8]>],
                 stream: bool,
             ) {
+                if probe::tuned_for_wide_stripes() {
+                    // SAFETY: as above.
+                    return unsafe {
+                        generic::syndrome_by_verdict::<
+                            $vector,
+                            $pq_many_cached,
+                            $pq_many_missed,
+                            $prefetch,
+                        >(p, q, data, stream)
+                    };
+                }
                 // SAFETY: as above.
                 unsafe { generic::syndrome::<$vector, $pq_many, $prefetch>(p, q, data, stream) }
             }
@@ -224,11 +237,19 @@ macro_rules! backend_module {
 // cache 2.75x -> 2.92x; chunks of 6 or 4 slots were no better streamed and cost the 8-wide
 // rows. The AVX-512 backends keep one pass up to `generic::PQ_TILE` (measured on Zen 5).
 //
-// Software prefetch distances (bytes ahead, 0 = none), for every call and for stripes of more
-// than 8 blocks streamed from memory on a CPU that wants it (`generic::wide_prefetch`; on the
-// Zen 4 VM of the session of 2026-12-05, GFNI streamed XOR of 16 x 64 KiB and 16 x 1 MiB from
-// 78-80% of the reference to 92-94% with 4 KiB; 8 KiB was no better). For every call: 4 KiB
-// for AVX-512 without GFNI, measured on a Zen 4 machine (8-wide streaming from ~80% to ~90% of
+// The tuple before the features: for stripes of more than 8 data blocks on a CPU tuned for
+// them (`probe::tuned_for_wide_stripes`, AMD's family 0x19), a software prefetch distance for
+// those that missed the caches (`generic::wide_prefetch`), and P+Q's vectors per step on
+// blocks up to `generic::PQ_TILE` for those in cache and those that missed
+// (`generic::syndrome_by_verdict`). On the Zen 4 VM of the session of 2026-12-05 (GFNI),
+// 4 KiB ahead took streamed XOR of 16 x 64 KiB and 16 x 1 MiB from 78-80% of the reference to
+// 92-94% (8 KiB was no better), and (8, 2) vectors per step P+Q of 16 x 4 KiB from 1.48-1.55x
+// ISA-L in cache to 1.96-2.03x and streamed from 74-90% of the reference to 85-94% (three
+// runs of `uraid bench parity --only pq` each, `URAID_PARITY_WIDE_TUNING=off` alternated with
+// the default). The AVX-512 and AVX2 backends keep their own figures there (unmeasured).
+//
+// Software prefetch distance for every call (bytes ahead, 0 = none): 4 KiB for AVX-512 without
+// GFNI, measured on a Zen 4 machine (8-wide streaming from ~80% to ~90% of
 // the reference, before the cache probe and tiles); none for GFNI,
 // measured on a Zen 5 machine, where 4 KiB ahead cost streaming P+Q of 8 x 1 MiB a third
 // (25 against 39 GB/s) and a short prefetch into L1 (512 B, 1 KiB) cost in-cache 64 KiB rows
@@ -248,14 +269,15 @@ macro_rules! backend_module {
 // at 1.02 but streamed 4 x 4K at 0.70 (2 runs). For P+Q it ran (3, 4), (2, 4), (4, 2) and
 // (3, 3) against (4, 4), two runs each: none was better on most rows ((4, 2) ran 16 x 4K in
 // cache at 2.2x ISA-L against 3.1x), so (4, 4) stays.
-backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, (0, 0), "avx2");
+backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, 0, (0, 4, 4), "avx2");
 backend_module!(
     avx512,
     Avx512,
     (4, 2),
     (4, 4),
     generic::PQ_TILE + 1,
-    (4096, 4096),
+    4096,
+    (4096, 4, 4),
     "avx512f,avx512bw"
 );
 backend_module!(
@@ -264,6 +286,7 @@ backend_module!(
     (4, 2),
     (8, 4),
     generic::PQ_TILE + 1,
-    (0, 4096),
+    0,
+    (4096, 8, 2),
     "avx512f,avx512bw,gfni"
 );

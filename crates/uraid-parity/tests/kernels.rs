@@ -201,12 +201,16 @@ fn placed(len: usize, skew: usize) -> (Vec<u8>, usize) {
 /// sources, blocks longer than a tile, tile ends and odd tails) and non-temporal stores (calls
 /// of at least `ORDINARY_STORES_BELOW` bytes with vector-aligned outputs), with aligned and
 /// misaligned outputs, and each kind of store forced (whether the probe would choose
-/// non-temporal stores depends on what the caches hold).
+/// non-temporal stores depends on what the caches hold), with and without the tuning for wide
+/// stripes (which CPUs take it by default).
 #[test]
 fn large_and_wide_calls_match_reference() {
-    for stores in [Stores::NonTemporal, Stores::Ordinary, Stores::Probe] {
-        uraid_parity::set_stores(stores);
-        large_and_wide_calls(stores);
+    for tuned in [true, false] {
+        uraid_parity::set_wide_tuning(tuned);
+        for stores in [Stores::NonTemporal, Stores::Ordinary, Stores::Probe] {
+            uraid_parity::set_stores(stores);
+            large_and_wide_calls(stores);
+        }
     }
 }
 

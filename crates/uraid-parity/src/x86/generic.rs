@@ -294,7 +294,7 @@ pub(crate) unsafe fn xor_few<V: Vector, const N: usize, const PF: usize>(
 /// takes the backend's `WIDE_PF` prefetch distance in place of its `PF`: more than
 /// [`XOR_CHUNK`] sources (with P and Q, 18 or more streams), blocks longer than the distance
 /// (else every prefetch lands past its block), on a CPU where that pays
-/// (`probe::prefetch_wide_streams`).
+/// (`probe::tuned_for_wide_stripes`).
 /// On the Zen 4 VM of the session of 2026-12-05 (GFNI, no prefetch of its own), two runs of
 /// `uraid bench parity --only stream` with 4 KiB ahead took streamed XOR of 16 x 64 KiB and
 /// 16 x 1 MiB from 72-80% of the reference to 91-94%, and P+Q from 78-81% to 84-87%; in cache
@@ -309,7 +309,7 @@ fn wide_prefetch<const PF: usize, const WIDE_PF: usize>(
         && nt
         && sources > XOR_CHUNK
         && len > WIDE_PF
-        && super::probe::prefetch_wide_streams()
+        && super::probe::tuned_for_wide_stripes()
 }
 
 #[inline(always)]
@@ -430,11 +430,57 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
     let qp = q.as_mut_ptr();
     let srcs = data.iter().flatten().map(|d| d.as_ptr());
     let nt = use_nt::<V>(stream, len, &[qp, pp.unwrap_or(qp)], srcs);
-    let from = (pp.unwrap_or(qp).cast_const(), qp.cast_const());
-    let off =
-        unsafe { syndrome_pass::<V, UNROLL, PF, false>(from, (pp, qp), data, top, 0, len, nt) };
+    let off = unsafe { syndrome_whole::<V, UNROLL, PF>((pp, qp), data, top, len, nt) };
     fence(nt);
     scalar::syndrome(p, q, data, off);
+}
+
+/// `syndrome` with `CACHED` vectors per step for a stripe in the caches and `MISSED` for one
+/// that missed them (the verdict that chooses the stores): on the Zen 4 VM of the session of
+/// 2026-12-05 (GFNI), P+Q of 16 x 4 KiB ran in cache at 1.44-1.57x ISA-L with 4 vectors, 1.91-
+/// 2.03x with 8 and 1.17x with 2, and streamed at 86-88% of the reference with 4, 80-82% with
+/// 8 and 97% with 2 (two runs of `uraid bench parity --only pq` each).
+#[inline(always)]
+pub(crate) unsafe fn syndrome_by_verdict<
+    V: Vector,
+    const CACHED: usize,
+    const MISSED: usize,
+    const PF: usize,
+>(
+    mut p: Option<&mut [u8]>,
+    q: &mut [u8],
+    data: &[Option<&[u8]>],
+    stream: bool,
+) {
+    let len = q.len();
+    let Some(top) = data.iter().rposition(Option::is_some) else {
+        return unsafe { syndrome::<V, CACHED, PF>(p, q, data, stream) };
+    };
+    let pp = p.as_deref_mut().map(<[u8]>::as_mut_ptr);
+    let qp = q.as_mut_ptr();
+    let srcs = data.iter().flatten().map(|d| d.as_ptr());
+    let nt = use_nt::<V>(stream, len, &[qp, pp.unwrap_or(qp)], srcs);
+    let off = if nt {
+        unsafe { syndrome_whole::<V, MISSED, PF>((pp, qp), data, top, len, nt) }
+    } else {
+        unsafe { syndrome_whole::<V, CACHED, PF>((pp, qp), data, top, len, nt) }
+    };
+    fence(nt);
+    scalar::syndrome(p, q, data, off);
+}
+
+/// P+Q in one pass over the whole blocks, up to the scalar tail (`data[top]` holds data);
+/// returns where the whole vectors end.
+#[inline(always)]
+unsafe fn syndrome_whole<V: Vector, const UNROLL: usize, const PF: usize>(
+    (pp, qp): (Option<*mut u8>, *mut u8),
+    data: &[Option<&[u8]>],
+    top: usize,
+    len: usize,
+    nt: bool,
+) -> usize {
+    let from = (pp.unwrap_or(qp).cast_const(), qp.cast_const());
+    unsafe { syndrome_pass::<V, UNROLL, PF, false>(from, (pp, qp), data, top, 0, len, nt) }
 }
 
 /// Whether `syndrome_wide` is the better way for this call: P wanted (it carries P and Q

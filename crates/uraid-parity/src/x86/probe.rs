@@ -116,35 +116,43 @@ pub(crate) fn l2_bytes() -> usize {
     }
 }
 
-/// Names, for the whole process, whether wide stripes streamed from memory get software
-/// prefetches (`on`, `off`); unset, the CPU decides ([`prefetch_wide_streams`]). For measuring
-/// one against the other with the same binary; results never depend on it.
-pub const WIDE_PREFETCH_ENV: &str = "URAID_PARITY_WIDE_PREFETCH";
+/// Names, for the whole process, whether the kernels tune wide stripes for AMD's family 0x19
+/// (`on`, `off`); unset, the CPU decides ([`tuned_for_wide_stripes`]). For measuring one
+/// against the other with the same binary; results never depend on it.
+pub const WIDE_TUNING_ENV: &str = "URAID_PARITY_WIDE_TUNING";
 
-/// Whether the kernels prefetch the sources of a stripe of more than `XOR_CHUNK` blocks that
-/// missed the caches (see `generic::wide_prefetch`). Yes on AMD's family 0x19 (Zen 3 and 4;
-/// only Zen 4 has the GFNI and AVX-512 backends this changes): there 18 streams side by side
-/// outrun the hardware prefetchers. Other CPUs keep what was measured on them, no prefetch
-/// (Zen 5 lost a third of streamed 8 x 1 MiB P+Q to it; the Intel Xeon met its streaming goals
-/// without).
+/// Whether stripes of more than `XOR_CHUNK` data blocks take the backend's second set of
+/// figures (see `x86.rs`): a software prefetch when they missed the caches
+/// (`generic::wide_prefetch`), and for P+Q on blocks up to `PQ_TILE` one number of vectors per
+/// step when cached and another when they missed (`generic::syndrome_by_verdict`). Yes on AMD's
+/// family 0x19 (Zen 3 and 4; only Zen 4 has the GFNI and AVX-512 backends whose figures
+/// differ), where these were measured; other CPUs keep the figures measured on them (Zen 5
+/// lost a third of streamed 8 x 1 MiB P+Q to the prefetch, and ran 16 x 4 KiB P+Q in cache
+/// faster with 4 vectors than with 8; the Intel Xeon met its streaming goals without).
 #[inline(always)]
-pub(crate) fn prefetch_wide_streams() -> bool {
-    // 0: not read yet, 1: no, 2: yes.
-    static WIDE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+pub(crate) fn tuned_for_wide_stripes() -> bool {
     match WIDE.load(Ordering::Relaxed) {
         0 => {
-            let yes = match std::env::var(WIDE_PREFETCH_ENV).as_deref() {
+            let yes = match std::env::var(WIDE_TUNING_ENV).as_deref() {
                 Err(_) => amd_family() == Some(0x19),
                 Ok("on") => true,
                 Ok("off") => false,
                 // As with URAID_PARITY_STORES: never silently measure something else.
-                Ok(other) => panic!("{WIDE_PREFETCH_ENV}={other}: not one of on, off"),
+                Ok(other) => panic!("{WIDE_TUNING_ENV}={other}: not one of on, off"),
             };
             WIDE.store(1 + u8::from(yes), Ordering::Relaxed);
             yes
         }
         w => w == 2,
     }
+}
+
+/// [`tuned_for_wide_stripes`]: 0 not read yet, 1 no, 2 yes.
+static WIDE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Overrides [`tuned_for_wide_stripes`] for the whole process.
+pub(crate) fn set_wide_tuning(on: bool) {
+    WIDE.store(1 + u8::from(on), Ordering::Relaxed);
 }
 
 /// The CPU family (base plus extended, as AMD numbers them) when the vendor is AMD.
