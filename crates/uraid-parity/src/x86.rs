@@ -153,9 +153,13 @@ macro_rules! backend_module {
             ) {
                 // SAFETY: as above.
                 unsafe {
-                    generic::syndrome_wide::<$vector, $unroll, $prefetch, $wide_prefetch>(
-                        p, q, data, stream,
-                    )
+                    generic::syndrome_wide::<
+                        $vector,
+                        $unroll,
+                        $prefetch,
+                        $wide_prefetch,
+                        $pq_many_missed,
+                    >(p, q, data, stream)
                 }
             }
 
@@ -239,9 +243,9 @@ macro_rules! backend_module {
 //
 // The tuple before the features: for stripes of more than 8 data blocks on a CPU tuned for
 // them (`probe::tuned_for_wide_stripes`, AMD's family 0x19), a software prefetch distance for
-// those that missed the caches (`generic::wide_prefetch`), and P+Q's vectors per step on
-// blocks up to `generic::PQ_TILE` for those in cache and those that missed
-// (`generic::syndrome_by_verdict`). On the Zen 4 VM of the session of 2026-12-05 (GFNI),
+// those that missed the caches (`generic::wide_prefetch`), and P+Q's vectors per step for
+// those in cache on blocks up to `generic::PQ_TILE` and for those that missed on any blocks
+// (`generic::syndrome_by_verdict`, `generic::syndrome_wide`). On the Zen 4 VM of the session of 2026-12-05 (GFNI),
 // 4 KiB ahead took streamed XOR of 16 x 64 KiB and 16 x 1 MiB from 78-80% of the reference to
 // 92-94% (8 KiB was no better), and (8, 2) vectors per step P+Q of 16 x 4 KiB from 1.48-1.55x
 // ISA-L in cache to 1.96-2.03x and streamed from 74-90% of the reference to 85-94% (three

@@ -499,13 +499,18 @@ pub(crate) fn syndrome_is_wide<const WIDE_FROM: usize>(
 
 /// `syndrome` for wide stripes of long blocks, as XOR does them: column tiles of [`PQ_TILE`],
 /// the slots [`XOR_CHUNK`] at a time from the top, P and Q carried between chunks in the tile's
-/// outputs.
+/// outputs. A stripe that takes the wide prefetch (it missed the caches, see `wide_prefetch`)
+/// takes `WIDE_MISSED` vectors a step too: on the Zen 4 VM of the session of 2026-12-05, 2 in
+/// place of 8 took streamed P+Q of 16 x 1 MiB from 84-86% of the reference to 89-94% and 16 x
+/// 64 KiB from 85-88% to 88-93% (eight runs of `uraid bench parity --only stream` or `--only
+/// pq` each, alternated, on the idle machine).
 #[inline(always)]
 pub(crate) unsafe fn syndrome_wide<
     V: Vector,
     const UNROLL: usize,
     const PF: usize,
     const WIDE_PF: usize,
+    const WIDE_MISSED: usize,
 >(
     mut p: Option<&mut [u8]>,
     q: &mut [u8],
@@ -524,7 +529,7 @@ pub(crate) unsafe fn syndrome_wide<
     let srcs = data.iter().flatten().map(|d| d.as_ptr());
     let nt = use_nt::<V>(stream, len, &[qp, pp], srcs);
     let off = if wide_prefetch::<PF, WIDE_PF>(nt, top + 1, len) {
-        unsafe { syndrome_tiles::<V, UNROLL, WIDE_PF>((pp, qp), data, top, len, nt) }
+        unsafe { syndrome_tiles::<V, WIDE_MISSED, WIDE_PF>((pp, qp), data, top, len, nt) }
     } else {
         unsafe { syndrome_tiles::<V, UNROLL, PF>((pp, qp), data, top, len, nt) }
     };
