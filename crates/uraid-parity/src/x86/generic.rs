@@ -426,11 +426,8 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
         }
         return;
     };
-    let pp = p.as_deref_mut().map(<[u8]>::as_mut_ptr);
-    let qp = q.as_mut_ptr();
-    let srcs = data.iter().flatten().map(|d| d.as_ptr());
-    let nt = use_nt::<V>(stream, len, &[qp, pp.unwrap_or(qp)], srcs);
-    let off = unsafe { syndrome_whole::<V, UNROLL, PF>((pp, qp), data, top, len, nt) };
+    let (outs, nt) = pq_outputs::<V>(&mut p, q, data, stream);
+    let off = unsafe { syndrome_whole::<V, UNROLL, PF>(outs, data, top, len, nt) };
     fence(nt);
     scalar::syndrome(p, q, data, off);
 }
@@ -456,17 +453,28 @@ pub(crate) unsafe fn syndrome_by_verdict<
     let Some(top) = data.iter().rposition(Option::is_some) else {
         return unsafe { syndrome::<V, CACHED, PF>(p, q, data, stream) };
     };
-    let pp = p.as_deref_mut().map(<[u8]>::as_mut_ptr);
-    let qp = q.as_mut_ptr();
-    let srcs = data.iter().flatten().map(|d| d.as_ptr());
-    let nt = use_nt::<V>(stream, len, &[qp, pp.unwrap_or(qp)], srcs);
+    let (outs, nt) = pq_outputs::<V>(&mut p, q, data, stream);
     let off = if nt {
-        unsafe { syndrome_whole::<V, MISSED, PF>((pp, qp), data, top, len, nt) }
+        unsafe { syndrome_whole::<V, MISSED, PF>(outs, data, top, len, nt) }
     } else {
-        unsafe { syndrome_whole::<V, CACHED, PF>((pp, qp), data, top, len, nt) }
+        unsafe { syndrome_whole::<V, CACHED, PF>(outs, data, top, len, nt) }
     };
     fence(nt);
     scalar::syndrome(p, q, data, off);
+}
+
+/// The outputs of a one-pass P+Q (P may be absent) and whether they get non-temporal stores.
+#[inline(always)]
+fn pq_outputs<V: Vector>(
+    p: &mut Option<&mut [u8]>,
+    q: &mut [u8],
+    data: &[Option<&[u8]>],
+    stream: bool,
+) -> ((Option<*mut u8>, *mut u8), bool) {
+    let pp = p.as_deref_mut().map(<[u8]>::as_mut_ptr);
+    let qp = q.as_mut_ptr();
+    let srcs = data.iter().flatten().map(|d| d.as_ptr());
+    ((pp, qp), use_nt::<V>(stream, q.len(), &[qp, pp.unwrap_or(qp)], srcs))
 }
 
 /// P+Q in one pass over the whole blocks, up to the scalar tail (`data[top]` holds data);
