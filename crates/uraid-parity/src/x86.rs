@@ -245,34 +245,35 @@ macro_rules! backend_module {
 // them (`probe::tuned_for_wide_stripes`, AMD's family 0x19), a software prefetch distance for
 // those that missed the caches (`generic::wide_prefetch`), and P+Q's vectors per step for
 // those in cache on blocks up to `generic::PQ_TILE` and for those that missed on any blocks
-// (`generic::syndrome_by_verdict`, `generic::syndrome_wide`). On the Zen 4 VM of the session of 2026-12-05 (GFNI),
-// 4 KiB ahead took streamed XOR of 16 x 64 KiB and 16 x 1 MiB from 78-80% of the reference to
-// 92-94% (8 KiB was no better), and (8, 2) vectors per step P+Q of 16 x 4 KiB from 1.48-1.55x
-// ISA-L in cache to 1.96-2.03x and streamed from 74-90% of the reference to 85-94% (three
-// runs of `uraid bench parity --only pq` each, `URAID_PARITY_WIDE_TUNING=off` alternated with
-// the default). The AVX-512 and AVX2 backends keep their own figures there (unmeasured).
+// (`generic::syndrome_by_verdict`, `generic::syndrome_wide`). On the Zen 4 VM of the session
+// of 2026-12-05 (GFNI), 4 KiB ahead took streamed XOR of 16 x 64 KiB and 16 x 1 MiB from
+// 78-80% of the reference to 92-94% (8 KiB was no better); 8 vectors per step in cache and 2
+// when missed took P+Q of 16 x 4 KiB from 1.48-1.55x ISA-L in cache to 1.96-2.03x and
+// streamed from 74-90% of the reference to 85-94% (three runs of `uraid bench parity --only
+// pq` each, `URAID_PARITY_WIDE_TUNING=off` alternated with the default), and 2 in the tiles
+// of longer blocks streamed 16 x 1 MiB at 89-94% in place of 84-86%. The AVX-512 and AVX2
+// backends keep their own figures there (unmeasured).
 //
 // Software prefetch distance for every call (bytes ahead, 0 = none): 4 KiB for AVX-512 without
-// GFNI, measured on a Zen 4 machine (8-wide streaming from ~80% to ~90% of
-// the reference, before the cache probe and tiles); none for GFNI,
-// measured on a Zen 5 machine, where 4 KiB ahead cost streaming P+Q of 8 x 1 MiB a third
-// (25 against 39 GB/s) and a short prefetch into L1 (512 B, 1 KiB) cost in-cache 64 KiB rows
-// 10-40%; none for AVX2, measured on a Zen 3 machine without AVX-512, where the prefetches
-// cost 25-40% of streaming XOR and P+Q at every width (the hardware prefetchers alone did
-// better). The AVX-512 (without GFNI) XOR groups follow the Zen 5 rule in bytes per source
-// (256 B for few sources, 128 B for many). AVX2's were (8, 4) by that rule too, until a Zen 5
-// machine measured the AVX2 backend (forced with URAID_PARITY_BACKEND=avx2; the machine would
-// choose GFNI): with 16 registers, 8 accumulators per group ran 4 x 64 KiB in L2 at 106-108
-// GB/s where 4 ran 151-165, and (4, 2) against (8, 4) took 4-wide rows from 169/154/82 GB/s
-// (4K/64K/1M in cache) to 195/166/84, 8 x 64K from 114 to 170, streamed 8 x 1M from 18 to 30,
-// 16 x 1M from 21 to 27 (8 x 4K in L1 189 -> 176). On a Zen 3 machine, where AVX2 is the
-// backend chosen, 2 vectors (one line) per source for few sources beat 4 (medians of the
-// ratio to ISA-L over 5-8 runs of `uraid bench parity --only xor`, the builds alternated):
-// 4-wide XOR streamed 4 x 4K 0.86 -> 1.01, in cache 4K 3.83 -> 4.49, 64K 1.12 -> 1.15, 1M
-// 0.78 -> 0.93 (both bimodal there); 1 vector was no better than 4, and 8 ran 4 x 1M in cache
-// at 1.02 but streamed 4 x 4K at 0.70 (2 runs). For P+Q it ran (3, 4), (2, 4), (4, 2) and
-// (3, 3) against (4, 4), two runs each: none was better on most rows ((4, 2) ran 16 x 4K in
-// cache at 2.2x ISA-L against 3.1x), so (4, 4) stays.
+// GFNI, measured on a Zen 4 machine (8-wide streaming from ~80% to ~90% of the reference, before
+// the cache probe and tiles); none for GFNI, measured on a Zen 5 machine, where 4 KiB ahead cost
+// streaming P+Q of 8 x 1 MiB a third (25 against 39 GB/s) and a short prefetch into L1 (512 B, 1
+// KiB) cost in-cache 64 KiB rows 10-40%; none for AVX2, measured on a Zen 3 machine without
+// AVX-512, where the prefetches cost 25-40% of streaming XOR and P+Q at every width (the hardware
+// prefetchers alone did better). The AVX-512 (without GFNI) XOR groups follow the Zen 5 rule in
+// bytes per source (256 B for few sources, 128 B for many). AVX2's were (8, 4) by that rule too,
+// until a Zen 5 machine measured the AVX2 backend (forced with URAID_PARITY_BACKEND=avx2; the
+// machine would choose GFNI): with 16 registers, 8 accumulators per group ran 4 x 64 KiB in L2 at
+// 106-108 GB/s where 4 ran 151-165, and (4, 2) against (8, 4) took 4-wide rows from 169/154/82
+// GB/s (4K/64K/1M in cache) to 195/166/84, 8 x 64K from 114 to 170, streamed 8 x 1M from 18 to 30,
+// 16 x 1M from 21 to 27 (8 x 4K in L1 189 -> 176). On a Zen 3 machine, where AVX2 is the backend
+// chosen, 2 vectors (one line) per source for few sources beat 4 (medians of the ratio to ISA-L
+// over 5-8 runs of `uraid bench parity --only xor`, the builds alternated): 4-wide XOR streamed 4
+// x 4K 0.86 -> 1.01, in cache 4K 3.83 -> 4.49, 64K 1.12 -> 1.15, 1M 0.78 -> 0.93 (both bimodal
+// there); 1 vector was no better than 4, and 8 ran 4 x 1M in cache at 1.02 but streamed 4 x 4K at
+// 0.70 (2 runs). For P+Q it ran (3, 4), (2, 4), (4, 2) and (3, 3) against (4, 4), two runs each:
+// none was better on most rows ((4, 2) ran 16 x 4K in cache at 2.2x ISA-L against 3.1x), so (4, 4)
+// stays.
 backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, 0, (0, 4, 4), "avx2");
 backend_module!(
     avx512,

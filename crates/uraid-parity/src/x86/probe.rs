@@ -123,8 +123,9 @@ pub const WIDE_TUNING_ENV: &str = "URAID_PARITY_WIDE_TUNING";
 
 /// Whether stripes of more than `XOR_CHUNK` data blocks take the backend's second set of
 /// figures (see `x86.rs`): a software prefetch when they missed the caches
-/// (`generic::wide_prefetch`), and for P+Q on blocks up to `PQ_TILE` one number of vectors per
-/// step when cached and another when they missed (`generic::syndrome_by_verdict`). Yes on AMD's
+/// (`generic::wide_prefetch`), and for P+Q one number of vectors per step when cached (blocks
+/// up to `PQ_TILE`) and another when they missed (`generic::syndrome_by_verdict`,
+/// `generic::syndrome_wide`). Yes on AMD's
 /// family 0x19 (Zen 3 and 4; only Zen 4 has the GFNI and AVX-512 backends whose figures
 /// differ), where these were measured; other CPUs keep the figures measured on them (Zen 5
 /// lost a third of streamed 8 x 1 MiB P+Q to the prefetch, and ran 16 x 4 KiB P+Q in cache
