@@ -58,6 +58,11 @@ pub fn set_stores(s: Stores) {
     STORES.store(s as u8 + 1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Names, for the whole process, whether the kernels tune stripes of more than 8 data blocks
+/// for AMD's family 0x19 (`on`, `off`); unset, the CPU decides (that family only). For
+/// measuring one against the other with the same binary; results never depend on it.
+pub const WIDE_TUNING_ENV: &str = "URAID_PARITY_WIDE_TUNING";
+
 /// Overrides, for the whole process, whether stripes of more than 8 data blocks get the
 /// figures tuned for AMD's family 0x19 (a prefetch when they stream from memory, P+Q's vectors
 /// per step by whether they missed the caches; by default that CPU family only, or as

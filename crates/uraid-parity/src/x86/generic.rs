@@ -412,6 +412,27 @@ unsafe fn xor_passes<V: Vector, const FEW: usize, const MANY: usize, const PF: u
 
 #[inline(always)]
 pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
+    p: Option<&mut [u8]>,
+    q: &mut [u8],
+    data: &[Option<&[u8]>],
+    stream: bool,
+) {
+    unsafe { syndrome_by_verdict::<V, UNROLL, UNROLL, PF>(p, q, data, stream) }
+}
+
+/// `syndrome` with `CACHED` vectors per step for a stripe in the caches and `MISSED` for one
+/// that missed them (the verdict that chooses the stores; with the two equal, one loop): on the
+/// Zen 4 VM of the session of 2026-12-05 (GFNI), P+Q of 16 x 4 KiB ran in cache at 1.44-1.57x
+/// ISA-L with 4 vectors, 1.91-2.03x with 8 and 1.17x with 2, and streamed at 86-88% of the
+/// reference with 4, 80-82% with 8 and 97% with 2 (two runs of `uraid bench parity --only pq`
+/// each).
+#[inline(always)]
+pub(crate) unsafe fn syndrome_by_verdict<
+    V: Vector,
+    const CACHED: usize,
+    const MISSED: usize,
+    const PF: usize,
+>(
     mut p: Option<&mut [u8]>,
     q: &mut [u8],
     data: &[Option<&[u8]>],
@@ -427,34 +448,7 @@ pub(crate) unsafe fn syndrome<V: Vector, const UNROLL: usize, const PF: usize>(
         return;
     };
     let (outs, nt) = pq_outputs::<V>(&mut p, q, data, stream);
-    let off = unsafe { syndrome_whole::<V, UNROLL, PF>(outs, data, top, len, nt) };
-    fence(nt);
-    scalar::syndrome(p, q, data, off);
-}
-
-/// `syndrome` with `CACHED` vectors per step for a stripe in the caches and `MISSED` for one
-/// that missed them (the verdict that chooses the stores): on the Zen 4 VM of the session of
-/// 2026-12-05 (GFNI), P+Q of 16 x 4 KiB ran in cache at 1.44-1.57x ISA-L with 4 vectors, 1.91-
-/// 2.03x with 8 and 1.17x with 2, and streamed at 86-88% of the reference with 4, 80-82% with
-/// 8 and 97% with 2 (two runs of `uraid bench parity --only pq` each).
-#[inline(always)]
-pub(crate) unsafe fn syndrome_by_verdict<
-    V: Vector,
-    const CACHED: usize,
-    const MISSED: usize,
-    const PF: usize,
->(
-    mut p: Option<&mut [u8]>,
-    q: &mut [u8],
-    data: &[Option<&[u8]>],
-    stream: bool,
-) {
-    let len = q.len();
-    let Some(top) = data.iter().rposition(Option::is_some) else {
-        return unsafe { syndrome::<V, CACHED, PF>(p, q, data, stream) };
-    };
-    let (outs, nt) = pq_outputs::<V>(&mut p, q, data, stream);
-    let off = if nt {
+    let off = if MISSED != CACHED && nt {
         unsafe { syndrome_whole::<V, MISSED, PF>(outs, data, top, len, nt) }
     } else {
         unsafe { syndrome_whole::<V, CACHED, PF>(outs, data, top, len, nt) }

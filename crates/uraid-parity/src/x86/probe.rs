@@ -116,11 +116,6 @@ pub(crate) fn l2_bytes() -> usize {
     }
 }
 
-/// Names, for the whole process, whether the kernels tune wide stripes for AMD's family 0x19
-/// (`on`, `off`); unset, the CPU decides ([`tuned_for_wide_stripes`]). For measuring one
-/// against the other with the same binary; results never depend on it.
-pub const WIDE_TUNING_ENV: &str = "URAID_PARITY_WIDE_TUNING";
-
 /// Whether stripes of more than `XOR_CHUNK` data blocks take the backend's second set of
 /// figures (see `x86.rs`): a software prefetch when they missed the caches
 /// (`generic::wide_prefetch`), and for P+Q one number of vectors per step when cached (blocks
@@ -134,12 +129,12 @@ pub const WIDE_TUNING_ENV: &str = "URAID_PARITY_WIDE_TUNING";
 pub(crate) fn tuned_for_wide_stripes() -> bool {
     match WIDE.load(Ordering::Relaxed) {
         0 => {
-            let yes = match std::env::var(WIDE_TUNING_ENV).as_deref() {
+            let yes = match std::env::var(crate::WIDE_TUNING_ENV).as_deref() {
                 Err(_) => amd_family() == Some(0x19),
                 Ok("on") => true,
                 Ok("off") => false,
                 // As with URAID_PARITY_STORES: never silently measure something else.
-                Ok(other) => panic!("{WIDE_TUNING_ENV}={other}: not one of on, off"),
+                Ok(other) => panic!("{}={other}: not one of on, off", crate::WIDE_TUNING_ENV),
             };
             WIDE.store(1 + u8::from(yes), Ordering::Relaxed);
             yes
