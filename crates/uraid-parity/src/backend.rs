@@ -213,12 +213,13 @@ impl Backend {
         q: &[u8],
         a: u8,
         b: u8,
+        stream: bool,
     ) {
         self.check();
         let top = data.iter().rposition(Option::is_some);
         dispatch!(
             self,
-            recov_2data_fused((dx, dy), data, top, (p, q), (a, b)),
+            recov_2data_fused((dx, dy), data, top, (p, q), (a, b), stream),
             scalar: {
                 scalar::syndrome(Some(&mut *dx), dy, data, 0);
                 scalar::recov_2data(dx, dy, p, q, a, b, 0);

@@ -182,16 +182,20 @@ macro_rules! backend_module {
                 top: Option<usize>,
                 pq: (&[u8], &[u8]),
                 coefs: (u8, u8),
+                stream: bool,
             ) {
                 if data.len() > generic::XOR_CHUNK {
                     // SAFETY: as above.
-                    return unsafe { recov_2data_many(out, data, top, pq, coefs) };
+                    return unsafe { recov_2data_many(out, data, top, pq, coefs, stream) };
                 }
                 // SAFETY: as above.
                 unsafe {
-                    generic::recov_2data_fused::<$vector, $unroll, $prefetch>(
-                        out, data, top, pq, coefs,
-                    )
+                    generic::recov_2data_fused::<
+                        $vector,
+                        $unroll,
+                        { generic::RECOV_MISSED },
+                        $prefetch,
+                    >(out, data, top, pq, coefs, stream)
                 }
             }
 
@@ -204,11 +208,12 @@ macro_rules! backend_module {
                 top: Option<usize>,
                 pq: (&[u8], &[u8]),
                 coefs: (u8, u8),
+                stream: bool,
             ) {
                 // SAFETY: as above.
                 unsafe {
-                    generic::recov_2data_fused::<$vector, $pq_many, $prefetch>(
-                        out, data, top, pq, coefs,
+                    generic::recov_2data_fused::<$vector, $pq_many, $pq_many, $prefetch>(
+                        out, data, top, pq, coefs, stream,
                     )
                 }
             }

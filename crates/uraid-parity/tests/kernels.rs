@@ -3,7 +3,7 @@
 //! lengths and misalignments.
 
 use proptest::prelude::*;
-use uraid_parity::{Backend, Stores, gf};
+use uraid_parity::{Backend, Block, Stores, gf};
 
 /// The backends this CPU runs besides the reference.
 fn fast_backends() -> Vec<Backend> {
@@ -270,6 +270,21 @@ fn large_and_wide_calls(stores: Stores) {
                 be.gen_syndrome_cached(&mut p[pa..pa + len], &mut q[qa..qa + len], &data);
                 assert!(p[pa..pa + len] == want_p[..], "{} P cached n={n}", be.name());
                 assert!(q[qa..qa + len] == want_q[..], "{} Q cached n={n}", be.name());
+                // Two lost data blocks (the first and the last slot), rebuilt into outputs
+                // placed as above: recovery's stores follow the same choice.
+                let (mut x, xa) = placed(len, skew);
+                let (mut y, ya) = placed(len, 0);
+                let mut stripe: Vec<Block<'_>> = srcs.iter().map(|s| Block::Present(s)).collect();
+                stripe[0] = Block::Lost(&mut x[xa..xa + len]);
+                stripe[n - 1] = Block::Lost(&mut y[ya..ya + len]);
+                be.raid6_recover(
+                    &mut stripe,
+                    &mut Block::Present(&want_p),
+                    &mut Block::Present(&want_q),
+                );
+                drop(stripe);
+                assert!(x[xa..xa + len] == src[0][..], "{} recovery n={n} len={len}", be.name());
+                assert!(y[ya..ya + len] == src[n - 1][..], "{} recovery n={n}", be.name());
             }
         }
     }

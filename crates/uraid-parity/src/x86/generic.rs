@@ -799,17 +799,53 @@ unsafe fn combine_2data<V: Vector, const N: usize>(
 /// stored and read back. The two-pass way moves 10 blocks for a 4-wide stripe (the sums
 /// written, then they, P and Q read, the results written) where this moves 6.
 /// `top`: the highest slot that holds data (None: no data survives, the sums are zero).
+/// A stripe that missed the caches, when the caller streams (`stream`), gets non-temporal
+/// stores and `MISSED` vectors a step, as P+Q does (`syndrome_by_verdict`; see
+/// [`RECOV_MISSED`]).
 #[inline(always)]
-pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize, const PF: usize>(
+pub(crate) unsafe fn recov_2data_fused<
+    V: Vector,
+    const UNROLL: usize,
+    const MISSED: usize,
+    const PF: usize,
+>(
     (dx, dy): (&mut [u8], &mut [u8]),
     data: &[Option<&[u8]>],
     top: Option<usize>,
     (p, q): (&[u8], &[u8]),
     (a, b): (u8, u8),
+    stream: bool,
 ) {
     let len = dx.len();
     let ptrs = (dx.as_mut_ptr(), dy.as_mut_ptr(), p.as_ptr(), q.as_ptr());
     let tables = unsafe { (V::table(a), V::table(b)) };
+    let srcs = data.iter().flatten().map(|d| d.as_ptr()).chain([ptrs.2, ptrs.3]);
+    let nt = use_nt::<V>(stream, len, &[ptrs.0, ptrs.1], srcs);
+    let o = if MISSED != UNROLL && nt {
+        unsafe { recov_2data_whole::<V, MISSED, PF>(ptrs, tables, data, top, len, nt) }
+    } else {
+        unsafe { recov_2data_whole::<V, UNROLL, PF>(ptrs, tables, data, top, len, nt) }
+    };
+    fence(nt);
+    if o == len {
+        // No tail: and no slot list to build for it (wide stripes would allocate one).
+        return;
+    }
+    // The tail: the sums by the reference, then the combination.
+    scalar::syndrome(Some(&mut dx[o..]), &mut dy[o..], &tail(data, o), 0);
+    scalar::recov_2data(&mut dx[o..], &mut dy[o..], &p[o..], &q[o..], a, b, 0);
+}
+
+/// `recov_2data_fused` once its stores are chosen; returns where the whole vectors end.
+#[inline(always)]
+unsafe fn recov_2data_whole<V: Vector, const UNROLL: usize, const PF: usize>(
+    ptrs: (*mut u8, *mut u8, *const u8, *const u8),
+    tables: (V::Table, V::Table),
+    data: &[Option<&[u8]>],
+    top: Option<usize>,
+    len: usize,
+    nt: bool,
+) -> usize {
     #[inline(always)]
     unsafe fn group<V: Vector, const N: usize, const PF: usize>(
         (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
@@ -817,6 +853,7 @@ pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize, const PF:
         data: &[Option<&[u8]>],
         top: Option<usize>,
         off: usize,
+        nt: bool,
     ) {
         unsafe {
             let (mut ps, mut qs) = ([V::zero(); N], [V::zero(); N]);
@@ -828,23 +865,23 @@ pub(crate) unsafe fn recov_2data_fused<V: Vector, const UNROLL: usize, const PF:
                 horner_below::<V, N, PF>(&mut ps, &mut qs, &data[..top], off);
             }
             combine_2data((&mut ps, &mut qs), (pp, qp), (ta, tb), off);
-            store_n(ps, xp.add(off));
-            store_n(qs, yp.add(off));
+            store_out(ps, xp.add(off), nt);
+            store_out(qs, yp.add(off), nt);
         }
     }
     let o = groups!(V, len, 0, UNROLL, |off| {
-        unsafe { group::<V, UNROLL, PF>(ptrs, tables, data, top, off) }
+        unsafe { group::<V, UNROLL, PF>(ptrs, tables, data, top, off, nt) }
     });
-    let o =
-        groups!(V, len, o, 1, |off| { unsafe { group::<V, 1, PF>(ptrs, tables, data, top, off) } });
-    if o == len {
-        // No tail: and no slot list to build for it (wide stripes would allocate one).
-        return;
-    }
-    // The tail: the sums by the reference, then the combination.
-    scalar::syndrome(Some(&mut dx[o..]), &mut dy[o..], &tail(data, o), 0);
-    scalar::recov_2data(&mut dx[o..], &mut dy[o..], &p[o..], &q[o..], a, b, 0);
+    groups!(V, len, o, 1, |off| { unsafe { group::<V, 1, PF>(ptrs, tables, data, top, off, nt) } })
 }
+
+/// Vectors a step of two-block recovery when its stripe missed the caches (the backends with
+/// fewer in their `UNROLL` keep theirs). On the Zen 4 VM of the second session of 2026-12-05,
+/// streamed recovery of 8 x 64 KiB ran at 83-87% of the reference with ordinary stores and 8
+/// vectors a step (GFNI), 97-99% with non-temporal stores and 8, 98-102% with 2 and 103-104%
+/// with 4 (two runs of `uraid bench parity --only recov_2data` each, alternated); the AVX-512
+/// and AVX2 backends (4 a step) went from 87-95% to 103-105% with the stores alone.
+pub(crate) const RECOV_MISSED: usize = 4;
 
 /// The slots from byte `from` on.
 fn tail<'a>(data: &[Option<&'a [u8]>], from: usize) -> SmallVec<[Option<&'a [u8]>; 32]> {
