@@ -14,7 +14,10 @@ mod vectors;
 pub(crate) use probe::set_wide_tuning;
 
 use crate::scalar::Delta;
-use vectors::{Avx2, Avx512, Gfni};
+use vectors::{Avx2, Avx512, Gfni, Vector};
+
+/// A cache line's bytes.
+const LINE: usize = 64;
 
 macro_rules! backend_module {
     ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, $prefetch:literal, ($wide_prefetch:literal, $pq_many_cached:literal, $pq_many_missed:literal), $features:literal) => {
@@ -52,11 +55,23 @@ macro_rules! backend_module {
             /// the general loop there (8 x 64 KiB in L2 0.98x with it, 0.92-1.02x with this);
             /// on an Intel Xeon (Sapphire Rapids class) VM this one is faster: 8 x 64 KiB in L2
             /// 0.99-1.04x -> 1.06-1.10x (three runs alternated), 8 x 1 MiB and streamed level.
+            ///
+            /// Four sources take one cache line each per group (AVX2 two vectors, the AVX-512
+            /// backends one), not the `xor_few` figure: on the Zen 4 VM of the second session
+            /// of 2026-12-05, GFNI's 4 vectors a source ran streamed 4 x 4 KiB at 0.93-1.01x
+            /// ISA-L and one line at 1.12-1.20x, streamed 4 x 64 KiB 1.08-1.13x -> 1.19-1.20x,
+            /// the in-cache rows level (three runs of `uraid bench parity --only xor` each,
+            /// alternated; the AVX2 backend, whose code this leaves as it was, moved by up to
+            /// 0.1 between the runs). Zen 5 and the Xeon have not measured it.
             #[target_feature(enable = $features)]
             #[inline(never)]
             unsafe fn xor_4(dst: &mut [u8], srcs: [&[u8]; 4], stream: bool) {
                 // SAFETY: as above.
-                unsafe { generic::xor_k::<$vector, 4, $xor_few>(dst, srcs, stream) }
+                unsafe {
+                    generic::xor_k::<$vector, 4, { LINE / <$vector as Vector>::BYTES }>(
+                        dst, srcs, stream,
+                    )
+                }
             }
 
             #[target_feature(enable = $features)]
