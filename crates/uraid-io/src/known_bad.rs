@@ -13,6 +13,13 @@
 //!
 //! One list per member device, shared by every worker's instance of it (each worker opens
 //! its own); a worker only ever touches the stripes it owns.
+//!
+//! A rewritten range leaves the log on the device once a member flush makes its rewrite
+//! durable: ranges rewritten before a flush was submitted are dropped when that flush
+//! completes (`FlushMark`), and whatever is left at the stop. Until the second session of
+//! 2026-12-05 only the stop dropped them, and a crash after a flushed rewrite left the range
+//! listed: its good data was read around, and a torn write to its stripe left nothing to
+//! rebuild it from.
 
 use crate::counters::MemberCounters;
 use crate::member::{IoCompletion, IoFailure, IoOp, IoRequest, Member, MemberInfo};
@@ -34,7 +41,15 @@ pub struct BadBlockList {
     recording: Option<Recording>,
     /// Whether failed writes are listed now (see `set_listing`).
     listing: AtomicBool,
+    /// Whether the log on the device may hold a range rewritten since (`durable` is not
+    /// `bad`): a flush looks at the list only then.
+    rewritten: AtomicBool,
 }
+
+/// The ranges the device's log held, already rewritten, when a flush was submitted: durable
+/// once it completes, so they may leave the log then (`BadBlockList::flushed`).
+#[derive(Debug)]
+struct FlushMark(Vec<Range<u64>>);
 
 struct Recording {
     /// Failed writes from this byte on (the data area) are listed.
@@ -75,6 +90,7 @@ impl BadBlockList {
             state: Mutex::new(ListState { durable: bad.clone(), bad }),
             recording,
             listing: AtomicBool::new(true),
+            rewritten: AtomicBool::new(false),
         })
     }
 
@@ -111,6 +127,35 @@ impl BadBlockList {
         let mut st = self.state();
         st.bad = cut(&st.bad, good);
         self.listed.store(!st.bad.is_empty(), Ordering::Release);
+        if self.recording.is_some() && st.durable != st.bad {
+            self.rewritten.store(true, Ordering::Release);
+        }
+    }
+
+    /// A member flush is being submitted: what it will make durable of the rewrites (None
+    /// when the log holds nothing rewritten, the usual case, which takes no lock).
+    fn flush_started(&self) -> Option<FlushMark> {
+        if !self.rewritten.load(Ordering::Acquire) {
+            return None;
+        }
+        let st = self.state();
+        let mark = subtract(&st.durable, &st.bad);
+        (!mark.is_empty()).then_some(FlushMark(mark))
+    }
+
+    /// The flush `mark` was taken for completed: its rewrites are durable, and the log drops
+    /// them, but for ranges listed again since (a write there failed after the mark). A log
+    /// that cannot be written keeps them: the stop tries again (`settle`) and reports it.
+    fn flushed(&self, mark: &FlushMark) {
+        let Some(rec) = &self.recording else { return };
+        let mut guard = self.state();
+        let st = &mut *guard;
+        let drop = subtract(&mark.0, &st.bad);
+        let durable = subtract(&st.durable, &drop);
+        if durable != st.durable && (rec.persist)(&durable).is_ok() {
+            st.durable = durable;
+        }
+        self.rewritten.store(st.durable != st.bad, Ordering::Release);
     }
 
     /// Whether a failed write of `span` would be listed (recording, listing, in the data area).
@@ -151,6 +196,7 @@ impl BadBlockList {
             (rec.persist)(&st.bad)?;
             st.durable.clone_from(&st.bad);
         }
+        self.rewritten.store(false, Ordering::Release);
         Ok(())
     }
 }
@@ -196,6 +242,11 @@ fn cut(bad: &[Range<u64>], good: &Range<u64>) -> Vec<Range<u64>> {
     out
 }
 
+/// `ranges` (`normalized`) with every range of `minus` cut out.
+fn subtract(ranges: &[Range<u64>], minus: &[Range<u64>]) -> Vec<Range<u64>> {
+    minus.iter().fold(ranges.to_vec(), |left, m| cut(&left, m))
+}
+
 /// A member instance reading around its device's `BadBlockList`.
 pub struct KnownBad<M: Member> {
     inner: M,
@@ -203,12 +254,20 @@ pub struct KnownBad<M: Member> {
     /// Writes in flight this wrapper must hear back about (over a bad range, or in the data
     /// area while recording): tag to the bytes they cover.
     writes: HashMap<u64, Range<u64>>,
+    /// Flushes in flight whose completion drops rewritten ranges from the log: tag to mark.
+    flushes: HashMap<u64, FlushMark>,
     failed: Vec<IoCompletion>,
 }
 
 impl<M: Member> KnownBad<M> {
     pub fn new(inner: M, list: Arc<BadBlockList>) -> KnownBad<M> {
-        KnownBad { inner, list, writes: HashMap::new(), failed: Vec::new() }
+        KnownBad {
+            inner,
+            list,
+            writes: HashMap::new(),
+            flushes: HashMap::new(),
+            failed: Vec::new(),
+        }
     }
 
     /// The ranges still bad.
@@ -240,6 +299,11 @@ impl<M: Member> Member for KnownBad<M> {
             IoOp::Write { .. } if self.list.listable(&span) || self.list.overlaps(&span) => {
                 self.writes.insert(req.tag, span);
             }
+            IoOp::Flush => {
+                if let Some(mark) = self.list.flush_started() {
+                    self.flushes.insert(req.tag, mark);
+                }
+            }
             _ => {}
         }
         // SAFETY: forwarded: our caller's contract is the inner member's.
@@ -255,6 +319,15 @@ impl<M: Member> Member for KnownBad<M> {
         out.append(&mut self.failed);
         let start = out.len();
         self.inner.reap(out, wait && !failed)?;
+        if !self.flushes.is_empty() {
+            for c in &out[start..] {
+                if let Some(mark) = self.flushes.remove(&c.tag)
+                    && c.result.is_ok()
+                {
+                    self.list.flushed(&mark);
+                }
+            }
+        }
         if !self.writes.is_empty() {
             for c in &mut out[start..] {
                 let Some(span) = self.writes.remove(&c.tag) else { continue };
@@ -372,6 +445,58 @@ mod tests {
         list.settle().unwrap();
         assert!(list.durable().is_empty());
         assert_eq!(log.lock().unwrap().last().unwrap(), &Vec::<Range<u64>>::new());
+    }
+
+    fn flush(m: &mut KnownBad<impl Member>, tag: u64) -> Result<(), IoFailure> {
+        run(m, IoRequest::flush(tag))
+    }
+
+    #[test]
+    fn a_flush_drops_the_ranges_rewritten_before_it_from_the_log() {
+        let (list, log) = recording(4);
+        let mut faulty = crate::Faulty::new(MemoryMember::new("m", 1 << 20), 1);
+        faulty.fail_writes(16384..24576);
+        faulty.fail_writes(40960..45056);
+        let mut m = KnownBad::new(faulty, list.clone());
+        let data = vec![5u8; 4096];
+        assert!(run(&mut m, IoRequest::write(1, 16384, &data, false)).is_ok(), "listed");
+        assert!(run(&mut m, IoRequest::write(2, 20480, &data, false)).is_ok(), "listed");
+        assert!(run(&mut m, IoRequest::write(3, 40960, &data, false)).is_ok(), "listed");
+        assert_eq!(list.durable(), vec![16384..24576, 40960..45056]);
+        let writes_before = log.lock().unwrap().len();
+        // Nothing rewritten: a flush writes no log.
+        flush(&mut m, 4).unwrap();
+        assert_eq!(log.lock().unwrap().len(), writes_before);
+        m.inner.heal();
+        assert!(run(&mut m, IoRequest::write(5, 16384, &data, false)).is_ok(), "rewritten");
+        assert_eq!(list.durable(), vec![16384..24576, 40960..45056], "not durable yet");
+        flush(&mut m, 6).unwrap();
+        assert_eq!(list.durable(), vec![20480..24576, 40960..45056]);
+        assert_eq!(log.lock().unwrap().last().unwrap(), &list.durable(), "the log written");
+        // Rewritten, then listed again before the flush completes: it stays in the log. The
+        // mark is taken as the flush is submitted, the write fails before it completes.
+        assert!(run(&mut m, IoRequest::write(7, 20480, &data, false)).is_ok(), "rewritten");
+        let mark = list.flush_started().expect("a rewrite to drop");
+        m.inner.fail_writes(20480..24576);
+        assert!(run(&mut m, IoRequest::write(8, 20480, &data, false)).is_ok(), "listed again");
+        list.flushed(&mark);
+        assert_eq!(list.durable(), vec![20480..24576, 40960..45056]);
+        // A rewrite after the flush was submitted waits for the next flush.
+        m.inner.heal();
+        let mark = list.flush_started();
+        assert!(mark.is_none(), "nothing rewritten when it was submitted");
+        assert!(run(&mut m, IoRequest::write(9, 40960, &data, false)).is_ok(), "rewritten");
+        assert_eq!(list.durable(), vec![20480..24576, 40960..45056]);
+        // A flush that fails drops nothing.
+        let faulty = crate::Faulty::new(MemoryMember::new("m", 1 << 20), 1);
+        let mut failing = KnownBad::new(faulty, list.clone());
+        failing.inner.fail_member();
+        assert!(flush(&mut failing, 10).is_err());
+        assert_eq!(list.durable(), vec![20480..24576, 40960..45056]);
+        flush(&mut m, 11).unwrap();
+        assert_eq!(list.durable(), vec![20480..24576]);
+        assert_eq!(list.bad(), vec![20480..24576]);
+        assert!(!list.rewritten.load(Ordering::Acquire), "the log holds nothing rewritten");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::os::unix::fs::FileExt;
 use uraid_format::{Level, feature};
+use uraid_md::members::known_bad_bytes;
 use uraid_md::{MdArray, MdOptions};
 
 mod common;
@@ -45,8 +46,9 @@ fn each_member_keeps_its_bad_block_list_and_devflags() {
     }
 }
 
-/// A listed range the array rewrites is good again, and the stop writes the log without it
-/// (md clears an entry the same way); the superblock then says the list is empty.
+/// A listed range the array rewrites is good again, and the next flush writes the log without
+/// it (md clears an entry the same way; until the second session of 2026-12-05 only the stop
+/// did, and a crash kept the range read around); the superblock then says the list is empty.
 #[test]
 fn a_rewritten_bad_range_leaves_the_log() {
     let dir = tempdir("per-member-rewritten");
@@ -61,6 +63,12 @@ fn a_rewritten_bad_range_leaves_the_log() {
     let data = vec![7u8; 1 << 20];
     md.runtime().write_at(0, &data).unwrap();
     assert_eq!(md.runtime().read_at(0, 1 << 20).unwrap(), data);
+    assert_eq!(known_bad_bytes(&paths[1]).unwrap().len(), 1, "not durable before a flush");
+    md.runtime().flush().unwrap();
+    assert!(known_bad_bytes(&paths[1]).unwrap().is_empty(), "the flush made the rewrite durable");
+    for p in &paths {
+        assert_eq!(superblock(p).feature_map & feature::BAD_BLOCKS, 0, "{}", p.display());
+    }
     md.stop().unwrap();
     for p in &paths {
         assert_eq!(superblock(p).feature_map & feature::BAD_BLOCKS, 0, "{}", p.display());
