@@ -17,8 +17,9 @@
 //! 3. Copies: the kernel's (4 members, and 3 without the lost one) and uraid's (the same).
 //!    uraid-md assembles its two (the degraded one without --force, as md starts it), replays,
 //!    stops clean; `uraid assemble -o` reads both.
-//! 4. In a second VM, md assembles its two copies (it replays) and uraid's healthy copy after
-//!    uraid ran it; it reports sha256, `mismatch_cnt` after a check, the state, and from its
+//! 4. In a second VM, md assembles its two copies (it replays), uraid's healthy copy after
+//!    uraid ran it, and a copy of a crash of uraid's own, degraded (which it must refuse: md's
+//!    log is empty then, uraid's covers the crash); it reports sha256, `mismatch_cnt` after a check, the state, and from its
 //!    debug messages what it replayed. md misreads a log write that ends at its area's end
 //!    and declines it (`md_misreads`); the test predicts that, and masks the blocks md then
 //!    rebuilds from torn parity.
@@ -111,7 +112,9 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
     let settled = |contents: &[u8]| zeroed(contents, in_flight);
 
     assert!(uraid_md::meta::uraid_wrote_last(&superblock(&ours[0])), "uraid's run mark");
-    let disks: Vec<PathBuf> = kernel.iter().chain(&kernel_degraded).chain(&ours).cloned().collect();
+    let uraid_crash = crashed_under_uraid(&dir, &ours, lost);
+    let disks: Vec<PathBuf> =
+        kernel.iter().chain(&kernel_degraded).chain(&ours).chain(&uraid_crash).cloned().collect();
     let results = md_reads_in_the_vm(&scripts, &dir, &disks, &torn.md_rebuilds_from_garbage);
     let r = |key: &str| mdvm::result(&results, key).to_owned();
     assert_eq!(r("k.mismatch"), "0", "md's own replay leaves the stripes consistent");
@@ -127,6 +130,11 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
     assert_eq!(r("u.policy"), "ppl");
     assert_eq!(r("u.mismatch"), "0");
     assert_eq!(r("u.sha"), r("k.sha"));
+    // uraid's own crash, degraded: md's log is empty (uraid's log covers it), so md must not
+    // start it as it starts a PPL array; without md's bit (off while uraid runs it) it
+    // refuses, as for any array dirty and degraded without a log.
+    assert_eq!(r("c.started"), "0", "md refuses uraid's crash dirty and degraded");
+    assert_eq!(r("c.refused"), "1", "the kernel's own refusal");
     // md rewrites utime, where uraid marks its superblocks: what tells uraid, at its next
     // start, that its own log predates a run of the kernel's.
     assert!(!uraid_md::meta::uraid_wrote_last(&superblock(&ours[0])), "md cleared the mark");
@@ -138,6 +146,34 @@ fn a_kernel_ppl_array_crashed_torn_and_degraded_comes_back_from_uraid_as_from_md
             u.display()
         );
     }
+}
+
+/// uraid crashes running the array: its members (`from`, which it stopped clean) copied while
+/// it runs, after a write and a flush, all but member `lost`.
+fn crashed_under_uraid(dir: &Path, from: &[PathBuf], lost: usize) -> Vec<PathBuf> {
+    let copy = |i: usize, p: &PathBuf, tag: &str| {
+        let to = dir.join(format!("{tag}-m{i}.img"));
+        std::fs::copy(p, &to).expect("copying a member");
+        to
+    };
+    let running: Vec<PathBuf> = from.iter().enumerate().map(|(i, p)| copy(i, p, "uc")).collect();
+    let md = MdArray::assemble(&running, &MdOptions { workers: Some(2), ..MdOptions::default() })
+        .expect("uraid runs its copy");
+    md.runtime().write_at(0, &vec![0x5a; 1 << 20]).expect("a write");
+    md.runtime().flush().expect("a flush");
+    let crash =
+        running.iter().enumerate().filter(|(i, _)| *i != lost).map(|(i, p)| copy(i, p, "ucrash"));
+    let crash: Vec<PathBuf> = crash.collect();
+    md.stop().expect("a clean stop");
+    let examine = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .arg("examine")
+        .arg(&crash[0])
+        .output()
+        .expect("uraid examine runs");
+    let text = String::from_utf8_lossy(&examine.stdout);
+    assert!(text.contains("md's bit taken off while uraid runs"), "uraid examine says why: {text}");
+    assert!(text.contains("PPL Records"), "and still reads md's area: {text}");
+    crash
 }
 
 /// md's debug messages say what it replayed: it found every member's newest log write, and
@@ -362,6 +398,11 @@ report u
 echo "RESULT u.sha $(sha256sum /dev/md0 | cut -d' ' -f1)"
 check u
 mdadm --stop /dev/md0
+dmesg -c > /dev/null
+mdadm --assemble /dev/md0 --run /dev/vdl /dev/vdm /dev/vdn 2>&1 || true
+echo "RESULT c.started $(grep -c '^md0 : active' /proc/mdstat)"
+echo "RESULT c.refused $(dmesg | grep -c 'cannot start dirty degraded array')"
+mdadm --stop /dev/md0 2>/dev/null || true
 "#
     .replace("MASKED", &blocks.join(" "));
     let records = ppl_records(&disks[7]);

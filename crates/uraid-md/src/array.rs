@@ -12,7 +12,8 @@
 
 use crate::log_start;
 use crate::members::{
-    MemberFaults, SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at, read_candidate,
+    MemberFaults, SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at,
+    read_candidate_to_assemble,
 };
 use crate::meta::{Device, Metadata, Role};
 use crate::runner::{Action, SyncQueue};
@@ -162,7 +163,7 @@ impl MdArray {
     /// Assembles the array `paths` form (any order) and starts it.
     pub fn assemble(paths: &[PathBuf], options: &MdOptions) -> Result<MdArray, MdError> {
         refuse_same_file_twice(paths)?;
-        let candidates: Vec<_> = paths.iter().map(|p| read_candidate(p)).collect();
+        let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
         let opts = AssembleOptions { uuid: options.uuid, force: options.force };
         let plan = log_start::plan_with_log(&candidates, &opts, options)?;
         let base = freshest_superblock(&plan, &candidates)?;
@@ -293,6 +294,7 @@ impl MdArray {
         }
         let queue = inner.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
         meta.set_resync_offset(queue.resync_cp);
+        meta.running = false;
         meta.events += 1;
         let degraded =
             !failed.is_empty() || meta.devices.iter().any(|d| d.recovery_offset.is_some());
@@ -523,6 +525,7 @@ fn mark_active_and_start(
 ) -> Result<Runtime, MdError> {
     let was = meta.resync_offset;
     meta.set_resync_offset(0);
+    meta.running = true;
     meta.events += 1;
     if !meta.degraded() || info.log_replayed > 0 {
         // Whole: the engine may clear bits from now on (`Metadata::bitmap_cleared`). Or a
@@ -540,6 +543,7 @@ fn mark_active_and_start(
     });
     start_runtime(info, meta, array, plan, image, log.as_ref(), options).inspect_err(|_| {
         meta.set_resync_offset(was);
+        meta.running = false;
         meta.events += 1;
         // Best effort: the start's own error is the one to report.
         let _ = meta.write_bitmap(None);

@@ -51,6 +51,21 @@ pub fn read_candidate(path: &Path) -> Candidate {
     }
 }
 
+/// `read_candidate` for assembly: with md's PPL bit put back where uraid took it off while
+/// the array was active (`meta::restore_md_ppl`), so that the plan, the areas and the start
+/// rules see the array as it is.
+#[must_use]
+pub fn read_candidate_to_assemble(path: &Path) -> Candidate {
+    let mut c = read_candidate(path);
+    if let Ok(area) = &mut c.superblock_area
+        && let Ok(mut sb) = uraid_format::Superblock1::decode(area)
+        && crate::meta::restore_md_ppl(&mut sb)
+    {
+        sb.encode_into(area);
+    }
+    c
+}
+
 /// The engine's level for an md level uraid serves (4, 5, 6).
 #[must_use]
 pub fn core_level(level: Level) -> Option<uraid_core::Level> {

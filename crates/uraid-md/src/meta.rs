@@ -115,11 +115,41 @@ impl Device {
 /// members is then the last run's, not one a run of the kernel's since has made stale
 /// (`uraid_wrote_last`). md refuses non-zero padding, so the mark cannot go there.
 pub const RUN_MARK_USEC: u64 = 0xff_ffff;
+/// The mark on a superblock uraid wrote active for an array with md's own partial parity log
+/// (`feature::PPL`, or `feature::MULTIPLE_PPLS` with the second) while running it, whose bit
+/// it took off: uraid
+/// runs its own log, which md does not read, so after a crash of uraid the kernel must not
+/// start the array dirty and degraded as it starts a PPL array (its empty log would mend no
+/// torn stripe: a lost member's blocks there would come back wrong, silently). Without the
+/// bit md refuses that start ("cannot start dirty degraded array") and resyncs a whole one;
+/// uraid puts the bit back at assemble (`restore_md_ppl`) and writes it again at its stop
+/// (then everything is durable: md may start the array as it starts its own).
+const RUN_MARK_PPL_USEC: u64 = 0xff_fffe;
+const RUN_MARK_MULTIPLE_PPLS_USEC: u64 = 0xff_fffd;
 
 /// Whether uraid wrote `sb` (see `RUN_MARK_USEC`).
 #[must_use]
 pub fn uraid_wrote_last(sb: &Superblock1) -> bool {
-    sb.utime >> 40 == RUN_MARK_USEC
+    matches!(sb.utime >> 40, RUN_MARK_USEC | RUN_MARK_PPL_USEC | RUN_MARK_MULTIPLE_PPLS_USEC)
+}
+
+/// The md PPL bit uraid took off `sb` while the array was active (see `RUN_MARK_PPL_USEC`).
+#[must_use]
+pub fn md_ppl_taken_off(sb: &Superblock1) -> Option<u32> {
+    match sb.utime >> 40 {
+        RUN_MARK_PPL_USEC => Some(feature::PPL),
+        RUN_MARK_MULTIPLE_PPLS_USEC => Some(feature::MULTIPLE_PPLS),
+        _ => None,
+    }
+}
+
+/// Puts back the md PPL bit uraid took off `sb` while the array was active: the array as it
+/// is (its areas, its start rules). True if it did.
+pub fn restore_md_ppl(sb: &mut Superblock1) -> bool {
+    let Some(bit) = md_ppl_taken_off(sb) else { return false };
+    sb.feature_map |= bit;
+    sb.seal();
+    true
 }
 
 /// The array's metadata as md keeps it in memory, and the devices it is written to.
@@ -133,6 +163,9 @@ pub struct Metadata {
     pub resync_offset: u64,
     /// The bitmap superblock, when the array has an internal bitmap.
     pub bitmap: Option<BitmapSuper>,
+    /// The engine runs (from the start's superblocks to the stop's): superblocks written
+    /// meanwhile take md's PPL bit off (see `RUN_MARK_PPL_USEC`).
+    pub running: bool,
 }
 
 impl Metadata {
@@ -144,6 +177,7 @@ impl Metadata {
             base,
             devices,
             bitmap,
+            running: false,
         }
     }
 
@@ -191,7 +225,16 @@ impl Metadata {
         sb.dev_roles.resize(max_dev, DevRole::Spare);
         sb.events = self.events;
         sb.resync_offset_sectors = self.resync_offset;
-        sb.utime = (now_seconds() & ((1 << 40) - 1)) | (RUN_MARK_USEC << 40);
+        let mut mark = RUN_MARK_USEC;
+        if self.running {
+            if sb.feature_map & feature::MULTIPLE_PPLS != 0 {
+                mark = RUN_MARK_MULTIPLE_PPLS_USEC;
+            } else if sb.feature_map & feature::PPL != 0 {
+                mark = RUN_MARK_PPL_USEC;
+            }
+            sb.feature_map &= !(feature::PPL | feature::MULTIPLE_PPLS);
+        }
+        sb.utime = (now_seconds() & ((1 << 40) - 1)) | (mark << 40);
         sb.cnt_corrected_read = 0;
         // What md keeps per device, from the device's own superblock; a new device has an
         // empty bad block list, in the place the array's members keep theirs.

@@ -251,3 +251,51 @@ fn entries_md_would_not_write_mend_nothing() {
         assert!(read(m, DATA_OFFSET, 4 * BLOCK) == *was, "nothing written by the replay");
     }
 }
+
+/// While uraid runs such an array (active), its superblocks lack md's PPL bit: uraid's own log
+/// covers a crash, md does not read it, and md would start a PPL array dirty and degraded
+/// with its empty log mending nothing (a lost member's blocks in torn stripes then read back
+/// wrong, silently). Without the bit md refuses that start, as for any array without a log;
+/// uraid puts the bit back: a crash copy starts degraded under uraid (its log replayed), and
+/// every clean stop writes the bit again.
+#[test]
+fn while_uraid_runs_it_mds_bit_is_off_so_a_crash_cannot_start_in_the_kernel_degraded() {
+    let dir = tempdir("md-ppl-bit-off");
+    let paths = make(dir.path());
+    let md = MdArray::assemble(&paths, &options()).unwrap();
+    let data = fill(3, 3 * CHUNK as usize);
+    md.runtime().write_at(0, &data).unwrap();
+    md.runtime().flush().unwrap();
+    for p in &paths {
+        let sb = superblock(p);
+        assert_eq!(sb.feature_map & (feature::PPL | feature::MULTIPLE_PPLS), 0, "{}", p.display());
+        assert_eq!(uraid_md::meta::md_ppl_taken_off(&sb), Some(feature::PPL));
+        assert!(uraid_md::meta::uraid_wrote_last(&sb), "still uraid's run mark");
+        assert_ne!(sb.resync_offset_sectors, MAX_SECTOR, "active");
+    }
+    let crashed: Vec<PathBuf> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let to = dir.path().join(format!("crash-m{i}.img"));
+            std::fs::copy(p, &to).unwrap();
+            to
+        })
+        .collect();
+    md.stop().unwrap();
+    for p in &paths {
+        let sb = superblock(p);
+        assert_eq!(sb.feature_map & feature::PPL, feature::PPL, "back at the clean stop");
+        assert_eq!(uraid_md::meta::md_ppl_taken_off(&sb), None);
+        assert_eq!(sb.resync_offset_sectors, MAX_SECTOR);
+    }
+    // The crash copy without a member: uraid knows the array and starts it without --force.
+    let degraded = without(&crashed, 1);
+    let md = MdArray::assemble(&degraded, &options()).expect("uraid starts its crash degraded");
+    assert!(md.info().md_ppl.is_some(), "seen as md's PPL array");
+    assert_eq!(md.runtime().read_at(0, data.len()).unwrap(), data);
+    md.stop().unwrap();
+    for p in &degraded {
+        assert_eq!(superblock(p).feature_map & feature::PPL, feature::PPL, "{}", p.display());
+    }
+}

@@ -3,7 +3,7 @@
 //! read: a refusal, like a success, leaves them byte for byte as they were.
 
 use crate::cmd::assemble_read::read_array;
-use crate::cmd::md_meta::{chunk_text, layout_name, read_candidate};
+use crate::cmd::md_meta::{chunk_text, layout_name, read_candidate_to_assemble};
 use anyhow::{Context, bail, ensure};
 use clap::Args;
 use serde_json::{Value, json};
@@ -65,7 +65,8 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     if let Some((i, j)) = same_file_twice(&args.members) {
         bail!("assembly refused: {}", same_file_message(&args.members[i], &args.members[j]));
     }
-    let candidates: Vec<_> = args.members.iter().map(|path| read_candidate(path)).collect();
+    let candidates: Vec<_> =
+        args.members.iter().map(|path| read_candidate_to_assemble(path)).collect();
     let plan = match plan(&candidates, &options) {
         Err(e @ AssembleError::DirtyDegraded { .. }) if has_md_ppl(&candidates) => {
             // --force would read the stripes md's log mends as they are: say what mends them.

@@ -39,8 +39,19 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         match decoded {
             Ok(superblock) => {
                 let mut fields = fields(&superblock);
-                fields.extend(md_ppl_fields(path, &superblock));
-                fields.extend(log_fields(path, &superblock));
+                // The array as it is, for its areas: md's PPL bit back where uraid took it off.
+                let mut as_array = superblock.clone();
+                if uraid_md::meta::restore_md_ppl(&mut as_array) {
+                    fields.push((
+                        "PPL",
+                        "md's bit taken off while uraid runs the array active (md does not read \
+                         uraid's log, so a crash must not start it dirty and degraded); put back \
+                         at uraid's next start and clean stop"
+                            .to_owned(),
+                    ));
+                }
+                fields.extend(md_ppl_fields(path, &as_array));
+                fields.extend(log_fields(path, &as_array));
                 if !args.json {
                     print_text(path, &fields);
                 }

@@ -14,6 +14,12 @@ pub fn read_candidate(path: &str) -> Candidate {
     uraid_md::members::read_candidate(Path::new(path))
 }
 
+/// `read_candidate` with md's PPL bit put back where uraid took it off while the array was
+/// active (`uraid_md::meta::restore_md_ppl`): what assembly plans from.
+pub fn read_candidate_to_assemble(path: &str) -> Candidate {
+    uraid_md::members::read_candidate_to_assemble(Path::new(path))
+}
+
 /// A chunk as mdadm prints it: "64K".
 pub fn chunk_text(chunk_sectors: u32) -> String {
     format!("{}K", chunk_sectors / 2)
