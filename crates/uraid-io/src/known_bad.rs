@@ -16,7 +16,7 @@
 //!
 //! A rewritten range leaves the log on the device once a member flush makes its rewrite
 //! durable: ranges rewritten before a flush was submitted are dropped when that flush
-//! completes (`FlushMark`), and whatever is left at the stop. Until the second session of
+//! completes (`FlushMark`), and whatever is left at the stop. Until the third session of
 //! 2026-12-05 only the stop dropped them, and a crash after a flushed rewrite left the range
 //! listed: its good data was read around, and a torn write to its stripe left nothing to
 //! rebuild it from.

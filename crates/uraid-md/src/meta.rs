@@ -115,12 +115,11 @@ impl Device {
 /// members is then the last run's, not one a run of the kernel's since has made stale
 /// (`uraid_wrote_last`). md refuses non-zero padding, so the mark cannot go there.
 pub const RUN_MARK_USEC: u64 = 0xff_ffff;
-/// The mark on a superblock uraid wrote active for an array with md's own partial parity log
-/// (`feature::PPL`, or `feature::MULTIPLE_PPLS` with the second) while running it, whose bit
-/// it took off: uraid
-/// runs its own log, which md does not read, so after a crash of uraid the kernel must not
-/// start the array dirty and degraded as it starts a PPL array (its empty log would mend no
-/// torn stripe: a lost member's blocks there would come back wrong, silently). Without the
+/// The mark on a superblock uraid wrote while running an array with md's own partial parity
+/// log (`feature::PPL`, or `feature::MULTIPLE_PPLS` with the second), whose bit it took off:
+/// uraid runs its own log, which md does not read, so after a crash of uraid the kernel must
+/// not start the array dirty and degraded as it starts a PPL array (its empty log would mend
+/// no torn stripe: a lost member's blocks there would come back wrong, silently). Without the
 /// bit md refuses that start ("cannot start dirty degraded array") and resyncs a whole one;
 /// uraid puts the bit back at assemble (`restore_md_ppl`) and writes it again at its stop
 /// (then everything is durable: md may start the array as it starts its own).
