@@ -45,8 +45,8 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
                     fields.push((
                         "PPL",
                         "md's bit taken off while uraid runs the array active (md does not read \
-                         uraid's log, so a crash must not start it dirty and degraded); put back \
-                         at uraid's next start and clean stop"
+                         uraid's log, so a crash must not start it dirty and degraded); uraid \
+                         reads it back when it starts the array and writes it again at its stop"
                             .to_owned(),
                     ));
                 }
