@@ -428,7 +428,12 @@ impl Sim {
     }
 
     /// The new disk of a replacement gets the member's writes, discards and flushes (md's
-    /// replace: both devices), and copy-writes alone.
+    /// replace: both devices), and copy-writes alone: those submitted while the replacement
+    /// was under way (`mark`), as `uraid_io::Replacing` reads its mode once, when a request
+    /// is submitted. Until the third session of 2026-12-05 a write submitted before the
+    /// replacement began and completed after reached the new disk too, which the runtime never
+    /// does: a log write in flight then gave the new disk a header of the run without the
+    /// older generations its slot's old disk held (seed 48549930; see the README).
     fn mirror(
         &mut self,
         io: &MemberIo,
@@ -436,6 +441,9 @@ impl Sim {
         data: Option<Vec<u8>>,
         mark: Option<u64>,
     ) -> Result<(), SimFailure> {
+        if mark.is_none() && io.op != MemberOp::CopyWrite {
+            return Ok(());
+        }
         let data = match io.op {
             MemberOp::Write if self.cfg.sabotage == Some(Sabotage::ReplacementMissesWrites) => None,
             MemberOp::Write | MemberOp::CopyWrite => data,
