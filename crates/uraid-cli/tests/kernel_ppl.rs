@@ -19,8 +19,8 @@
 //!    stops clean; `uraid assemble -o` reads both.
 //! 4. In a second VM, md assembles its two copies (it replays), uraid's healthy copy after
 //!    uraid ran it, and a copy of a crash of uraid's own, degraded (which it must refuse: md's
-//!    log is empty then, uraid's covers the crash); it reports sha256, `mismatch_cnt` after a check, the state, and from its
-//!    debug messages what it replayed. md misreads a log write that ends at its area's end
+//!    log is empty then, uraid's covers the crash); it reports sha256, `mismatch_cnt` after a
+//!    check, the state, and from its debug messages what it replayed. md misreads a log write that ends at its area's end
 //!    and declines it (`md_misreads`); the test predicts that, and masks the blocks md then
 //!    rebuilds from torn parity.
 //! 5. Every sha256 agrees, uraid's members equal the kernel's byte for byte in the data area,

@@ -47,7 +47,7 @@ fn each_member_keeps_its_bad_block_list_and_devflags() {
 }
 
 /// A listed range the array rewrites is good again, and the next flush writes the log without
-/// it (md clears an entry the same way; until the second session of 2026-12-05 only the stop
+/// it (md clears an entry the same way; until the third session of 2026-12-05 only the stop
 /// did, and a crash kept the range read around); the superblock then says the list is empty.
 #[test]
 fn a_rewritten_bad_range_leaves_the_log() {
