@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use uraid_core::array::{ArrayError, MemberOp, ReqId, SyncKind, WriteIntentConfig};
+use uraid_core::array::{ArrayError, IoArea, MemberOp, ReqId, SyncKind, WriteIntentConfig};
 use uraid_core::{DiskIndex, Level, Sector};
 
 const CHUNK: u64 = 16 << 10;
@@ -115,4 +115,44 @@ fn a_replacement_taking_over_is_stale_where_bits_are_set_and_above_the_copy() {
     assert_eq!(ranges.last(), Some(&(1024, MEMBER_SECTORS - 1024)), "above the copy");
     assert!(!ranges.iter().any(|&(s, n)| s < 256 && s + n > 0), "chunk 0 is in sync");
     assert!(a.replacing().is_empty());
+}
+
+/// Log writes the engine queued before a replacement began are the member's alone
+/// (`MemberIo::before_replacement`): the new device's ring must not hold a generation from
+/// before it joined, which a replay would take for a witness of the older ones. A runtime
+/// takes the queue between turns, so generations started by a turn's last completions are
+/// still queued when the replacement begins.
+#[test]
+fn log_writes_queued_before_a_replacement_began_are_the_member_s_alone() {
+    let disks = 5;
+    let mut a = with_log(array(Level::Raid5, disks, CHUNK, 4096), [3; 16], false);
+    let mut mem = Mem::new(disks);
+    write(&mut a, &mut mem, 1024, pattern(0, 4096)); // the log's first reset is done
+    // A partial write to stripe 0 (P on member 4): its reads, whose completions let its
+    // generation start at the end of the turn, as a worker's turn ends.
+    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
+    let reads = drain(&mut a);
+    assert!(reads.iter().all(|io| io.op == MemberOp::Read), "{reads:?}");
+    complete(&mut a, &mut mem, reads);
+    assert!(finished(&mut a).is_empty(), "the write waits for its log write");
+    a.start_replacement(DiskIndex(4));
+    let queued = drain(&mut a);
+    let log: Vec<_> = queued.iter().filter(|io| io.area == IoArea::Log).collect();
+    assert!(log.iter().any(|io| io.member == DiskIndex(4)), "P's partial parity: {log:?}");
+    for io in &log {
+        assert_eq!(io.before_replacement, io.member == DiskIndex(4), "{io:?}");
+    }
+    assert!(queued.iter().all(|io| io.area == IoArea::Log || !io.before_replacement));
+    complete(&mut a, &mut mem, queued);
+    // What the engine queues from now on (the reset the join starts) goes to both devices.
+    let mut later = Vec::new();
+    while a.busy() {
+        let ios = drain(&mut a);
+        later.extend(ios.iter().copied());
+        complete(&mut a, &mut mem, ios);
+    }
+    assert_eq!(finished(&mut a), vec![ReqId(1)]);
+    let headers = later.iter().filter(|io| io.area == IoArea::Log && io.member == DiskIndex(4));
+    assert!(headers.clone().count() > 0, "the reset writes the new ring: {later:?}");
+    assert!(later.iter().all(|io| !io.before_replacement));
 }

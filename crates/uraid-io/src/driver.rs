@@ -100,6 +100,8 @@ struct Part {
     /// For the device replacing the member only (`MemberOp::CopyWrite`): never merged with
     /// a write to the member.
     to_replacement: bool,
+    /// For the member only, not its replacement (`MemberIo::before_replacement`).
+    before_replacement: bool,
 }
 
 impl Part {
@@ -129,8 +131,8 @@ impl Part {
     /// Whether `next` (sorted after this run's last part `self`) extends the run.
     fn continued_by(&self, next: &Part) -> bool {
         matches!(self.op, IoOp::Read | IoOp::Write { .. })
-            && (next.member, next.epoch, next.op, next.to_replacement)
-                == (self.member, self.epoch, self.op, self.to_replacement)
+            && (next.member, next.epoch, next.op, next.to_replacement, next.before_replacement)
+                == (self.member, self.epoch, self.op, self.to_replacement, self.before_replacement)
             && next.offset_bytes == self.end_bytes()
     }
 }
@@ -149,6 +151,7 @@ impl Part {
             epoch: 0,
             bitmap: false,
             to_replacement: false,
+            before_replacement: false,
         }
     }
 }
@@ -442,6 +445,7 @@ impl<M: Member + ?Sized> Driver<M> {
             epoch: 0,
             bitmap,
             to_replacement,
+            before_replacement: io.before_replacement,
         }
     }
 
@@ -456,6 +460,7 @@ impl<M: Member + ?Sized> Driver<M> {
                     parts.iter().map(|p| Segment { buf: p.buf, len_bytes: p.len_bytes }).collect();
                 let mut req = IoRequest::vectored(tag as u64, first.op, first.offset_bytes, segs);
                 req.to_replacement = first.to_replacement;
+                req.before_replacement = first.before_replacement;
                 req
             }
             IoOp::Flush => IoRequest::flush(tag as u64),

@@ -97,6 +97,10 @@ pub struct IoRequest {
     /// `MemberOp::CopyWrite`, see `Replacing`). Members that are not replacing treat it as
     /// an ordinary write.
     pub to_replacement: bool,
+    /// A log write the engine queued for this member before its replacement began
+    /// (`uraid_core::array::MemberIo::before_replacement`): for the member alone while both
+    /// are written, and for no device once the replacement holds the slot.
+    pub before_replacement: bool,
 }
 
 impl IoRequest {
@@ -119,7 +123,15 @@ impl IoRequest {
         assert!(matches!(op, IoOp::Read | IoOp::Write { .. }), "{op:?} carries no data");
         assert!(!segs.is_empty() && segs.len() <= MAX_SEGMENTS, "{} segments", segs.len());
         let len_bytes = segs.iter().map(|s| s.len_bytes).sum();
-        IoRequest { tag, op, offset_bytes, len_bytes, segs, to_replacement: false }
+        IoRequest {
+            tag,
+            op,
+            offset_bytes,
+            len_bytes,
+            segs,
+            to_replacement: false,
+            before_replacement: false,
+        }
     }
 
     #[must_use]
@@ -131,6 +143,7 @@ impl IoRequest {
             len_bytes: 0,
             segs: Segments::new(),
             to_replacement: false,
+            before_replacement: false,
         }
     }
 
@@ -143,6 +156,7 @@ impl IoRequest {
             len_bytes,
             segs: Segments::new(),
             to_replacement: false,
+            before_replacement: false,
         }
     }
 

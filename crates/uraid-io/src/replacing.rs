@@ -15,6 +15,11 @@
 //! answers as the new device did, and a read the member fails answers `IoFailure::Replaced`,
 //! which the engine rebuilds from parity without counting against the member.
 //!
+//! A log write the engine queued for the member before the replacement began
+//! (`before_replacement`) goes to the member alone, and to neither device once the
+//! replacement holds the slot: the new device's log ring must hold only what the engine
+//! logged after it joined (see `uraid_core::array` `replace.rs`).
+//!
 //! A failed replacement never fails the member: its errors are recorded in the control (the
 //! lifecycle layer gives the replacement up) and the request completes with the member's
 //! result; a copy-write completes as written.
@@ -285,8 +290,9 @@ impl Member for Replacing {
         let mode = self.control.mode();
         let new_ok = self.new.is_some() && self.control.failure().is_none();
         let to_new = match mode {
-            Mode::Both => req.op != IoOp::Read && new_ok,
-            Mode::New => true,
+            Mode::Both => req.op != IoOp::Read && new_ok && !req.before_replacement,
+            // The member it was queued for is gone: the new device never holds it.
+            Mode::New => !req.before_replacement,
             Mode::Old => false,
         };
         let to_old = mode != Mode::New && !req.to_replacement;
@@ -322,7 +328,8 @@ impl Member for Replacing {
                 // SAFETY: forwarded: our caller's contract is the member's.
                 unsafe { old.submit(req) };
             }
-            // A copy-write with the replacement given up or failed: nothing to write.
+            // A copy-write with the replacement given up or failed, or a log write queued
+            // for a member that has since left the slot: nothing to write.
             (false, false) => self.complete(tag, Ok(())),
         }
     }

@@ -186,3 +186,30 @@ fn after_a_takeover_the_member_s_late_errors_are_not_the_new_device_s() {
     assert_eq!(out[1].result, Err(IoFailure::Replaced));
     assert!(control.failure().is_none());
 }
+
+#[test]
+fn a_log_write_queued_before_the_replacement_reaches_the_member_alone() {
+    let (old, new) = (shared(1), shared(2));
+    let control = ReplacementControl::new();
+    let mut r = Replacing::new(
+        Box::new(MemoryMember::on("old", old.clone())),
+        Box::new(MemoryMember::on("new", new.clone())),
+        control.clone(),
+    );
+    let data = vec![7u8; 4096];
+    let mut early = IoRequest::write(1, 0, &data, true);
+    early.before_replacement = true;
+    assert!(run(&mut r, early).result.is_ok());
+    assert_eq!(old.0.lock().unwrap()[0], 7, "the member has it");
+    assert_eq!(new.0.lock().unwrap()[0], 2, "the replacement does not");
+    // Once the replacement holds the slot, the member it was for is gone: written nowhere.
+    control.set_mode(ReplacementMode::New);
+    let data = vec![8u8; 4096];
+    let mut late = IoRequest::write(2, 4096, &data, true);
+    late.before_replacement = true;
+    assert!(run(&mut r, late).result.is_ok(), "it completes");
+    assert_eq!(new.0.lock().unwrap()[4096], 2, "the replacement does not get it");
+    assert_eq!(old.0.lock().unwrap()[4096], 1, "nor the member");
+    assert!(run(&mut r, IoRequest::write(3, 4096, &data, true)).result.is_ok());
+    assert_eq!(new.0.lock().unwrap()[4096], 8, "a write queued since goes to the new device");
+}

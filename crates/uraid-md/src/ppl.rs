@@ -151,7 +151,11 @@ pub fn read_log(
 /// simulator's seed 40000497); but a ring of one that holds no header of the newest run was
 /// not written since the member joined (the reset that follows a join had not reached it),
 /// and the generations before, which went to the device it replaced, would count as
-/// incomplete there and be dropped (seed 40000773): such a ring is left out.
+/// incomplete there and be dropped (seed 40000773): such a ring is left out. A ring with
+/// a header counts for every generation of the run: the engine keeps log writes queued
+/// before a replacement began off the new device (`MemberIo::before_replacement`), and
+/// starts no generation while the reset that follows a join is under way, so whatever the
+/// new device holds was logged after it joined.
 pub fn read_log_of(
     setup: &LogSetup,
     target: &ReplayTarget<'_>,

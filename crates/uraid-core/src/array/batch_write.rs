@@ -138,6 +138,7 @@ impl Array {
                 buf,
                 fua,
                 area: IoArea::Data,
+                before_replacement: false,
             });
             self.inflight.insert(tag, member, Pending::Batch { index, member });
             outstanding += 1;

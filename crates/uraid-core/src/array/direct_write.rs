@@ -50,6 +50,7 @@ impl Array {
                     buf: if zeroes { IoBuf::Zeros } else { IoBuf::Request { slot, offset } },
                     fua,
                     area: IoArea::Data,
+                    before_replacement: false,
                 });
                 self.inflight.insert(
                     tag,

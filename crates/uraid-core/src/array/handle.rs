@@ -570,6 +570,7 @@ impl Array {
                 buf,
                 fua,
                 area: super::IoArea::Data,
+                before_replacement: false,
             });
             self.inflight.insert(tag, member, Pending::Head { head: id, member });
             let dev = &mut self.cache.head_mut(id).devs[member.get()];

@@ -79,6 +79,9 @@ pub struct MemberIo {
     /// and parity both go out so).
     pub fua: bool,
     pub area: IoArea,
+    /// A log write queued for this member before its replacement began: it goes to the
+    /// member alone, never to the device replacing it (`Array::start_replacement`).
+    pub before_replacement: bool,
 }
 
 impl MemberIo {

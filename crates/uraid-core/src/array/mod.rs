@@ -637,8 +637,21 @@ impl Array {
             buf: IoBuf::None,
             fua: false,
             area: IoArea::Data,
+            before_replacement: false,
         });
         self.inflight.insert(tag, member, pending);
+    }
+
+    /// Members with a log write queued (built, not yet taken by `next_io`): a simulator
+    /// begins replacements where the runtime's worker can, with such writes waiting.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn members_with_queued_log_writes(&self) -> Vec<DiskIndex> {
+        let log = self.queue.iter().filter(|io| io.area == IoArea::Log && io.op == MemberOp::Write);
+        let mut members: Vec<DiskIndex> = log.map(|io| io.member).collect();
+        members.sort_unstable();
+        members.dedup();
+        members
     }
 
     /// Whether member I/O is queued or in flight.
@@ -760,6 +773,7 @@ impl Array {
             buf: IoBuf::Request { slot, offset },
             fua: false,
             area: IoArea::Data,
+            before_replacement: false,
         };
         let piece_sector = self.request(slot).sector.0 + buf_sector;
         self.inflight.insert(

@@ -12,7 +12,7 @@
 
 use super::Array;
 use super::handle::Phase;
-use super::io::MemberOp;
+use super::io::{IoArea, MemberOp};
 use crate::stripe::HeadId;
 use crate::units::DiskIndex;
 
@@ -27,6 +27,17 @@ impl Array {
             wi.rewrite_for_new_member();
         }
         self.log_member_joined();
+        // Log writes queued before now (generations and reset headers built before the join;
+        // a runtime takes the queue between turns, and holds writes while a failure is
+        // unrecorded) are the member's alone. On the replacement, an older generation's
+        // header would make its ring look like a witness of the run, and a replay after the
+        // member's loss would then take the older live generations that only the member
+        // held for torn, and skip them (the simulator's seed 48549930 was this, by another
+        // road). Data and bitmap writes still go to both: the copy and the bitmap's rewrite
+        // cover them either way.
+        for io in self.queue.iter_mut().filter(|io| io.member == member && io.area == IoArea::Log) {
+            io.before_replacement = true;
+        }
     }
 
     /// The replacement is over (done, or given up): copies stop.

@@ -69,6 +69,7 @@ impl Array {
                 buf: IoBuf::Behind { head: id, member },
                 fua: false,
                 area: IoArea::Data,
+                before_replacement: false,
             });
             self.inflight.insert(tag, member, Pending::Behind { head: id, member });
         }

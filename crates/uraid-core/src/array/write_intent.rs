@@ -417,6 +417,7 @@ impl Array {
                     buf: IoBuf::Bitmap { offset: page * BITMAP_PAGE_BYTES },
                     fua: true,
                     area: IoArea::Bitmap,
+                    before_replacement: false,
                 });
                 self.inflight.insert(tag, member, Pending::Bitmap { member });
             }

@@ -345,6 +345,7 @@ impl Array {
             buf: if write { IoBuf::Log { flight, slot } } else { IoBuf::None },
             fua: write,
             area: if write { IoArea::Log } else { IoArea::Data },
+            before_replacement: false,
         });
         self.inflight.insert(tag, member, Pending::Log { member, flight });
     }
