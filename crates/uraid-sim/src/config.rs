@@ -71,6 +71,9 @@ pub enum Sabotage {
     /// A member being replaced gets user writes, its new disk only the copy (the member
     /// layer not sending writes to both).
     ReplacementMissesWrites,
+    /// Log writes queued for a member before its replacement began reach the new disk too
+    /// (the member layer ignoring `MemberIo::before_replacement`).
+    ReplacementGetsEarlierLogWrites,
 }
 
 impl SimConfig {

@@ -13,7 +13,7 @@ use uraid_core::array::{ReqId, SyncKind};
 use uraid_core::{SECTOR_BYTES, Sector};
 
 impl Sim {
-    fn max_degraded(&self) -> usize {
+    pub(crate) fn max_degraded(&self) -> usize {
         self.cfg.geometry().max_degraded()
     }
 
@@ -36,7 +36,7 @@ impl Sim {
     }
 
     /// Members (not lost) with latent bad sectors or listed ones.
-    fn bad_members(&self) -> Vec<usize> {
+    pub(crate) fn bad_members(&self) -> Vec<usize> {
         let lost = self.lost();
         (0..self.members.len())
             .filter(|m| !lost.contains(m) && self.members[*m].has_bad_sectors())

@@ -226,11 +226,14 @@ fn print_lifecycle(t: &SimStats) {
     println!(
         "  members replaced (md's replace, the member in service during the copy): {} started, \
          {} done, {} given up, {} taken over by the new disk when the member failed, {} copies \
-         started over after a power cut",
+         started over after a power cut; {} log writes queued before a replacement began (the \
+         member's alone), {} of them written nowhere (the new disk held the slot by then)",
         t.replacements,
         t.replacements_done,
         t.replacements_given_up,
         t.replacements_taken_over,
-        t.replacements_restarted
+        t.replacements_restarted,
+        t.log_writes_before_replacement,
+        t.log_writes_for_replaced_members
     );
 }

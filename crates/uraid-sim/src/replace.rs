@@ -46,25 +46,25 @@ pub(crate) fn first_replacement(rng: &mut StdRng) -> Option<u64> {
 impl Sim {
     /// Each step: start a replacement when due, and end one that is over (done, given up,
     /// or overtaken by its member's failure) once no I/O of the member is in flight.
-    pub(crate) fn replacement_step(&mut self) {
+    pub(crate) fn replacement_step(&mut self) -> Result<(), SimFailure> {
         let Some(r) = &self.replacement else {
             if self.replace_at.is_some_and(|at| self.step >= at) {
-                self.start_replacement();
+                self.start_replacement()?;
             }
-            return;
+            return Ok(());
         };
         let m = r.member;
         let failed = self.array.failed_members().iter().any(|d| d.get() == m);
         let over = r.copied || r.failed || failed;
         if !over || r.window_out || self.inflight.iter().any(|f| f.io.member.get() == m) {
-            return;
+            return Ok(());
         }
         // A done copy swaps in with no request outstanding: a batch that read the old disk
         // (and found a bad sector there, which the new disk does not have) is over. The
         // runtime swaps at any time; that race is in the README (a write whose read of the
         // old disk failed, with another member failing the same moment, is refused).
         if r.copied && !failed && !r.failed && !self.user.is_empty() {
-            return;
+            return Ok(());
         }
         let r = self.replacement.take().expect("a replacement");
         self.array.end_replacement(Self::member_index(m));
@@ -74,12 +74,14 @@ impl Sim {
             self.note(|| format!("replacement of member {m} given up"));
         } else if r.copied && !failed {
             self.members[m] = r.disk;
+            self.slot_disks[m] += 1;
             self.stats.replacements_done += 1;
             self.note(|| format!("member {m} replaced"));
         } else if !r.failed && failed {
             // uraid-md: the new disk takes the slot, in sync where the copy got to but for the
             // writes since the failure (the bitmap's bits), else rebuilt whole.
             self.members[m] = r.disk;
+            self.slot_disks[m] += 1;
             self.recorded_faulty[m] = false;
             self.bitmap_recovery[m] = false;
             let ranges = self.array.take_over_replacement(Self::member_index(m), Sector(r.next));
@@ -90,15 +92,45 @@ impl Sim {
             self.begin_recovery(m, ranges);
             self.stats.replacements_taken_over += 1;
         }
+        Ok(())
     }
 
-    fn start_replacement(&mut self) {
+    fn start_replacement(&mut self) -> Result<(), SimFailure> {
+        if !self.lost_members().is_empty() || self.recovery.is_some() {
+            return Ok(());
+        }
+        // As the runtime's worker takes it: between turns, after a turn reaped some
+        // completions and the generations they let start were queued at its end. Half the
+        // time it waits for a turn that leaves a log write queued, and replaces its member.
+        self.reap_burst = true;
+        let (burst, aim) =
+            (self.replace_rng.random_range(0..=8), self.replace_rng.random_bool(0.5));
+        for _ in 0..burst {
+            if self.inflight.is_empty() || (aim && self.queued_log_member().is_some()) {
+                break;
+            }
+            self.complete_one()?;
+            self.collect()?;
+        }
+        self.collect()?;
+        self.reap_burst = false;
         let lost = self.lost_members();
         let healthy: Vec<usize> = (0..self.members.len()).filter(|m| !lost.contains(m)).collect();
         if !lost.is_empty() || self.recovery.is_some() || healthy.is_empty() {
-            return;
+            return Ok(());
         }
-        let m = healthy[self.replace_rng.random_range(0..healthy.len())];
+        let aimed = self.queued_log_member().filter(|m| aim && healthy.contains(m));
+        let m = match aimed {
+            Some(m) => m,
+            None => healthy[self.replace_rng.random_range(0..healthy.len())],
+        };
+        // Half the aimed ones meet faults in the log's reset for the join: the member fails
+        // (its replacement takes over) and the power goes, before or after its headers.
+        if aimed.is_some() && self.cfg.faults && self.replace_rng.random_bool(0.5) {
+            let pull = self.step + self.replace_rng.random_range(1..20);
+            self.join_pull_at = Some(pull);
+            self.join_cut_at = Some(pull + self.replace_rng.random_range(1..40));
+        }
         // The old disk's I/Os in flight go on through the pair (`Replacing` takes them over).
         let seed = self.replace_rng.random::<u8>() | 1;
         let data_bytes = (self.cfg.member_sectors * SECTOR_BYTES) as usize;
@@ -110,6 +142,8 @@ impl Sim {
             self.cfg.log_bytes(),
         );
         disk.bad_block_log = self.cfg.bad_block_logs;
+        // What the engine queued before now is for the disk of now (its log writes).
+        self.slot_disk_at_replacement[m] = self.slot_disks[m];
         self.array.start_replacement(Self::member_index(m));
         self.stats.replacements += 1;
         self.note(|| format!("member {m} is being replaced"));
@@ -123,6 +157,40 @@ impl Sim {
             failed_window: false,
         });
         self.replace_at = None;
+        Ok(())
+    }
+
+    /// The faults `start_replacement` aimed at a join, when due: the member being replaced
+    /// is pulled (if the array can lose it), then the power is cut (if it may be).
+    pub(crate) fn join_faults(&mut self) -> Result<(), SimFailure> {
+        if self.join_pull_at.is_some_and(|at| self.step >= at) {
+            self.join_pull_at = None;
+            // Within parity, with every member that has latent errors (as `fault`).
+            let room =
+                self.lost_members().len() + 1 + self.bad_members().len() <= self.max_degraded();
+            match &self.replacement {
+                Some(r) if room && !self.members[r.member].pulled => {
+                    let m = r.member;
+                    self.members[m].pulled = true;
+                    self.array.fail_member(Self::member_index(m));
+                    self.stats.members_pulled += 1;
+                    self.note(|| format!("member {m} pulled as its replacement joins"));
+                }
+                _ => {}
+            }
+        }
+        if self.join_cut_at.is_some_and(|at| self.step >= at) {
+            self.join_cut_at = None;
+            if self.may_cut() {
+                self.power_cut()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A member with a log write the engine has queued, if any (the first).
+    fn queued_log_member(&self) -> Option<usize> {
+        self.array.members_with_queued_log_writes().first().map(|m| m.get())
     }
 
     /// The sync process's next copy window, or the flush that ends the copy.
@@ -235,6 +303,7 @@ impl Sim {
         r.copied = false;
         r.failed_window = false;
         let m = r.member;
+        self.slot_disk_at_replacement[m] = self.slot_disks[m];
         self.array.start_replacement(Self::member_index(m));
         self.stats.replacements_restarted += 1;
     }
@@ -248,7 +317,7 @@ impl Sim {
             }
             self.submit_replace_window();
             self.run_until_idle()?;
-            self.replacement_step();
+            self.replacement_step()?;
         }
         Err(self.fail("a replacement never ended"))
     }

@@ -82,6 +82,11 @@ pub struct SimStats {
     pub replacements_given_up: u64,
     pub replacements_taken_over: u64,
     pub replacements_restarted: u64,
+    /// Log writes the engine had queued for a member when its replacement began (the
+    /// member's alone), and those of them submitted once the new disk held the slot
+    /// (written nowhere).
+    pub log_writes_before_replacement: u64,
+    pub log_writes_for_replaced_members: u64,
 }
 
 impl SimStats {
@@ -131,6 +136,8 @@ impl SimStats {
         self.replacements_given_up += o.replacements_given_up;
         self.replacements_taken_over += o.replacements_taken_over;
         self.replacements_restarted += o.replacements_restarted;
+        self.log_writes_before_replacement += o.log_writes_before_replacement;
+        self.log_writes_for_replaced_members += o.log_writes_for_replaced_members;
     }
 
     /// Faults injected: members pulled, write errors, latent bad sectors, power cuts.

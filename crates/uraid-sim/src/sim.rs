@@ -19,6 +19,9 @@ pub(crate) struct Inflight {
     /// The same for the new disk of the member's replacement, if it has one (a flush goes
     /// to both).
     pub replacement_mark: Option<u64>,
+    /// A log write queued for a member that has left its slot since (its replacement took
+    /// it): written nowhere, as `uraid_io::Replacing` drops it.
+    pub dropped: bool,
 }
 
 #[derive(Debug)]
@@ -100,6 +103,16 @@ pub struct Sim {
     pub(crate) replacement: Option<crate::replace::Replacement>,
     pub(crate) replace_at: Option<u64>,
     pub(crate) replace_rng: StdRng,
+    /// Per slot: how many replacements' new disks have taken it, now and when its last
+    /// replacement began (a log write queued before then is for the disk of then).
+    pub(crate) slot_disks: Vec<u64>,
+    /// Completions are being reaped as a runtime turn does, nothing submitted between them.
+    pub(crate) reap_burst: bool,
+    /// Faults aimed at a replacement's first steps (`replace::join_faults`): the step at
+    /// which its member is pulled, and the one at which the power goes.
+    pub(crate) join_pull_at: Option<u64>,
+    pub(crate) join_cut_at: Option<u64>,
+    pub(crate) slot_disk_at_replacement: Vec<u64>,
     /// A power cut due right after a flush's acknowledgement (`faults::cut_after_flush`),
     /// and the random stream that draws them (apart, as `replace_rng`).
     pub(crate) cut_due: bool,
@@ -123,6 +136,7 @@ impl Sim {
         if !bitmap.is_empty() {
             bitmap[..4].copy_from_slice(b"bitm");
         }
+        let n_members = cfg.members;
         let members: Vec<SimMember> = (0..cfg.members)
             .map(|_| {
                 let mut m = SimMember::new(data_bytes, |_| 0, &bitmap, cfg.log_bytes());
@@ -170,6 +184,11 @@ impl Sim {
             replacement: None,
             replace_at,
             replace_rng,
+            slot_disks: vec![0; n_members],
+            reap_burst: false,
+            join_pull_at: None,
+            join_cut_at: None,
+            slot_disk_at_replacement: vec![0; n_members],
             cut_due: false,
             cut_rng,
             hold_rng,
@@ -252,12 +271,17 @@ impl Sim {
             if self.step > 2_000_000 {
                 return Err(self.fail("no progress after 2,000,000 steps"));
             }
+            // Before the turn's submissions: the runtime's worker takes messages (a
+            // replacement beginning) between turns, when the engine still holds what the last
+            // turn's completions queued (until the fourth session of 2026-12-05 it began here
+            // only with the queue empty, and log writes queued before it never came up).
+            self.replacement_step()?;
+            self.join_faults()?;
             self.pump();
             if std::mem::take(&mut self.cut_due) && self.may_cut() {
                 self.stats.cuts_after_flush += 1;
                 self.power_cut()?;
             }
-            self.replacement_step();
             // The lifecycle layer writes the superblocks some time after a failure.
             if self.failures_unrecorded() && self.rng.random_bool(0.02) {
                 self.record_failures();
@@ -335,6 +359,9 @@ impl Sim {
 
     /// Takes every member I/O the engine has ready.
     pub(crate) fn pump(&mut self) {
+        if self.reap_burst {
+            return;
+        }
         while let Some(io) = self.array.next_io() {
             let m = io.member.get();
             let data = matches!(io.op, MemberOp::Write | MemberOp::CopyWrite)
@@ -350,17 +377,23 @@ impl Sim {
             self.stats.member_ios += 1;
             self.mix(&[io.tag.0, m as u64, io.sector.0, io.sectors, op_code(io.op)]);
             self.note_io("issue", &io, data.as_deref());
-            let replacement_mark = self.replacement_flush_mark(m);
-            self.inflight.push(Inflight { io, data, flush_mark, replacement_mark });
+            // Queued before the replacement began: the member's alone (`Replacing`).
+            let alone = io.before_replacement
+                && self.cfg.sabotage != Some(Sabotage::ReplacementGetsEarlierLogWrites);
+            let dropped = alone && self.slot_disks[m] != self.slot_disk_at_replacement[m];
+            let replacement_mark = if alone { None } else { self.replacement_flush_mark(m) };
+            self.stats.log_writes_before_replacement += u64::from(io.before_replacement);
+            self.stats.log_writes_for_replaced_members += u64::from(dropped);
+            self.inflight.push(Inflight { io, data, flush_mark, replacement_mark, dropped });
         }
     }
 
-    /// Completes one member I/O, chosen at random with slow members picked less often.
-    pub(crate) fn complete_one(&mut self) -> Result<(), SimFailure> {
+    /// An I/O in flight chosen at random, slow members' picked less often (its index).
+    fn pick_inflight(&mut self) -> usize {
         let weights: Vec<u32> =
             self.inflight.iter().map(|f| self.members[f.io.member.get()].speed).collect();
         let mut pick = self.rng.random_range(0..weights.iter().sum::<u32>());
-        let index = weights
+        weights
             .iter()
             .position(|&w| {
                 if pick < w {
@@ -369,9 +402,18 @@ impl Sim {
                 pick -= w;
                 false
             })
-            .expect("a pick below the total");
+            .expect("a pick below the total")
+    }
+
+    /// Completes one member I/O (`pick_inflight`).
+    pub(crate) fn complete_one(&mut self) -> Result<(), SimFailure> {
+        let index = self.pick_inflight();
         let f = self.inflight.swap_remove(index);
         let io = f.io;
+        if f.dropped {
+            self.complete_dropped(&io);
+            return Ok(());
+        }
         let mirror_data = f.data.clone();
         let member = &mut self.members[io.member.get()];
         let offset = member.offset(io.area, io.sector.0);
@@ -425,6 +467,14 @@ impl Sim {
         self.array.complete_io(io.tag, ok);
         self.pump();
         Ok(())
+    }
+
+    /// A log write for a member that has left its slot completes, written nowhere.
+    fn complete_dropped(&mut self, io: &MemberIo) {
+        self.mix(&[io.tag.0, 3]);
+        self.note_io("dropped", io, None);
+        self.array.complete_io(io.tag, true);
+        self.pump();
     }
 
     /// The new disk of a replacement gets the member's writes, discards and flushes (md's

@@ -74,6 +74,8 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
     // after a power cut (5000 seeds: 1,028 started, 729 done, 95 taken over).
     assert!(total.replacements > 200 && total.replacements_done > 100, "{total:?}");
     assert!(total.replacements_taken_over > 10 && total.replacements_restarted > 50, "{total:?}");
+    // Replacements begun with a log write queued for the member (2000 seeds: 34).
+    assert!(total.log_writes_before_replacement > 10, "{total:?}");
 }
 
 /// Seeds that found engine or lifecycle bugs (each fixed with its own regression test in the
@@ -144,8 +146,9 @@ fn thousands_of_seeds_with_faults_lose_nothing() {
 /// taken for that read; 48549930, a log write submitted before a replacement began that
 /// reached the new disk (uraid-io's `Replacing` sends a request to both only if submitted
 /// while it is under way), whose header then made the replay count that disk's ring, being
-/// rebuilt, as a witness of older generations it never held (see the README: the replay's rule
-/// still trusts a rebuilding member's ring from any header of the run).
+/// rebuilt, as a witness of older generations it never held; 5932 (the fourth session of
+/// 2026-12-05, with replacements begun between turns) the same state by the runtime's road,
+/// a log write queued before the replacement began (see the sabotage test below).
 #[test]
 fn seeds_that_found_bugs_pass() {
     let log = [
@@ -153,7 +156,7 @@ fn seeds_that_found_bugs_pass() {
         10_130_915, 850, 20_013_895, 230, 1313, 22_002_492, 1370, 6401, 2051, 2936, 19_972, 107,
         3315, 25_022_372, 46_270_675, 46_411_851, 46_427_601, 40_000_010, 40_000_035, 47_175_199,
         40_000_047, 40_000_497, 40_000_773, 40_002_175, 47_281_415, 47_283_071, 47_319_918,
-        47_611_524, 48_549_930,
+        47_611_524, 48_549_930, 5932,
     ];
     for seed in [17, 20, 21, 48, 76, 111, 443, 1280, 4550, 5979, 10661].into_iter().chain(log) {
         if let Err(f) = run_seed(seed, true) {
@@ -223,6 +226,20 @@ fn corrupt_member_reads_are_caught() {
 fn a_replacement_that_misses_writes_is_caught() {
     let failure = first_failure(Sabotage::ReplacementMissesWrites).expect("caught");
     println!("{failure}");
+}
+
+#[test]
+fn a_replacement_given_log_writes_queued_before_it_is_caught() {
+    // Seed 5932 (RAID5 x7): member 1's replacement begins with a generation's log write to
+    // it queued; the sabotage sends it to the new disk too. The member is pulled and the new
+    // disk takes over before the join's reset writes its headers, and the power goes: the
+    // replay counts the new disk's ring, which holds that generation's header but not the
+    // older live ones, takes those for torn and skips them, and member 1's block of a torn
+    // stripe is rebuilt wrong. Without the sabotage the seed passes (the list above).
+    let mut cfg = SimConfig::from_seed(5932, true);
+    cfg.sabotage = Some(Sabotage::ReplacementGetsEarlierLogWrites);
+    let failure = Sim::new(cfg).run().expect_err("caught").to_string();
+    assert!(failure.contains("after the power cut"), "{failure}");
 }
 
 #[test]
