@@ -156,3 +156,71 @@ fn log_writes_queued_before_a_replacement_began_are_the_member_s_alone() {
     assert!(headers.clone().count() > 0, "the reset writes the new ring: {later:?}");
     assert!(later.iter().all(|io| !io.before_replacement));
 }
+
+/// A log write held in the queue (writes wait while another member's failure is unrecorded)
+/// for a member that then fails is not written to the spare taking its slot: it was for the
+/// device that failed, and on the spare its generation's header would make the ring look
+/// like a witness of the older generations. It completes as written, nowhere.
+#[test]
+fn log_writes_held_for_a_failed_member_never_reach_the_spare_in_its_slot() {
+    let disks = 6;
+    let mut a = with_log(array(Level::Raid6, disks, CHUNK, 4096), [4; 16], false);
+    a.hold_writes_until_failures_recorded();
+    let mut mem = Mem::new(disks);
+    write(&mut a, &mut mem, 1024, pattern(0, 4096)); // the log's first reset is done
+    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
+    let reads = drain(&mut a);
+    complete(&mut a, &mut mem, reads);
+    assert!(finished(&mut a).is_empty(), "the write waits for its log writes");
+    let logged = a.members_with_queued_log_writes();
+    let member = logged[0];
+    // Another member fails, unrecorded: writes, log writes among them, are held.
+    let other = (0..disks as u16).map(DiskIndex).find(|d| !logged.contains(d)).unwrap();
+    a.fail_member(other);
+    assert!(drain(&mut a).iter().all(|io| io.op != MemberOp::Write), "writes are held");
+    // The member with the queued log write fails too, and a spare takes its slot.
+    a.fail_member(member);
+    a.member_device_changed(member);
+    a.start_recovery(member, Sector(0));
+    assert!(!a.members_with_queued_log_writes().contains(&member), "dropped");
+    a.failure_recorded(other);
+    a.failure_recorded(member);
+    let mut later = Vec::new();
+    while a.busy() {
+        let ios = drain(&mut a);
+        later.extend(ios.iter().copied());
+        complete(&mut a, &mut mem, ios);
+    }
+    assert!(finished(&mut a).contains(&ReqId(1)));
+    // What goes to the spare's ring is the join's reset: empty headers, every one at its tail.
+    for io in later.iter().filter(|io| io.area == IoArea::Log && io.member == member) {
+        let ring = &mem.rings[member.get()][(io.sector.0 * 512) as usize..];
+        let h = uraid_core::ppl::LogHeader::decode(ring).expect("a header");
+        assert!(h.entries.is_empty() && h.generation == h.tail, "{h:?}");
+    }
+}
+
+/// The member being replaced fails with a log write queued before its replacement began: the
+/// new device takes the slot over without it (it was the member's alone).
+#[test]
+fn a_take_over_drops_log_writes_queued_before_the_replacement_began() {
+    let disks = 5;
+    let mut a = with_log(array(Level::Raid5, disks, CHUNK, 4096), [5; 16], false);
+    let mut mem = Mem::new(disks);
+    write(&mut a, &mut mem, 1024, pattern(0, 4096)); // the log's first reset is done
+    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
+    let reads = drain(&mut a);
+    complete(&mut a, &mut mem, reads);
+    assert!(finished(&mut a).is_empty(), "the write waits for its log write");
+    let member = a.members_with_queued_log_writes()[0];
+    a.start_replacement(member);
+    a.fail_member(member);
+    assert!(a.take_over_replacement(member, Sector(0)).is_none(), "no bitmap");
+    assert!(!a.members_with_queued_log_writes().contains(&member), "dropped");
+    a.start_recovery(member, Sector(0));
+    while a.busy() {
+        let ios = drain(&mut a);
+        complete(&mut a, &mut mem, ios);
+    }
+    assert!(finished(&mut a).contains(&ReqId(1)));
+}

@@ -47,15 +47,21 @@ fn run(m: &mut dyn Member, req: IoRequest) -> IoCompletion {
     out.pop().unwrap()
 }
 
-#[test]
-fn reads_come_from_the_member_and_writes_go_to_both() {
+/// A member filled with 1s paired with a replacement filled with 2s, both still looked into.
+fn pair() -> (Shared, Shared, Arc<ReplacementControl>, Replacing) {
     let (old, new) = (shared(1), shared(2));
     let control = ReplacementControl::new();
-    let mut r = Replacing::new(
+    let r = Replacing::new(
         Box::new(MemoryMember::on("old", old.clone())),
         Box::new(MemoryMember::on("new", new.clone())),
         control.clone(),
     );
+    (old, new, control, r)
+}
+
+#[test]
+fn reads_come_from_the_member_and_writes_go_to_both() {
+    let (old, new, control, mut r) = pair();
     let mut buf = vec![0u8; 4096];
     assert!(run(&mut r, IoRequest::read(1, 0, &mut buf)).result.is_ok());
     assert!(buf.iter().all(|b| *b == 1), "read from the member");
@@ -189,13 +195,7 @@ fn after_a_takeover_the_member_s_late_errors_are_not_the_new_device_s() {
 
 #[test]
 fn a_log_write_queued_before_the_replacement_reaches_the_member_alone() {
-    let (old, new) = (shared(1), shared(2));
-    let control = ReplacementControl::new();
-    let mut r = Replacing::new(
-        Box::new(MemoryMember::on("old", old.clone())),
-        Box::new(MemoryMember::on("new", new.clone())),
-        control.clone(),
-    );
+    let (old, new, control, mut r) = pair();
     let data = vec![7u8; 4096];
     let mut early = IoRequest::write(1, 0, &data, true);
     early.before_replacement = true;

@@ -347,13 +347,17 @@ impl Worker {
         self.fail_before_device_change(member);
         loop {
             match self.driver.replace_member(member, instance) {
-                Ok(_old) => return,
+                Ok(_old) => {
+                    self.array.member_device_changed(DiskIndex(member as u16));
+                    return;
+                }
                 Err(back) => {
                     instance = back;
                     self.turn(true);
                     if self.broken.is_some() {
                         // The driver drained everything: the swap cannot be refused now.
                         let _ = self.driver.replace_member(member, instance);
+                        self.array.member_device_changed(DiskIndex(member as u16));
                         return;
                     }
                 }

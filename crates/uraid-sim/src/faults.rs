@@ -170,6 +170,7 @@ impl Sim {
             self.cfg.log_bytes(),
         );
         self.members[m].bad_block_log = self.cfg.bad_block_logs;
+        self.array.member_device_changed(Self::member_index(m));
         self.array.start_recovery(Self::member_index(m), Sector(0));
         self.recorded_faulty[m] = false;
         self.bitmap_recovery[m] = false;

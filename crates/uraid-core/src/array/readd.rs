@@ -37,6 +37,10 @@ impl Array {
         front: Sector,
     ) -> Option<Vec<(u64, u64)>> {
         self.replacing[member.get()] = false;
+        // Log writes queued before the replacement began were the member's alone: written
+        // nowhere now. The others were for both devices, and the new one, which holds the
+        // slot now, gets them (a generation missing there would look torn to a replay).
+        self.drop_queued_log_writes(member, |io| io.before_replacement);
         let member_sectors = self.size_sectors / self.geometry.data_disks() as u64;
         let front = front.0.min(member_sectors);
         let mut ranges = self.bitmap_ranges_below(front)?;

@@ -11,7 +11,7 @@
 //! and missing above it (rebuilt for reads, left out of writes), as in md.
 
 use super::handle::Phase;
-use super::{Array, ArrayError, Kind, MemberOp, ReqId};
+use super::{Array, ArrayError, IoArea, IoTag, Kind, MemberIo, MemberOp, ReqId};
 use crate::geometry::DiskRole;
 use crate::layout::Level;
 use crate::stripe::HeadId;
@@ -96,6 +96,35 @@ impl Array {
             wi.rewrite_for_new_member();
         }
         self.log_member_joined();
+    }
+
+    /// `member`'s slot holds another device now (a spare in place of a failed member; the
+    /// runtime calls this as it swaps them): log writes still queued for the slot (held while
+    /// another failure was unrecorded) were for the device that failed, and complete as
+    /// written, nowhere. On the new device an older generation's header would make its ring
+    /// look like a witness of the run (see `replace.rs`); the failed device's ring is never
+    /// read, and the generation's effects are durable before the reset that follows the
+    /// join writes anything the replay would read there.
+    pub fn member_device_changed(&mut self, member: DiskIndex) {
+        self.drop_queued_log_writes(member, |_| true);
+    }
+
+    /// Completes as written, and takes off the queue, the log writes queued for `member`
+    /// that `stale` picks.
+    pub(super) fn drop_queued_log_writes(
+        &mut self,
+        member: DiskIndex,
+        stale: impl Fn(&MemberIo) -> bool,
+    ) {
+        let picked = |io: &MemberIo| io.member == member && io.area == IoArea::Log && stale(io);
+        let tags: Vec<IoTag> = self.queue.iter().filter(|io| picked(io)).map(|io| io.tag).collect();
+        if tags.is_empty() {
+            return;
+        }
+        self.queue.retain(|io| !picked(io));
+        for tag in tags {
+            self.complete_io(tag, true);
+        }
     }
 
     /// Records recovery progress: the member is in sync below `offset`; at or past the end of
