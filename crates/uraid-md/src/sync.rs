@@ -144,7 +144,8 @@ pub fn walk(
         let user = rt.user_requests();
         let busy = user != last_user;
         last_user = user;
-        let limit = if busy && speed > limits.min_kib { 1 } else { WINDOWS_IN_FLIGHT };
+        let limit =
+            if busy && speed > limits.min_kib { 1 } else { ceiling_windows(limits, window) };
         throttled = busy && speed > limits.min_kib;
         if !stopping && next < windows.len() && in_flight < limit {
             if speed > limits.max_kib && in_flight > 0 {
@@ -198,6 +199,18 @@ pub fn walk(
     Ok(Walked::Done { sectors: total, seconds })
 }
 
+/// Windows in flight while idle: `WINDOWS_IN_FLIGHT`, but no more than the ceiling allows in
+/// one speed span (at least one). Before the first window completes the speed is not known,
+/// and a low ceiling would otherwise let the first 16 MiB go at once: a whole recovery of a
+/// small member at 256 KiB/s finished before a stop that was meant to find it midway
+/// (uraid-md's `a_hand_over_stopped_midway_is_rebuilt_whole_above_its_checkpoint`, about
+/// one run in three).
+fn ceiling_windows(limits: SyncSpeed, window_sectors: u64) -> usize {
+    let span_kib = limits.max_kib.saturating_mul(SPEED_SPAN.as_secs());
+    let windows = span_kib / (window_sectors / 2).max(1);
+    usize::try_from(windows).unwrap_or(usize::MAX).clamp(1, WINDOWS_IN_FLIGHT)
+}
+
 /// Windows of at most `window` sectors, aligned to multiples of it, within each range:
 /// `(start, len, range index)`.
 fn cut(ranges: &[(u64, u64)], window: u64) -> Vec<(u64, u64, usize)> {
@@ -225,11 +238,21 @@ fn speed_kib(history: &VecDeque<(Instant, u64)>) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::{SyncSpeed, WINDOW_SECTORS, WINDOWS_IN_FLIGHT, ceiling_windows, cut};
 
     #[test]
     fn windows_align_and_stay_in_their_ranges() {
         let w = cut(&[(100, 1000), (2048, 512)], 512);
         assert_eq!(w, vec![(100, 412, 0), (512, 512, 0), (1024, 76, 0), (2048, 512, 1)]);
+    }
+
+    #[test]
+    fn a_low_ceiling_keeps_one_window_in_flight() {
+        let w = WINDOW_SECTORS;
+        assert_eq!(ceiling_windows(SyncSpeed::default(), w), WINDOWS_IN_FLIGHT);
+        assert_eq!(ceiling_windows(SyncSpeed { min_kib: 1, max_kib: 256 }, w), 1);
+        assert_eq!(ceiling_windows(SyncSpeed { min_kib: 1, max_kib: 0 }, w), 1);
+        // 4 MiB windows, 2 s spans: 4 MiB/s lets two go.
+        assert_eq!(ceiling_windows(SyncSpeed { min_kib: 1, max_kib: 4096 }, w), 2);
     }
 }
