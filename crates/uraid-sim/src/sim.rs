@@ -106,13 +106,13 @@ pub struct Sim {
     /// Per slot: how many replacements' new disks have taken it, now and when its last
     /// replacement began (a log write queued before then is for the disk of then).
     pub(crate) slot_disks: Vec<u64>,
+    pub(crate) slot_disk_at_replacement: Vec<u64>,
     /// Completions are being reaped as a runtime turn does, nothing submitted between them.
     pub(crate) reap_burst: bool,
     /// Faults aimed at a replacement's first steps (`replace::join_faults`): the step at
     /// which its member is pulled, and the one at which the power goes.
     pub(crate) join_pull_at: Option<u64>,
     pub(crate) join_cut_at: Option<u64>,
-    pub(crate) slot_disk_at_replacement: Vec<u64>,
     /// A power cut due right after a flush's acknowledgement (`faults::cut_after_flush`),
     /// and the random stream that draws them (apart, as `replace_rng`).
     pub(crate) cut_due: bool,
@@ -185,10 +185,10 @@ impl Sim {
             replace_at,
             replace_rng,
             slot_disks: vec![0; n_members],
+            slot_disk_at_replacement: vec![0; n_members],
             reap_burst: false,
             join_pull_at: None,
             join_cut_at: None,
-            slot_disk_at_replacement: vec![0; n_members],
             cut_due: false,
             cut_rng,
             hold_rng,
