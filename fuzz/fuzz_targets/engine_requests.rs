@@ -3,10 +3,11 @@
 //!
 //! Requests: reads, writes (FUA or not), discards and flushes at any offset and length, in
 //! range or not, whole sectors or not; events: member I/Os completed one at a time in any
-//! order, some failing, members failed, plugging, the stripe cache resized. Faults stay within
-//! the level's redundancy: at most `max_degraded` members ever misbehave. Most redundant
-//! arrays run with the partial parity log (rings of 4 to 16 blocks, on members that seek or
-//! not), whose writes complete early and whose flushes advance or reset the rings.
+//! order, some failing, members failed and spares put in their slots, plugging, the stripe
+//! cache resized. Faults stay within the level's redundancy: at most `max_degraded` members
+//! ever misbehave. Most redundant arrays run with the partial parity log (rings of 4 to 16
+//! blocks, on members that seek or not), whose writes complete early and whose flushes
+//! advance or reset the rings.
 //! Invariants: no panic; a request that is not whole sectors, or leaves the array, fails with
 //! that error and everything else succeeds; every read returns the bytes of the last write
 //! completed over them (the model: the array as a flat `Vec`); member I/Os stay inside the
@@ -70,6 +71,12 @@ enum Op {
     /// Completes member I/O until the engine is idle.
     Drain,
     FailMember {
+        member: u8,
+    },
+    /// A spare full of garbage takes a failed member's slot once its I/O has drained (as the
+    /// runtime swaps devices) and is recovered from nothing: never read above its recovery
+    /// offset (0), written as any member.
+    Spare {
         member: u8,
     },
     Plug,
@@ -223,6 +230,16 @@ impl Harness {
                 let m = usize::from(member) % self.members.len();
                 if self.may_misbehave(m) {
                     self.array.fail_member(DiskIndex(m as u16));
+                }
+            }
+            Op::Spare { member } => {
+                let m = usize::from(member) % self.members.len();
+                let failed = self.array.failed_members().contains(&DiskIndex(m as u16));
+                if failed && self.ios.iter().all(|io| io.member.get() != m) {
+                    self.members[m].fill(0xa5);
+                    self.rings[m].fill(0xa5);
+                    self.array.member_device_changed(DiskIndex(m as u16));
+                    self.array.start_recovery(DiskIndex(m as u16), Sector(0));
                 }
             }
             Op::Plug => self.array.plug(),
