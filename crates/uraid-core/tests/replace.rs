@@ -6,7 +6,9 @@
 mod common;
 
 use common::*;
-use uraid_core::array::{ArrayError, IoArea, MemberOp, ReqId, SyncKind, WriteIntentConfig};
+use uraid_core::array::{
+    Array, ArrayError, IoArea, MemberIo, MemberOp, ReqId, SyncKind, WriteIntentConfig,
+};
 use uraid_core::{DiskIndex, Level, Sector};
 
 const CHUNK: u64 = 16 << 10;
@@ -117,6 +119,35 @@ fn a_replacement_taking_over_is_stale_where_bits_are_set_and_above_the_copy() {
     assert!(a.replacing().is_empty());
 }
 
+/// An array with the log, its first reset done, and a partial write to stripe 0 whose reads
+/// have completed: its generation's log writes are queued (started at the end of the turn,
+/// as a worker's turn ends), not yet taken.
+fn with_a_log_write_queued(level: Level, disks: usize, uuid: u8, hold: bool) -> (Array, Mem) {
+    let mut a = with_log(array(level, disks, CHUNK, 4096), [uuid; 16], false);
+    if hold {
+        a.hold_writes_until_failures_recorded();
+    }
+    let mut mem = Mem::new(disks);
+    write(&mut a, &mut mem, 1024, pattern(0, 4096));
+    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
+    let reads = drain(&mut a);
+    assert!(reads.iter().all(|io| io.op == MemberOp::Read), "{reads:?}");
+    complete(&mut a, &mut mem, reads);
+    assert!(finished(&mut a).is_empty(), "the write waits for its log writes");
+    (a, mem)
+}
+
+/// Runs the engine until it is idle; returns every member I/O it handed out.
+fn run_all(a: &mut Array, mem: &mut Mem) -> Vec<MemberIo> {
+    let mut all = Vec::new();
+    while a.busy() {
+        let ios = drain(a);
+        all.extend(ios.iter().copied());
+        complete(a, mem, ios);
+    }
+    all
+}
+
 /// Log writes the engine queued before a replacement began are the member's alone
 /// (`MemberIo::before_replacement`): the new device's ring must not hold a generation from
 /// before it joined, which a replay would take for a witness of the older ones. A runtime
@@ -124,17 +155,8 @@ fn a_replacement_taking_over_is_stale_where_bits_are_set_and_above_the_copy() {
 /// still queued when the replacement begins.
 #[test]
 fn log_writes_queued_before_a_replacement_began_are_the_member_s_alone() {
-    let disks = 5;
-    let mut a = with_log(array(Level::Raid5, disks, CHUNK, 4096), [3; 16], false);
-    let mut mem = Mem::new(disks);
-    write(&mut a, &mut mem, 1024, pattern(0, 4096)); // the log's first reset is done
-    // A partial write to stripe 0 (P on member 4): its reads, whose completions let its
-    // generation start at the end of the turn, as a worker's turn ends.
-    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
-    let reads = drain(&mut a);
-    assert!(reads.iter().all(|io| io.op == MemberOp::Read), "{reads:?}");
-    complete(&mut a, &mut mem, reads);
-    assert!(finished(&mut a).is_empty(), "the write waits for its log write");
+    // Stripe 0 of RAID5 x5 has P on member 4.
+    let (mut a, mut mem) = with_a_log_write_queued(Level::Raid5, 5, 3, false);
     a.start_replacement(DiskIndex(4));
     let queued = drain(&mut a);
     let log: Vec<_> = queued.iter().filter(|io| io.area == IoArea::Log).collect();
@@ -145,12 +167,7 @@ fn log_writes_queued_before_a_replacement_began_are_the_member_s_alone() {
     assert!(queued.iter().all(|io| io.area == IoArea::Log || !io.before_replacement));
     complete(&mut a, &mut mem, queued);
     // What the engine queues from now on (the reset the join starts) goes to both devices.
-    let mut later = Vec::new();
-    while a.busy() {
-        let ios = drain(&mut a);
-        later.extend(ios.iter().copied());
-        complete(&mut a, &mut mem, ios);
-    }
+    let later = run_all(&mut a, &mut mem);
     assert_eq!(finished(&mut a), vec![ReqId(1)]);
     let headers = later.iter().filter(|io| io.area == IoArea::Log && io.member == DiskIndex(4));
     assert!(headers.clone().count() > 0, "the reset writes the new ring: {later:?}");
@@ -164,14 +181,7 @@ fn log_writes_queued_before_a_replacement_began_are_the_member_s_alone() {
 #[test]
 fn log_writes_held_for_a_failed_member_never_reach_the_spare_in_its_slot() {
     let disks = 6;
-    let mut a = with_log(array(Level::Raid6, disks, CHUNK, 4096), [4; 16], false);
-    a.hold_writes_until_failures_recorded();
-    let mut mem = Mem::new(disks);
-    write(&mut a, &mut mem, 1024, pattern(0, 4096)); // the log's first reset is done
-    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
-    let reads = drain(&mut a);
-    complete(&mut a, &mut mem, reads);
-    assert!(finished(&mut a).is_empty(), "the write waits for its log writes");
+    let (mut a, mut mem) = with_a_log_write_queued(Level::Raid6, disks, 4, true);
     let logged = a.members_with_queued_log_writes();
     let member = logged[0];
     // Another member fails, unrecorded: writes, log writes among them, are held.
@@ -185,12 +195,7 @@ fn log_writes_held_for_a_failed_member_never_reach_the_spare_in_its_slot() {
     assert!(!a.members_with_queued_log_writes().contains(&member), "dropped");
     a.failure_recorded(other);
     a.failure_recorded(member);
-    let mut later = Vec::new();
-    while a.busy() {
-        let ios = drain(&mut a);
-        later.extend(ios.iter().copied());
-        complete(&mut a, &mut mem, ios);
-    }
+    let later = run_all(&mut a, &mut mem);
     assert!(finished(&mut a).contains(&ReqId(1)));
     // What goes to the spare's ring is the join's reset: empty headers, every one at its tail.
     for io in later.iter().filter(|io| io.area == IoArea::Log && io.member == member) {
@@ -204,23 +209,13 @@ fn log_writes_held_for_a_failed_member_never_reach_the_spare_in_its_slot() {
 /// new device takes the slot over without it (it was the member's alone).
 #[test]
 fn a_take_over_drops_log_writes_queued_before_the_replacement_began() {
-    let disks = 5;
-    let mut a = with_log(array(Level::Raid5, disks, CHUNK, 4096), [5; 16], false);
-    let mut mem = Mem::new(disks);
-    write(&mut a, &mut mem, 1024, pattern(0, 4096)); // the log's first reset is done
-    a.submit_write(ReqId(1), Sector(0), pattern(1, 4096));
-    let reads = drain(&mut a);
-    complete(&mut a, &mut mem, reads);
-    assert!(finished(&mut a).is_empty(), "the write waits for its log write");
+    let (mut a, mut mem) = with_a_log_write_queued(Level::Raid5, 5, 5, false);
     let member = a.members_with_queued_log_writes()[0];
     a.start_replacement(member);
     a.fail_member(member);
     assert!(a.take_over_replacement(member, Sector(0)).is_none(), "no bitmap");
     assert!(!a.members_with_queued_log_writes().contains(&member), "dropped");
     a.start_recovery(member, Sector(0));
-    while a.busy() {
-        let ios = drain(&mut a);
-        complete(&mut a, &mut mem, ios);
-    }
+    run_all(&mut a, &mut mem);
     assert!(finished(&mut a).contains(&ReqId(1)));
 }

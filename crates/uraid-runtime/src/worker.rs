@@ -345,24 +345,16 @@ impl Worker {
     /// the member before sending this.
     fn replace(&mut self, member: usize, mut instance: Box<dyn Member>) {
         self.fail_before_device_change(member);
-        loop {
-            match self.driver.replace_member(member, instance) {
-                Ok(_old) => {
-                    self.array.member_device_changed(DiskIndex(member as u16));
-                    return;
-                }
-                Err(back) => {
-                    instance = back;
-                    self.turn(true);
-                    if self.broken.is_some() {
-                        // The driver drained everything: the swap cannot be refused now.
-                        let _ = self.driver.replace_member(member, instance);
-                        self.array.member_device_changed(DiskIndex(member as u16));
-                        return;
-                    }
-                }
+        while let Err(back) = self.driver.replace_member(member, instance) {
+            instance = back;
+            self.turn(true);
+            if self.broken.is_some() {
+                // The driver drained everything: the swap cannot be refused now.
+                let _ = self.driver.replace_member(member, instance);
+                break;
             }
         }
+        self.array.member_device_changed(DiskIndex(member as u16));
     }
 
     fn submit(&mut self, mut piece: Piece) {
