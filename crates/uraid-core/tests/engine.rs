@@ -181,6 +181,34 @@ fn a_read_error_on_a_healthy_member_is_rebuilt_from_parity() {
     assert_eq!(read(&mut c, &mut mem, 0, bytes), data);
 }
 
+/// A block rewritten over a read error goes with FUA: its contents may be in parity alone (a
+/// crash tore the block where the log's replay could not read it), and a second crash must
+/// not bring its torn sectors back under data already served from parity (simulator seed
+/// 517). The user's own writes still go without.
+#[test]
+fn a_block_rewritten_over_a_read_error_is_durable_at_once() {
+    let mut a = array(Level::Raid5, 5, 64 << 10, 4096);
+    let mut mem = Mem::new(5);
+    let bytes = (a.size_sectors() * 512) as usize;
+    let data = pattern(15, bytes);
+    write(&mut a, &mut mem, 0, data.clone());
+    // Member 0's first block: stale on the medium (torn) and unreadable; parity has it right.
+    mem.disks[0][..4096].fill(0xee);
+    mem.durable[0][..4096].fill(0xee);
+    mem.bad_reads.insert((0, 0));
+    let mut a = array(Level::Raid5, 5, 64 << 10, 4096);
+    assert_eq!(read(&mut a, &mut mem, 0, 4096), data[..4096]);
+    assert_eq!(mem.durable[0][..4096], data[..4096], "the rewrite reached stable storage");
+    let writes: Vec<(u16, u64, bool)> = mem
+        .log
+        .iter()
+        .filter(|io| io.op == MemberOp::Write && io.area == uraid_core::array::IoArea::Data)
+        .map(|io| (io.member.0, io.sector.0, io.fua))
+        .collect();
+    assert_eq!(writes.iter().filter(|w| w.2).collect::<Vec<_>>(), [&(0, 0, true)]);
+    assert!(writes.len() > 5, "the first write went without FUA");
+}
+
 /// A read error inside a partial write's pre-reads: the block is rebuilt, the stripe written
 /// with it, and the bad block rewritten.
 #[test]

@@ -100,6 +100,11 @@ pub(super) struct HeadState {
     /// Members whose block in this head failed to read: rebuilt from parity like a failed
     /// member's, then rewritten to them (md's read-error correction).
     pub(super) suspect: Vec<DiskIndex>,
+    /// Blocks this batch rewrites over read errors. They go with FUA: after a crash that
+    /// tore a block the log's replay could not read, only parity holds its contents, and a
+    /// repair lost to a second crash would bring the torn sectors back under data already
+    /// read from parity (found by the simulator with cuts beside latent bad sectors).
+    pub(super) repairs: Vec<DiskIndex>,
     /// Data blocks written straight from a request buffer (md's skip_copy): member, request
     /// slot, byte offset in its buffer. The head's own copy of them is stale afterwards.
     pub(super) skip_copy: Vec<(DiskIndex, usize, usize)>,
@@ -203,6 +208,7 @@ impl Array {
             writes: Vec::new(),
             rebuilt: Vec::new(),
             suspect: Vec::new(),
+            repairs: Vec::new(),
             skip_copy: Vec::new(),
             error: None,
             acked_early: false,
@@ -323,6 +329,7 @@ impl Array {
                 st.writes_done = false;
                 st.error = None;
                 st.suspect.clear();
+                st.repairs.clear();
                 st.acked_early = false;
             }
             let has_writes = st.batch.iter().any(|p| p.kind == Kind::Write);
@@ -543,7 +550,7 @@ impl Array {
             self.state(id).planned_lost = lost;
         }
         let sector = Sector(self.head_member_range(id).0);
-        let fua = op == MemberOp::Write && self.batch_fua(id);
+        let batch_fua = op == MemberOp::Write && self.batch_fua(id);
         if op == MemberOp::Write && self.heads[&id].acked_early {
             self.background_ios += members.len();
         }
@@ -568,7 +575,8 @@ impl Array {
                 sector,
                 sectors: self.unit_sectors,
                 buf,
-                fua,
+                fua: batch_fua
+                    || (op == MemberOp::Write && self.heads[&id].repairs.contains(&member)),
                 area: super::IoArea::Data,
                 before_replacement: false,
             });
@@ -731,6 +739,7 @@ impl Array {
             return;
         }
         self.stats.read_errors_corrected += writes.len() as u64;
+        self.state(id).repairs.extend(&writes);
         if self.log_covers_rewrite(id, &writes) {
             // Parity rebuilt from data written since the last flush: a crash could undo some
             // of that data but keep the parity, so the rewrite is logged like a write (found
@@ -802,6 +811,7 @@ impl Array {
             let uptodate = self.cache.head(id).devs[m.get()].uptodate;
             if uptodate && !self.failed[m.get()] && !self.state(id).writes.contains(&m) {
                 self.state(id).writes.push(m);
+                self.state(id).repairs.push(m);
                 self.stats.read_errors_corrected += 1;
             }
         }
