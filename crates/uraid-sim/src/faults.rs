@@ -111,14 +111,17 @@ impl Sim {
 
     /// Whether the power may be cut now. A torn stripe plus a member lost (before the cut, or
     /// pulled right after it: see `restart`) is md's write hole, which the partial parity log
-    /// closes: without the log, only a clean array is cut. Latent bad sectors are not
-    /// combined with cuts (a rebuild reading them would count as one more loss), nor are
-    /// listed ones: a torn write to a listed block leaves nothing to rebuild it from (the
-    /// README's bad block section).
+    /// closes: without the log, only a clean array is cut. A latent bad or listed sector is a
+    /// lost block to the replay and the resync as a lost member is, so with them too: since
+    /// the fifth session of 2026-12-05 with the log (the restart then loses a member only
+    /// within parity, counting them; a torn write's sectors in such a block may read
+    /// anything, as on a lost member: `read_all`). Before, a cut waited for every one to be
+    /// rewritten, which a listing never was.
     pub(crate) fn may_cut(&self) -> bool {
-        (self.lost().is_empty() || self.cfg.log_ring_sectors.is_some())
+        let log = self.cfg.log_ring_sectors.is_some();
+        (self.lost().is_empty() || log)
             && (self.recovery.is_none() || self.may_cut_recovery())
-            && self.bad_members().is_empty()
+            && (self.bad_members().is_empty() || log)
     }
 
     /// A cut during a recovery, with the log, since the member is lost above its checkpoint:

@@ -178,13 +178,15 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
     );
     println!(
         "  power cuts survived: {} ({} of them right after a flush or FUA write; {} during \
-         a recovery, {} of them a re-add's, {} with another queued; resync covered {:.1}% of \
-         what a full resync would)",
+         a recovery, {} of them a re-add's, {} with another queued; {} beside latent bad \
+         sectors, {} beside listed ones; resync covered {:.1}% of what a full resync would)",
         t.power_cuts,
         t.cuts_after_flush,
         t.cuts_during_recovery,
         t.cuts_during_readd,
         t.cuts_with_recovery_queued,
+        t.cuts_with_bad_sectors,
+        t.cuts_with_listed_sectors,
         100.0 * resync_share
     );
     println!(

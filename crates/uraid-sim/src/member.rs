@@ -222,6 +222,16 @@ impl SimMember {
         self.bad_sectors.retain(|s| !written.contains(s));
     }
 
+    /// Whether some sector is bad, or will be again if the power goes now.
+    pub fn has_latent_bad_sectors(&self) -> bool {
+        !self.bad_sectors.is_empty() || !self.remaps_pending.is_empty()
+    }
+
+    /// Whether some sector is listed in the bad block log.
+    pub fn has_listed_sectors(&self) -> bool {
+        !self.listed_durable.is_empty()
+    }
+
     /// Whether some sector is bad or listed, or will be again if the power goes now.
     pub fn has_bad_sectors(&self) -> bool {
         // `listed` only ever holds sectors of `listed_durable`.

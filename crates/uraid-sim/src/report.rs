@@ -64,6 +64,11 @@ pub struct SimStats {
     /// a second recovery queued behind the one under way.
     pub cuts_during_readd: u64,
     pub cuts_with_recovery_queued: u64,
+    /// Power cuts while a member in the array had latent bad sectors, and while one had
+    /// sectors in its bad block log (since the fifth session of 2026-12-05; before, a cut
+    /// waited for every such sector to be rewritten).
+    pub cuts_with_bad_sectors: u64,
+    pub cuts_with_listed_sectors: u64,
     pub checks: u64,
     pub io_count_checks: u64,
     /// Member failures the metadata recorded (each after writes waited for it), and power
@@ -125,6 +130,8 @@ impl SimStats {
         self.cuts_during_recovery += o.cuts_during_recovery;
         self.cuts_during_readd += o.cuts_during_readd;
         self.cuts_with_recovery_queued += o.cuts_with_recovery_queued;
+        self.cuts_with_bad_sectors += o.cuts_with_bad_sectors;
+        self.cuts_with_listed_sectors += o.cuts_with_listed_sectors;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;

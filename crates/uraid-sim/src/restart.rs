@@ -42,6 +42,7 @@ impl Sim {
             }
         }
         self.note(|| self.power_cut_note());
+        self.count_cut_beside_bad_sectors();
         for m in &mut self.members {
             m.power_cut(&mut self.rng);
         }
@@ -56,8 +57,9 @@ impl Sim {
         }
         let failed: Vec<usize> =
             (0..self.members.len()).filter(|&m| self.recorded_faulty[m]).collect();
-        // The write hole's case: a member lost right after the cut (within redundancy).
-        let lost = self.lost_members().len();
+        // The write hole's case: a member lost right after the cut (within redundancy, where
+        // a member with latent bad or listed sectors counts as one more loss).
+        let lost = self.lost_members().len() + self.bad_members().len();
         if self.cfg.log_ring_sectors.is_some()
             && lost < self.cfg.geometry().max_degraded()
             && self.rng.random_bool(0.5)
@@ -150,6 +152,17 @@ impl Sim {
             readd: self.bitmap_recovery[member],
         });
         now.into_iter().chain(queued).collect()
+    }
+
+    /// Counts a cut beside members (in the array) with latent bad or listed sectors.
+    fn count_cut_beside_bad_sectors(&mut self) {
+        use crate::member::SimMember;
+        let bad: Vec<&SimMember> =
+            self.bad_members().into_iter().map(|m| &self.members[m]).collect();
+        let latent = bad.iter().any(|m| m.has_latent_bad_sectors());
+        let listed = bad.iter().any(|m| m.has_listed_sectors());
+        self.stats.cuts_with_bad_sectors += u64::from(latent);
+        self.stats.cuts_with_listed_sectors += u64::from(listed);
     }
 
     fn count_cut_during_recovery(&mut self, recovering: &[Recovering]) {
