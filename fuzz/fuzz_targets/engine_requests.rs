@@ -3,9 +3,11 @@
 //!
 //! Requests: reads, writes (FUA or not), discards and flushes at any offset and length, in
 //! range or not, whole sectors or not; events: member I/Os completed one at a time in any
-//! order, some failing, members failed and spares put in their slots, plugging, the stripe
-//! cache resized. Faults stay within the level's redundancy: at most `max_degraded` members
-//! ever misbehave. Most redundant arrays run with the partial parity log (rings of 4 to 16
+//! order, some failing, members failed and spares put in their slots, members replaced (md's
+//! replace: a new device paired with the member, copied in windows, swapped in when the copy
+//! is done and flushed, or taking over when the member fails), plugging, the stripe cache
+//! resized. Faults stay within the level's redundancy: at most `max_degraded` members ever
+//! misbehave. Most redundant arrays run with the partial parity log (rings of 4 to 16
 //! blocks, on members that seek or not), whose writes complete early and whose flushes
 //! advance or reset the rings.
 //! Invariants: no panic; a request that is not whole sectors, or leaves the array, fails with
@@ -14,18 +16,23 @@
 //! members; the engine never stalls with requests pending and nothing to do; at the end the
 //! whole array reads back as the model. Overlapping requests are never in flight together (the
 //! target completes what overlaps first): their order is the client's business, not the
-//! engine's.
+//! engine's. At the end a replacement under way is finished and swapped in, the whole array
+//! reads back as the model, and, with every member in sync, a check finds parity consistent.
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use uraid_core::array::{
-    Array, ArrayConfig, ArrayError, IoArea, MemberIo, MemberOp, PartialParityLogConfig, ReqId,
+    Array, ArrayConfig, ArrayError, IoArea, IoTag, MemberIo, MemberOp, PartialParityLogConfig,
+    ReqId, SyncKind,
 };
 use uraid_core::layout::LAYOUTS;
 use uraid_core::ppl::LOG_HEADER_SECTORS;
 use uraid_core::{DiskIndex, Geometry, Level, Sector};
+
+#[path = "engine_requests/replace.rs"]
+mod replace;
 
 /// 128 KiB members: 4 to 32 stripes, small enough for a fast target, enough for the cache (at
 /// most 16 heads) to fill up.
@@ -79,6 +86,18 @@ enum Op {
     Spare {
         member: u8,
     },
+    /// md's replace of a member in sync (with every member in sync): a new device full of
+    /// garbage is paired with it.
+    Replace {
+        member: u8,
+    },
+    /// The replacement's next copy window (`SyncKind::Replace`), or past the end the flush
+    /// that makes the copy durable.
+    CopyWindow,
+    /// Ends a replacement that is over, with none of the member's I/O in flight: a done copy
+    /// swaps the new device in; a member that failed hands its slot to the new device, which
+    /// is recovered.
+    Join,
     Plug,
     Unplug,
     CacheSize {
@@ -101,10 +120,28 @@ impl At {
 
 #[derive(Debug)]
 enum Asked {
-    Read { sector: u64, bytes: usize },
-    Write { sector: u64, data: Vec<u8> },
-    Discard { sector: u64, sectors: u64 },
+    Read {
+        sector: u64,
+        bytes: usize,
+    },
+    Write {
+        sector: u64,
+        data: Vec<u8>,
+    },
+    Discard {
+        sector: u64,
+        sectors: u64,
+    },
     Flush,
+    /// A replacement's copy window (member sectors).
+    Copy {
+        member_sector: u64,
+        sectors: u64,
+    },
+    /// The flush that ends a replacement's copy.
+    CopyFlush,
+    /// A check of the whole array at the end.
+    Check,
 }
 
 /// Which error a request must get, if any.
@@ -113,6 +150,23 @@ enum Expect {
     Ok,
     Unaligned,
     OutOfRange,
+    /// A copy window: done, or stopped because the member being replaced failed.
+    Copied,
+}
+
+/// md's replace under way: the new device, as the member layer pairs it with the member.
+struct Replacement {
+    member: usize,
+    disk: Vec<u8>,
+    ring: Vec<u8>,
+    /// Member sector the copy has reached, and whether a window (or the closing flush) is
+    /// out.
+    next: u64,
+    out: bool,
+    /// The closing flush completed: the copy is durable.
+    copied: bool,
+    /// A window stopped because the member failed.
+    stopped: bool,
 }
 
 struct Harness {
@@ -130,6 +184,12 @@ struct Harness {
     /// Members that may fail I/Os (at most `max_degraded` of them).
     faulty: Vec<bool>,
     max_degraded: usize,
+    level: Level,
+    chunk_sectors: u64,
+    replacement: Option<Replacement>,
+    /// Tags of member I/Os taken while their member was being replaced: the member layer sends
+    /// those to both devices (uraid-io's `Replacing`), others to the member alone.
+    paired: HashSet<IoTag>,
 }
 
 fuzz_target!(|input: Input| {
@@ -138,10 +198,12 @@ fuzz_target!(|input: Input| {
         h.step(op);
     }
     h.drain();
+    h.finish_replacement();
     let all = h.size_sectors * 512;
     let whole = h.submit(Asked::Read { sector: 0, bytes: all as usize });
     h.drain();
     assert!(!h.asked.contains_key(&whole), "the final read completed");
+    h.check_parity();
 });
 
 impl Harness {
@@ -192,6 +254,10 @@ impl Harness {
             next_id: 0,
             faulty: vec![false; disks],
             max_degraded: usize::from(level.max_degraded()),
+            level,
+            chunk_sectors: chunk / 512,
+            replacement: None,
+            paired: HashSet::new(),
         })
     }
 
@@ -242,6 +308,9 @@ impl Harness {
                     self.array.start_recovery(DiskIndex(m as u16), Sector(0));
                 }
             }
+            Op::Replace { member } => self.start_replacement(usize::from(member)),
+            Op::CopyWindow => self.copy_window(),
+            Op::Join => self.join(),
             Op::Plug => self.array.plug(),
             Op::Unplug => self.array.unplug(),
             Op::CacheSize { heads } => {
@@ -275,6 +344,7 @@ impl Harness {
         }
         let id = self.next_id;
         self.next_id += 1;
+        let check_sectors = self.size_sectors / self.data_disks();
         let a = &mut self.array;
         match &asked {
             Asked::Read { sector, bytes } => {
@@ -289,7 +359,11 @@ impl Harness {
             Asked::Discard { sector, sectors } => {
                 a.submit_discard(ReqId(id), Sector(*sector), *sectors)
             }
-            Asked::Flush => a.submit_flush(ReqId(id)),
+            Asked::Flush | Asked::CopyFlush => a.submit_flush(ReqId(id)),
+            Asked::Copy { member_sector, sectors } => {
+                a.submit_sync(ReqId(id), SyncKind::Replace, Sector(*member_sector), *sectors);
+            }
+            Asked::Check => a.submit_sync(ReqId(id), SyncKind::Check, Sector(0), check_sectors),
         }
         self.asked.insert(id, (asked, expect));
         self.settle();
@@ -298,7 +372,8 @@ impl Harness {
 
     fn expect(&self, asked: &Asked) -> Expect {
         let bytes = match asked {
-            Asked::Flush => return Expect::Ok,
+            Asked::Flush | Asked::CopyFlush | Asked::Check => return Expect::Ok,
+            Asked::Copy { .. } => return Expect::Copied,
             Asked::Read { bytes, .. } => *bytes,
             Asked::Write { data, .. } => data.len(),
             Asked::Discard { .. } => 0,
@@ -314,14 +389,14 @@ impl Harness {
     }
 
     fn overlaps_in_flight(&self, asked: &Asked) -> bool {
-        if matches!(asked, Asked::Flush) {
+        if !matches!(asked, Asked::Read { .. } | Asked::Write { .. } | Asked::Discard { .. }) {
             return false;
         }
         let (s, n) = range(asked);
         let changes = !matches!(asked, Asked::Read { .. });
         self.asked.values().any(|(other, expect)| {
             let (os, on) = range(other);
-            let other_changes = !matches!(other, Asked::Read { .. } | Asked::Flush);
+            let other_changes = matches!(other, Asked::Write { .. } | Asked::Discard { .. });
             *expect == Expect::Ok && (changes || other_changes) && s < os + on && os < s + n
         })
     }
@@ -338,6 +413,11 @@ impl Harness {
             if matches!(io.op, MemberOp::Read | MemberOp::Write | MemberOp::Discard) {
                 assert!(io.sectors > 0 && io.sector.0 + io.sectors <= end, "{io:?}");
             }
+            if self.replacement.as_ref().is_some_and(|r| r.member == io.member.get()) {
+                self.paired.insert(io.tag);
+            } else {
+                assert_ne!(io.op, MemberOp::CopyWrite, "a copy write with no replacement: {io:?}");
+            }
             self.ios.push(io);
         }
         for (id, result, buf) in self.array.take_completed() {
@@ -348,6 +428,12 @@ impl Harness {
 
     fn check(&mut self, asked: Asked, expect: &Expect, result: Result<(), ArrayError>, buf: &[u8]) {
         match (expect, &result) {
+            (Expect::Copied, Ok(()) | Err(ArrayError::ReplacedMemberFailed)) => {
+                return self.copy_done(&asked, result.is_ok());
+            }
+            (Expect::Ok, Ok(())) if matches!(asked, Asked::CopyFlush) => {
+                return self.copy_done(&asked, true);
+            }
             (Expect::Ok, Ok(())) => {}
             (Expect::Unaligned, Err(ArrayError::Unaligned { .. }))
             | (Expect::OutOfRange, Err(ArrayError::OutOfRange { .. })) => return,
@@ -359,7 +445,7 @@ impl Harness {
             Asked::Read { .. } => assert!(buf == &self.model[r], "read of {sector}+{sectors}"),
             Asked::Write { data, .. } => self.model[r].copy_from_slice(&data),
             Asked::Discard { .. } => self.model[r].fill(0),
-            Asked::Flush => {}
+            Asked::Flush | Asked::CopyFlush | Asked::Copy { .. } | Asked::Check => {}
         }
     }
 
@@ -368,6 +454,14 @@ impl Harness {
         let m = io.member.get();
         let at = io.sector.0 as usize * 512;
         let len = io.bytes();
+        if self.paired.remove(&io.tag) {
+            self.mirror(&io);
+            if io.op == MemberOp::CopyWrite {
+                // The new device's alone: the member is not written.
+                self.array.complete_io(io.tag, true);
+                return self.settle();
+            }
+        }
         if ok {
             let disk = match io.area {
                 IoArea::Log => &mut self.rings[m],
@@ -381,9 +475,7 @@ impl Harness {
                 MemberOp::Write => disk[at..at + len].copy_from_slice(self.array.io_buf(&io)),
                 MemberOp::Discard => disk[at..at + len].fill(0),
                 MemberOp::Flush => {}
-                // Only a replacement's copy writes to the new device, and this target starts
-                // none.
-                MemberOp::CopyWrite => panic!("a copy write with no replacement under way"),
+                MemberOp::CopyWrite => unreachable!("copy writes are the new device's"),
             }
         }
         self.array.complete_io(io.tag, ok);
@@ -404,12 +496,13 @@ impl Harness {
     }
 }
 
-/// A request's sectors (a partial sector counts whole; flushes have none).
+/// A request's array sectors (a partial sector counts whole; flushes, copies and checks have
+/// none).
 fn range(asked: &Asked) -> (u64, u64) {
     match asked {
         Asked::Read { sector, bytes } => (*sector, (*bytes as u64).div_ceil(512)),
         Asked::Write { sector, data } => (*sector, (data.len() as u64).div_ceil(512)),
         Asked::Discard { sector, sectors } => (*sector, *sectors),
-        Asked::Flush => (0, 0),
+        Asked::Flush | Asked::CopyFlush | Asked::Copy { .. } | Asked::Check => (0, 0),
     }
 }
