@@ -56,7 +56,7 @@ use crate::layout::Level;
 use crate::units::DiskIndex;
 
 mod replay;
-pub use replay::{entries_by_head, replay_blocks};
+pub use replay::{entries_by_head, rebuilt_data, replay_blocks};
 
 pub const LOG_MAGIC: [u8; 8] = *b"URAIDPPL";
 /// 2: rings may wrap (a version 1 reader, walking from the ring's start, would miss live

@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use uraid_core::ppl::{
     FoundEntry, RingScan, entries_by_head, entries_to_replay, heads_to_resync_of_rings,
-    magic_sectors, replay_blocks, replayed_parity, resynced_parity, scan_ring,
+    magic_sectors, rebuilt_data, replay_blocks, replayed_parity, resynced_parity, scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
 use uraid_format::Superblock1;
@@ -247,18 +247,23 @@ impl FoundLog {
             .map(|p| p.as_deref().map_or(Ok(Vec::new()), crate::members::known_bad_bytes))
             .collect::<io::Result<_>>()?;
         // A head's blocks as a replay counts them: None where the member is missing, is being
-        // rebuilt above it, or cannot read it.
+        // rebuilt above it, or cannot read it; and which of them are there but failed to read
+        // (not listed as bad), whose lost blocks the replay writes back.
         let read_blocks = |sector: u64, at: u64, unit: usize| {
             let mut blocks = read_blocks(&files, at, unit);
+            let mut unreadable = vec![false; blocks.len()];
             let end = sector + unit as u64 / SECTOR_BYTES;
-            for ((b, bad), below) in blocks.iter_mut().zip(&known_bad).zip(&in_sync_below) {
+            let per_member = blocks.iter_mut().zip(&known_bad).zip(&in_sync_below).enumerate();
+            for (m, ((b, bad), below)) in per_member {
                 if uraid_io::known_bad::overlaps(bad, &(at..at + unit as u64))
                     || below.is_some_and(|below| end > below)
                 {
                     *b = None;
+                } else {
+                    unreadable[m] = b.is_none() && files[m].is_some();
                 }
             }
-            blocks
+            (blocks, unreadable)
         };
         // A head's byte offset and blocks, or None (said) past the array's end.
         let head_blocks = |sector: u64, unit_sectors: u64, what: &str| {
@@ -268,7 +273,8 @@ impl FoundLog {
             }
             let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
             let at = target.data_offset_bytes + sector * SECTOR_BYTES;
-            Some((at, read_blocks(sector, at, unit)))
+            let (blocks, unreadable) = read_blocks(sector, at, unit);
+            Some((at, blocks, unreadable))
         };
         let mut written = vec![false; files.len()];
         let mut replayed = 0;
@@ -277,7 +283,9 @@ impl FoundLog {
             let found = entries_to_replay(scans);
             for (sector, entries) in entries_by_head(&found) {
                 let what = "a log entry";
-                let Some((at, held)) = head_blocks(sector, entries[0].unit_sectors, what) else {
+                let Some((at, held, unreadable)) =
+                    head_blocks(sector, entries[0].unit_sectors, what)
+                else {
                     continue;
                 };
                 let held: Vec<Option<&[u8]>> = held.iter().map(Option::as_deref).collect();
@@ -287,29 +295,53 @@ impl FoundLog {
                     .map(|(f, below)| f.as_ref().filter(|_| below.is_none_or(|b| end <= b)))
                     .collect();
                 let head = (g, sector, at);
-                replayed += replay_head(head, &entries, &held, &here, &mut written)?;
+                let files = (&here[..], &unreadable[..]);
+                replayed += replay_head(head, &entries, &held, files, &mut written)?;
             }
         }
         for (sector, unit_sectors) in heads_to_resync_of_rings(&self.rings) {
-            let Some((at, blocks)) = head_blocks(sector, unit_sectors, "a log range's head") else {
+            let Some((at, blocks, unreadable)) =
+                head_blocks(sector, unit_sectors, "a log range's head")
+            else {
                 continue;
             };
-            let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
-            let blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
-            let writes = resynced_parity(g.level(), map, &blocks);
-            // Most heads of a range were never torn: only parity that changes is written.
-            for (m, block) in writes.into_iter().filter(|(m, b)| blocks[m.get()] != Some(&b[..])) {
-                let file = files[m.get()].as_ref().expect("a present member");
-                file.write_all_at(&block, at)?;
-                written[m.get()] = true;
-                replayed += 1;
-            }
+            let here: Vec<Option<&File>> = files.iter().map(Option::as_ref).collect();
+            let head = (g, sector, at);
+            replayed += resync_range_head(head, &blocks, (&here, &unreadable), &mut written)?;
         }
         for (file, _) in files.iter().zip(&written).filter(|(_, w)| **w) {
             file.as_ref().expect("written members are open").sync_data()?;
         }
         Ok(replayed)
     }
+}
+
+/// A head of a log range (`blocks` as read): its parity resynced from the data where that
+/// changes it (most heads of a range were never torn), and a block its member could not read
+/// written back (`files`: present members; `unreadable`: those that failed to read it);
+/// returns how many parity blocks it wrote.
+fn resync_range_head(
+    (g, sector, at): (&Geometry, u64, u64),
+    blocks: &[Option<Vec<u8>>],
+    (files, unreadable): (&[Option<&File>], &[bool]),
+    written: &mut [bool],
+) -> io::Result<u64> {
+    let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
+    let mut blocks: Vec<Option<&[u8]>> = blocks.iter().map(Option::as_deref).collect();
+    let writes = resynced_parity(g.level(), map, &blocks);
+    let mut replayed = 0;
+    for (m, block) in writes.iter().filter(|(m, b)| blocks[m.get()] != Some(&b[..])) {
+        let file = files[m.get()].expect("a present member");
+        file.write_all_at(block, at)?;
+        written[m.get()] = true;
+        replayed += 1;
+    }
+    for (m, block) in &writes {
+        blocks[m.get()] = Some(block);
+    }
+    let rebuilt = rebuilt_data(g.level(), map, &blocks);
+    write_back(sector, at, rebuilt, (files, unreadable), written)?;
+    Ok(replayed)
 }
 
 /// A stripe head's entries (all at once: `replay_blocks`) given its blocks as `held`: each
@@ -319,7 +351,7 @@ fn replay_head(
     (g, sector, at): (&Geometry, u64, u64),
     entries: &[&FoundEntry],
     held: &[Option<&[u8]>],
-    files: &[Option<&File>],
+    (files, unreadable): (&[Option<&File>], &[bool]),
     written: &mut [bool],
 ) -> io::Result<u64> {
     let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
@@ -341,7 +373,34 @@ fn replay_head(
         written[member] = true;
         replayed += 1;
     }
+    let rebuilt =
+        map.data_disk.iter().filter_map(|&d| blocks[d.get()].clone().map(|b| (d, b))).collect();
+    write_back(sector, at, rebuilt, (files, unreadable), written)?;
     Ok(replayed)
+}
+
+/// Writes back the data blocks a head's replay counted lost (`rebuilt`) where the member is
+/// there but could not read its block (a latent bad sector: the write remaps it), so that
+/// the sectors a cut tore beside the bad one do not stay on the disk disagreeing with parity
+/// (the simulator, since the fifth session of 2026-12-05; `uraid_core::ppl::rebuilt_data`).
+fn write_back(
+    sector: u64,
+    at: u64,
+    rebuilt: Vec<(DiskIndex, Vec<u8>)>,
+    (files, unreadable): (&[Option<&File>], &[bool]),
+    written: &mut [bool],
+) -> io::Result<()> {
+    for (d, block) in rebuilt.into_iter().filter(|(d, _)| unreadable[d.get()]) {
+        let Some(file) = files[d.get()] else { continue };
+        eprintln!(
+            "uraid: member {} could not read its block at sector {sector}: written back from \
+             parity",
+            d.get()
+        );
+        file.write_all_at(&block, at)?;
+        written[d.get()] = true;
+    }
+    Ok(())
 }
 
 /// Every member's `unit` bytes at `at`: None where the member is missing or the read fails (a
@@ -527,5 +586,81 @@ mod tests {
         let mut other = sb.clone();
         other.bblog_offset_sectors = 100; // inside the area
         assert!(!area_free_on(area, &other, Some(4 * KIB)));
+    }
+
+    /// A torn block whose member could not read it at the replay (a latent bad sector) is
+    /// written back as the replay counted it, consistent with the parity it wrote; a missing
+    /// member's is not.
+    #[test]
+    fn a_block_the_replay_could_not_read_is_written_back() {
+        use uraid_core::ppl::{LogEntry, LogParity, crc32c};
+        const UNIT: usize = 4096;
+        let g = Geometry::new(
+            uraid_core::Level::Raid5,
+            uraid_core::Level::Raid5.default_layout(),
+            4,
+            65536,
+        )
+        .unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let (d0, p) = (map.data_disk[0].get(), map.p_disk.unwrap().get());
+        let fill = |seed: u8| -> Vec<u8> {
+            (0..UNIT).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect()
+        };
+        let mut old: Vec<Vec<u8>> = (0..4u8).map(|m| fill(m * 17 + 3)).collect();
+        old[p] = vec![0; UNIT];
+        for m in map.data_disk.iter().map(|d| d.get()) {
+            let b = old[m].clone();
+            old[p].iter_mut().zip(&b).for_each(|(x, y)| *x ^= y);
+        }
+        // d0's whole block rewritten: the partial parity is the others' xor, i.e. P ^ d0.
+        let pp: Vec<u8> = old[p].iter().zip(&old[d0]).map(|(x, y)| x ^ y).collect();
+        let mut entry = LogEntry {
+            member_sector: 0,
+            parity: LogParity::P,
+            modified: Vec::new(),
+            block_crc: Some(crc32c(&pp)),
+            span: 1,
+        };
+        entry.add(d0, 0, 8, 8);
+        let found = FoundEntry {
+            epoch: 1,
+            generation: 1,
+            unit_sectors: 8,
+            member: DiskIndex(p as u16),
+            entry,
+            block: Some(pp),
+        };
+        for (unreadable_d0, written_back) in [(true, true), (false, false)] {
+            let dir = std::env::temp_dir()
+                .join(format!("uraid-ppl-write-back-{}-{unreadable_d0}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            // On the disks: d0 torn (its first half new), parity old (its write lost).
+            let mut torn = old.clone();
+            torn[d0][..UNIT / 2].fill(0xee);
+            let files: Vec<File> = (0..4)
+                .map(|m| {
+                    let path = dir.join(format!("m{m}"));
+                    std::fs::write(&path, &torn[m]).unwrap();
+                    OpenOptions::new().read(true).write(true).open(path).unwrap()
+                })
+                .collect();
+            let held: Vec<Option<&[u8]>> =
+                (0..4).map(|m| (m != d0).then_some(&torn[m][..])).collect();
+            let here: Vec<Option<&File>> = files.iter().map(Some).collect();
+            let mut unreadable = vec![false; 4];
+            unreadable[d0] = unreadable_d0;
+            let mut written = vec![false; 4];
+            let head = (&g, 0, 0);
+            let replayed =
+                replay_head(head, &[&found], &held, (&here, &unreadable), &mut written).unwrap();
+            assert_eq!(replayed, 1);
+            let on_disk = |m: usize| std::fs::read(dir.join(format!("m{m}"))).unwrap();
+            // Inside the union the lost block comes from parity: the old contents.
+            assert_eq!(on_disk(d0) == old[d0], written_back, "unreadable: {unreadable_d0}");
+            assert_eq!(written[d0], written_back);
+            assert_eq!(on_disk(p), old[p], "parity consistent with the block as counted");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 }

@@ -180,6 +180,36 @@ fn solve(level: Level, map: &StripeMap, row: &mut [Vec<u8>], lost: &[bool]) -> b
     crate::reconstruct::reconstruct(level, map, &mut refs, lost).is_ok()
 }
 
+/// The lost data blocks of a stripe head as the blocks its members hold give them (`blocks`:
+/// per member, None where lost or unreadable; parity as a replay left it), when no more are
+/// lost than the level survives. A replay writes back those of members that are there but could
+/// not read their block (a latent bad sector): the sectors a cut tore beside the bad one would
+/// otherwise stay on the disk disagreeing with parity, out of every read's way while the bad
+/// sector stays bad, but used by a later rebuild of another member once a write that the next
+/// cut tears makes the block readable again.
+#[must_use]
+pub fn rebuilt_data(
+    level: Level,
+    map: &StripeMap,
+    blocks: &[Option<&[u8]>],
+) -> Vec<(crate::units::DiskIndex, Vec<u8>)> {
+    let lost: Vec<bool> = blocks.iter().map(Option::is_none).collect();
+    let count = lost.iter().filter(|l| **l).count();
+    let Some(unit) = blocks.iter().flatten().map(|b| b.len()).next() else { return Vec::new() };
+    if count == 0 || count > usize::from(level.max_degraded()) {
+        return Vec::new();
+    }
+    let mut bufs: Vec<Vec<u8>> =
+        blocks.iter().map(|b| b.map_or_else(|| vec![0; unit], <[u8]>::to_vec)).collect();
+    let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
+    crate::reconstruct::reconstruct(level, map, &mut refs, &lost).expect("within redundancy");
+    map.data_disk
+        .iter()
+        .filter(|d| lost[d.get()])
+        .map(|&d| (d, std::mem::take(&mut bufs[d.get()])))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,5 +390,26 @@ mod tests {
             assert_eq!(got[m].as_deref(), Some(&[0u8; UNIT][..]));
         }
         assert_eq!(got[d[0]].as_deref(), Some(&held[d[0]][..]));
+    }
+
+    /// The lost data blocks come back from parity (a lost parity block is not returned), and
+    /// beyond what the level survives nothing does.
+    #[test]
+    fn rebuilt_data_is_the_lost_data_as_parity_gives_it() {
+        let g = Geometry::new(Level::Raid6, Level::Raid6.default_layout(), 6, 65536).unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let d: Vec<usize> = map.data_disk.iter().map(|d| d.get()).collect();
+        let data: Vec<(usize, Vec<u8>)> = d.iter().map(|&m| (m, block(m as u8 + 1))).collect();
+        let held = with_parity(Level::Raid6, map, &data);
+        let p = map.p_disk.unwrap().get();
+        let mut blocks: Vec<Option<&[u8]>> = held.iter().map(|b| Some(&b[..])).collect();
+        blocks[d[1]] = None;
+        blocks[p] = None;
+        let got = rebuilt_data(Level::Raid6, map, &blocks);
+        assert_eq!(got, vec![(DiskIndex(d[1] as u16), held[d[1]].clone())]);
+        blocks[d[2]] = None;
+        assert!(rebuilt_data(Level::Raid6, map, &blocks).is_empty(), "three lost");
+        let all: Vec<Option<&[u8]>> = held.iter().map(|b| Some(&b[..])).collect();
+        assert!(rebuilt_data(Level::Raid6, map, &all).is_empty(), "none lost");
     }
 }
