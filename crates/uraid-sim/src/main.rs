@@ -179,7 +179,8 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
     println!(
         "  power cuts survived: {} ({} of them right after a flush or FUA write; {} during \
          a recovery, {} of them a re-add's, {} with another queued; {} beside latent bad \
-         sectors, {} beside listed ones; resync covered {:.1}% of what a full resync would)",
+         sectors, {} beside listed ones; {} restarts read nothing back; resync covered {:.1}% \
+         of what a full resync would)",
         t.power_cuts,
         t.cuts_after_flush,
         t.cuts_during_recovery,
@@ -187,11 +188,13 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.cuts_with_recovery_queued,
         t.cuts_with_bad_sectors,
         t.cuts_with_listed_sectors,
+        t.restarts_unread,
         100.0 * resync_share
     );
     println!(
         "  write hole: {} power cuts with members lost ({} pulled right after the cut); {} \
-         parity blocks replayed from the partial parity log ({} resyncing ranges); {} writes \
+         parity blocks replayed from the partial parity log ({} resyncing ranges; {} data \
+         blocks it could not read written back); {} writes \
          acknowledged once logged and {} before, when queued for a generation; {} full-stripe \
          writes under a range; {} log advances (flushes and filling rings retiring the log \
          with no reset); {} ring wraps; {} batches written behind; {} writes acknowledged \
@@ -200,6 +203,7 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.lost_after_cut,
         t.log_replays,
         t.range_resyncs,
+        t.blocks_written_back,
         t.acked_when_logged,
         t.acked_when_admitted,
         t.writes_under_range,

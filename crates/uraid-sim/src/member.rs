@@ -240,6 +240,15 @@ impl SimMember {
             || !self.listed_durable.is_empty()
     }
 
+    /// Whether a latent bad sector lies in a data-area range that the bad block log does not
+    /// list: a read fails there, and a replay writes the block back (`uraid_core::ppl::
+    /// rebuilt_data`).
+    pub fn unreadable_unlisted(&self, offset: usize, len: usize) -> bool {
+        !self.pulled
+            && self.bad_sectors.range(sectors(offset, len)).next().is_some()
+            && !self.is_listed(offset, len)
+    }
+
     /// Whether a data-area range reads without errors (known bad ones included).
     pub fn readable(&self, offset: usize, len: usize) -> bool {
         !self.pulled

@@ -61,6 +61,9 @@ struct Entry {
 pub struct Oracle {
     /// Per sector: the write it held when its history began (0 = zeros).
     base: Vec<u64>,
+    /// Per sector, after a restart that read nothing back: the writes it may hold (the base
+    /// is not known until a read pins it); empty once known.
+    base_choices: Vec<Vec<u64>>,
     /// Per sector: later writes in submission order.
     history: Vec<Vec<Entry>>,
     now: u64,
@@ -80,7 +83,12 @@ pub struct ReadWatch {
 impl Oracle {
     pub fn new(sectors: u64) -> Oracle {
         let n = usize::try_from(sectors).expect("small arrays");
-        Oracle { base: vec![0; n], history: vec![Vec::new(); n], ..Oracle::default() }
+        Oracle {
+            base: vec![0; n],
+            base_choices: vec![Vec::new(); n],
+            history: vec![Vec::new(); n],
+            ..Oracle::default()
+        }
     }
 
     fn tick(&mut self) -> u64 {
@@ -144,6 +152,26 @@ impl Oracle {
             let overlapping = h.iter().any(|e| {
                 e.id == id && e.submitted < t && e.completed.is_none_or(|c| c > watch.submitted)
             });
+            // Not read since a restart that read nothing back, nor written since: any write
+            // it may hold, and from now on that one.
+            let acked_since = h.iter().any(|e| e.completed.is_some_and(|c| c < watch.submitted));
+            let choices = &mut self.base_choices[s as usize];
+            if !acked_since && !choices.is_empty() {
+                // Read from a write in flight (a discard's zeros may be a choice's too): the
+                // base is still not known.
+                if overlapping {
+                    continue;
+                }
+                if choices.contains(&id) {
+                    self.base[s as usize] = id;
+                    choices.clear();
+                    continue;
+                }
+                return Err(format!(
+                    "array sector {s}: read write {id}, expected one of {choices:?} (not read \
+                     since the restart) or one in flight"
+                ));
+            }
             if id != before && !overlapping {
                 return Err(format!(
                     "array sector {s}: read write {id}, expected write {before} (or one in \
@@ -164,19 +192,25 @@ impl Oracle {
     }
 
     /// The writes each sector may hold after a power cut now: the last one that was durable
-    /// (acknowledged before a completed flush was submitted, or with FUA), or any later one.
+    /// (acknowledged before a completed flush was submitted, or with FUA), or any later one;
+    /// with no durable one, its base (any it may be, if not yet known), or any later one.
     pub fn after_power_cut(&self) -> Vec<Vec<u64>> {
         self.history
             .iter()
             .zip(&self.base)
-            .map(|(h, &base)| {
+            .zip(&self.base_choices)
+            .map(|((h, &base), choices)| {
                 let durable = h
                     .iter()
                     .enumerate()
                     .filter(|(_, e)| e.completed.is_some_and(|c| c < self.durable_before || e.fua))
                     .max_by_key(|(_, e)| e.completed);
-                let (from, first) = durable.map_or((0, base), |(i, e)| (i + 1, e.id));
-                std::iter::once(first).chain(h[from..].iter().map(|e| e.id)).collect()
+                let (from, first) = match durable {
+                    Some((i, e)) => (i + 1, vec![e.id]),
+                    None if choices.is_empty() => (0, vec![base]),
+                    None => (0, choices.clone()),
+                };
+                first.into_iter().chain(h[from..].iter().map(|e| e.id)).collect()
             })
             .collect()
     }
@@ -184,6 +218,21 @@ impl Oracle {
     /// After a restart: each sector's history begins again with what it was found to hold.
     pub fn restart(&mut self, found: &[u64]) {
         self.base.copy_from_slice(found);
+        self.base_choices.iter_mut().for_each(Vec::clear);
+        self.history.iter_mut().for_each(Vec::clear);
+        self.durable_before = 0;
+    }
+
+    /// After a restart that read nothing back: each sector's history begins again with any
+    /// of the writes `allowed` lists for it (`UNKNOWN` among them: anything, until a write).
+    pub fn restart_unread(&mut self, allowed: &[Vec<u64>]) {
+        for ((base, choices), ok) in self.base.iter_mut().zip(&mut self.base_choices).zip(allowed) {
+            *base = if ok.contains(&UNKNOWN) { UNKNOWN } else { ok[0] };
+            choices.clear();
+            if ok.len() > 1 && *base != UNKNOWN {
+                choices.extend(ok);
+            }
+        }
         self.history.iter_mut().for_each(Vec::clear);
         self.durable_before = 0;
     }

@@ -69,6 +69,12 @@ pub struct SimStats {
     /// waited for every such sector to be rewritten).
     pub cuts_with_bad_sectors: u64,
     pub cuts_with_listed_sectors: u64,
+    /// Restarts after a cut that read nothing back (the others read the whole array and,
+    /// with every member there, check parity).
+    pub restarts_unread: u64,
+    /// Data blocks a replay counted lost and wrote back, their member there but the block
+    /// unreadable (a latent bad sector).
+    pub blocks_written_back: u64,
     pub checks: u64,
     pub io_count_checks: u64,
     /// Member failures the metadata recorded (each after writes waited for it), and power
@@ -132,6 +138,8 @@ impl SimStats {
         self.cuts_with_recovery_queued += o.cuts_with_recovery_queued;
         self.cuts_with_bad_sectors += o.cuts_with_bad_sectors;
         self.cuts_with_listed_sectors += o.cuts_with_listed_sectors;
+        self.restarts_unread += o.restarts_unread;
+        self.blocks_written_back += o.blocks_written_back;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;
         self.failures_recorded += o.failures_recorded;

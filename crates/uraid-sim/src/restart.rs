@@ -10,8 +10,8 @@ use crate::sim::Sim;
 use rand::Rng;
 use uraid_core::array::{IoArea, MemberOp, ReqId, SyncKind};
 use uraid_core::ppl::{
-    entries_by_head, entries_to_replay, heads_to_resync, replay_blocks, replayed_parity,
-    resynced_parity, scan_ring,
+    entries_by_head, entries_to_replay, heads_to_resync, rebuilt_data, replay_blocks,
+    replayed_parity, resynced_parity, scan_ring,
 };
 use uraid_core::{DiskRole, SECTOR_BYTES, Sector, StripeNumber};
 
@@ -100,12 +100,58 @@ impl Sim {
         if !degraded {
             self.resync_after_cut()?;
         }
-        let found = self.read_all(&allowed, &gone, &unreadable, &recovering)?;
-        self.oracle.restart(&found);
-        if !degraded {
-            self.check_after_cut()?;
+        self.read_back(&allowed, &gone, &unreadable, &recovering, degraded)
+    }
+
+    /// After the restart (and the resync, when every member is there): half the restarts
+    /// read the whole array back and check parity, as before the fifth session of
+    /// 2026-12-05; the others read nothing back, as a real restart: a block the replay could
+    /// not read is then met first by the workload (a write, a rebuild) rather than by a read
+    /// that rewrites it. Either way the oracle starts again from what the cut allowed.
+    fn read_back(
+        &mut self,
+        allowed: &[Vec<u64>],
+        gone: &[bool],
+        unreadable: &[Vec<u64>],
+        recovering: &[Recovering],
+        degraded: bool,
+    ) -> Result<(), SimFailure> {
+        if self.readback_rng.random_bool(0.5) {
+            let found = self.read_all(allowed, gone, unreadable, recovering)?;
+            self.oracle.restart(&found);
+            if !degraded {
+                self.check_after_cut()?;
+            }
+        } else {
+            let allowed: Vec<Vec<u64>> = (0..allowed.len() as u64)
+                .map(|s| {
+                    let ok = &allowed[s as usize];
+                    let wild = ok.len() > 1 && self.lost_at(s, gone, unreadable, recovering);
+                    if wild { vec![UNKNOWN] } else { ok.clone() }
+                })
+                .collect();
+            self.oracle.restart_unread(&allowed);
+            self.stats.restarts_unread += 1;
         }
         Ok(())
+    }
+
+    /// Whether array sector `s` lies on a member lost across the cut, in a block a latent bad
+    /// or listed sector made unreadable then, or above a recovering member's checkpoint: a
+    /// torn write's sectors there may read anything (md's PPL promises the same).
+    fn lost_at(
+        &self,
+        s: u64,
+        gone: &[bool],
+        unreadable: &[Vec<u64>],
+        recovering: &[Recovering],
+    ) -> bool {
+        let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
+        let at = self.cfg.geometry().map_sector(Sector(s));
+        let (m, ms) = (at.disk.get(), at.member_sector.0);
+        gone[m]
+            || unreadable[m].binary_search(&(ms - ms % unit)).is_ok()
+            || recovering.iter().any(|r| r.member == m && ms >= r.at)
     }
 
     /// The restart: a new engine over what the members hold, without the `gone` ones.
@@ -334,6 +380,13 @@ impl Sim {
                 self.members[parity].restore(offset, &new);
                 self.stats.log_replays += 1;
             }
+            let rebuilt: Vec<(usize, Vec<u8>)> = map
+                .data_disk
+                .iter()
+                .map(|d| d.get())
+                .filter_map(|m| blocks[m].as_ref().map(|b| (m, b.clone())))
+                .collect();
+            self.write_back_unreadable(offset, &gone, rebuilt);
         }
         self.resync_ranges(&scans, &gone_at);
         // Replayed and durable, the records have served: uraid-md clears every present ring
@@ -376,13 +429,36 @@ impl Sim {
             let unit = (unit_sectors * SECTOR_BYTES) as usize;
             let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
             let offset = self.members[0].offset(IoArea::Data, sector);
-            let blocks = self.blocks_at(offset, unit, &gone_at(sector));
+            let gone = gone_at(sector);
+            let blocks = self.blocks_at(offset, unit, &gone);
             let writes = resynced_parity(g.level(), map, &blocks);
             self.note(|| format!("log resync: sector {sector}, writes {}", writes.len()));
             for (m, block) in writes {
                 self.members[m.get()].restore(offset, &block);
                 self.stats.log_replays += 1;
                 self.stats.range_resyncs += 1;
+            }
+            let blocks = self.blocks_at(offset, unit, &gone);
+            let rebuilt = rebuilt_data(g.level(), map, &blocks);
+            let rebuilt = rebuilt.into_iter().map(|(m, b)| (m.get(), b)).collect();
+            self.write_back_unreadable(offset, &gone, rebuilt);
+        }
+    }
+
+    /// As uraid-md's replay: the data blocks a head's replay counted lost (`rebuilt`, by
+    /// member) are written back where the member is there but could not read its block (a
+    /// latent bad sector the bad block log does not list), which remaps the bad sector.
+    fn write_back_unreadable(
+        &mut self,
+        offset: usize,
+        gone: &[bool],
+        rebuilt: Vec<(usize, Vec<u8>)>,
+    ) {
+        for (m, block) in rebuilt {
+            if !gone[m] && self.members[m].unreadable_unlisted(offset, block.len()) {
+                self.note(|| format!("log replay: member {m} at byte {offset} written back"));
+                self.members[m].restore(offset, &block);
+                self.stats.blocks_written_back += 1;
             }
         }
     }
@@ -424,9 +500,7 @@ impl Sim {
         unreadable: &[Vec<u64>],
         recovering: &[Recovering],
     ) -> Result<Vec<u64>, SimFailure> {
-        let unit = self.cfg.stripe_size_bytes / SECTOR_BYTES;
         let size = self.array.size_sectors();
-        let g = self.cfg.geometry();
         let mut found = Vec::with_capacity(size as usize);
         let step = 256;
         for start in (0..size).step_by(step) {
@@ -436,12 +510,8 @@ impl Sim {
                 let s = start + i as u64;
                 let got = decode(s, sector).unwrap_or(UNKNOWN);
                 let ok = &allowed[s as usize];
-                let at = g.map_sector(Sector(s));
-                let (m, ms) = (at.disk.get(), at.member_sector.0);
-                let lost = gone[m]
-                    || unreadable[m].binary_search(&(ms - ms % unit)).is_ok()
-                    || recovering.iter().any(|r| r.member == m && ms >= r.at);
-                let wild = ok.contains(&UNKNOWN) || (ok.len() > 1 && lost);
+                let wild = ok.contains(&UNKNOWN)
+                    || (ok.len() > 1 && self.lost_at(s, gone, unreadable, recovering));
                 if !ok.contains(&got) && !wild {
                     let what =
                         if got == UNKNOWN { "garbage".to_owned() } else { format!("write {got}") };

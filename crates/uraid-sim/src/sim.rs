@@ -120,6 +120,8 @@ pub struct Sim {
     /// When the runtime's timer ends the write-back's holds (a stream of its own, so the
     /// workload of a seed is the same with the write-back or without).
     hold_rng: StdRng,
+    /// Whether a restart reads the array back (`restart`), apart from the other streams.
+    pub(crate) readback_rng: StdRng,
     /// Where the last write ended: half the writes continue there (since the eighth session
     /// of 2026-11-28), so that streams form and the write-back holds their partial stripes.
     stream_end: u64,
@@ -157,6 +159,7 @@ impl Sim {
         let replace_at = crate::replace::first_replacement(&mut replace_rng);
         let cut_rng = StdRng::seed_from_u64(cfg.seed ^ 0xc07a_f7e2_f105_0002);
         let hold_rng = StdRng::seed_from_u64(cfg.seed ^ 0x401d_0000_7153_0003);
+        let readback_rng = StdRng::seed_from_u64(cfg.seed ^ 0x4ead_bac4_0000_0004);
         Sim {
             cfg,
             rng,
@@ -192,6 +195,7 @@ impl Sim {
             cut_due: false,
             cut_rng,
             hold_rng,
+            readback_rng,
             stream_end: 0,
         }
     }
