@@ -301,7 +301,10 @@ impl Harness {
             Op::Spare { member } => {
                 let m = usize::from(member) % self.members.len();
                 let failed = self.array.failed_members().contains(&DiskIndex(m as u16));
-                if failed && self.ios.iter().all(|io| io.member.get() != m) {
+                // A member whose replacement is under way is handed to it (`Op::Join`), as
+                // uraid-md does, not to a spare.
+                let replaced = self.replacement.as_ref().is_some_and(|r| r.member == m);
+                if failed && !replaced && self.ios.iter().all(|io| io.member.get() != m) {
                     self.members[m].fill(0xa5);
                     self.rings[m].fill(0xa5);
                     self.array.member_device_changed(DiskIndex(m as u16));
