@@ -340,7 +340,7 @@ fn resync_range_head(
         blocks[m.get()] = Some(block);
     }
     let rebuilt = rebuilt_data(g.level(), map, &blocks);
-    write_back(sector, at, rebuilt, (files, unreadable), written)?;
+    write_back(sector, at, rebuilt, (files, unreadable), written);
     Ok(replayed)
 }
 
@@ -375,7 +375,7 @@ fn replay_head(
     }
     let rebuilt =
         map.data_disk.iter().filter_map(|&d| blocks[d.get()].clone().map(|b| (d, b))).collect();
-    write_back(sector, at, rebuilt, (files, unreadable), written)?;
+    write_back(sector, at, rebuilt, (files, unreadable), written);
     Ok(replayed)
 }
 
@@ -389,18 +389,26 @@ fn write_back(
     rebuilt: Vec<(DiskIndex, Vec<u8>)>,
     (files, unreadable): (&[Option<&File>], &[bool]),
     written: &mut [bool],
-) -> io::Result<()> {
+) {
     for (d, block) in rebuilt.into_iter().filter(|(d, _)| unreadable[d.get()]) {
         let Some(file) = files[d.get()] else { continue };
-        eprintln!(
-            "uraid: member {} could not read its block at sector {sector}: written back from \
-             parity",
-            d.get()
-        );
-        file.write_all_at(&block, at)?;
-        written[d.get()] = true;
+        let m = d.get();
+        // A block that cannot be written either stays as it was, read around by the engine,
+        // whose own rewrite then fails the member: no reason to refuse the assemble here.
+        match file.write_all_at(&block, at) {
+            Ok(()) => {
+                eprintln!(
+                    "uraid: member {m} could not read its block at sector {sector}: written back \
+                     from parity"
+                );
+                written[m] = true;
+            }
+            Err(e) => eprintln!(
+                "uraid: member {m} could not read its block at sector {sector}, nor write it \
+                 back: {e}"
+            ),
+        }
     }
-    Ok(())
 }
 
 /// Every member's `unit` bytes at `at`: None where the member is missing or the read fails (a
