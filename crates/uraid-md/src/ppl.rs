@@ -299,15 +299,15 @@ impl FoundLog {
                 replayed += replay_head(head, &entries, &held, files, &mut written)?;
             }
         }
+        let present: Vec<Option<&File>> = files.iter().map(Option::as_ref).collect();
         for (sector, unit_sectors) in heads_to_resync_of_rings(&self.rings) {
             let Some((at, blocks, unreadable)) =
                 head_blocks(sector, unit_sectors, "a log range's head")
             else {
                 continue;
             };
-            let here: Vec<Option<&File>> = files.iter().map(Option::as_ref).collect();
             let head = (g, sector, at);
-            replayed += resync_range_head(head, &blocks, (&here, &unreadable), &mut written)?;
+            replayed += resync_range_head(head, &blocks, (&present, &unreadable), &mut written)?;
         }
         for (file, _) in files.iter().zip(&written).filter(|(_, w)| **w) {
             file.as_ref().expect("written members are open").sync_data()?;
@@ -339,8 +339,11 @@ fn resync_range_head(
     for (m, block) in &writes {
         blocks[m.get()] = Some(block);
     }
-    let rebuilt = rebuilt_data(g.level(), map, &blocks);
-    write_back(sector, at, rebuilt, (files, unreadable), written);
+    // Rebuilding is only for a member that failed to read: a missing one is not written.
+    if unreadable.contains(&true) {
+        let rebuilt = rebuilt_data(g.level(), map, &blocks);
+        write_back(sector, at, rebuilt, (files, unreadable), written);
+    }
     Ok(replayed)
 }
 
@@ -373,8 +376,12 @@ fn replay_head(
         written[member] = true;
         replayed += 1;
     }
-    let rebuilt =
-        map.data_disk.iter().filter_map(|&d| blocks[d.get()].clone().map(|b| (d, b))).collect();
+    let rebuilt = map
+        .data_disk
+        .iter()
+        .filter(|d| unreadable[d.get()])
+        .filter_map(|&d| blocks[d.get()].clone().map(|b| (d, b)))
+        .collect();
     write_back(sector, at, rebuilt, (files, unreadable), written);
     Ok(replayed)
 }
@@ -598,7 +605,7 @@ mod tests {
 
     /// A torn block whose member could not read it at the replay (a latent bad sector) is
     /// written back as the replay counted it, consistent with the parity it wrote; a missing
-    /// member's is not.
+    /// member's is not; one that cannot be written either is left, and the replay goes on.
     #[test]
     fn a_block_the_replay_could_not_read_is_written_back() {
         use uraid_core::ppl::{LogEntry, LogParity, crc32c};
@@ -639,9 +646,12 @@ mod tests {
             entry,
             block: Some(pp),
         };
-        for (unreadable_d0, written_back) in [(true, true), (false, false)] {
+        for (case, (unreadable_d0, writable_d0)) in
+            [(true, true), (false, true), (true, false)].into_iter().enumerate()
+        {
+            let written_back = unreadable_d0 && writable_d0;
             let dir = std::env::temp_dir()
-                .join(format!("uraid-ppl-write-back-{}-{unreadable_d0}", std::process::id()));
+                .join(format!("uraid-ppl-write-back-{}-{case}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             // On the disks: d0 torn (its first half new), parity old (its write lost).
             let mut torn = old.clone();
@@ -650,7 +660,8 @@ mod tests {
                 .map(|m| {
                     let path = dir.join(format!("m{m}"));
                     std::fs::write(&path, &torn[m]).unwrap();
-                    OpenOptions::new().read(true).write(true).open(path).unwrap()
+                    let writable = m != d0 || writable_d0;
+                    OpenOptions::new().read(true).write(writable).open(path).unwrap()
                 })
                 .collect();
             let held: Vec<Option<&[u8]>> =
@@ -665,7 +676,7 @@ mod tests {
             assert_eq!(replayed, 1);
             let on_disk = |m: usize| std::fs::read(dir.join(format!("m{m}"))).unwrap();
             // Inside the union the lost block comes from parity: the old contents.
-            assert_eq!(on_disk(d0) == old[d0], written_back, "unreadable: {unreadable_d0}");
+            assert_eq!(on_disk(d0) == old[d0], written_back, "case {case}");
             assert_eq!(written[d0], written_back);
             assert_eq!(on_disk(p), old[p], "parity consistent with the block as counted");
             std::fs::remove_dir_all(&dir).unwrap();

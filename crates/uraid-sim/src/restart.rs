@@ -380,11 +380,10 @@ impl Sim {
                 self.members[parity].restore(offset, &new);
                 self.stats.log_replays += 1;
             }
-            let rebuilt: Vec<(usize, Vec<u8>)> = map
+            let rebuilt = map
                 .data_disk
                 .iter()
-                .map(|d| d.get())
-                .filter_map(|m| blocks[m].as_ref().map(|b| (m, b.clone())))
+                .filter_map(|d| blocks[d.get()].as_deref().map(|b| (d.get(), b)))
                 .collect();
             self.write_back_unreadable(offset, &gone, rebuilt);
         }
@@ -440,7 +439,7 @@ impl Sim {
             }
             let blocks = self.blocks_at(offset, unit, &gone);
             let rebuilt = rebuilt_data(g.level(), map, &blocks);
-            let rebuilt = rebuilt.into_iter().map(|(m, b)| (m.get(), b)).collect();
+            let rebuilt = rebuilt.iter().map(|(m, b)| (m.get(), &b[..])).collect();
             self.write_back_unreadable(offset, &gone, rebuilt);
         }
     }
@@ -452,12 +451,12 @@ impl Sim {
         &mut self,
         offset: usize,
         gone: &[bool],
-        rebuilt: Vec<(usize, Vec<u8>)>,
+        rebuilt: Vec<(usize, &[u8])>,
     ) {
         for (m, block) in rebuilt {
             if !gone[m] && self.members[m].unreadable_unlisted(offset, block.len()) {
                 self.note(|| format!("log replay: member {m} at byte {offset} written back"));
-                self.members[m].restore(offset, &block);
+                self.members[m].restore(offset, block);
                 self.stats.blocks_written_back += 1;
             }
         }

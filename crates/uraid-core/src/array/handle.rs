@@ -551,6 +551,8 @@ impl Array {
         }
         let sector = Sector(self.head_member_range(id).0);
         let batch_fua = op == MemberOp::Write && self.batch_fua(id);
+        // Read-error rewrites are rare: most batches look no further than this.
+        let repairing = op == MemberOp::Write && !self.heads[&id].repairs.is_empty();
         if op == MemberOp::Write && self.heads[&id].acked_early {
             self.background_ios += members.len();
         }
@@ -575,8 +577,7 @@ impl Array {
                 sector,
                 sectors: self.unit_sectors,
                 buf,
-                fua: batch_fua
-                    || (op == MemberOp::Write && self.heads[&id].repairs.contains(&member)),
+                fua: batch_fua || (repairing && self.heads[&id].repairs.contains(&member)),
                 area: super::IoArea::Data,
                 before_replacement: false,
             });
