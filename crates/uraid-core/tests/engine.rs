@@ -231,6 +231,41 @@ fn a_read_error_during_rmw_is_corrected() {
     assert_eq!(read(&mut fresh, &mut mem, 0, bytes), data, "parity is consistent");
 }
 
+/// A read error on a block the write does not change: a reconstruct-write planned to read it,
+/// the read failed, and the cheaper plan left (a read-modify-write) would not need the block.
+/// The write still rebuilds it and rewrites it over the bad sector, as a read would: left
+/// unreadable, the stripe would be one failure from losing it.
+#[test]
+fn a_read_error_on_a_block_the_write_leaves_is_corrected() {
+    for (level, disks) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
+        let g = uraid_core::Geometry::new(level, level.default_layout(), disks, 4096).unwrap();
+        let map = g.stripe_map(uraid_core::StripeNumber(0)).clone();
+        let mut a = array(level, disks, 4096, 4096);
+        let mut mem = Mem::new(disks);
+        let bytes = (a.size_sectors() * 512) as usize;
+        let mut data = pattern(14, bytes);
+        write(&mut a, &mut mem, 0, data.clone());
+        // Overwrite every data block of stripe 0 but the last (a reconstruct-write reads only
+        // that one) while the last cannot be read.
+        let last = *map.data_disk.last().unwrap();
+        mem.bad_reads.insert((last.0, 0));
+        let new = pattern(15, (map.data_disk.len() - 1) * 4096);
+        data[..new.len()].copy_from_slice(&new);
+        write(&mut a, &mut mem, 0, new);
+        assert_eq!(a.failed_members(), vec![], "{level:?}");
+        assert!(mem.bad_reads.is_empty(), "{level:?}: the bad sector was rewritten");
+        assert_eq!(a.stats().read_errors_corrected, 1, "{level:?}");
+        let mut fresh = array(level, disks, 4096, 4096);
+        assert_eq!(read(&mut fresh, &mut mem, 0, bytes), data, "{level:?}");
+        // Parity consistent: the first data block rebuilt with Q lost too (RAID6).
+        fresh.fail_member(map.data_disk[0]);
+        if let Some(q) = map.q_disk {
+            fresh.fail_member(q);
+        }
+        assert_eq!(read(&mut fresh, &mut mem, 0, bytes), data, "{level:?}: parity is consistent");
+    }
+}
+
 /// The same on a degraded RAID6, where parity that failed to read cannot be recomputed by a
 /// plain reconstruct-write (a data block is on the failed member): the write rebuilds that
 /// block from P, then recomputes P and Q and rewrites Q over its bad sector. Left stale, Q

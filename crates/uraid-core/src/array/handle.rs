@@ -3,7 +3,7 @@
 //! the batch's reads, release the head. Pieces that arrive meanwhile form the next batch.
 
 use super::{Array, ArrayError, IoBuf, Kind, MemberIo, MemberOp, Pending, PerMember};
-use crate::geometry::DiskRole;
+use crate::geometry::{DiskRole, StripeMap};
 use crate::request::BlockRange;
 use crate::stripe::{
     BlockView, Cover, DevIo, HeadId, StripeKey, StripeView, WriteMethod, WritePlan, plan_read,
@@ -423,13 +423,31 @@ impl Array {
             }
         }
         // A block of the log's union that failed to read is rebuilt before the write: its
-        // entry's partial parity needs it (else the write would go unprotected).
-        if self.log_union_unreadable(id)
+        // entry's partial parity needs it (else the write would go unprotected). So is any
+        // data block that failed to read and that a read-modify-write would leave (a
+        // reconstruct-write planned to read it): rebuilt, `start_writing` rewrites it over
+        // its bad sector, as a read would; left, the stripe stays one failure from losing it.
+        if (self.log_union_unreadable(id)
+            || (plan.method == WriteMethod::ReadModifyWrite
+                && self.unreadable_data_left(id, map, blocks)))
             && let Ok(p) = plan_write_without_rmw(&view)
         {
             plan = p;
         }
         plan
+    }
+
+    /// Whether a data block whose read failed here (its member in sync) is neither cached nor
+    /// being written.
+    fn unreadable_data_left(&self, id: HeadId, map: &StripeMap, blocks: &[BlockView]) -> bool {
+        let end = self.head_member_end(id);
+        self.heads[&id].suspect.iter().any(|d| {
+            let m = d.get();
+            matches!(map.roles[m], DiskRole::Data { .. })
+                && self.in_sync(m, end)
+                && !blocks[m].uptodate
+                && blocks[m].towrite == Cover::None
+        })
     }
 
     fn start_write(&mut self, id: HeadId) {
