@@ -179,8 +179,9 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
     println!(
         "  power cuts survived: {} ({} of them right after a flush or FUA write; {} during \
          a recovery, {} of them a re-add's, {} with another queued; {} beside latent bad \
-         sectors, {} beside listed ones; {} restarts read nothing back; resync covered {:.1}% \
-         of what a full resync would)",
+         sectors, {} beside listed ones; {} restarts read nothing back; {} reads of sectors a \
+         cut left unknown found them unchanged; resync covered {:.1}% of what a full resync \
+         would)",
         t.power_cuts,
         t.cuts_after_flush,
         t.cuts_during_recovery,
@@ -189,6 +190,7 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.cuts_with_bad_sectors,
         t.cuts_with_listed_sectors,
         t.restarts_unread,
+        t.unknown_rereads,
         100.0 * resync_share
     );
     println!(

@@ -6,6 +6,7 @@
 //! The workload never has two overlapping writes in flight (as a file system would not), so
 //! the order of acknowledged writes to a sector is well defined.
 
+use std::collections::HashMap;
 use uraid_core::SECTOR_BYTES;
 
 const SECTOR: usize = SECTOR_BYTES as usize;
@@ -66,6 +67,12 @@ pub struct Oracle {
     base_choices: Vec<Vec<u64>>,
     /// Per sector: later writes in submission order.
     history: Vec<Vec<Entry>>,
+    /// Sectors whose base is `UNKNOWN`, as first read since the restart with no write
+    /// between: they may hold anything, but the same thing at every read until written (a
+    /// disk whose sector changes under the reader is wrong, whatever it held).
+    unknown_read: HashMap<u64, Vec<u8>>,
+    /// How many times such a sector was read again and compared.
+    pub unknown_rereads: u64,
     now: u64,
     /// Writes completed before this time are durable (the latest completed flush was
     /// submitted then).
@@ -139,6 +146,9 @@ impl Oracle {
                 .max_by_key(|e| e.completed)
                 .map_or(self.base[s as usize], |e| e.id);
             if before == UNKNOWN {
+                if h.is_empty() {
+                    self.unknown_read_again(s, got)?;
+                }
                 continue;
             }
             let Some(id) = decode(s, got) else {
@@ -182,6 +192,27 @@ impl Oracle {
         Ok(())
     }
 
+    /// A sector that may hold anything read again with no write since the restart: it must
+    /// hold what it held at its first read.
+    fn unknown_read_again(&mut self, s: u64, got: &[u8]) -> Result<(), String> {
+        match self.unknown_read.get(&s) {
+            None => {
+                self.unknown_read.insert(s, got.to_vec());
+                Ok(())
+            }
+            Some(first) if first == got => {
+                self.unknown_rereads += 1;
+                Ok(())
+            }
+            Some(first) => Err(format!(
+                "array sector {s}: read {} where it read {} before, no write between (a \
+                 sector the power cut left unknown)",
+                describe(s, got),
+                describe(s, first)
+            )),
+        }
+    }
+
     pub fn flush_submitted(&mut self) -> u64 {
         self.tick()
     }
@@ -220,6 +251,7 @@ impl Oracle {
         self.base.copy_from_slice(found);
         self.base_choices.iter_mut().for_each(Vec::clear);
         self.history.iter_mut().for_each(Vec::clear);
+        self.unknown_read.clear();
         self.durable_before = 0;
     }
 
@@ -234,6 +266,40 @@ impl Oracle {
             }
         }
         self.history.iter_mut().for_each(Vec::clear);
+        self.unknown_read.clear();
         self.durable_before = 0;
+    }
+}
+
+/// A sector's contents for a message: the write it holds, or garbage.
+fn describe(s: u64, data: &[u8]) -> String {
+    decode(s, data).map_or_else(|| "garbage".to_owned(), |id| format!("write {id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sector a cut left unknown may read as anything, then as the same until written.
+    #[test]
+    fn an_unknown_sector_reads_the_same_until_written() {
+        let mut o = Oracle::new(2);
+        o.restart_unread(&[vec![UNKNOWN], vec![0]]);
+        let read = |o: &mut Oracle, data: &[u8]| {
+            let w = o.read_submitted(0, 1);
+            o.read_completed(&w, data)
+        };
+        let garbage = [7u8; SECTOR];
+        assert_eq!(read(&mut o, &garbage), Ok(()));
+        assert_eq!(read(&mut o, &garbage), Ok(()));
+        assert_eq!(o.unknown_rereads, 1);
+        let err = read(&mut o, &[0u8; SECTOR]).unwrap_err();
+        assert!(err.contains("read write 0 where it read garbage before"), "{err}");
+        // Once written (in flight here), no longer compared.
+        o.write_submitted(9, 0, 1, false);
+        assert_eq!(read(&mut o, &[0u8; SECTOR]), Ok(()));
+        // A restart forgets what was read.
+        o.restart_unread(&[vec![UNKNOWN], vec![0]]);
+        assert_eq!(read(&mut o, &[0u8; SECTOR]), Ok(()));
     }
 }

@@ -72,6 +72,9 @@ pub struct SimStats {
     /// Restarts after a cut that read nothing back (the others read the whole array and,
     /// with every member there, check parity).
     pub restarts_unread: u64,
+    /// Reads of a sector the cut left unknown (may hold anything) that found it as the first
+    /// read since the restart had, no write between.
+    pub unknown_rereads: u64,
     /// Data blocks a replay counted lost and wrote back, their member there but the block
     /// unreadable (a latent bad sector).
     pub blocks_written_back: u64,
@@ -139,6 +142,7 @@ impl SimStats {
         self.cuts_with_bad_sectors += o.cuts_with_bad_sectors;
         self.cuts_with_listed_sectors += o.cuts_with_listed_sectors;
         self.restarts_unread += o.restarts_unread;
+        self.unknown_rereads += o.unknown_rereads;
         self.blocks_written_back += o.blocks_written_back;
         self.checks += o.checks;
         self.io_count_checks += o.io_count_checks;

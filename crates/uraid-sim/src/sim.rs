@@ -308,6 +308,7 @@ impl Sim {
         }
         self.finish()?;
         self.add_engine_stats();
+        self.stats.unknown_rereads = self.oracle.unknown_rereads;
         Ok((self.stats, self.trace))
     }
 
