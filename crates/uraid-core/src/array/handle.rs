@@ -440,13 +440,12 @@ impl Array {
     /// Whether a data block whose read failed here (its member in sync) is neither cached nor
     /// being written.
     fn unreadable_data_left(&self, id: HeadId, map: &StripeMap, blocks: &[BlockView]) -> bool {
-        let end = self.head_member_end(id);
         self.heads[&id].suspect.iter().any(|d| {
             let m = d.get();
             matches!(map.roles[m], DiskRole::Data { .. })
-                && self.in_sync(m, end)
                 && !blocks[m].uptodate
                 && blocks[m].towrite == Cover::None
+                && self.in_sync(m, self.head_member_end(id))
         })
     }
 
