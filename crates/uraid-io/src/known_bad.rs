@@ -165,8 +165,9 @@ impl BadBlockList {
     }
 
     /// A write of `span` failed: lists it durably if the log can take it (the write then
-    /// counts as done).
-    fn list_failed_write(&self, span: &Range<u64>) -> bool {
+    /// counts as done). Also for writes made outside the runtime's members (the log's replay
+    /// at assemble, `uraid_md::ppl`).
+    pub fn list_failed_write(&self, span: &Range<u64>) -> bool {
         let Some(rec) = &self.recording else { return false };
         if !self.listable(span) {
             return false;

@@ -201,7 +201,8 @@ impl MdArray {
         }
         if !meta.is_clean() {
             if let Some(area) = area {
-                info.log_replayed += log_start::replay_at_assemble(&info, &plan, &base, area)?;
+                info.log_replayed +=
+                    log_start::replay_at_assemble(&info, &plan, (&base, &meta), area)?;
             }
             let resync = resync_ranges(&info, &meta, image.as_deref(), bitmap_stale);
             queue.resync_cp = resync.first().map_or(MAX_SECTOR, |r| r.0);

@@ -4,12 +4,14 @@
 
 use crate::array::{MdError, freshest_superblock, geometry_of, read_bitmap};
 use crate::md_ppl::MdPplStart;
-use crate::meta::Metadata;
+use crate::meta::{Metadata, Role};
 use crate::ppl::{self, LogArea, ReplayTarget};
 use crate::{ArrayInfo, MdOptions};
 use std::path::PathBuf;
+use std::sync::Arc;
 use uraid_format::assemble::{AssembleError, AssembleOptions, AssemblyPlan, Candidate, plan};
 use uraid_format::{BitmapSuper, MAX_SECTOR, Superblock1};
+use uraid_io::BadBlockList;
 
 /// Each slot's member in sync (None: empty, or still being rebuilt): what the runtime opens,
 /// and what a replay reads and writes.
@@ -106,6 +108,7 @@ pub(crate) fn plan_with_log(
 fn with_target<R>(
     info: &ArrayInfo,
     plan: &AssemblyPlan,
+    bad_blocks: &[Option<Arc<BadBlockList>>],
     f: impl FnOnce(&ReplayTarget<'_>) -> R,
 ) -> Result<R, MdError> {
     let paths = slot_paths(plan);
@@ -123,6 +126,7 @@ fn with_target<R>(
         data_offset_bytes: info.data_offset_sectors * 512,
         members: &paths,
         rebuilding: &rebuilding,
+        bad_blocks,
     }))
 }
 
@@ -149,7 +153,7 @@ pub(crate) fn md_ppl_at_assemble(
         .map(|m| PathBuf::from(&m.name))
         .collect();
     let start = |target: &ReplayTarget<'_>| crate::md_ppl::start(target, base, dirty, &others);
-    let done = with_target(info, plan, start)?
+    let done = with_target(info, plan, &[], start)?
         .map_err(|e| MdError::Refused(format!("md's partial parity log: {e}")))?;
     if dirty {
         let clean = done.leaves_clean(meta.resync_offset);
@@ -169,12 +173,29 @@ pub(crate) fn md_ppl_at_assemble(
     Ok(Some(done))
 }
 
-/// After a crash (`base` says active): replays the log into the members in sync, before the
-/// engine starts and before any resync. Returns the parity blocks rewritten.
+/// Each slot's bad block list, of the device in sync there (see `slot_paths`).
+fn slot_bad_blocks(plan: &AssemblyPlan, meta: &Metadata) -> Vec<Option<Arc<BadBlockList>>> {
+    slot_paths(plan)
+        .iter()
+        .enumerate()
+        .map(|(slot, path)| {
+            let path = path.as_ref()?;
+            let d = meta.devices.iter().find(|d| {
+                d.role == Role::Slot(u32::try_from(slot).expect("a slot")) && &d.path == path
+            })?;
+            d.bad_blocks.clone()
+        })
+        .collect()
+}
+
+/// After a crash (`base`, the superblock assembled from, says active): replays the log
+/// into the members in sync, before the engine starts and before any resync; a block it can
+/// neither read nor write back goes in its member's bad block list (`meta`'s). Returns the
+/// parity blocks rewritten.
 pub(crate) fn replay_at_assemble(
     info: &ArrayInfo,
     plan: &AssemblyPlan,
-    base: &Superblock1,
+    (base, meta): (&Superblock1, &Metadata),
     area: LogArea,
 ) -> Result<u64, MdError> {
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
@@ -194,7 +215,7 @@ pub(crate) fn replay_at_assemble(
         ppl::clear_log(&setup, paths.iter().flatten().map(PathBuf::as_path))?;
         Ok::<u64, std::io::Error>(replayed)
     };
-    let replayed = with_target(info, plan, replay)?
+    let replayed = with_target(info, plan, &slot_bad_blocks(plan, meta), replay)?
         .map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
     if replayed > 0 {
         eprintln!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.name);

@@ -21,12 +21,14 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use uraid_core::ppl::{
     FoundEntry, RingScan, entries_by_head, entries_to_replay, heads_to_resync_of_rings,
     magic_sectors, rebuilt_data, replay_blocks, replayed_parity, resynced_parity, scan_ring,
 };
 use uraid_core::{DiskIndex, DiskRole, Geometry, SECTOR_BYTES, StripeNumber};
 use uraid_format::Superblock1;
+use uraid_io::BadBlockList;
 use uraid_runtime::LogSetup;
 
 /// Rings the area is cut into: an array with the log runs at most this many workers.
@@ -118,6 +120,9 @@ pub struct ReplayTarget<'a> {
     /// offset). uraid's replay counts its blocks there as any member's and mends its parity
     /// blocks there; above, it is missing. md's own PPL replay leaves it out.
     pub rebuilding: &'a [Option<(PathBuf, u64)>],
+    /// Per slot (or empty): the member's bad block list, where a data block the replay can
+    /// neither read nor write back is listed, so that reads go around it from the start.
+    pub bad_blocks: &'a [Option<Arc<BadBlockList>>],
 }
 
 /// What the rings hold: per ring, a scan of each member read, of the newest run only.
@@ -295,7 +300,7 @@ impl FoundLog {
                     .map(|(f, below)| f.as_ref().filter(|_| below.is_none_or(|b| end <= b)))
                     .collect();
                 let head = (g, sector, at);
-                let files = (&here[..], &unreadable[..]);
+                let files = (&here[..], &unreadable[..], target.bad_blocks);
                 replayed += replay_head(head, &entries, &held, files, &mut written)?;
             }
         }
@@ -307,7 +312,8 @@ impl FoundLog {
                 continue;
             };
             let head = (g, sector, at);
-            replayed += resync_range_head(head, &blocks, (&present, &unreadable), &mut written)?;
+            let files = (&present[..], &unreadable[..], target.bad_blocks);
+            replayed += resync_range_head(head, &blocks, files, &mut written)?;
         }
         for (file, _) in files.iter().zip(&written).filter(|(_, w)| **w) {
             file.as_ref().expect("written members are open").sync_data()?;
@@ -323,7 +329,7 @@ impl FoundLog {
 fn resync_range_head(
     (g, sector, at): (&Geometry, u64, u64),
     blocks: &[Option<Vec<u8>>],
-    (files, unreadable): (&[Option<&File>], &[bool]),
+    (files, unreadable, lists): Members<'_>,
     written: &mut [bool],
 ) -> io::Result<u64> {
     let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
@@ -342,7 +348,7 @@ fn resync_range_head(
     // Rebuilding is only for a member that failed to read: a missing one is not written.
     if unreadable.contains(&true) {
         let rebuilt = rebuilt_data(g.level(), map, &blocks);
-        write_back(sector, at, rebuilt, (files, unreadable), written);
+        write_back(sector, at, rebuilt, (files, unreadable, lists), written);
     }
     Ok(replayed)
 }
@@ -354,7 +360,7 @@ fn replay_head(
     (g, sector, at): (&Geometry, u64, u64),
     entries: &[&FoundEntry],
     held: &[Option<&[u8]>],
-    (files, unreadable): (&[Option<&File>], &[bool]),
+    (files, unreadable, lists): Members<'_>,
     written: &mut [bool],
 ) -> io::Result<u64> {
     let map = g.stripe_map(StripeNumber(sector / g.chunk_sectors()));
@@ -382,39 +388,50 @@ fn replay_head(
         .filter(|d| unreadable[d.get()])
         .filter_map(|&d| blocks[d.get()].clone().map(|b| (d, b)))
         .collect();
-    write_back(sector, at, rebuilt, (files, unreadable), written);
+    write_back(sector, at, rebuilt, (files, unreadable, lists), written);
     Ok(replayed)
 }
+
+/// A head's members as the replay writes them: per slot, the member's file where present
+/// (and in sync there), whether it failed to read the head's block, and its bad block list
+/// (`ReplayTarget::bad_blocks`).
+type Members<'a> = (&'a [Option<&'a File>], &'a [bool], &'a [Option<Arc<BadBlockList>>]);
 
 /// Writes back the data blocks a head's replay counted lost (`rebuilt`) where the member is
 /// there but could not read its block (a latent bad sector: the write remaps it), so that
 /// the sectors a cut tore beside the bad one do not stay on the disk disagreeing with parity
 /// (the simulator, since the fifth session of 2026-12-05; `uraid_core::ppl::rebuilt_data`).
+/// A block that cannot be written either is listed in the member's bad block log, as the
+/// engine lists a failed data write: reads then rebuild it from parity, which the replay
+/// made agree with the block as it counted it. Without a log to take it, it stays as it was,
+/// read around by the engine, whose own rewrite then fails the member: no reason to refuse
+/// the assemble here.
 fn write_back(
     sector: u64,
     at: u64,
     rebuilt: Vec<(DiskIndex, Vec<u8>)>,
-    (files, unreadable): (&[Option<&File>], &[bool]),
+    (files, unreadable, lists): Members<'_>,
     written: &mut [bool],
 ) {
     for (d, block) in rebuilt.into_iter().filter(|(d, _)| unreadable[d.get()]) {
         let Some(file) = files[d.get()] else { continue };
         let m = d.get();
-        // A block that cannot be written either stays as it was, read around by the engine,
-        // whose own rewrite then fails the member: no reason to refuse the assemble here.
-        match file.write_all_at(&block, at) {
-            Ok(()) => {
-                eprintln!(
-                    "uraid: member {m} could not read its block at sector {sector}: written back \
-                     from parity"
-                );
-                written[m] = true;
-            }
-            Err(e) => eprintln!(
-                "uraid: member {m} could not read its block at sector {sector}, nor write it \
-                 back: {e}"
-            ),
-        }
+        let Err(e) = file.write_all_at(&block, at) else {
+            eprintln!(
+                "uraid: member {m} could not read its block at sector {sector}: written back \
+                 from parity"
+            );
+            written[m] = true;
+            continue;
+        };
+        let span = at..at + block.len() as u64;
+        let listed =
+            lists.get(m).and_then(Option::as_ref).is_some_and(|l| l.list_failed_write(&span));
+        let then = if listed { "listed in its bad block log" } else { "left as it was" };
+        eprintln!(
+            "uraid: member {m} could not read its block at sector {sector}, nor write it back \
+             ({e}): {then}"
+        );
     }
 }
 
@@ -535,6 +552,7 @@ pub fn log_setup(area: LogArea, uuid: [u8; 16], epoch: u64) -> LogSetup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Range;
 
     const KIB: u64 = 1024;
 
@@ -603,27 +621,16 @@ mod tests {
         assert!(!area_free_on(area, &other, Some(4 * KIB)));
     }
 
-    /// A torn block whose member could not read it at the replay (a latent bad sector) is
-    /// written back as the replay counted it, consistent with the parity it wrote; a missing
-    /// member's is not; one that cannot be written either is left, and the replay goes on.
-    #[test]
-    fn a_block_the_replay_could_not_read_is_written_back() {
+    /// RAID5 of 4, stripe 0: its blocks before a write (parity consistent), and the log entry
+    /// of a write of data slot 0's whole block.
+    fn d0_rewritten(map: &uraid_core::StripeMap, unit: usize) -> (Vec<Vec<u8>>, FoundEntry) {
         use uraid_core::ppl::{LogEntry, LogParity, crc32c};
-        const UNIT: usize = 4096;
-        let g = Geometry::new(
-            uraid_core::Level::Raid5,
-            uraid_core::Level::Raid5.default_layout(),
-            4,
-            65536,
-        )
-        .unwrap();
-        let map = g.stripe_map(StripeNumber(0));
         let (d0, p) = (map.data_disk[0].get(), map.p_disk.unwrap().get());
         let fill = |seed: u8| -> Vec<u8> {
-            (0..UNIT).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect()
+            (0..unit).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect()
         };
         let mut old: Vec<Vec<u8>> = (0..4u8).map(|m| fill(m * 17 + 3)).collect();
-        old[p] = vec![0; UNIT];
+        old[p] = vec![0; unit];
         for m in map.data_disk.iter().map(|d| d.get()) {
             let b = old[m].clone();
             old[p].iter_mut().zip(&b).for_each(|(x, y)| *x ^= y);
@@ -646,10 +653,51 @@ mod tests {
             entry,
             block: Some(pp),
         };
-        for (case, (unreadable_d0, writable_d0)) in
-            [(true, true), (false, true), (true, false)].into_iter().enumerate()
-        {
+        (old, found)
+    }
+
+    /// Each list a bad block log was given to make durable.
+    type Persisted = Arc<std::sync::Mutex<Vec<Vec<Range<u64>>>>>;
+
+    /// Bad block lists for `n` members (None each without `with_log`), and what each listing
+    /// made durable.
+    fn recording_lists(n: usize, with_log: bool) -> (Vec<Option<Arc<BadBlockList>>>, Persisted) {
+        let persisted = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lists = (0..n)
+            .map(|_| {
+                let persisted = persisted.clone();
+                let persist: uraid_io::PersistBadBlocks = Box::new(move |r| {
+                    persisted.lock().unwrap().push(r.to_vec());
+                    Ok(())
+                });
+                with_log.then(|| BadBlockList::recording(Vec::new(), 0, persist))
+            })
+            .collect();
+        (lists, persisted)
+    }
+
+    /// A torn block whose member could not read it at the replay (a latent bad sector) is
+    /// written back as the replay counted it, consistent with the parity it wrote; a missing
+    /// member's is not; one that cannot be written either is listed in the member's bad block
+    /// log where it has one, else left, and the replay goes on.
+    #[test]
+    fn a_block_the_replay_could_not_read_is_written_back() {
+        const UNIT: usize = 4096;
+        let g = Geometry::new(
+            uraid_core::Level::Raid5,
+            uraid_core::Level::Raid5.default_layout(),
+            4,
+            65536,
+        )
+        .unwrap();
+        let map = g.stripe_map(StripeNumber(0));
+        let (d0, p) = (map.data_disk[0].get(), map.p_disk.unwrap().get());
+        let (old, found) = d0_rewritten(map, UNIT);
+        let cases =
+            [(true, true, true), (false, true, true), (true, false, false), (true, false, true)];
+        for (case, (unreadable_d0, writable_d0, with_log)) in cases.into_iter().enumerate() {
             let written_back = unreadable_d0 && writable_d0;
+            let (lists, persisted) = recording_lists(4, with_log);
             let dir = std::env::temp_dir()
                 .join(format!("uraid-ppl-write-back-{}-{case}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
@@ -667,18 +715,23 @@ mod tests {
             let held: Vec<Option<&[u8]>> =
                 (0..4).map(|m| (m != d0).then_some(&torn[m][..])).collect();
             let here: Vec<Option<&File>> = files.iter().map(Some).collect();
-            let mut unreadable = vec![false; 4];
+            let mut unreadable = [false; 4];
             unreadable[d0] = unreadable_d0;
             let mut written = vec![false; 4];
             let head = (&g, 0, 0);
-            let replayed =
-                replay_head(head, &[&found], &held, (&here, &unreadable), &mut written).unwrap();
+            let members = (&here[..], &unreadable[..], &lists[..]);
+            let replayed = replay_head(head, &[&found], &held, members, &mut written).unwrap();
             assert_eq!(replayed, 1);
             let on_disk = |m: usize| std::fs::read(dir.join(format!("m{m}"))).unwrap();
             // Inside the union the lost block comes from parity: the old contents.
             assert_eq!(on_disk(d0) == old[d0], written_back, "case {case}");
             assert_eq!(written[d0], written_back);
             assert_eq!(on_disk(p), old[p], "parity consistent with the block as counted");
+            // Neither read nor written back: listed, durably, where the member has a log.
+            let listed = unreadable_d0 && !writable_d0 && with_log;
+            let want = if listed { vec![Range { start: 0, end: UNIT as u64 }] } else { vec![] };
+            assert_eq!(lists[d0].as_ref().map(|l| l.bad()).unwrap_or_default(), want);
+            assert_eq!(*persisted.lock().unwrap(), if listed { vec![want] } else { vec![] });
             std::fs::remove_dir_all(&dir).unwrap();
         }
     }
