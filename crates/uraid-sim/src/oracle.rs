@@ -140,11 +140,14 @@ impl Oracle {
         for (i, got) in data.chunks(SECTOR).enumerate() {
             let s = watch.sector + i as u64;
             let h = &self.history[s as usize];
-            let before = h
+            // The last write acknowledged before the read was submitted, if any since the
+            // history began.
+            let acked = h
                 .iter()
                 .filter(|e| e.completed.is_some_and(|c| c < watch.submitted))
                 .max_by_key(|e| e.completed)
-                .map_or(self.base[s as usize], |e| e.id);
+                .map(|e| e.id);
+            let before = acked.unwrap_or(self.base[s as usize]);
             if before == UNKNOWN {
                 if h.is_empty() {
                     self.unknown_read_again(s, got)?;
@@ -154,19 +157,13 @@ impl Oracle {
             let Some(id) = decode(s, got) else {
                 return Err(format!("array sector {s}: data no write put there"));
             };
-            let before = h
-                .iter()
-                .filter(|e| e.completed.is_some_and(|c| c < watch.submitted))
-                .max_by_key(|e| e.completed)
-                .map_or(self.base[s as usize], |e| e.id);
             let overlapping = h.iter().any(|e| {
                 e.id == id && e.submitted < t && e.completed.is_none_or(|c| c > watch.submitted)
             });
             // Not read since a restart that read nothing back, nor written since: any write
             // it may hold, and from now on that one.
-            let acked_since = h.iter().any(|e| e.completed.is_some_and(|c| c < watch.submitted));
             let choices = &mut self.base_choices[s as usize];
-            if !acked_since && !choices.is_empty() {
+            if acked.is_none() && !choices.is_empty() {
                 // Read from a write in flight (a discard's zeros may be a choice's too): the
                 // base is still not known.
                 if overlapping {

@@ -194,15 +194,15 @@ pub fn rebuilt_data(
     blocks: &[Option<&[u8]>],
 ) -> Vec<(crate::units::DiskIndex, Vec<u8>)> {
     let lost: Vec<bool> = blocks.iter().map(Option::is_none).collect();
-    let count = lost.iter().filter(|l| **l).count();
     let Some(unit) = blocks.iter().flatten().map(|b| b.len()).next() else { return Vec::new() };
-    if count == 0 || count > usize::from(level.max_degraded()) {
+    if !lost.contains(&true) {
         return Vec::new();
     }
     let mut bufs: Vec<Vec<u8>> =
         blocks.iter().map(|b| b.map_or_else(|| vec![0; unit], <[u8]>::to_vec)).collect();
-    let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
-    crate::reconstruct::reconstruct(level, map, &mut refs, &lost).expect("within redundancy");
+    if !solve(level, map, &mut bufs, &lost) {
+        return Vec::new();
+    }
     map.data_disk
         .iter()
         .filter(|d| lost[d.get()])
