@@ -112,8 +112,11 @@ fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
     }
     assert_eq!(examine_field(&spare, "Device Role"), "Active device 2");
 
-    // Served again: the data survived the stop; SIGTERM stops it cleanly as well.
-    let server = Served::start(&dir, "verbs", &now);
+    // Served again, the failed member given too: the data survived the stop, the stale
+    // member is left out and said to be; SIGTERM stops it cleanly as well.
+    let mut given = now.clone();
+    given.push(members[2].clone());
+    let server = Served::start(&dir, "verbs", &given);
     let mut c = server.client();
     verify(&mut c, &model);
     c.disconnect().unwrap();
@@ -122,7 +125,20 @@ fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
     assert!(server.wait(Duration::from_secs(30)).success());
     let log = std::fs::read_to_string(log).unwrap();
     assert!(log.contains("SIGTERM: stopping cleanly") && log.contains("stopped clean"), "{log}");
+    assert!(log.contains(&format!("left out {failed} (stale: events")), "{log}");
+    assert!(!log.contains("state "), "a whole array starts quietly: {log}");
     assert_eq!(examine_field(&now[0], "State"), "clean");
+
+    // Started degraded, it says so at once.
+    let server = Served::start(&dir, "verbs", &now[1..]);
+    let mut c = server.client();
+    verify(&mut c, &model);
+    c.disconnect().unwrap();
+    uraid_ok(&dir, &["stop", "verbs"]);
+    let log = server.log.clone();
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(log.contains("state active, degraded"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -123,6 +123,13 @@ pub struct ArrayInfo {
     /// What the start did with md's own PPL, when the array has one (RAID5 arrays mdadm
     /// created with `--consistency-policy=ppl`).
     pub md_ppl: Option<crate::md_ppl::MdPplStart>,
+    /// Devices given but not assembled, with why: stale (fewer events than the freshest: a
+    /// rebuild target once added again) or marked faulty. md leaves them out quietly; an
+    /// operator wants to hear it.
+    pub left_out: Vec<String>,
+    /// Started dirty and degraded by `force`: the stripes being written at the crash may
+    /// hold parity that does not match, and data rebuilt from it may be wrong.
+    pub forced: bool,
 }
 
 pub(crate) struct Inner {
@@ -443,7 +450,19 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
         log_off: false,
         log_replayed: 0,
         md_ppl: None,
+        left_out: left_out(plan),
+        forced: plan.forced,
     })
+}
+
+fn left_out(plan: &AssemblyPlan) -> Vec<String> {
+    let stale = plan.stale.iter().map(|m| {
+        format!(
+            "{} (stale: events {} < {}; add it to rebuild onto it)",
+            m.name, m.events, plan.events
+        )
+    });
+    stale.chain(plan.faulty.iter().map(|m| format!("{} (marked faulty)", m.name))).collect()
 }
 
 /// The bitmap superblock and whole on-disk image (superblock + bits) of the first member in

@@ -135,6 +135,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         None => array_name(&md.info().name),
     };
     let info = md.info().clone();
+    for device in &info.left_out {
+        eprintln!("uraid serve: {name}: left out {device}");
+    }
+    if info.forced {
+        eprintln!(
+            "uraid serve: {name}: started dirty and degraded by --force: stripes written at the \
+             crash may hold parity that does not match, and data rebuilt from it may be wrong"
+        );
+    }
     serving.set_array(md);
     let served = serve_until_stopped(args, &serving, &name, &info);
     // Whatever happened to the frontends, the array is stopped cleanly.

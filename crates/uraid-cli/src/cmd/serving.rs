@@ -106,6 +106,12 @@ impl Serving {
     /// rebuild started or finished) as they happen.
     pub fn monitor_until_stop(&self, name: &str) {
         let mut last = self.status().map(|s| summary(&s));
+        // The state it starts in, when it is not plainly whole (degraded, syncing, spares).
+        if let Some(line) =
+            last.as_ref().filter(|l| !matches!(l.as_str(), "state active" | "state clean"))
+        {
+            eprintln!("uraid serve: {name}: {line}");
+        }
         let mut stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
         while matches!(*stop, StopState::Running) {
             stop = self
