@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// a few KiB on every request, and glibc gave the freed heap top back to the kernel and
 /// faulted it in again (page faults and page clearing in profiles of the write path).
 /// `uraid bench io --only cpu`'s log_cpu rows, runs alternated with a glibc build (the third
-/// session of 2026-11-29; the README's write-hole section): CPU per 4 KiB random write on
+/// session of 2026-11-29; `docs/write-hole.md`): CPU per 4 KiB random write on
 /// RAID5 12.0 -> 7.8 us without the log, 18.6 -> 13.3 us with it.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -61,8 +61,8 @@ impl Sim {
         }
         // A done copy swaps in with no request outstanding: a batch that read the old disk
         // (and found a bad sector there, which the new disk does not have) is over. The
-        // runtime swaps at any time; that race is in the README (a write whose read of the
-        // old disk failed, with another member failing the same moment, is refused).
+        // runtime swaps at any time; that race is in `docs/replace.md` (a write whose read of
+        // the old disk failed, with another member failing the same moment, is refused).
         if r.copied && !failed && !r.failed && !self.user.is_empty() {
             return Ok(());
         }

@@ -488,7 +488,7 @@ impl Sim {
     /// is submitted. Until the third session of 2026-12-05 a write submitted before the
     /// replacement began and completed after reached the new disk too, which the runtime never
     /// does: a log write in flight then gave the new disk a header of the run without the
-    /// older generations its slot's old disk held (seed 48549930; see the README).
+    /// older generations its slot's old disk held (seed 48549930; see `docs/simulator.md`).
     fn mirror(
         &mut self,
         io: &MemberIo,

@@ -84,7 +84,7 @@ pub fn run(opts: &IoBenchOptions) -> Result<Vec<Row>> {
             let scale = if hdd { 4 } else { 1 };
             for w in workloads(&spec, opts.small, scale) {
                 // A stream's start and end cost the HDD a few seek pairs whatever its
-                // length (the README's "Write hole"): its sequential rows are sustained
+                // length (`docs/write-hole.md`): its sequential rows are sustained
                 // streams over the whole array, as the 1 MiB one always was. The 4 KiB ones
                 // since the ninth session of 2026-11-28 (24 MiB before, 0.79-0.89); not in
                 // the small form, which CI runs.
@@ -161,7 +161,7 @@ fn workloads(spec: &Spec, small: bool, scale: usize) -> Vec<Workload> {
         w("seq_4k_qd1", SEQ, BS, 1, vec![seq_4k.clone()], 0.97),
         // What `fio --rw=write --bs=4k --iodepth=16` sees: with 64 KiB chunks the 16 writes
         // in flight are one chunk's column of heads, and the next 16 are the same heads'
-        // next data member, which wait for the first 16's writes in place (README).
+        // next data member, which wait for the first 16's writes in place (`docs/write-hole.md`).
         w("seq_4k_qd16", SEQ, BS, 16, vec![seq_4k], 0.97),
     ]
 }

@@ -69,7 +69,7 @@ pub struct ServeArgs {
     pub(crate) uuid: Option<String>,
     /// mdadm's --consistency-policy: ppl closes the write hole with the partial parity log
     /// (when md's free space before the data has room for it); resync leaves it open, as md
-    /// does by default, and saves the log's cost (see the README's "Write hole").
+    /// does by default, and saves the log's cost (see docs/write-hole.md).
     #[arg(long, value_enum, default_value_t = Policy::Ppl)]
     pub(crate) consistency_policy: Policy,
     /// md's stripe_size: the unit the stripe cache works in.
