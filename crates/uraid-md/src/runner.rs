@@ -157,6 +157,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     let rt = &inner.runtime;
     let ranges = ranges_of(inner, action);
     let mismatches_before = rt.mismatches().1;
+    rt.clear_mismatches();
     let mut last_checkpoint = Instant::now();
     let mut on_progress = |range: usize, sector: u64| match action {
         Action::Recover { slot, .. } => {
@@ -265,7 +266,7 @@ fn finish(inner: &Inner, action: &Action, outcome: String) -> String {
     outcome
 }
 
-/// Where mismatches were found (since the array started: the engine keeps the first ones).
+/// Where this action found mismatches (the engine keeps the first ones of each action).
 fn mismatch_list(found: &[uraid_core::array::Mismatch]) -> Vec<MismatchAt> {
     let slot_of = |m: Option<uraid_core::DiskIndex>| m.map(|d| u32::from(d.0));
     found

@@ -15,8 +15,8 @@ use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
-    MEMBER_BYTES, Rng, assert_same, examine_with_mdadm, fill, make_array, reads_with_two_failed,
-    superblock, tempdir, wait_for,
+    DATA_OFFSET_SECTORS, MEMBER_BYTES, Rng, assert_same, examine_with_mdadm, fill, make_array,
+    reads_with_two_failed, superblock, tempdir, wait_for, write_member,
 };
 
 /// Random 4 KiB..64 KiB writes and reads, every read checked against the model, until `stop`;
@@ -321,5 +321,39 @@ fn a_recovery_stopped_midway_goes_on_at_the_next_start() {
     assert_eq!((result.action.as_str(), result.outcome.as_str()), ("recover", "done"));
     assert_eq!(result.sectors, member_sectors - at, "from the checkpoint: {result:?}");
     reads_with_two_failed(&md, 0, 5, &model, "with the rebuilt member");
+    md.stop().unwrap();
+}
+
+/// Check, repair and check again each report where they found mismatches, and only that:
+/// until the session of 2026-12-06 (the second) the list was every mismatch since the start,
+/// so the repair after a check listed each place twice. RAID6 names the member; the repair
+/// rewrites the named data block, which then reads back as written.
+#[test]
+fn check_then_repair_each_list_only_what_they_found() {
+    let dir = tempdir("scrub");
+    let paths = make_array(dir.path(), 6, None);
+    let options = MdOptions { workers: Some(2), ..MdOptions::default() };
+    let md = MdArray::assemble(&paths, &options).unwrap();
+    let size = md.runtime().size_bytes() as usize;
+    let model = fill(3, size);
+    md.runtime().write_at(0, &model).unwrap();
+    md.stop().unwrap();
+    // Three 4 KiB blocks of member 2 (stripe 0's second data block in md's left-symmetric
+    // RAID6 of 6) go bad behind the array's back.
+    let bad_at = DATA_OFFSET_SECTORS * 512 + 8192;
+    write_member(&paths[2], bad_at, &fill(4, 3 * 4096));
+    let md = MdArray::assemble(&paths, &options).unwrap();
+    for (repair, found) in [(false, 3), (true, 3), (false, 0)] {
+        md.scrub(repair).unwrap();
+        let r = md.wait_sync_idle(Duration::from_secs(60)).expect("the action ran");
+        assert_eq!(r.outcome, "done", "{r:?}");
+        assert_eq!(r.mismatch_sectors, found * 8, "{r:?}");
+        let at: Vec<(u64, u64, Option<u32>)> =
+            r.mismatches.iter().map(|m| (m.member_sector, m.sectors, m.slot)).collect();
+        let want: Vec<(u64, u64, Option<u32>)> =
+            (0..found).map(|i| (16 + 8 * i, 8, Some(2))).collect();
+        assert_eq!(at, want, "{} (repair: {repair})", r.action);
+    }
+    assert_same(&md.runtime().read_at(0, size).unwrap(), &model, "after the repair");
     md.stop().unwrap();
 }

@@ -209,6 +209,14 @@ impl Runtime {
         sent
     }
 
+    /// A sync action starts: `mismatches` then lists only what it finds. Sent down the same
+    /// queues as its windows, so every worker forgets before it checks.
+    pub fn clear_mismatches(&self) {
+        for tx in &self.senders {
+            let _ = tx.send(Msg::ClearMismatches);
+        }
+    }
+
     /// Recovery progress: `member` is in sync below `offset` (at the end: everywhere).
     pub fn set_recovery_offset(&self, member: usize, offset: u64) {
         for tx in &self.senders {

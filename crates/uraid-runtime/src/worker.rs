@@ -53,6 +53,8 @@ pub(crate) enum Msg {
         member: usize,
         reply: std::sync::mpsc::SyncSender<Option<Vec<(u64, u64)>>>,
     },
+    /// A sync action starts: where earlier ones found mismatches is forgotten.
+    ClearMismatches,
     /// Recovery progress: the member is in sync below `offset` (everywhere at its end).
     RecoveryOffset {
         member: usize,
@@ -296,6 +298,12 @@ impl Worker {
             }
             Msg::RecoveryOffset { member, offset } => {
                 self.array.set_recovery_offset(DiskIndex(member as u16), Sector(offset));
+            }
+            Msg::ClearMismatches => {
+                self.array.clear_mismatches();
+                let view =
+                    &mut *self.view.mismatches.lock().unwrap_or_else(PoisonError::into_inner);
+                view.0.clear();
             }
             Msg::Replace { member, instance } => self.replace(member, instance),
             Msg::StartReplacement { member, instance, control } => {

@@ -154,6 +154,13 @@ impl Array {
         (&self.mismatches, self.stats.mismatch_sectors)
     }
 
+    /// Forgets where earlier actions found mismatches (the count stays: md's mismatch_cnt
+    /// is read as a difference), so that the next action's first `MISMATCHES_KEPT` are kept
+    /// and reported, not the ones a check before it already reported.
+    pub fn clear_mismatches(&mut self) {
+        self.mismatches.clear();
+    }
+
     /// Whether `member` holds current data for a head ending at member sector `end`: below
     /// its recovery offset, or in a head recovery has rebuilt since (the offset advances only
     /// when a whole window is done, and a write to a rebuilt head before then must reach the
