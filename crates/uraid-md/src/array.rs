@@ -3,7 +3,8 @@
 //! failures noticed and answered (`ops`), and a clean stop.
 //!
 //! Start: md's assembly rules (`uraid_format::assemble::plan`), then the array is marked
-//! active (events + 1, resync_offset 0) before the first write. What must be synced is
+//! active (events + 1, resync_offset 0) before the first write; md's safe mode marks it clean
+//! while no write comes, and active again before the next (`crate::safe_mode`). What must be synced is
 //! queued: recovery of members found part-rebuilt (from their recorded recovery offsets),
 //! then a resync if the array was not stopped cleanly: only the regions whose bitmap bit is
 //! set when the array has a trustworthy bitmap, else from the recorded resync offset to the
@@ -68,6 +69,9 @@ pub struct MdOptions {
     /// Hold a sequential stream's partial stripes, acknowledged, until the stream fills them
     /// (the runtime's `write_back`; `uraid serve --no-write-back` turns it off).
     pub write_back: bool,
+    /// md's safe_mode_delay: after this long with no write the superblocks say clean until
+    /// the next write (`crate::safe_mode`). None: active from start to stop.
+    pub safe_mode_delay: Option<std::time::Duration>,
 }
 
 impl Default for MdOptions {
@@ -83,6 +87,7 @@ impl Default for MdOptions {
             file_options: FileOptions { direct: true, io_uring: true, ring_entries: 128 },
             member_faults: None,
             write_back: true,
+            safe_mode_delay: Some(crate::safe_mode::SAFE_MODE_DELAY),
         }
     }
 }
@@ -146,6 +151,7 @@ pub(crate) struct Inner {
     pub member_faults: Option<MemberFaults>,
     /// Replacements under way, by slot (`replace.rs`).
     pub replacements: Mutex<std::collections::HashMap<u32, Arc<uraid_io::ReplacementControl>>>,
+    pub safe_mode_delay: Option<std::time::Duration>,
 }
 
 /// One file or device given twice (by name, `..`, a link) would be two members writing the same
@@ -231,7 +237,9 @@ impl MdArray {
             file_options: options.file_options,
             member_faults: options.member_faults.clone(),
             replacements: Mutex::default(),
+            safe_mode_delay: options.safe_mode_delay,
         });
+        crate::safe_mode::install(&inner);
         *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
         inner.start_slots(&plan, meta_bitmap_usable);
         inner.resume_replacements()?;

@@ -22,6 +22,7 @@ mod readd;
 mod replace;
 mod report;
 mod runner;
+mod safe_mode;
 pub mod status;
 pub mod sync;
 

@@ -17,7 +17,7 @@ use uraid_io::FileIdentity;
 use uraid_runtime::RuntimeError;
 
 impl Inner {
-    fn meta(&self) -> std::sync::MutexGuard<'_, crate::meta::Metadata> {
+    pub(crate) fn meta(&self) -> std::sync::MutexGuard<'_, crate::meta::Metadata> {
         self.meta.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -17,7 +17,8 @@ impl Inner {
         let degraded = in_sync < info.raid_disks;
         let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let sync = self.control.status();
-        let mut state = "active".to_owned();
+        let clean = self.runtime.safe_mode().is_clean();
+        let mut state = if clean { "clean" } else { "active" }.to_owned();
         if degraded {
             state.push_str(", degraded");
         }

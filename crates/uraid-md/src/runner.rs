@@ -3,6 +3,7 @@
 //! members the engine failed (I/O errors) and answers as md does (`Inner::member_failed`).
 
 use crate::array::Inner;
+use crate::safe_mode::IdleWatch;
 use crate::status::{MismatchAt, SyncResult};
 use crate::sync::{Walked, action_name, walk};
 use std::collections::VecDeque;
@@ -19,6 +20,8 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(2);
 /// How often the monitor looks for members the engine failed, at the latest (a failure
 /// wakes it at once: writes wait for its record).
 const MONITOR_EVERY: Duration = Duration::from_millis(50);
+/// How often an idle sync runner looks whether the array may be marked clean.
+const SAFE_MODE_TICK: Duration = Duration::from_millis(50);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -103,6 +106,7 @@ fn monitor(inner: &Inner) {
 }
 
 fn run(inner: &Inner) {
+    let mut idle = IdleWatch::new(inner.safe_mode_delay);
     loop {
         let action = {
             let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -114,7 +118,20 @@ fn run(inner: &Inner) {
                     q.running = Some(a.clone());
                     break a;
                 }
-                q = inner.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+                // Idle: md's safe mode, off the queue's lock (it flushes and writes).
+                if let Some(seen) = idle.due(inner, q.resync_cp == MAX_SECTOR) {
+                    drop(q);
+                    if !inner.mark_clean_if_idle(seen) {
+                        idle.tried();
+                    }
+                    q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                    continue;
+                }
+                q = inner
+                    .wake
+                    .wait_timeout(q, SAFE_MODE_TICK)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
             }
         };
         inner.control.abort.store(false, Ordering::Release);
@@ -155,6 +172,8 @@ fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
 
 fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     let rt = &inner.runtime;
+    // Sync writes (parity, rebuilt blocks) go to an array its superblocks say is active.
+    rt.safe_mode().ensure_active();
     let ranges = ranges_of(inner, action);
     let mismatches_before = rt.mismatches().1;
     rt.clear_mismatches();

@@ -11,6 +11,8 @@
 //! - `request`: cutting requests at row boundaries and putting them back together.
 //! - `worker`: one worker's loop.
 //! - `log`: where the partial parity log's rings are on the members.
+//! - `safe_mode`: md's safe mode, the gate that has a clean array marked active before a
+//!   write.
 //! - `source`: where each worker's member instances come from (files opened again per worker,
 //!   or `shared_memory`, a memory medium every worker's handle shares).
 //!
@@ -24,6 +26,7 @@ pub mod log;
 mod plug;
 mod request;
 pub mod runtime;
+pub mod safe_mode;
 pub mod shared_memory;
 pub mod source;
 mod wide;

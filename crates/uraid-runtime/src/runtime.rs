@@ -8,6 +8,7 @@ use crate::RuntimeError;
 use crate::log::LogSetup;
 use crate::plug;
 use crate::request::{self, Callback, Completed, Op, Parent, Piece, PieceOp, Span};
+use crate::safe_mode::SafeMode;
 use crate::source::MemberSource;
 use crate::wide::ArrayWide;
 use crate::worker::{Msg, Worker, WorkerView};
@@ -83,6 +84,8 @@ pub struct Runtime {
     pub(crate) member_sectors: u64,
     /// User requests submitted so far: the sync process reads it to tell an idle array.
     user_requests: AtomicU64,
+    /// md's safe mode: the gate every write passes (see `safe_mode`).
+    safe_mode: Arc<SafeMode>,
 }
 
 impl Runtime {
@@ -134,6 +137,7 @@ impl Runtime {
             chunk_sectors: g.chunk_sectors(),
             member_sectors: config.array.member_sectors,
             user_requests: AtomicU64::new(0),
+            safe_mode: Arc::default(),
         };
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
@@ -168,6 +172,13 @@ impl Runtime {
         Ok(rt)
     }
 
+    /// md's safe mode: the owner of the superblocks marks the array clean while no write is
+    /// under way, and active again before the next (see `safe_mode`).
+    #[must_use]
+    pub fn safe_mode(&self) -> &SafeMode {
+        &self.safe_mode
+    }
+
     /// User requests submitted since start (md tells an idle array by its I/O counts).
     #[must_use]
     pub fn user_requests(&self) -> u64 {
@@ -188,7 +199,18 @@ impl Runtime {
     /// one for a request refused before it reaches a worker).
     pub fn submit(&self, op: Op, done: impl FnOnce(Completed) + Send + 'static) {
         self.user_requests.fetch_add(1, Ordering::Relaxed);
-        let done: Callback = Box::new(done);
+        let done: Callback =
+            if matches!(op, Op::Write { .. } | Op::WriteSegments { .. } | Op::Discard { .. }) {
+                // A clean array is marked active before the write goes on (md's safe mode).
+                self.safe_mode.write_starts();
+                let safe_mode = self.safe_mode.clone();
+                Box::new(move |c| {
+                    safe_mode.write_ends();
+                    done(c);
+                })
+            } else {
+                Box::new(done)
+            };
         match op {
             Op::Read { offset_bytes, buf } => {
                 self.submit_data(PieceOp::Read, offset_bytes, buf, done);

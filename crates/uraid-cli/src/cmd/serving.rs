@@ -227,7 +227,10 @@ impl ArrayControl for Serving {
 /// One line for the state changes an operator wants to see: the array state and which
 /// members are not "active sync".
 fn summary(s: &ArrayStatus) -> String {
-    let mut line = format!("state {}", s.state);
+    // Clean and active alternate with the writes (md's safe mode): not a change to report.
+    let state =
+        s.state.strip_prefix("clean").map_or_else(|| s.state.clone(), |r| format!("active{r}"));
+    let mut line = format!("state {state}");
     for m in s.members.iter().filter(|m| m.state != "active sync") {
         let slot = m.slot.map_or_else(String::new, |slot| format!(" (slot {slot})"));
         let _ = write!(line, "; {}{slot} {}", m.path, m.state);
