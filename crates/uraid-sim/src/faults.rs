@@ -274,6 +274,9 @@ impl Sim {
             self.submit_replace_window();
             return Ok(());
         }
+        if self.safe_mode.rng.random_bool(0.2) {
+            return self.safe_mode_step();
+        }
         match self.rng.random_range(0..10) {
             0..4 => self.array.write_intent_tick(),
             4..6 if self.lost().is_empty() && self.recovery.is_none() => {
@@ -310,6 +313,7 @@ impl Sim {
         self.next_id += 1;
         let sync = User::Sync { kind: SyncKind::Recovery, member_sector: next, sectors: window };
         self.user.insert(id, sync);
+        self.mark_active();
         self.array.submit_sync(ReqId(id), SyncKind::Recovery, Sector(next), window);
         self.recovery = Some((m, next, true));
     }
@@ -376,6 +380,7 @@ impl Sim {
         self.next_id += 1;
         self.oracle.write_submitted(id, sector, sectors, false);
         self.user.insert(id, User::Write { id, sector, sectors, fua: false });
+        self.mark_active();
         self.array.submit_write(ReqId(id), Sector(sector), write_buf(id, sector, sectors));
         self.run_until_idle()?;
         let reads = self.data_read_sectors - reads0;

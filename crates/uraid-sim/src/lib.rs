@@ -23,6 +23,7 @@ mod oracle;
 mod replace;
 mod report;
 mod restart;
+mod safe_mode;
 mod sim;
 
 pub use config::{Sabotage, SimConfig};

@@ -217,8 +217,13 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
     print_lifecycle(t);
 }
 
-/// The summary's lines on spares, re-adds and replacements.
+/// The summary's lines on spares, re-adds, replacements and safe mode.
 fn print_lifecycle(t: &SimStats) {
+    println!(
+        "  safe mode: {} clean marks (a flush with nothing outstanding), {} power cuts while \
+         clean (restarted with no replay and no resync)",
+        t.clean_marks, t.cuts_while_clean
+    );
     println!(
         "  spares rebuilt: {} ({} of them re-added, {} member sectors rebuilt, {} started while \
          another member's recovery was under way); checks with 0 mismatches: {}; lone writes \

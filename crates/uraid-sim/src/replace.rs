@@ -211,6 +211,7 @@ impl Sim {
                 (self.cfg.chunk_bytes / SECTOR_BYTES * 2).min(self.cfg.member_sectors - next);
             let sync = User::Sync { kind: SyncKind::Replace, member_sector: next, sectors: window };
             self.user.insert(id, sync);
+            self.mark_active();
             self.array.submit_sync(ReqId(id), SyncKind::Replace, Sector(next), window);
         }
         self.replacement.as_mut().expect("a replacement").window_out = true;

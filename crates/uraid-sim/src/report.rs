@@ -101,6 +101,10 @@ pub struct SimStats {
     /// (written nowhere).
     pub log_writes_before_replacement: u64,
     pub log_writes_for_replaced_members: u64,
+    /// md's safe mode: clean marks (a flush with nothing outstanding, then no write), and
+    /// power cuts while clean (a restart with no replay and no resync).
+    pub clean_marks: u64,
+    pub cuts_while_clean: u64,
 }
 
 impl SimStats {
@@ -157,6 +161,8 @@ impl SimStats {
         self.replacements_restarted += o.replacements_restarted;
         self.log_writes_before_replacement += o.log_writes_before_replacement;
         self.log_writes_for_replaced_members += o.log_writes_for_replaced_members;
+        self.clean_marks += o.clean_marks;
+        self.cuts_while_clean += o.cuts_while_clean;
     }
 
     /// Faults injected: members pulled, write errors, latent bad sectors, power cuts.

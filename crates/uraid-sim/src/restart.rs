@@ -80,9 +80,12 @@ impl Sim {
         self.user.clear();
         self.plugged = false;
         self.stats.power_cuts += 1;
+        let clean = self.take_clean_mark();
         let parity_before = self.stats.log_replays + self.stats.range_resyncs;
         self.count_cut_during_recovery(&recovering);
-        self.replay_log(&gone, &recovering);
+        if !clean {
+            self.replay_log(&gone, &recovering);
+        }
         let replayed = self.stats.log_replays + self.stats.range_resyncs > parity_before;
         if replayed {
             // Parity rewritten with these members missing (their modified sectors counted
@@ -97,7 +100,7 @@ impl Sim {
         self.recovery_after_cut(&recovering, replayed);
         self.replacement_after_cut(&gone);
         let degraded = gone.iter().any(|g| *g);
-        if !degraded {
+        if !degraded && !clean {
             self.resync_after_cut()?;
         }
         self.read_back(&allowed, &gone, &unreadable, &recovering, degraded)

@@ -45,6 +45,8 @@ pub(crate) enum User {
     },
     /// The flush that ends a replacement's copy (`replace`).
     ReplaceFlush(u64),
+    /// The flush before safe mode's clean mark (`safe_mode`).
+    SafeModeFlush(u64),
     /// Expected to be refused (out of range).
     Invalid,
     Sync {
@@ -122,6 +124,8 @@ pub struct Sim {
     hold_rng: StdRng,
     /// Whether a restart reads the array back (`restart`), apart from the other streams.
     pub(crate) readback_rng: StdRng,
+    /// md's safe mode (`safe_mode`).
+    pub(crate) safe_mode: crate::safe_mode::SafeMode,
     /// Where the last write ended: half the writes continue there (since the eighth session
     /// of 2026-11-28), so that streams form and the write-back holds their partial stripes.
     stream_end: u64,
@@ -160,6 +164,7 @@ impl Sim {
         let cut_rng = StdRng::seed_from_u64(cfg.seed ^ 0xc07a_f7e2_f105_0002);
         let hold_rng = StdRng::seed_from_u64(cfg.seed ^ 0x401d_0000_7153_0003);
         let readback_rng = StdRng::seed_from_u64(cfg.seed ^ 0x4ead_bac4_0000_0004);
+        let safe_mode = crate::safe_mode::SafeMode::new(cfg.seed);
         Sim {
             cfg,
             rng,
@@ -196,6 +201,7 @@ impl Sim {
             cut_rng,
             hold_rng,
             readback_rng,
+            safe_mode,
             stream_end: 0,
         }
     }
@@ -569,6 +575,7 @@ impl Sim {
                     self.cut_after_flush();
                 }
             }
+            (User::SafeModeFlush(t), Ok(())) => self.oracle.flush_completed(t),
             (User::ReplaceFlush(t), Ok(())) => {
                 self.oracle.flush_completed(t);
                 self.replace_flushed();
@@ -653,6 +660,7 @@ impl Sim {
         } else if (92..96).contains(&roll) {
             self.oracle.write_submitted(0, sector, sectors, false);
             self.user.insert(id, User::Write { id: 0, sector, sectors, fua: false });
+            self.mark_active();
             self.array.submit_discard(ReqId(id), Sector(sector), sectors);
             self.stats.discards += 1;
         } else {
@@ -662,6 +670,7 @@ impl Sim {
             self.user.insert(id, User::Write { id, sector, sectors, fua });
             let buf = write_buf(id, sector, sectors);
             self.stream_end = sector + sectors;
+            self.mark_active();
             if fua {
                 self.array.submit_write_fua(ReqId(id), Sector(sector), buf);
             } else {
@@ -720,6 +729,7 @@ impl Sim {
         let id = self.next_id;
         self.next_id += 1;
         self.user.insert(id, User::Sync { kind, member_sector, sectors });
+        self.mark_active();
         self.array.submit_sync(ReqId(id), kind, Sector(member_sector), sectors);
         self.run_until_idle()?;
         if !self.syncs_done.contains(&id) {
