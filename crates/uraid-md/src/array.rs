@@ -4,8 +4,8 @@
 //!
 //! Start: md's assembly rules (`uraid_format::assemble::plan`), then the array is marked
 //! active (events + 1, resync_offset 0) before the first write; md's safe mode marks it clean
-//! while no write comes, and active again before the next (`crate::safe_mode`). What must be synced is
-//! queued: recovery of members found part-rebuilt (from their recorded recovery offsets),
+//! while no write comes, and active again before the next (`crate::safe_mode`). What must be
+//! synced is queued: recovery of members found part-rebuilt (from their recorded recovery offsets),
 //! then a resync if the array was not stopped cleanly: only the regions whose bitmap bit is
 //! set when the array has a trustworthy bitmap, else from the recorded resync offset to the
 //! end. A clean stop writes the resync position (MaxSector when there is nothing left) and

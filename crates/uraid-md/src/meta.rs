@@ -6,9 +6,9 @@
 //! md's rules kept here: roles are rebuilt from the attached devices (a removed or absent
 //! device's entry becomes "spare/unused", a failed one stays "faulty" until removed); the
 //! array is "active" (resync_offset 0) while it runs and "clean" (MaxSector) only after a
-//! clean stop or a finished resync, or while safe mode finds it idle (`crate::safe_mode`); a bitmap's superblock carries the same event count and is
-//! written before the md superblocks (so a bitmap is never older than its array: md would
-//! distrust it and resync everything).
+//! clean stop or a finished resync, or while safe mode finds it idle (`crate::safe_mode`); a
+//! bitmap's superblock carries the same event count and is written before the md superblocks
+//! (so a bitmap is never older than its array: md would distrust it and resync everything).
 
 use crate::bad_blocks::SuperblockSlot;
 use crate::members::SUPERBLOCK_OFFSET_BYTES;
