@@ -92,10 +92,20 @@ fuzz_target!(|data: &[u8]| {
             superblock_area,
         });
     }
-    let options = AssembleOptions { uuid: input.uuid.map(Uuid), force: input.force };
+    // mdadm's --force is both halves, as the CLI passes it.
+    let options = AssembleOptions {
+        uuid: input.uuid.map(Uuid),
+        force: input.force,
+        force_stale: input.force,
+    };
     let Ok(p) = plan(&candidates, &options) else { return };
     assert_eq!(p.slots.len(), p.raid_disks as usize);
     assert!(p.missing_slots().iter().all(|&s| s < p.raid_disks));
+    assert!(p.missing_slots().len() as u32 <= p.max_degraded(), "a plan the array survives");
+    assert!(p.fresh_members().next().is_some(), "the array's superblock has a member");
+    assert!(
+        p.forced_members().all(|m| m.events == p.events && m.forced_from_events < Some(p.events))
+    );
     let _ = (p.is_clean(), p.has_bitmap(), p.data_disks(), p.array_sectors());
     let placed = p.slots.iter().flatten().chain(&p.stale).chain(&p.spares).chain(&p.faulty);
     let mut seen = vec![false; candidates.len()];

@@ -34,8 +34,8 @@
 
 use crate::counters::CountersSnapshot;
 use crate::member::{
-    BufPtr, INLINE_SEGMENTS, IoCompletion, IoFailure, IoOp, IoRequest, MAX_SEGMENTS, Member,
-    Segment, Segments,
+    BufPtr, FailedIo, INLINE_SEGMENTS, IoCompletion, IoFailure, IoOp, IoRequest, MAX_SEGMENTS,
+    Member, Segment, Segments,
 };
 use smallvec::SmallVec;
 use std::io;
@@ -202,6 +202,8 @@ pub struct Driver<M: Member + ?Sized = dyn Member> {
     seeks: Vec<bool>,
     head: Vec<Option<u64>>,
     reaped: Vec<IoCompletion>,
+    /// Per member: its last failed I/O (`last_failure`).
+    failures: Vec<Option<FailedIo>>,
 }
 
 impl<M: Member + ?Sized> Driver<M> {
@@ -226,6 +228,7 @@ impl<M: Member + ?Sized> Driver<M> {
             seeks,
             head: vec![None; count],
             reaped: Vec::new(),
+            failures: vec![None; count],
         }
     }
 
@@ -294,6 +297,7 @@ impl<M: Member + ?Sized> Driver<M> {
         self.unflushed[member] = false;
         self.seeks[member] = instance.info().rotational;
         self.head[member] = None;
+        self.failures[member] = None;
         Ok(std::mem::replace(&mut self.members[member], instance))
     }
 
@@ -541,6 +545,9 @@ impl<M: Member + ?Sized> Driver<M> {
             let parts = parts.expect("a completion of a member I/O in flight");
             self.free_flights.push(tag);
             assert!(parts.iter().all(|p| p.member == m), "member {m} completes its own I/O");
+            if let Err(failure) = &c.result {
+                self.note_failure(&parts, failure);
+            }
             if c.result.is_err() && parts.len() > 1 && split {
                 for &part in &parts {
                     self.submit_parts(std::iter::once(part).collect());
@@ -573,6 +580,27 @@ impl<M: Member + ?Sized> Driver<M> {
                 }
             }
         }
+    }
+
+    /// The last I/O of `member` that failed on the device (not one the driver declined:
+    /// a range in its bad block log, a replaced device's), for the message that says why
+    /// the member failed.
+    #[must_use]
+    pub fn last_failure(&self, member: usize) -> Option<&FailedIo> {
+        self.failures[member].as_ref()
+    }
+
+    fn note_failure(&mut self, parts: &[Part], failure: &IoFailure) {
+        if matches!(failure, IoFailure::KnownBad | IoFailure::Replaced) {
+            return;
+        }
+        let first = &parts[0];
+        self.failures[first.member] = Some(FailedIo {
+            op: first.op,
+            offset_bytes: first.offset_bytes,
+            len_bytes: parts.iter().map(|p| p.len_bytes).sum(),
+            failure: failure.clone(),
+        });
     }
 
     fn member_error(&self, member: usize, source: io::Error) -> DriverError {

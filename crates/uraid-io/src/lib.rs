@@ -44,7 +44,8 @@ pub use faulty::Faulty;
 pub use identity::{FileIdentity, same_file_message, same_file_twice};
 pub use known_bad::{BadBlockList, KnownBad, PersistBadBlocks};
 pub use member::{
-    BufPtr, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo, Segment,
+    BufPtr, FailedIo, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo,
+    Segment,
 };
 pub use member_file::{FileMember, FileOptions};
 pub use member_memory::{Medium, MemoryMember};

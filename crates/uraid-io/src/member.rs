@@ -238,7 +238,9 @@ impl IoRequest {
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum IoFailure {
-    #[error("device error (errno {errno})")]
+    /// The device's own error, as the OS gave it (`EIO`, `ENOSPC` for a file on a full
+    /// file system, ...).
+    #[error("{}", std::io::Error::from_raw_os_error(*errno))]
     Os { errno: i32 },
     #[error("short transfer: {done} of {expected} bytes")]
     Short { done: usize, expected: usize },
@@ -255,6 +257,30 @@ pub enum IoFailure {
     /// (`replacing`): the new device must not be blamed for it.
     #[error("the replaced device failed a read sent before its replacement took the slot")]
     Replaced,
+}
+
+/// A member I/O that failed, kept so that a member's failure can say why (md's kernel log
+/// names the failed request; here the driver keeps each member's last one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailedIo {
+    pub op: IoOp,
+    pub offset_bytes: u64,
+    pub len_bytes: usize,
+    pub failure: IoFailure,
+}
+
+impl std::fmt::Display for FailedIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = match self.op {
+            IoOp::Read => "read",
+            IoOp::Write { fua: false } => "write",
+            IoOp::Write { fua: true } => "FUA write",
+            IoOp::Flush => return write!(f, "flush failed: {}", self.failure),
+            IoOp::Discard => "discard",
+        };
+        let (len, offset) = (self.len_bytes, self.offset_bytes);
+        write!(f, "{op} of {len} bytes at byte {offset} failed: {}", self.failure)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -135,6 +135,9 @@ pub struct ArrayInfo {
     /// Started dirty and degraded by `force`: the stripes being written at the crash may
     /// hold parity that does not match, and data rebuilt from it may be wrong.
     pub forced: bool,
+    /// Stale devices `force` brought back so that the array could run (mdadm's "forcing
+    /// event count"), with the event count each had.
+    pub forced_in: Vec<String>,
 }
 
 pub(crate) struct Inner {
@@ -166,6 +169,14 @@ fn refuse_same_file_twice(paths: &[PathBuf]) -> Result<(), MdError> {
     }
 }
 
+impl MdOptions {
+    /// mdadm's --force is both halves of the plan's: a dirty degraded start, and stale
+    /// members brought back when too few are fresh.
+    fn assemble_options(&self) -> AssembleOptions {
+        AssembleOptions { uuid: self.uuid, force: self.force, force_stale: self.force }
+    }
+}
+
 /// A running md array.
 pub struct MdArray {
     pub(crate) inner: Arc<Inner>,
@@ -177,7 +188,7 @@ impl MdArray {
     pub fn assemble(paths: &[PathBuf], options: &MdOptions) -> Result<MdArray, MdError> {
         refuse_same_file_twice(paths)?;
         let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
-        let opts = AssembleOptions { uuid: options.uuid, force: options.force };
+        let opts = options.assemble_options();
         let plan = log_start::plan_with_log(&candidates, &opts, options)?;
         let base = freshest_superblock(&plan, &candidates)?;
         let (bitmap, image) = read_bitmap(&plan, &base)?;
@@ -287,9 +298,13 @@ impl MdArray {
         let runtime = Arc::try_unwrap(inner.runtime)
             .map_err(|_| MdError::Refused("a frontend still holds the array".into()))?;
         let failed = runtime.failed_members();
+        // Past its redundancy writes failed, some after reaching part of their stripe: the
+        // superblocks stay dirty and the log is kept, so that the start after `--force`
+        // replays it and mends those stripes' parity.
+        let beyond = failed.len() > inner.info.max_degraded as usize;
         runtime.shutdown()?;
         let mut meta = inner.meta.into_inner().unwrap_or_else(PoisonError::into_inner);
-        if let Some(area) = inner.info.log {
+        if let Some(area) = inner.info.log.filter(|_| !beyond) {
             // Everything is durable: nothing is left to replay (see `ppl::clear_log`).
             let setup = crate::ppl::log_setup(area, inner.info.uuid.0, meta.events);
             let paths = meta.devices.iter().filter(|d| d.role != Role::Faulty).map(|d| &*d.path);
@@ -309,7 +324,7 @@ impl MdArray {
             }
         }
         let queue = inner.queue.into_inner().unwrap_or_else(PoisonError::into_inner);
-        meta.set_resync_offset(queue.resync_cp);
+        meta.set_resync_offset(if beyond { 0 } else { queue.resync_cp });
         meta.running = false;
         meta.events += 1;
         let degraded =
@@ -430,8 +445,8 @@ pub(crate) fn freshest_superblock(
     plan: &AssemblyPlan,
     candidates: &[uraid_format::assemble::Candidate],
 ) -> Result<Superblock1, MdError> {
-    let m =
-        plan.slots.iter().flatten().next().ok_or_else(|| MdError::Refused("no member".into()))?;
+    // Not a member brought back by force: its superblock is older than the array's.
+    let m = plan.fresh_members().next().ok_or_else(|| MdError::Refused("no member".into()))?;
     let c = &candidates[m.candidate];
     let area = c.superblock_area.as_ref().map_err(|e| member_err(&c.name, e))?;
     Superblock1::decode(area).map_err(|e| member_err(&c.name, &e.to_string()))
@@ -460,6 +475,17 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
         md_ppl: None,
         left_out: left_out(plan),
         forced: plan.forced,
+        forced_in: plan
+            .forced_members()
+            .map(|m| {
+                let events = m.forced_from_events.unwrap_or_default();
+                format!(
+                    "{}: event count forced from {events} up to {} (stale: blocks written \
+                     since it dropped out read back old)",
+                    m.name, plan.events
+                )
+            })
+            .collect(),
     })
 }
 
@@ -486,7 +512,8 @@ pub(crate) fn read_bitmap(
     if !base.has_bitmap() {
         return Ok((None, None));
     }
-    let mut members = plan.slots.iter().flatten();
+    // Never a member brought back by force: its bitmap lacks the bits set since it left.
+    let mut members = plan.fresh_members();
     let first = members.clone().next().expect("a member");
     let m = members.find(|m| m.recovery_offset_sectors.is_none()).unwrap_or(first);
     let at = SUPERBLOCK_OFFSET_BYTES

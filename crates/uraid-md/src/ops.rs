@@ -38,9 +38,13 @@ impl Inner {
         if let Some(header) = meta.bitmap_header() {
             self.runtime.set_bitmap_header(header[..uraid_format::BITMAP_SUPER_BYTES].to_vec());
         }
-        for (i, _err) in meta.write() {
+        for (i, err) in meta.write() {
             match meta.devices[i].role {
-                Role::Slot(slot) => self.runtime.fail_member(slot as usize),
+                Role::Slot(slot) => {
+                    let why = || format!("its superblock could not be written: {err}");
+                    self.runtime.note_failure_reason(slot as usize, why);
+                    self.runtime.fail_member(slot as usize);
+                }
                 // md gives a replacement up when it cannot write its superblock.
                 Role::Replacement(slot) => self.replacement_given_up(meta, slot),
                 Role::Spare | Role::Faulty => {}
@@ -90,6 +94,7 @@ impl Inner {
             let device = meta.devices.iter_mut().find(|d| d.role == Role::Slot(slot));
             match device {
                 Some(d) if self.runtime.failed_members().contains(&(slot as usize)) => {
+                    let path = d.path.clone();
                     d.role = Role::Faulty;
                     d.recovery_offset = None;
                     d.bitmap_recovery = false;
@@ -100,13 +105,21 @@ impl Inner {
                             d.former_slot = None;
                         }
                         self.commit_locked(&mut meta);
-                        eprintln!("uraid: slot {slot} failed; its replacement takes its place");
+                        let why = self.runtime.failure_reason(slot as usize);
+                        let why = why.map_or_else(String::new, |why| format!(": {why}"));
+                        eprintln!(
+                            "uraid: {}: disk failure on {} (slot {slot}){why}; its replacement \
+                             takes its place",
+                            self.info.name,
+                            path.display()
+                        );
                         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
                         q.pending.push_front(recover);
                         self.wake.notify_all();
                         return;
                     }
                     self.commit_locked(&mut meta);
+                    self.report_failure(&meta, slot, &path);
                     true
                 }
                 _ => false,
@@ -120,6 +133,29 @@ impl Inner {
         }
         // Waits for the meta lock, so for a rebuild another thread is starting.
         self.start_rebuilds();
+    }
+
+    /// md's "Disk failure on X, disabling device", with the cause (the device's failed I/O,
+    /// a superblock write, a request) and what is left.
+    fn report_failure(&self, meta: &crate::meta::Metadata, slot: u32, path: &std::path::Path) {
+        let path = path.display();
+        let why = self.runtime.failure_reason(slot as usize);
+        let why = why.map_or_else(String::new, |why| format!(": {why}"));
+        let in_sync = (0..self.info.raid_disks)
+            .filter(|&s| {
+                meta.devices.iter().any(|d| d.role == Role::Slot(s) && d.recovery_offset.is_none())
+            })
+            .count() as u32;
+        let left = if in_sync + self.info.max_degraded >= self.info.raid_disks {
+            format!("operation continuing on {in_sync} of {} devices", self.info.raid_disks)
+        } else {
+            format!(
+                "the array has FAILED: {in_sync} of {} devices in sync, more missing than it \
+                 survives (reads of what is lost and all writes fail)",
+                self.info.raid_disks
+            )
+        };
+        eprintln!("uraid: {}: disk failure on {path} (slot {slot}){why}; {left}", self.info.name);
     }
 
     /// Puts spares into empty slots and queues their recovery (first in the queue).
@@ -223,6 +259,7 @@ impl Inner {
             }
             slot
         };
+        self.runtime.note_failure_reason(slot as usize, || "set faulty by request".into());
         self.runtime.fail_member(slot as usize);
         self.member_failed(slot);
         Ok(format!("set {member} faulty (slot {slot})"))

@@ -15,11 +15,15 @@ impl Inner {
         let members = member_statuses(info, &meta);
         let in_sync = members.iter().filter(|m| m.state == "active sync").count() as u32;
         let degraded = in_sync < info.raid_disks;
+        let failed = in_sync + info.max_degraded < info.raid_disks;
         let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let sync = self.control.status();
         let clean = self.runtime.safe_mode().is_clean();
         let mut state = if clean { "clean" } else { "active" }.to_owned();
-        if degraded {
+        // mdadm's Detail: FAILED in place of degraded when not enough are left.
+        if failed {
+            state.push_str(", FAILED");
+        } else if degraded {
             state.push_str(", degraded");
         }
         if let Some(s) = &sync {

@@ -31,6 +31,13 @@ impl Inner {
     /// With no write since the runtime had counted `seen` and none in flight: flush, then
     /// mark the superblocks clean (see the module docs). Whether the array is now clean.
     pub(crate) fn mark_clean_if_idle(&self, seen: u64) -> bool {
+        // Past its redundancy a write fails, perhaps after reaching some members: its
+        // stripes' parity may disagree with their data, and a clean mark would have the
+        // start after `--force` trust it (no log replay, no resync). md marks such an array
+        // clean all the same; uraid leaves it active.
+        if self.runtime.failed_members().len() > self.info.max_degraded as usize {
+            return false;
+        }
         self.runtime.safe_mode().try_mark_clean(seen, || {
             // Every write acknowledged before is durable after this, parity with it (the
             // log's early acknowledgements and held partial stripes included).

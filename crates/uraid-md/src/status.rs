@@ -23,7 +23,7 @@ pub struct ArrayStatus {
     /// md's event counter, as last written to the superblocks.
     pub events: u64,
     /// "clean", "active", "active, degraded", "active, degraded, recovering", "active,
-    /// resyncing", "active, checking", ...
+    /// resyncing", "active, checking", "active, FAILED", ...
     pub state: String,
     pub degraded: bool,
     /// Whether the array has md's internal write-intent bitmap.
@@ -56,6 +56,17 @@ pub struct ArrayStatus {
     /// PPL, bitmap, resync): what the kernel does after a crash.
     #[serde(default)]
     pub consistency_policy: String,
+}
+
+impl ArrayStatus {
+    /// More slots out of sync than the level survives (mdadm's "FAILED"): writes and the
+    /// reads of what is lost fail.
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        let in_sync = self.members.iter().filter(|m| m.state == "active sync").count() as u32;
+        let max_degraded = if self.level == 6 { 2 } else { 1 };
+        in_sync + max_degraded < self.raid_disks
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

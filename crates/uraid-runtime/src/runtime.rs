@@ -393,6 +393,20 @@ impl Runtime {
         self.wide.announce_failure();
     }
 
+    /// Keeps `why` as the reason `member` failed, unless a reason is kept already (the
+    /// first one is the cause; what follows is its consequence). Workers give the failed
+    /// I/O of the device; callers that fail a member themselves say why.
+    pub fn note_failure_reason(&self, member: usize, why: impl FnOnce() -> String) {
+        self.wide.note_reason(member, why);
+    }
+
+    /// Why `member` failed, when it has failed since it last came back and a reason was
+    /// given (`note_failure_reason`).
+    #[must_use]
+    pub fn failure_reason(&self, member: usize) -> Option<String> {
+        self.wide.reason(member)
+    }
+
     /// Waits until members have failed since `seen` (what the last call returned; 0 at
     /// first) or `timeout` passes; returns the news count to pass next time. Who records
     /// failures (`failures_recorded`) waits here, so that writes held for one wait only as

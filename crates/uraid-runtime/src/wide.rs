@@ -16,6 +16,9 @@ pub(crate) struct ArrayWide {
     /// By member: how many workers have yet to take the message that brings it back
     /// (`revive`).
     reviving: Mutex<Vec<u32>>,
+    /// By member: why it failed (its device's failed I/O, or the caller's word), the first
+    /// reason given since it last came back.
+    reasons: Mutex<Vec<Option<String>>>,
 }
 
 impl ArrayWide {
@@ -40,9 +43,28 @@ impl ArrayWide {
             }
             reviving[member] += u32::try_from(workers).expect("workers fit a u32");
         }
+        if let Some(reason) =
+            self.reasons.lock().unwrap_or_else(PoisonError::into_inner).get_mut(member)
+        {
+            *reason = None;
+        }
         let keep = !(1u64 << member);
         self.failed_mask.fetch_and(keep, Ordering::AcqRel);
         self.recorded_mask.fetch_and(keep, Ordering::AcqRel);
+    }
+
+    /// Keeps `why` as the reason `member` failed unless one is kept already.
+    pub fn note_reason(&self, member: usize, why: impl FnOnce() -> String) {
+        let mut reasons = self.reasons.lock().unwrap_or_else(PoisonError::into_inner);
+        if reasons.len() <= member {
+            reasons.resize(member + 1, None);
+        }
+        reasons[member].get_or_insert_with(why);
+    }
+
+    pub fn reason(&self, member: usize) -> Option<String> {
+        let reasons = self.reasons.lock().unwrap_or_else(PoisonError::into_inner);
+        reasons.get(member).cloned().flatten()
     }
 
     /// A worker took the message a `revive` announced (or it could not be sent).

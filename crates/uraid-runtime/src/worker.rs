@@ -427,6 +427,12 @@ impl Worker {
         let all = if newly == 0 {
             self.wide.failed_mask.load(Ordering::Acquire)
         } else {
+            // Kept before the news goes out, so that whoever records the failure can say why.
+            for m in (0..64).filter(|m| newly & (1 << m) != 0) {
+                if let Some(failed) = self.driver.last_failure(m) {
+                    self.wide.note_reason(m, || failed.to_string());
+                }
+            }
             let all = self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly;
             self.wide.announce_failure();
             all

@@ -24,8 +24,8 @@ use uraid_io::{same_file_message, same_file_twice};
 ordered by the role in their superblocks, members with an older event count are left out \
 (they would be rebuild targets), and the array runs degraded within its redundancy. Refused, \
 naming the member: members of another array, a corrupt or unreadable superblock, a member too \
-small, two members in one slot, too many missing members, and a dirty degraded array (unless \
---force). Prints the plan; with -o, reads the whole array through the engine (rebuilding \
+small, two members in one slot, too many missing members (unless --force: below), and a \
+dirty degraded array (unless --force). Prints the plan; with -o, reads the whole array through the engine (rebuilding \
 missing members from parity) and writes it out. Members are never written.",
     after_help = "Example:\n  uraid assemble m0.img m1.img m3.img m4.img m5.img\n  uraid \
 assemble --json -o array.img /dev/sdb /dev/sdc /dev/sdd"
@@ -34,7 +34,10 @@ pub struct AssembleArgs {
     /// Assemble the array with this UUID (default: the first member's).
     #[arg(long)]
     uuid: Option<String>,
-    /// Start a dirty degraded array (parity may not match: data rebuilt from it may be wrong).
+    /// mdadm's --force: start a dirty degraded array (parity may not match: data rebuilt
+    /// from it may be wrong), and when more members are stale than the array survives (they
+    /// failed one after another), bring the freshest of them back until it can run (blocks
+    /// written after they dropped out read back old).
     #[arg(short, long)]
     force: bool,
     /// Print the plan as JSON.
@@ -61,7 +64,7 @@ fn has_md_ppl(candidates: &[Candidate]) -> bool {
 
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
-    let options = AssembleOptions { uuid, force: args.force };
+    let options = AssembleOptions { uuid, force: args.force, force_stale: args.force };
     if let Some((i, j)) = same_file_twice(&args.members) {
         bail!("assembly refused: {}", same_file_message(&args.members[i], &args.members[j]));
     }
@@ -111,6 +114,7 @@ fn member_json(member: &PlannedMember) -> Value {
         "events": member.events,
         "data_offset_sectors": member.data_offset_sectors,
         "recovery_offset_sectors": member.recovery_offset_sectors,
+        "forced_from_events": member.forced_from_events,
     })
 }
 
@@ -171,9 +175,18 @@ fn plan_text(plan: &AssemblyPlan) -> String {
     );
     for (slot, member) in plan.slots.iter().enumerate() {
         let line = match member {
-            Some(m) => match m.recovery_offset_sectors {
-                Some(at) => format!("{} (recovering, in sync below sector {at})", m.name),
-                None => format!("{} (data offset {} sectors)", m.name, m.data_offset_sectors),
+            Some(m) => match (m.recovery_offset_sectors, m.forced_from_events) {
+                (_, Some(events)) => format!(
+                    "{} (stale, brought back by --force from events {events}: blocks written \
+                     since it dropped out read back old)",
+                    m.name
+                ),
+                (Some(at), None) => {
+                    format!("{} (recovering, in sync below sector {at})", m.name)
+                }
+                (None, None) => {
+                    format!("{} (data offset {} sectors)", m.name, m.data_offset_sectors)
+                }
             },
             None => "missing".to_owned(),
         };

@@ -61,7 +61,10 @@ pub struct ServeArgs {
     /// Where the demo array's files live (used when no members are given).
     #[arg(long, default_value = "uraid-demo", value_name = "DIR")]
     pub(crate) demo_dir: PathBuf,
-    /// Start a dirty degraded array (parity may not match: data rebuilt from it may be wrong).
+    /// mdadm's --force: start a dirty degraded array (parity may not match: data rebuilt
+    /// from it may be wrong), and when more members are stale than the array survives (they
+    /// failed one after another), bring the freshest of them back until it can run (blocks
+    /// written after they dropped out read back old).
     #[arg(short, long)]
     pub(crate) force: bool,
     /// Assemble the array with this UUID (default: the first member's).
@@ -137,6 +140,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let info = md.info().clone();
     for device in &info.left_out {
         eprintln!("uraid serve: {name}: left out {device}");
+    }
+    for device in &info.forced_in {
+        eprintln!("uraid serve: {name}: forced in {device}");
     }
     if info.forced {
         eprintln!(

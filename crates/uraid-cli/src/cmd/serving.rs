@@ -239,7 +239,12 @@ fn summary(s: &ArrayStatus) -> String {
 }
 
 fn stopped_message(before: &ArrayStatus) -> String {
-    if before.degraded {
+    if before.failed() {
+        "stopped FAILED: superblocks written; more members are missing than the array \
+         survives: once their devices are back, `uraid serve --force` (or assemble --force) \
+         starts it from the freshest of them, as mdadm --assemble --force"
+            .into()
+    } else if before.degraded {
         "stopped degraded: superblocks written, missing members stay rebuild targets".into()
     } else if before.sync.is_some() {
         "stopped: superblocks written, the sync resumes from its recorded position".into()

@@ -101,6 +101,15 @@ pub(super) fn check_redundancy(plan: &AssemblyPlan) -> Result<(), AssembleError>
     } else {
         format!("; left out: {} (freshest events {})", left_out.join(", "), plan.events)
     };
+    // What mdadm's users reach for: its --force brings the freshest stale members back.
+    let left_out = if plan.can_force() && plan.forced_members().next().is_none() {
+        format!(
+            "{left_out}; --force starts it from the freshest stale members (mdadm --assemble \
+             --force): blocks written after they dropped out would read back old"
+        )
+    } else {
+        left_out
+    };
     Err(AssembleError::TooManyMissing {
         level: plan.level.to_string(),
         raid_disks: plan.raid_disks,

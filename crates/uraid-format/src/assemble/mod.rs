@@ -18,8 +18,10 @@
 //! 4. Every member must hold data_offset + component size.
 //! 5. One fresh member per slot; spares and faulty members are listed apart. A member with a
 //!    recovery offset holds its slot but is not in sync, so it counts as missing.
-//! 6. At most `max_degraded` slots missing (1 for RAID4/5, 2 for RAID6).
-//! 7. Dirty (resync_offset not MaxSector) and degraded is refused unless forced: parity may
+//! 6. At most `max_degraded` slots missing (1 for RAID4/5, 2 for RAID6), after rule 7.
+//! 7. With `force_stale` (mdadm --force), when more slots are missing than that, the
+//!    freshest stale members are brought back until the array can run (`force_stale`).
+//! 8. Dirty (resync_offset not MaxSector) and degraded is refused unless forced: parity may
 //!    not match the data, and a missing member's blocks computed from it would be garbage (md:
 //!    "cannot start dirty degraded array"). md lifts this for an array with its PPL, which it
 //!    replays first; this plan writes nothing and replays nothing, so it does not: the caller
@@ -59,6 +61,9 @@ pub struct AssembleOptions {
     pub uuid: Option<Uuid>,
     /// Start a dirty degraded array anyway (mdadm --force, md's start_dirty_degraded).
     pub force: bool,
+    /// The other half of mdadm --force: when too few members are fresh, bring back the
+    /// freshest stale ones until the array can run (`force_stale`).
+    pub force_stale: bool,
 }
 
 /// A candidate placed by the plan.
@@ -77,6 +82,10 @@ pub struct PlannedMember {
     /// `Some` when the member is partly rebuilt: in sync below this member sector only.
     #[doc(alias = "recovery_offset")]
     pub recovery_offset_sectors: Option<u64>,
+    /// `Some(events)`: stale with that event count, brought back by `force_stale` (mdadm's
+    /// "forcing event count in ... from N up to M"); its superblock and bitmap are not the
+    /// array's, and its blocks written since it dropped out are old.
+    pub forced_from_events: Option<u64>,
 }
 
 /// What assembling the candidates gives: md's view of the array, and where every candidate went.
@@ -121,6 +130,25 @@ impl AssemblyPlan {
     #[must_use]
     pub fn has_bitmap(&self) -> bool {
         self.feature_map & feature::BITMAP_OFFSET != 0
+    }
+
+    /// Whether `force_stale` could bring stale members back: some are stale, and a fresh
+    /// member holds a slot.
+    #[must_use]
+    pub fn can_force(&self) -> bool {
+        let forcible = self.stale.iter().any(|m| m.recovery_offset_sectors.is_none());
+        forcible && self.fresh_members().next().is_some()
+    }
+
+    /// Members brought back from stale by `force_stale`.
+    pub fn forced_members(&self) -> impl Iterator<Item = &PlannedMember> + Clone {
+        self.slots.iter().flatten().filter(|m| m.forced_from_events.is_some())
+    }
+
+    /// The members whose superblock is the array's (not brought back by force), in slot
+    /// order: where the array's superblock and bitmap are read.
+    pub fn fresh_members(&self) -> impl Iterator<Item = &PlannedMember> + Clone {
+        self.slots.iter().flatten().filter(|m| m.forced_from_events.is_none())
     }
 
     /// Slots without an in-sync member: empty, or held by a member still being recovered.
@@ -186,6 +214,9 @@ pub fn plan(
     }
     let mut plan = empty_plan(&superblocks[reference]);
     place_members(candidates, &superblocks, &mut plan)?;
+    if options.force_stale {
+        force_stale(&mut plan);
+    }
     check_redundancy(&plan)?;
     let missing_slots = plan.missing_slots();
     if !plan.is_clean() && !missing_slots.is_empty() {
@@ -199,6 +230,44 @@ pub fn plan(
         plan.forced = true;
     }
     Ok(plan)
+}
+
+/// mdadm's forced assembly (Assemble.c, `force_array`): while more slots are missing than
+/// the level survives, the freshest stale member whose own superblock gives it an empty
+/// slot, fully in sync when it dropped out, joins the array, with every stale member of the
+/// same event count. After a failure beyond the redundancy (a controller, a cable, a full
+/// file system failing member after member) the members that failed last hold every write
+/// that was acknowledged: writes failed once the array had failed.
+fn force_stale(plan: &mut AssemblyPlan) {
+    // The array's superblock and bitmap are read from a member in a slot that was fresh;
+    // when the freshest superblocks are only spares' or faulty members', nothing is forced.
+    if !plan.can_force() {
+        return;
+    }
+    let eligible = |plan: &AssemblyPlan, m: &PlannedMember| match m.role {
+        DevRole::Active(slot) => {
+            plan.slots.get(usize::from(slot)).is_some_and(Option::is_none)
+                && m.recovery_offset_sectors.is_none()
+                && m.events > 0
+        }
+        _ => false,
+    };
+    while plan.missing_slots().len() as u32 > plan.max_degraded() {
+        let newest = plan.stale.iter().filter(|m| eligible(plan, m)).map(|m| m.events).max();
+        let Some(events) = newest else { return };
+        let mut i = 0;
+        while i < plan.stale.len() {
+            if plan.stale[i].events == events && eligible(plan, &plan.stale[i]) {
+                let mut member = plan.stale.remove(i);
+                let DevRole::Active(slot) = member.role else { unreachable!("eligible") };
+                member.forced_from_events = Some(member.events);
+                member.events = plan.events;
+                plan.slots[usize::from(slot)] = Some(member);
+            } else {
+                i += 1;
+            }
+        }
+    }
 }
 
 fn empty_plan(reference: &Superblock1) -> AssemblyPlan {
@@ -238,6 +307,7 @@ fn place_members(
             events: sb.events,
             data_offset_sectors: sb.data_offset_sectors,
             recovery_offset_sectors: recovering.then_some(sb.recovery_offset_sectors),
+            forced_from_events: None,
         };
         if sb.events < plan.events {
             plan.stale.push(member);

@@ -145,7 +145,7 @@ fn member_of_another_array_is_refused() {
     let err = plan_of(&sbs).unwrap_err();
     assert!(matches!(&err, AssembleError::ForeignMember { member, .. } if member == "m1"));
     // A given UUID that the first member does not have names the first member.
-    let options = AssembleOptions { uuid: Some(Uuid([0x5a; 16])), force: false };
+    let options = AssembleOptions { uuid: Some(Uuid([0x5a; 16])), ..AssembleOptions::default() };
     let err = plan(&candidates(&healthy(Level::Raid5, 4)), &options).unwrap_err();
     assert!(matches!(&err, AssembleError::ForeignMember { member, .. } if member == "m0"));
 }
@@ -231,7 +231,7 @@ fn dirty_degraded_needs_force_and_dirty_whole_does_not() {
         if missing_slots == &[0])
     );
     assert!(err.to_string().contains("cannot start dirty degraded array"));
-    let options = AssembleOptions { uuid: None, force: true };
+    let options = AssembleOptions { uuid: None, force: true, force_stale: false };
     let forced = plan(&candidates(&sbs[1..]), &options).unwrap();
     assert!(forced.forced);
     assert_eq!(forced.missing_slots(), [0]);
@@ -263,4 +263,83 @@ fn unsupported_levels_and_features_are_refused() {
     let err = plan_of(&superblocks(&raid1, &roles)).unwrap_err();
     assert!(err.to_string().contains("level raid1"), "{err}");
     assert_eq!(plan_of(&[]).unwrap_err(), AssembleError::NoMembers);
+}
+
+/// The members of a RAID5 of 4 failed one after another (a full file system, say): m1 at
+/// events 6, m2 at 8, m3 at 9; m0 recorded the last failure at 10.
+fn failed_one_by_one() -> Vec<Superblock1> {
+    let mut sbs = healthy(Level::Raid5, 4);
+    for (sb, events) in sbs[1..].iter_mut().zip([6, 8, 9]) {
+        sb.events = events;
+        sb.seal();
+    }
+    sbs
+}
+
+fn forcing() -> AssembleOptions {
+    AssembleOptions { uuid: None, force: true, force_stale: true }
+}
+
+#[test]
+fn force_brings_back_the_freshest_stale_members_until_the_array_runs() {
+    let sbs = failed_one_by_one();
+    let err = plan_of(&sbs).unwrap_err().to_string();
+    assert!(err.contains("--force starts it from the freshest stale members"), "{err}");
+    let plan = plan(&candidates(&sbs), &forcing()).unwrap();
+    assert_eq!(slot_names(&plan), [Some("m0"), None, Some("m2"), Some("m3")]);
+    let forced: Vec<_> =
+        plan.forced_members().map(|m| (m.name.as_str(), m.forced_from_events)).collect();
+    assert_eq!(forced, [("m2", Some(8)), ("m3", Some(9))]);
+    assert!(plan.slots.iter().flatten().all(|m| m.events == 10));
+    assert_eq!(plan.fresh_members().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["m0"]);
+    assert_eq!((plan.stale.len(), plan.stale[0].name.as_str()), (1, "m1"));
+    assert_eq!(plan.missing_slots(), [1]);
+}
+
+#[test]
+fn force_takes_every_member_of_the_same_vintage_and_never_more_than_needed() {
+    // m2 and m3 dropped out together (events 8): both come back, as mdadm's add_another.
+    let mut sbs = failed_one_by_one();
+    sbs[3].events = 8;
+    sbs[3].seal();
+    let p = super::plan(&candidates(&sbs), &forcing()).unwrap();
+    assert_eq!(slot_names(&p), [Some("m0"), None, Some("m2"), Some("m3")]);
+    // Enough without any: nothing is forced, the stale member stays a rebuild target.
+    let mut sbs = healthy(Level::Raid5, 4);
+    sbs[2].events = 9;
+    sbs[2].seal();
+    let p = super::plan(&candidates(&sbs), &forcing()).unwrap();
+    assert_eq!(p.forced_members().count(), 0);
+    assert_eq!(p.stale.len(), 1);
+}
+
+#[test]
+fn force_skips_a_member_that_was_being_rebuilt_and_a_slot_held_by_a_fresh_one() {
+    let mut sbs = failed_one_by_one();
+    sbs[3].feature_map |= feature::RECOVERY_OFFSET;
+    sbs[3].recovery_offset_sectors = 4096;
+    sbs[3].seal();
+    // m3 was only partly rebuilt; m2 comes back, m1 then, and the array runs without m3.
+    let p = super::plan(&candidates(&sbs), &forcing()).unwrap();
+    assert_eq!(slot_names(&p), [Some("m0"), Some("m1"), Some("m2"), None]);
+    // Without --force's second half (the dirty-degraded start alone), nothing comes back.
+    let only_dirty = AssembleOptions { force_stale: false, ..forcing() };
+    let sbs = failed_one_by_one();
+    assert!(matches!(
+        plan(&candidates(&sbs), &only_dirty),
+        Err(AssembleError::TooManyMissing { .. })
+    ));
+}
+
+#[test]
+fn force_needs_a_fresh_member_in_a_slot() {
+    // Only the spare recorded the last failures: no slot member's superblock is the array's.
+    let roles = [0, 1, 2, 0xffff].map(DevRole::from_raw);
+    let mut sbs = superblocks(&new_array(Level::Raid5, 3, true), &roles);
+    for (sb, events) in sbs[..3].iter_mut().zip([7, 8, 9]) {
+        sb.events = events;
+        sb.seal();
+    }
+    let err = plan(&candidates(&sbs), &forcing()).unwrap_err().to_string();
+    assert!(!err.contains("--force starts it"), "{err}");
 }
