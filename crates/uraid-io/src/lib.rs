@@ -22,6 +22,7 @@ pub mod counters;
 pub mod driver;
 pub mod faulty;
 mod file_open;
+pub mod file_space;
 mod file_sync;
 pub mod identity;
 pub mod known_bad;

@@ -148,6 +148,10 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         array.data_offset_sectors,
         array.set_uuid,
     );
+    let members: Vec<std::path::PathBuf> = args.members.iter().map(Into::into).collect();
+    for short in uraid_io::file_space::sparse_shortfalls(&members) {
+        eprintln!("uraid create: warning: {short}");
+    }
     Ok(())
 }
 

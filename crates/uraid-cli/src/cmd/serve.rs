@@ -138,6 +138,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         None => array_name(&md.info().name),
     };
     let info = md.info().clone();
+    for short in uraid_io::file_space::sparse_shortfalls(&paths) {
+        eprintln!("uraid serve: {name}: warning: {short}");
+    }
     for device in &info.left_out {
         eprintln!("uraid serve: {name}: left out {device}");
     }
