@@ -205,3 +205,34 @@ fn create_json_reports_the_array_and_bitmap_chunk_is_checked() {
         assert!(text(&output.stderr).contains("--bitmap-chunk"), "{}", text(&output.stderr));
     }
 }
+
+/// A member being rebuilt: `uraid examine` prints its recovery offset where mdadm does, with
+/// the same value.
+#[test]
+fn examine_prints_a_rebuilding_member_s_recovery_offset_as_mdadm_does() {
+    let raid5 = members("recovery-offset", 3);
+    create(&["-l", "5", "-n", "3", "-c", "64K", "--assume-clean"], &raid5);
+    let mut area = vec![0u8; 4096];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &std::fs::File::open(&raid5[2]).unwrap(),
+        &mut area,
+        4096,
+    )
+    .unwrap();
+    let mut sb = uraid_format::Superblock1::decode(&area).unwrap();
+    sb.feature_map |= uraid_format::feature::RECOVERY_OFFSET;
+    sb.recovery_offset_sectors = 6144;
+    sb.seal();
+    let file = std::fs::OpenOptions::new().write(true).open(&raid5[2]).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &sb.encode(), 4096).unwrap();
+    let ours = text(&uraid(&["examine".into(), raid5[2].clone()]).stdout);
+    let lines: Vec<&str> = ours.lines().map(str::trim).collect();
+    let at = lines.iter().position(|l| l.starts_with("Recovery Offset")).expect(&ours);
+    assert_eq!(lines[at], "Recovery Offset : 6144 sectors", "{ours}");
+    assert!(lines[at - 1].starts_with("Super Offset"), "{ours}");
+    assert!(lines[at + 1].starts_with("State"), "{ours}");
+    if let Some(mdadm) = mdadm() {
+        let output = Command::new(mdadm).arg("--examine").arg(&raid5[2]).output().unwrap();
+        assert_eq!(field(&text(&output.stdout), "Recovery Offset"), "6144 sectors");
+    }
+}

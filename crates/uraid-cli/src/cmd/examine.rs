@@ -110,9 +110,13 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
         ("Used Dev Size", format!("{} sectors", sb.size_sectors)),
         ("Data Offset", format!("{} sectors", sb.data_offset_sectors)),
         ("Super Offset", format!("{} sectors", sb.super_offset_sectors)),
-        ("State", state.to_owned()),
-        ("Device UUID", sb.device_uuid.to_string()),
     ];
+    // A member being rebuilt: in sync below this (mdadm prints it here).
+    if sb.feature_map & uraid_format::feature::RECOVERY_OFFSET != 0 {
+        fields.push(("Recovery Offset", format!("{} sectors", sb.recovery_offset_sectors)));
+    }
+    fields.push(("State", state.to_owned()));
+    fields.push(("Device UUID", sb.device_uuid.to_string()));
     if sb.resync_offset_sectors != MAX_SECTOR {
         fields.push(("Resync Offset", format!("{} sectors", sb.resync_offset_sectors)));
     }
