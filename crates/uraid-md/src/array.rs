@@ -513,18 +513,47 @@ pub(crate) fn read_bitmap(
         return Ok((None, None));
     }
     // Never a member brought back by force: its bitmap lacks the bits set since it left.
-    let mut members = plan.fresh_members();
-    let first = members.clone().next().expect("a member");
-    let m = members.find(|m| m.recovery_offset_sectors.is_none()).unwrap_or(first);
+    let members = plan.fresh_members();
+    let mut sources: Vec<&str> =
+        members.clone().filter(|m| m.recovery_offset_sectors.is_none()).map(|m| &*m.name).collect();
+    if sources.is_empty() {
+        sources.extend(members.take(1).map(|m| &*m.name));
+    }
+    // Every member in sync holds the same image: one whose copy is unreadable or corrupt is
+    // passed over for the next (md gives up on the array there), and rewritten at the next
+    // bitmap write.
+    let mut unusable = Vec::new();
+    for name in &sources {
+        match read_bitmap_of(name, base) {
+            Ok(found) => {
+                for (bad, why) in &unusable {
+                    eprintln!(
+                        "uraid: {bad}: its bitmap is unusable ({why}); {name}'s copy is used"
+                    );
+                }
+                return Ok(found);
+            }
+            Err(why) => unusable.push((*name, why)),
+        }
+    }
+    let (name, why) = unusable.swap_remove(0);
+    Err(member_err(name, &why))
+}
+
+/// The bitmap superblock and whole image on the member at `name`, or why not.
+fn read_bitmap_of(
+    name: &str,
+    base: &Superblock1,
+) -> Result<(Option<BitmapSuper>, Option<Vec<u8>>), String> {
     let at = SUPERBLOCK_OFFSET_BYTES
         .checked_add_signed(i64::from(base.bitmap_offset_sectors) * 512)
-        .ok_or_else(|| member_err(&m.name, "bitmap offset before the device start"))?;
-    let head = read_at(Path::new(&m.name), at, BITMAP_SUPER_BYTES)
-        .map_err(|e| member_err(&m.name, &format!("reading the bitmap: {e}")))?;
-    let bitmap = BitmapSuper::decode(&head).map_err(|e| member_err(&m.name, &e.to_string()))?;
+        .ok_or("bitmap offset before the device start")?;
+    let head = read_at(Path::new(name), at, BITMAP_SUPER_BYTES)
+        .map_err(|e| format!("reading the bitmap: {e}"))?;
+    let bitmap = BitmapSuper::decode(&head).map_err(|e| e.to_string())?;
     let len = BITMAP_SUPER_BYTES + bitmap.bits_bytes();
-    let image = read_at(Path::new(&m.name), at, len)
-        .map_err(|e| member_err(&m.name, &format!("reading the bitmap: {e}")))?;
+    let image =
+        read_at(Path::new(name), at, len).map_err(|e| format!("reading the bitmap: {e}"))?;
     Ok((Some(bitmap), Some(image)))
 }
 

@@ -57,3 +57,28 @@ fn events_cleared_follows_the_array_being_whole() {
     drop(rt);
     md.stop().unwrap();
 }
+
+/// One member's bitmap copy corrupt (its magic overwritten): the array starts from the next
+/// member's copy, and writes the first one whole again. md refuses the array there; every
+/// member in sync holds the same image, so one bad copy costs nothing. All corrupt: refused,
+/// naming the first.
+#[test]
+fn a_corrupt_bitmap_copy_is_passed_over_for_the_next_member_s() {
+    let dir = tempdir("bitmap-corrupt-copy");
+    let paths = make_array(dir.path(), 4, Some(64 << 10));
+    let at =
+        4096 + u64::try_from(i64::from(superblock(&paths[0]).bitmap_offset_sectors) * 512).unwrap();
+    let spoil = |p: &Path| common::write_member(p, at, b"XXXX");
+    spoil(&paths[0]);
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    md.runtime().write_at(0, &fill(3, 1 << 20)).unwrap();
+    md.stop().unwrap();
+    assert_eq!(bitmap(&paths[0]).events_cleared, bitmap(&paths[1]).events_cleared);
+    assert_eq!(bitmap(&paths[0]).encode(), bitmap(&paths[1]).encode());
+    for p in &paths {
+        spoil(p);
+    }
+    let err = MdArray::assemble(&paths, &MdOptions::default()).err().expect("no usable bitmap");
+    let text = err.to_string();
+    assert!(text.contains("m0.img") && text.contains("bitmap magic"), "{text}");
+}
