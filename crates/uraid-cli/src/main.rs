@@ -2,6 +2,24 @@
 //!
 //! One subcommand per file under `cmd/`; flags shared between verbs live in `args.rs`.
 
+/// `eprintln!` that never panics. eprintln! panics when stderr is gone (a closed pipe:
+/// EPIPE, since Rust ignores SIGPIPE); in a serve whose log reader went away that killed the
+/// signal thread at its first message, and SIGTERM then went unheard (seen with `| head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!` that never panics, for what a long-running serve prints (see `say!`).
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod args;
 mod cmd;
 
@@ -69,7 +87,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("uraid: error: {}", error_text(&err));
+            say!("uraid: error: {}", error_text(&err));
             ExitCode::FAILURE
         }
     }

@@ -309,3 +309,55 @@ fn sigterm_drains_pipelined_writes_and_keeps_every_acknowledged_one() {
     assert!(server.wait(Duration::from_secs(30)).success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Its output gone (both pipes' readers closed, as when a log pipe's reader dies or the
+/// output went to `| head`), serve goes on serving and still stops cleanly on SIGTERM. Before,
+/// eprintln! panicked on EPIPE in the signal thread at its first message: SIGTERM went
+/// unheard and the process ran on until killed.
+#[test]
+fn with_its_output_pipes_closed_serve_still_stops_cleanly_on_sigterm() {
+    let dir = tempdir("closed-pipes");
+    let members = member_files(&dir, 4, 24);
+    create_raid6("pipes", &members);
+    let socket = dir.join("nbd.sock");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--no-tcp", "--name", "pipes", "--unix"])
+        .arg(&socket)
+        .args(&members)
+        .env("URAID_RUN_DIR", dir.join("run"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let start = Instant::now();
+    let mut c = loop {
+        if let Ok(c) = uraid_nbd::client::Client::connect_unix(&socket, "uraid") {
+            break c;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "serve exited with its pipes closed");
+        assert!(start.elapsed() < Duration::from_secs(60), "serve did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut model = Model::new();
+    write_random(&mut c, &mut model, 3, 50);
+    verify(&mut c, &model);
+    c.disconnect().unwrap();
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-s", "TERM", &pid]).status().unwrap().success());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("serve ignored SIGTERM with its output pipes closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    assert_eq!(examine_field(&members[0], "State"), "clean");
+    let _ = std::fs::remove_dir_all(&dir);
+}

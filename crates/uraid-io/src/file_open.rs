@@ -27,7 +27,7 @@ pub(crate) fn open_member(path: &Path, want_direct: bool) -> io::Result<Opened> 
         (file, true, block)
     } else {
         if want_direct {
-            eprintln!("warning: {name}: O_DIRECT refused by the filesystem; using buffered I/O");
+            say!("warning: {name}: O_DIRECT refused by the filesystem; using buffered I/O");
         }
         (buffered.try_clone()?, false, 512)
     };

@@ -16,6 +16,16 @@
 //! - `StatsReport`: the engine's, the stripe cache's and the members' counters as one JSON
 //!   document, published to a file that `uraid stats` reads.
 
+/// `eprintln!` that never panics. eprintln! panics when stderr is gone (a closed pipe:
+/// EPIPE, since Rust ignores SIGPIPE); in a serve whose log reader went away that killed the
+/// signal thread at its first message, and SIGTERM then went unheard (seen with `| head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod buffer_pool;
 pub mod clock;
 pub mod counters;

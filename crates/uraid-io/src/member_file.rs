@@ -110,7 +110,7 @@ impl FileMember {
         let queue = match opts.io_uring.then(|| Ring::new(opts.ring_entries)) {
             Some(Ok(ring)) => Queue::Uring(Box::new(ring)),
             Some(Err(e)) => {
-                eprintln!("warning: {}: io_uring unavailable ({e}); using pread/pwrite", info.name);
+                say!("warning: {}: io_uring unavailable ({e}); using pread/pwrite", info.name);
                 Queue::Sync { queued: Vec::new(), done: Vec::new() }
             }
             None => Queue::Sync { queued: Vec::new(), done: Vec::new() },

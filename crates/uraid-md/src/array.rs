@@ -527,9 +527,7 @@ pub(crate) fn read_bitmap(
         match read_bitmap_of(name, base) {
             Ok(found) => {
                 for (bad, why) in &unusable {
-                    eprintln!(
-                        "uraid: {bad}: its bitmap is unusable ({why}); {name}'s copy is used"
-                    );
+                    say!("uraid: {bad}: its bitmap is unusable ({why}); {name}'s copy is used");
                 }
                 return Ok(found);
             }

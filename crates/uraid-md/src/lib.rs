@@ -9,6 +9,16 @@
 //! - `ppl`: the partial parity log's place on the members and its replay after a crash.
 //! - `status`: what a running array reports.
 
+/// `eprintln!` that never panics. eprintln! panics when stderr is gone (a closed pipe:
+/// EPIPE, since Rust ignores SIGPIPE); in a serve whose log reader went away that killed the
+/// signal thread at its first message, and SIGTERM then went unheard (seen with `| head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod array;
 mod bad_blocks;
 pub mod control;

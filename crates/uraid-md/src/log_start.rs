@@ -57,7 +57,7 @@ pub(crate) fn array_log_area(
 /// Says once when the array has no log, and why that matters.
 pub(crate) fn announce(name: &str, area: Option<LogArea>) -> Option<LogArea> {
     if area.is_none() {
-        eprintln!(
+        say!(
             "uraid: {name}: no room for the partial parity log before the data (it needs {} KiB): \
              the write hole stays open (a crash followed by the loss of a member may corrupt \
              the stripes being written)",
@@ -157,7 +157,7 @@ pub(crate) fn md_ppl_at_assemble(
         .map_err(|e| MdError::Refused(format!("md's partial parity log: {e}")))?;
     if dirty {
         let clean = done.leaves_clean(meta.resync_offset);
-        eprintln!(
+        say!(
             "uraid: {}: md's partial parity log: {} entries replayed ({} parity blocks), {} \
              mismatches: {}",
             info.name,
@@ -218,7 +218,7 @@ pub(crate) fn replay_at_assemble(
     let replayed = with_target(info, plan, &slot_bad_blocks(plan, meta), replay)?
         .map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
     if replayed > 0 {
-        eprintln!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.name);
+        say!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.name);
     }
     Ok(replayed)
 }

@@ -107,7 +107,7 @@ impl Inner {
                         self.commit_locked(&mut meta);
                         let why = self.runtime.failure_reason(slot as usize);
                         let why = why.map_or_else(String::new, |why| format!(": {why}"));
-                        eprintln!(
+                        say!(
                             "uraid: {}: disk failure on {} (slot {slot}){why}; its replacement \
                              takes its place",
                             self.info.name,
@@ -155,7 +155,7 @@ impl Inner {
                 self.info.raid_disks
             )
         };
-        eprintln!("uraid: {}: disk failure on {path} (slot {slot}){why}; {left}", self.info.name);
+        say!("uraid: {}: disk failure on {path} (slot {slot}){why}; {left}", self.info.name);
     }
 
     /// Puts spares into empty slots and queues their recovery (first in the queue).
@@ -168,7 +168,7 @@ impl Inner {
             let Some(i) = meta.devices.iter().position(|d| d.role == Role::Spare) else { return };
             if let Err(e) = self.open_in_slot(slot, &meta.devices[i]) {
                 let path = meta.devices[i].path.display();
-                eprintln!("uraid: spare {path}: cannot open for slot {slot}: {e}");
+                say!("uraid: spare {path}: cannot open for slot {slot}: {e}");
                 meta.devices.remove(i);
                 continue;
             }

@@ -184,9 +184,7 @@ fn read_rings(
         for (m, file) in files.iter().enumerate() {
             let Some(file) = file else { continue };
             if let Err(e) = file.read_exact_at(&mut bytes, setup.ring_offset_bytes(ring)) {
-                eprintln!(
-                    "uraid: member {m}: reading log ring {ring}: {e} (left out of the replay)"
-                );
+                say!("uraid: member {m}: reading log ring {ring}: {e} (left out of the replay)");
                 continue;
             }
             scans.push(scan_ring(&bytes, setup.uuid, DiskIndex(m as u16)));
@@ -273,7 +271,7 @@ impl FoundLog {
         // A head's byte offset and blocks, or None (said) past the array's end.
         let head_blocks = |sector: u64, unit_sectors: u64, what: &str| {
             if sector + unit_sectors > target.member_sectors {
-                eprintln!("uraid: {what} at sector {sector} does not fit the array; skipped");
+                say!("uraid: {what} at sector {sector} does not fit the array; skipped");
                 return None;
             }
             let unit = usize::try_from(unit_sectors * SECTOR_BYTES).expect("a unit fits");
@@ -417,7 +415,7 @@ fn write_back(
         let Some(file) = files[d.get()] else { continue };
         let m = d.get();
         let Err(e) = file.write_all_at(&block, at) else {
-            eprintln!(
+            say!(
                 "uraid: member {m} could not read its block at sector {sector}: written back \
                  from parity"
             );
@@ -428,7 +426,7 @@ fn write_back(
         let listed =
             lists.get(m).and_then(Option::as_ref).is_some_and(|l| l.list_failed_write(&span));
         let then = if listed { "listed in its bad block log" } else { "left as it was" };
-        eprintln!(
+        say!(
             "uraid: member {m} could not read its block at sector {sector}, nor write it back \
              ({e}): {then}"
         );

@@ -25,6 +25,16 @@
 //! removes the disk (the block layer drains what is in flight, which our queues still
 //! serve), the queues end, the backend is flushed, and DEL_DEV frees the device.
 
+/// `eprintln!` that never panics. eprintln! panics when stderr is gone (a closed pipe:
+/// EPIPE, since Rust ignores SIGPIPE); in a serve whose log reader went away that killed the
+/// signal thread at its first message, and SIGTERM then went unheard (seen with `| head`).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod ctrl;
 mod map;
 mod queue;

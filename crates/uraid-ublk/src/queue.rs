@@ -204,10 +204,7 @@ impl Queue {
             err => {
                 // Our command was malformed: the tag is lost, which the block layer will see
                 // as a request that never completes. Say so loudly.
-                eprintln!(
-                    "ublk queue {}: tag {tag}: the driver refused a command: {err}",
-                    self.s.q_id
-                );
+                say!("ublk queue {}: tag {tag}: the driver refused a command: {err}", self.s.q_id);
                 self.tags[usize::from(tag)] = Tag::Aborted;
             }
         }

@@ -102,7 +102,7 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot create output {}", path.display()))?;
         read_array(&plan, &mut BufWriter::with_capacity(4 << 20, file))?
     };
-    eprintln!("uraid assemble: wrote {bytes} bytes of array contents");
+    say!("uraid assemble: wrote {bytes} bytes of array contents");
     Ok(())
 }
 

@@ -98,11 +98,11 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
         if args.output.is_some() {
             println!("{report}");
         } else {
-            eprintln!("{report}");
+            say!("{report}");
         }
         return Ok(());
     }
-    eprintln!(
+    say!(
         "uraid build: wrote {bytes} bytes: RAID{} {}, {} members ({missing} missing), chunk {}",
         g.level().number(),
         g.layout().name(),

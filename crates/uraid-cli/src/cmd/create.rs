@@ -136,7 +136,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         || "none".to_owned(),
         |b| format!("internal, {}K chunk", b.chunk_bytes / 1024),
     );
-    eprintln!(
+    say!(
         "uraid create: {} {} {}, {} members, chunk {}K, component {} sectors, data offset {} \
          sectors, uuid {}, bitmap {bitmap_text}, {state}",
         array.level,
@@ -150,7 +150,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     );
     let members: Vec<std::path::PathBuf> = args.members.iter().map(Into::into).collect();
     for short in uraid_io::file_space::sparse_shortfalls(&members) {
-        eprintln!("uraid create: warning: {short}");
+        say!("uraid create: warning: {short}");
     }
     Ok(())
 }

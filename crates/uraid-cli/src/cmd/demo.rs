@@ -32,7 +32,7 @@ pub fn prepare(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
                 );
             }
         }
-        eprintln!("uraid serve: reopening the demo array in {}", dir.display());
+        say!("uraid serve: reopening the demo array in {}", dir.display());
         return Ok(paths);
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;

@@ -58,7 +58,7 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
                 reports.push(report(path, &superblock, fields));
             }
             Err(reason) => {
-                eprintln!("uraid examine: {path}: {reason}");
+                say!("uraid examine: {path}: {reason}");
                 reports.push(json!({ "member": path, "error": reason }));
                 failed.push(path.clone());
             }

@@ -139,16 +139,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     };
     let info = md.info().clone();
     for short in uraid_io::file_space::sparse_shortfalls(&paths) {
-        eprintln!("uraid serve: {name}: warning: {short}");
+        say!("uraid serve: {name}: warning: {short}");
     }
     for device in &info.left_out {
-        eprintln!("uraid serve: {name}: left out {device}");
+        say!("uraid serve: {name}: left out {device}");
     }
     for device in &info.forced_in {
-        eprintln!("uraid serve: {name}: forced in {device}");
+        say!("uraid serve: {name}: forced in {device}");
     }
     if info.forced {
-        eprintln!(
+        say!(
             "uraid serve: {name}: started dirty and degraded by --force: stripes written at the \
              crash may hold parity that does not match, and data rebuilt from it may be wrong"
         );
@@ -160,7 +160,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     signals.close();
     served?;
     let message = stopped?;
-    eprintln!("uraid serve: {name}: {message}");
+    say!("uraid serve: {name}: {message}");
     Ok(())
 }
 
@@ -209,16 +209,16 @@ fn serve_until_stopped(
     if args.json {
         let mut banner = banner_json(name, info, &args.export_name, &listeners, &socket);
         banner["ublk"] = serde_json::json!(ublk_path);
-        println!("{banner}");
+        tell!("{banner}");
     } else {
         if let Some(path) = &ublk_path {
-            println!("serving block device {} (ublk)", path.display());
+            tell!("serving block device {} (ublk)", path.display());
         }
         print_banner(name, info, &args.export_name, &listeners, &socket);
     }
     serving.monitor_until_stop(name);
     if !listeners.is_empty() {
-        eprintln!("uraid serve: {name}: stopping: draining NBD connections");
+        say!("uraid serve: {name}: stopping: draining NBD connections");
     }
     for handle in listeners {
         handle.shutdown();
@@ -249,9 +249,9 @@ fn start_ublk(
 
 fn stop_ublk(name: &str, device: UblkDevice) -> anyhow::Result<()> {
     let path = device.block_path();
-    eprintln!("uraid serve: {name}: stopping: removing {}", path.display());
+    say!("uraid serve: {name}: stopping: removing {}", path.display());
     let served = device.stop().with_context(|| format!("stopping {}", path.display()))?;
-    eprintln!(
+    say!(
         "uraid serve: {name}: {} removed after {} reads, {} writes, {} flushes, {} discards, \
          {} zeroings ({} failed)",
         path.display(),
@@ -300,7 +300,7 @@ fn print_banner(
     control: &std::path::Path,
 ) {
     let size = info.member_sectors * u64::from(info.data_disks) * 512;
-    println!(
+    tell!(
         "uraid serve: {name}: {} {}, {} members, chunk {}K, {} MiB",
         info.level,
         layout_name(info.level, info.layout),
@@ -311,25 +311,25 @@ fn print_banner(
     for l in listeners {
         match l.local_addr() {
             ListenAddr::Tcp(addr) => {
-                println!("serving NBD export {export:?} on {addr}; connect with:");
-                println!("  nbdinfo nbd://{addr}/{export}");
-                println!("  qemu-img info nbd://{addr}/{export}");
-                println!("  nbd-client {} {} /dev/nbd0 -N {export}", addr.ip(), addr.port());
+                tell!("serving NBD export {export:?} on {addr}; connect with:");
+                tell!("  nbdinfo nbd://{addr}/{export}");
+                tell!("  qemu-img info nbd://{addr}/{export}");
+                tell!("  nbd-client {} {} /dev/nbd0 -N {export}", addr.ip(), addr.port());
             }
             ListenAddr::Unix(path) => {
-                println!(
+                tell!(
                     "serving NBD export {export:?} on unix socket {}; connect with:",
                     path.display()
                 );
-                println!("  nbdinfo 'nbd+unix:///{export}?socket={}'", path.display());
+                tell!("  nbdinfo 'nbd+unix:///{export}?socket={}'", path.display());
             }
         }
     }
-    println!(
+    tell!(
         "manage: uraid status | uraid detail {name} | uraid stop {name}   (control {})",
         control.display()
     );
-    println!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
+    tell!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
 }
 
 /// The banner for scripts: where to connect (the real port when --listen asked for port 0).

@@ -77,9 +77,9 @@ impl Serving {
                 let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
                 // Said before the stop starts, so that it comes first in the log.
                 if serving.is_running() {
-                    eprintln!("uraid serve: {name}: stopping cleanly");
+                    say!("uraid serve: {name}: stopping cleanly");
                 } else {
-                    eprintln!("uraid serve: {name}: already stopping, please wait");
+                    say!("uraid serve: {name}: already stopping, please wait");
                 }
                 serving.request_stop();
             }
@@ -110,7 +110,7 @@ impl Serving {
         if let Some(line) =
             last.as_ref().filter(|l| !matches!(l.as_str(), "state active" | "state clean"))
         {
-            eprintln!("uraid serve: {name}: {line}");
+            say!("uraid serve: {name}: {line}");
         }
         let mut stop = self.stop.lock().unwrap_or_else(PoisonError::into_inner);
         while matches!(*stop, StopState::Running) {
@@ -123,7 +123,7 @@ impl Serving {
             let now = self.status().map(|s| summary(&s));
             if now != last {
                 if let Some(line) = &now {
-                    eprintln!("uraid serve: {name}: {line}");
+                    say!("uraid serve: {name}: {line}");
                 }
                 last = now;
             }
