@@ -301,15 +301,18 @@ impl Metadata {
         self.write()
     }
 
-    /// Writes every attached device's superblock at the current event count.
+    /// Writes every attached device's superblock at the current event count, all at once
+    /// (md submits them together and waits for them all): one after another, a commit took
+    /// a write and a sync per member in turn, and the first write after safe mode's clean
+    /// mark waits for one.
     #[must_use]
     pub fn write(&self) -> Vec<(usize, io::Error)> {
         let roles = self.dev_roles();
-        let mut failed = Vec::new();
-        for (i, d) in self.devices.iter().enumerate() {
-            if d.role == Role::Faulty {
-                continue; // md writes no superblock to a failed member
-            }
+        // md writes no superblock to a failed member.
+        let live: Vec<usize> =
+            (0..self.devices.len()).filter(|&i| self.devices[i].role != Role::Faulty).collect();
+        let write_one = |i: usize| -> Option<(usize, io::Error)> {
+            let d = &self.devices[i];
             // Under the slot's lock: the log's writer sets the feature bit in the last
             // superblock written, and must not be overtaken by an older one.
             let mut slot = d.sb_slot.lock();
@@ -319,11 +322,21 @@ impl Metadata {
                 .write_all_at(&sb.encode(), SUPERBLOCK_OFFSET_BYTES)
                 .and_then(|()| d.file.sync_data());
             match r {
-                Ok(()) => slot.last = Some(sb),
-                Err(e) => failed.push((i, e)),
+                Ok(()) => {
+                    slot.last = Some(sb);
+                    None
+                }
+                Err(e) => Some((i, e)),
             }
+        };
+        if live.len() < 2 {
+            return live.into_iter().filter_map(write_one).collect();
         }
-        failed
+        std::thread::scope(|s| {
+            let writers: Vec<_> = live.iter().map(|&i| s.spawn(move || write_one(i))).collect();
+            let joined = writers.into_iter().map(|w| w.join().expect("a superblock writer"));
+            joined.flatten().collect()
+        })
     }
 
     /// Writes the bitmap straight to every attached device: its superblock, then `bits` when
