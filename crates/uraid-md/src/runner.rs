@@ -136,6 +136,10 @@ fn run(inner: &Inner) {
         };
         inner.control.abort.store(false, Ordering::Release);
         let result = run_action(inner, &action);
+        // md logs an interrupted sync in the kernel's log; a failed one says where here.
+        if result.outcome.starts_with("failed") {
+            say!("uraid: {}: {} {}", inner.info.name, result.action, result.outcome);
+        }
         let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
         q.running = None;
         q.last = Some(result);
@@ -227,7 +231,15 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         Ok(Walked::Interrupted { sectors, seconds }) => {
             ("interrupted".to_owned(), sectors, seconds)
         }
-        Err(e) => (format!("failed: {e}"), 0, 0.0),
+        // Where: an operator rewrites what cannot be read there (it reads as errors), and a
+        // rebuild then gets past it. A member row of chunks is a run of the array's bytes.
+        Err(e) => {
+            let d = u64::from(inner.info.data_disks) * 512;
+            let place = e.member_sectors.map_or_else(String::new, |(a, b)| {
+                format!(" (member sectors {a}-{b}, array bytes {}-{})", a * d, b * d)
+            });
+            (format!("failed: {}{place}", e.error), 0, 0.0)
+        }
     };
     let outcome = finish(inner, action, outcome);
     let (found, count) = rt.mismatches();

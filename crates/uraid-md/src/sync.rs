@@ -97,6 +97,15 @@ pub fn action_name(kind: SyncKind) -> &'static str {
     }
 }
 
+/// Why a walk stopped: the runtime's error, and the window of member sectors where a sync
+/// request met it, so that an operator learns where the array could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}{}", .member_sectors.map_or_else(String::new, |(a, b)| format!(" (member sectors {a}-{b})")))]
+pub struct WalkError {
+    pub error: RuntimeError,
+    pub member_sectors: Option<(u64, u64)>,
+}
+
 /// Syncs `ranges` (member sectors `(start, len)`, in order) with `kind`. `on_progress(range
 /// index, sector)` is called as the finished prefix grows: every range before that index is
 /// done, and the range itself up to `sector`. `member_sectors` sizes the windows' rounding.
@@ -108,7 +117,7 @@ pub fn walk(
     chunk_sectors: u64,
     control: &SyncControl,
     on_progress: &mut dyn FnMut(usize, u64),
-) -> Result<Walked, RuntimeError> {
+) -> Result<Walked, WalkError> {
     let window = WINDOW_SECTORS.next_multiple_of(chunk_sectors);
     let windows = cut(ranges, window);
     let total: u64 = ranges.iter().map(|r| r.1).sum();
@@ -169,10 +178,13 @@ pub fn walk(
         if in_flight == 0 {
             break;
         }
-        let (index, result) = rx.recv().map_err(|_| RuntimeError::Gone)?;
+        let Ok((index, result)) = rx.recv() else {
+            return Err(WalkError { error: RuntimeError::Gone, member_sectors: None });
+        };
         in_flight -= 1;
         if let Err(e) = result {
-            error.get_or_insert(e);
+            let (at, n, _) = windows[index];
+            error.get_or_insert(WalkError { error: e, member_sectors: Some((at, at + n)) });
         }
         finished[index] = true;
         history.push_back((Instant::now(), windows[index].1));

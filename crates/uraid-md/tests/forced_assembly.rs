@@ -8,8 +8,10 @@
 //! every I/O (`Pullable`) and a write to the array fails: it is FAILED. Stopped, it is
 //! refused without --force (the error says what --force does) and starts with it, member 1
 //! brought back (the freshest stale one), member 3 left out. Every byte but those of the
-//! failed write reads back as acknowledged, and those read old, new or fail; rewritten, and
-//! member 3 added again, it is rebuilt and a check then finds no mismatch.
+//! failed write reads back as acknowledged, and those read old, new or fail. Member 3 added
+//! then cannot be rebuilt there and the recovery says where (array bytes around the failed
+//! write); those blocks rewritten and member 3 added again, it is rebuilt and a check then
+//! finds no mismatch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -96,13 +98,27 @@ fn an_array_failed_member_after_member_comes_back_with_force() {
     assert_same(&read(&after), &model[after.clone()], "after the failed write");
     old_or_new_or_error(&rt, &model, &fill(3, failed_write.len()), failed_write.clone());
 
+    // Member 3 added now: its rebuild stops where member 1's listed blocks are, and says
+    // where, so that an operator knows what to rewrite.
+    let m3 = paths[3].display().to_string();
+    md.add(&m3).unwrap();
+    let stuck = md.wait_sync_idle(WAIT).expect("a recovery ran");
+    assert!(stuck.outcome.starts_with("failed: too many members"), "{stuck:?}");
+    let place = stuck.outcome.split("array bytes ").nth(1).expect("where it stopped");
+    let (from, to) = place.trim_end_matches(')').split_once('-').unwrap();
+    let (from, to): (usize, usize) = (from.parse().unwrap(), to.parse().unwrap());
+    assert!(from <= failed_write.start && failed_write.end <= to, "{stuck:?}");
+    // Stopped, it stays in its slot part-rebuilt, as md leaves it: failed and removed, it
+    // can be added again once the blocks are rewritten.
+    md.fail(&m3).unwrap();
+    md.remove(&m3).unwrap();
     // What a file system's repair does with blocks it cannot read: it writes them. That
     // makes member 1's listed range good again, so member 3 can be rebuilt there (a
     // rebuild meeting a stripe it cannot read fails, as md's does without room to list the
     // rebuilt member's blocks bad: the array stays degraded and says why).
     model[failed_write.clone()].copy_from_slice(&fill(4, failed_write.len()));
     rt.write_at(failed_write.start as u64, &model[failed_write.clone()]).unwrap();
-    md.add(&paths[3].display().to_string()).unwrap();
+    md.add(&m3).unwrap();
     let rebuilt = md.wait_sync_idle(WAIT);
     let status = md.status();
     assert!(!status.degraded, "{rebuilt:?} {status:#?}");
