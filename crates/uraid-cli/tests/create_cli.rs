@@ -236,3 +236,22 @@ fn examine_prints_a_rebuilding_member_s_recovery_offset_as_mdadm_does() {
         assert_eq!(field(&text(&output.stdout), "Recovery Offset"), "6144 sectors");
     }
 }
+
+/// Members of different sizes: the component is the smallest's, and create says how much of
+/// each larger one goes unused (mdadm asks before going on past 1%).
+#[test]
+fn create_says_what_larger_members_leave_unused() {
+    let mut three = members("sizes", 3);
+    let bigger = three[2].with_file_name("bigger.img");
+    std::fs::File::create(&bigger).unwrap().set_len(MEMBER_BYTES + (8 << 20)).unwrap();
+    three[2] = bigger.clone();
+    let mut args: Vec<PathBuf> =
+        ["create", "-l", "5", "-n", "3", "--assume-clean"].iter().map(PathBuf::from).collect();
+    args.extend(three.iter().cloned());
+    let output = uraid(&args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let said = text(&output.stderr);
+    let warning = format!("{} exceeds the component size by 8 MiB, unused", bigger.display());
+    assert!(said.contains(&warning), "{said}");
+    assert_eq!(said.matches("exceeds the component size").count(), 1, "{said}");
+}

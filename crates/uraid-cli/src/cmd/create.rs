@@ -148,10 +148,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         array.data_offset_sectors,
         array.set_uuid,
     );
-    let members: Vec<std::path::PathBuf> = args.members.iter().map(Into::into).collect();
-    for short in uraid_io::file_space::sparse_shortfalls(&members) {
-        say!("uraid create: warning: {short}");
-    }
+    warn_about_members(args, &array, &sizes);
     Ok(())
 }
 
@@ -199,6 +196,26 @@ fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)
         files.push((file, size));
     }
     Ok(files)
+}
+
+/// What the members given may cost: space unused on larger ones, and sparse files their file
+/// system cannot fill.
+fn warn_about_members(args: &CreateArgs, array: &NewArray<'_>, sizes: &[u64]) {
+    // mdadm's warning: the component is the smallest member's; the rest of a larger one is
+    // unused (it asks to go on past 1%; a script-friendly create says it).
+    let used = array.data_offset_sectors + array.size_sectors;
+    let smallest = sizes.iter().copied().min().unwrap_or_default();
+    for (path, &sectors) in args.members.iter().zip(sizes).filter(|_| args.size.is_none()) {
+        if (sectors - smallest) * 100 > smallest {
+            let unused_mib = ((sectors - used) * 512) >> 20;
+            let size = "the component size";
+            say!("uraid create: warning: {path} exceeds {size} by {unused_mib} MiB, unused");
+        }
+    }
+    let members: Vec<std::path::PathBuf> = args.members.iter().map(Into::into).collect();
+    for short in uraid_io::file_space::sparse_shortfalls(&members) {
+        say!("uraid create: warning: {short}");
+    }
 }
 
 fn new_array<'a>(
