@@ -72,6 +72,8 @@ pub struct MdOptions {
     /// md's safe_mode_delay: after this long with no write the superblocks say clean until
     /// the next write (`crate::safe_mode`). None: active from start to stop.
     pub safe_mode_delay: Option<std::time::Duration>,
+    /// How messages name the array (serve's `--name`); None: its superblock's name.
+    pub label: Option<String>,
 }
 
 impl Default for MdOptions {
@@ -88,6 +90,7 @@ impl Default for MdOptions {
             member_faults: None,
             write_back: true,
             safe_mode_delay: Some(crate::safe_mode::SAFE_MODE_DELAY),
+            label: None,
         }
     }
 }
@@ -138,6 +141,8 @@ pub struct ArrayInfo {
     /// Stale devices `force` brought back so that the array could run (mdadm's "forcing
     /// event count"), with the event count each had.
     pub forced_in: Vec<String>,
+    /// How messages name the array (`MdOptions::label`).
+    pub label: String,
 }
 
 pub(crate) struct Inner {
@@ -192,7 +197,7 @@ impl MdArray {
         let plan = log_start::plan_with_log(&candidates, &opts, options)?;
         let base = freshest_superblock(&plan, &candidates)?;
         let (bitmap, image) = read_bitmap(&plan, &base)?;
-        let mut info = array_info(&plan, bitmap.as_ref())?;
+        let mut info = array_info(&plan, bitmap.as_ref(), options.label.as_deref())?;
         // Options the engine refuses are refused before anything is written or said.
         let array = array_config(&info, options)?;
         array.check().map_err(|e| MdError::Refused(e.to_string()))?;
@@ -205,7 +210,7 @@ impl MdArray {
         );
         info.log_off = options.consistency_policy == ConsistencyPolicy::Resync;
         if !info.log_off {
-            info.log = log_start::announce(&info.name, area);
+            info.log = log_start::announce(&info.label, area);
         }
         let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
@@ -452,7 +457,11 @@ pub(crate) fn freshest_superblock(
     Superblock1::decode(area).map_err(|e| member_err(&c.name, &e.to_string()))
 }
 
-fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<ArrayInfo, MdError> {
+fn array_info(
+    plan: &AssemblyPlan,
+    bitmap: Option<&BitmapSuper>,
+    label: Option<&str>,
+) -> Result<ArrayInfo, MdError> {
     let offsets: Vec<u64> = plan.slots.iter().flatten().map(|m| m.data_offset_sectors).collect();
     if offsets.windows(2).any(|w| w[0] != w[1]) {
         return Err(MdError::Refused("members have different data offsets".into()));
@@ -475,6 +484,7 @@ fn array_info(plan: &AssemblyPlan, bitmap: Option<&BitmapSuper>) -> Result<Array
         md_ppl: None,
         left_out: left_out(plan),
         forced: plan.forced,
+        label: label.unwrap_or(&plan.name).to_owned(),
         forced_in: plan
             .forced_members()
             .map(|m| {

@@ -160,7 +160,7 @@ pub(crate) fn md_ppl_at_assemble(
         say!(
             "uraid: {}: md's partial parity log: {} entries replayed ({} parity blocks), {} \
              mismatches: {}",
-            info.name,
+            info.label,
             done.recovered_entries,
             done.parity_blocks,
             done.mismatches,
@@ -218,7 +218,7 @@ pub(crate) fn replay_at_assemble(
     let replayed = with_target(info, plan, &slot_bad_blocks(plan, meta), replay)?
         .map_err(|e| MdError::Refused(format!("replaying the partial parity log: {e}")))?;
     if replayed > 0 {
-        say!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.name);
+        say!("uraid: {}: partial parity log: {replayed} parity blocks replayed", info.label);
     }
     Ok(replayed)
 }

@@ -110,7 +110,7 @@ impl Inner {
                         say!(
                             "uraid: {}: disk failure on {} (slot {slot}){why}; its replacement \
                              takes its place",
-                            self.info.name,
+                            self.info.label,
                             path.display()
                         );
                         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -155,7 +155,7 @@ impl Inner {
                 self.info.raid_disks
             )
         };
-        say!("uraid: {}: disk failure on {path} (slot {slot}){why}; {left}", self.info.name);
+        say!("uraid: {}: disk failure on {path} (slot {slot}){why}; {left}", self.info.label);
     }
 
     /// Puts spares into empty slots and queues their recovery (first in the queue).

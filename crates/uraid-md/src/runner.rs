@@ -138,7 +138,7 @@ fn run(inner: &Inner) {
         let result = run_action(inner, &action);
         // md logs an interrupted sync in the kernel's log; a failed one says where here.
         if result.outcome.starts_with("failed") {
-            say!("uraid: {}: {} {}", inner.info.name, result.action, result.outcome);
+            say!("uraid: {}: {} {}", inner.info.label, result.action, result.outcome);
         }
         let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
         q.running = None;

@@ -126,6 +126,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         stripe_cache_size: args.stripe_cache_size,
         workers: args.workers,
         write_back: !args.no_write_back,
+        label: args.name.clone(),
         ..MdOptions::default()
     };
     // Signals are caught from here on: a SIGINT during a long assemble must not leave the
