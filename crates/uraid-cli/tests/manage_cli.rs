@@ -172,7 +172,14 @@ fn every_verb_sends_its_request() {
         (vec!["status", "md0"], ControlRequest::Status),
         (vec!["fail", "md0", "/img/m1.img"], ControlRequest::Fail { member: "/img/m1.img".into() }),
         (vec!["remove", "md0", "1"], ControlRequest::Remove { member: "1".into() }),
-        (vec!["add", "md0", "/img/m4.img"], ControlRequest::Add { path: "/img/m4.img".into() }),
+        (
+            vec!["add", "md0", "/img/m4.img"],
+            ControlRequest::Add { path: "/img/m4.img".into(), force: false },
+        ),
+        (
+            vec!["add", "--force", "md0", "/img/m4.img"],
+            ControlRequest::Add { path: "/img/m4.img".into(), force: true },
+        ),
         (
             vec!["replace", "md0", "2", "--with", "/img/m5.img"],
             ControlRequest::Replace { member: "2".into(), with: Some("/img/m5.img".into()) },

@@ -51,6 +51,9 @@ pub enum ControlRequest {
     },
     Add {
         path: String,
+        /// Even a device holding a member of another md array.
+        #[serde(default)]
+        force: bool,
     },
     Replace {
         member: String,
@@ -435,7 +438,7 @@ mod tests {
             ControlRequest::Status,
             ControlRequest::Fail { member: "/dev/sdc".into() },
             ControlRequest::Remove { member: "2".into() },
-            ControlRequest::Add { path: "m6.img".into() },
+            ControlRequest::Add { path: "m6.img".into(), force: false },
             ControlRequest::Replace { member: "1".into(), with: Some("m7.img".into()) },
             ControlRequest::Replace { member: "1".into(), with: None },
             ControlRequest::Check,

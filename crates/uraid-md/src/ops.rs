@@ -291,10 +291,22 @@ impl Inner {
     /// its old slot, rebuilt only where the bitmap says it missed writes; any other becomes
     /// a hot spare (its old contents are not used) and, if a slot is empty, is rebuilt into
     /// it at once.
-    pub fn add(&self, path: &str) -> Result<String, MdError> {
+    ///
+    /// Refused, as mdadm refuses it, when the array has failed past its redundancy: the
+    /// device may be a member `--force` needs back. And, unlike mdadm, a device holding a
+    /// member of another md array is refused unless `force`: its superblock would be lost.
+    pub fn add(&self, path: &str, force: bool) -> Result<String, MdError> {
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
         {
             let mut meta = self.meta();
+            if self.runtime.failed_members().len() > self.info.max_degraded as usize {
+                return Err(refuse(
+                    "the array has FAILED: adding cannot rebuild it and might destroy data on \
+                     this device, which may be a member it needs: stop the array and start it \
+                     again with --force"
+                        .into(),
+                ));
+            }
             let size = self.check_joining(&meta, path)?;
             if let Some(r) = self.try_readd(Path::new(path), &mut meta) {
                 let mib = r.sectors / 2048;
@@ -303,6 +315,12 @@ impl Inner {
                     r.slot
                 ));
             }
+            if let Some(other) = self.foreign_member(path).filter(|_| !force) {
+                return Err(refuse(format!(
+                    "holds a member of another md array ({other}): `add --force` makes it a \
+                     spare of this one, and that array loses it"
+                )));
+            }
             let d = self.open_joining(&meta, path, size, Role::Spare)?;
             meta.devices.push(d);
             meta.attach_bad_blocks().map_err(|e| refuse(format!("its bad block log: {e}")))?;
@@ -310,6 +328,15 @@ impl Inner {
         }
         self.start_rebuilds();
         Ok(format!("added {path}"))
+    }
+
+    /// The array whose member the device at `path` is, when it is not this one: its name
+    /// and uuid.
+    fn foreign_member(&self, path: &str) -> Option<String> {
+        let candidate = crate::members::read_candidate_to_assemble(Path::new(path));
+        let sb =
+            uraid_format::Superblock1::decode(candidate.superblock_area.ok()?.as_slice()).ok()?;
+        (sb.set_uuid != self.info.uuid).then(|| format!("{}, uuid {}", sb.name(), sb.set_uuid))
     }
 
     /// Checks a device about to join the array (`add`, `replace`) as md does: it opens, is

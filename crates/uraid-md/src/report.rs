@@ -139,9 +139,16 @@ impl MdArray {
         self.inner.remove(member)
     }
 
-    /// md's --add: a hot spare, rebuilt at once into an empty slot.
+    /// md's --add: a hot spare, rebuilt at once into an empty slot (see `add_forced` for
+    /// a device that holds a member of another array).
     pub fn add(&self, path: &str) -> Result<String, MdError> {
-        self.inner.add(path)
+        self.inner.add(path, false)
+    }
+
+    /// `add` of a device that holds a member of another md array: it becomes a spare of
+    /// this one (`uraid add --force`).
+    pub fn add_forced(&self, path: &str) -> Result<String, MdError> {
+        self.inner.add(path, true)
     }
 
     /// md's --replace --with: `with` is copied from `member` while it serves, then takes its

@@ -63,20 +63,8 @@ fn an_array_failed_member_after_member_comes_back_with_force() {
     let failed_write = 9 << 20..(9 << 20) + (256 << 10);
     let err = rt.write_at(failed_write.start as u64, &fill(3, failed_write.len()));
     assert!(err.is_err(), "a write with two members of a RAID5 gone must fail");
-    assert!(wait_for(|| md.status().failed()), "{:#?}", md.status());
-    let status = md.status();
-    assert!(status.state.contains("FAILED"), "{}", status.state);
-    // Idle past safe mode's delay, then stopped: a write failed part-way may have left its
-    // stripes' parity disagreeing with their data, so the superblocks must not say clean
-    // (the start after --force replays the log and resyncs what it can).
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(md.status().state.starts_with("active"), "{}", md.status().state);
     drop(rt);
-    let _ = md.stop();
-    for p in [&paths[0], &paths[2]] {
-        let sb = common::superblock(p);
-        assert_ne!(sb.resync_offset_sectors, u64::MAX, "{} says clean", p.display());
-    }
+    stop_failed(md, &paths);
 
     let plain = MdOptions::default();
     let refused = MdArray::assemble(&paths, &plain).err().expect("too many stale members");
@@ -147,5 +135,25 @@ fn old_or_new_or_error(
             ),
             Err(e) => assert!(format!("{e:?}").contains("BeyondRedundancy"), "{e:?}"),
         }
+    }
+}
+
+/// The array has FAILED: it says so, refuses an add (mdadm's refusal: it cannot rebuild a
+/// failed array, and the device may be a member --force needs back), stays active past safe
+/// mode's delay, and its stop leaves the superblocks dirty: a write failed part-way may have
+/// left its stripes' parity disagreeing with their data (the start after --force replays
+/// the log and resyncs what it can).
+fn stop_failed(md: MdArray, paths: &[std::path::PathBuf]) {
+    assert!(wait_for(|| md.status().failed()), "{:#?}", md.status());
+    let status = md.status();
+    assert!(status.state.contains("FAILED"), "{}", status.state);
+    let err = md.add(&paths[3].display().to_string()).unwrap_err().to_string();
+    assert!(err.contains("the array has FAILED"), "{err}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(md.status().state.starts_with("active"), "{}", md.status().state);
+    let _ = md.stop();
+    for p in [&paths[0], &paths[2]] {
+        let sb = common::superblock(p);
+        assert_ne!(sb.resync_offset_sectors, u64::MAX, "{} says clean", p.display());
     }
 }

@@ -357,3 +357,28 @@ fn check_then_repair_each_list_only_what_they_found() {
     assert_same(&md.runtime().read_at(0, size).unwrap(), &model, "after the repair");
     md.stop().unwrap();
 }
+
+/// A device that holds a member of another md array is not taken as a spare without
+/// `add_forced` (mdadm takes it and that array loses it without a word); forced, it is.
+#[test]
+fn add_refuses_a_member_of_another_array_unless_forced() {
+    let dir = tempdir("add-foreign");
+    let paths = make_array(dir.path(), 4, Some(64 << 10));
+    let other = make_array(&dir.path().join("other"), 4, None);
+    let mut sb = common::superblock(&other[0]);
+    sb.set_uuid = uraid_format::Uuid([9; 16]);
+    sb.seal();
+    common::write_member(&other[0], 4096, &sb.encode());
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let foreign = other[0].display().to_string();
+    let err = md.add(&foreign).unwrap_err().to_string();
+    assert!(
+        err.contains("holds a member of another md array") && err.contains("09090909"),
+        "{err}"
+    );
+    assert_eq!(common::superblock(&other[0]).set_uuid, uraid_format::Uuid([9; 16]), "untouched");
+    assert!(md.add_forced(&foreign).unwrap().starts_with("added"));
+    assert!(md.status().members.iter().any(|m| m.path == foreign && m.state == "spare"));
+    md.stop().unwrap();
+    assert_eq!(common::superblock(&other[0]).set_uuid, uraid_format::Uuid([7; 16]));
+}

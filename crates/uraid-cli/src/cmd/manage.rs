@@ -75,10 +75,14 @@ pub struct AddArgs {
     name: String,
     /// The device or image file to add.
     path: String,
+    /// Add it even if it holds a member of another md array (that array loses it).
+    #[arg(short, long)]
+    force: bool,
 }
 
 pub fn run_add(args: &AddArgs) -> anyhow::Result<()> {
-    run_simple(&args.name, &ControlRequest::Add { path: args.path.clone() }, args.json)
+    let request = ControlRequest::Add { path: args.path.clone(), force: args.force };
+    run_simple(&args.name, &request, args.json)
 }
 
 #[derive(Args)]

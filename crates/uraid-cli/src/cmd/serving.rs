@@ -196,7 +196,12 @@ impl ArrayControl for Serving {
             }
             ControlRequest::Fail { member } => self.with_array(|md| answer(md.fail(&member))),
             ControlRequest::Remove { member } => self.with_array(|md| answer(md.remove(&member))),
-            ControlRequest::Add { path } => self.with_array(|md| answer(md.add(&path))),
+            ControlRequest::Add { path, force: false } => {
+                self.with_array(|md| answer(md.add(&path)))
+            }
+            ControlRequest::Add { path, force: true } => {
+                self.with_array(|md| answer(md.add_forced(&path)))
+            }
             ControlRequest::Replace { member, with: Some(with) } => {
                 self.with_array(|md| answer(md.replace(&member, &with)))
             }
