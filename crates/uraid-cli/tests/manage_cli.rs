@@ -182,9 +182,24 @@ fn every_verb_sends_its_request() {
         ),
         (
             vec!["replace", "md0", "2", "--with", "/img/m5.img"],
-            ControlRequest::Replace { member: "2".into(), with: Some("/img/m5.img".into()) },
+            ControlRequest::Replace {
+                member: "2".into(),
+                with: Some("/img/m5.img".into()),
+                force: false,
+            },
         ),
-        (vec!["replace", "md0", "3"], ControlRequest::Replace { member: "3".into(), with: None }),
+        (
+            vec!["replace", "--force", "md0", "2", "--with", "/img/m5.img"],
+            ControlRequest::Replace {
+                member: "2".into(),
+                with: Some("/img/m5.img".into()),
+                force: true,
+            },
+        ),
+        (
+            vec!["replace", "md0", "3"],
+            ControlRequest::Replace { member: "3".into(), with: None, force: false },
+        ),
         (vec!["check", "md0"], ControlRequest::Check),
         (vec!["repair", "md0"], ControlRequest::Repair),
         (vec!["stop", "md0"], ControlRequest::Stop),

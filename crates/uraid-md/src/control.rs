@@ -60,6 +60,9 @@ pub enum ControlRequest {
         /// None: one of the array's hot spares.
         #[serde(default)]
         with: Option<String>,
+        /// Even onto a device holding a member of another md array.
+        #[serde(default)]
+        force: bool,
     },
     Check,
     Repair,
@@ -439,8 +442,12 @@ mod tests {
             ControlRequest::Fail { member: "/dev/sdc".into() },
             ControlRequest::Remove { member: "2".into() },
             ControlRequest::Add { path: "m6.img".into(), force: false },
-            ControlRequest::Replace { member: "1".into(), with: Some("m7.img".into()) },
-            ControlRequest::Replace { member: "1".into(), with: None },
+            ControlRequest::Replace {
+                member: "1".into(),
+                with: Some("m7.img".into()),
+                force: false,
+            },
+            ControlRequest::Replace { member: "1".into(), with: None, force: false },
             ControlRequest::Check,
             ControlRequest::Repair,
             ControlRequest::Stop,

@@ -12,6 +12,7 @@ use crate::runner::Action;
 use std::path::Path;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use uraid_format::Superblock1;
 use uraid_format::Uuid;
 use uraid_io::FileIdentity;
 use uraid_runtime::RuntimeError;
@@ -315,12 +316,7 @@ impl Inner {
                     r.slot
                 ));
             }
-            if let Some(other) = self.foreign_member(path).filter(|_| !force) {
-                return Err(refuse(format!(
-                    "holds a member of another md array ({other}): `add --force` makes it a \
-                     spare of this one, and that array loses it"
-                )));
-            }
+            self.refuse_foreign_member(path, force)?;
             let d = self.open_joining(&meta, path, size, Role::Spare)?;
             meta.devices.push(d);
             meta.attach_bad_blocks().map_err(|e| refuse(format!("its bad block log: {e}")))?;
@@ -330,13 +326,23 @@ impl Inner {
         Ok(format!("added {path}"))
     }
 
-    /// The array whose member the device at `path` is, when it is not this one: its name
-    /// and uuid.
-    fn foreign_member(&self, path: &str) -> Option<String> {
+    /// Unless `force`, refuses a device about to join (`add`, `replace --with`) that holds
+    /// a member of another md array (mdadm takes it without a word; that array loses it).
+    pub(crate) fn refuse_foreign_member(&self, path: &str, force: bool) -> Result<(), MdError> {
         let candidate = crate::members::read_candidate_to_assemble(Path::new(path));
-        let sb =
-            uraid_format::Superblock1::decode(candidate.superblock_area.ok()?.as_slice()).ok()?;
-        (sb.set_uuid != self.info.uuid).then(|| format!("{}, uuid {}", sb.name(), sb.set_uuid))
+        let sb = candidate.superblock_area.ok().and_then(|a| Superblock1::decode(&a).ok());
+        match sb.filter(|sb| sb.set_uuid != self.info.uuid && !force) {
+            Some(sb) => Err(MdError::Member {
+                path: path.to_owned(),
+                message: format!(
+                    "holds a member of another md array ({}, uuid {}): with --force it joins \
+                     this one, and that array loses it",
+                    sb.name(),
+                    sb.set_uuid
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Checks a device about to join the array (`add`, `replace`) as md does: it opens, is

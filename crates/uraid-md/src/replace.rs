@@ -20,10 +20,11 @@ use uraid_io::ReplacementMode;
 
 impl Inner {
     /// md's --replace with --with.
-    pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
+    pub fn replace(&self, member: &str, with: &str, force: bool) -> Result<String, MdError> {
         let refuse = |m: String| MdError::Member { path: with.to_owned(), message: m };
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         let size = self.check_joining(&meta, with)?;
+        self.refuse_foreign_member(with, force)?;
         let slot = self.replaceable(&meta, member)?;
         let mut d = self.open_joining(&meta, with, size, Role::Replacement(slot))?;
         d.recovery_offset = Some(0);

@@ -154,7 +154,13 @@ impl MdArray {
     /// md's --replace --with: `with` is copied from `member` while it serves, then takes its
     /// slot (`replace.rs`).
     pub fn replace(&self, member: &str, with: &str) -> Result<String, MdError> {
-        self.inner.replace(member, with)
+        self.inner.replace(member, with, false)
+    }
+
+    /// `replace` onto a device that holds a member of another md array (`uraid replace
+    /// --force`): that array loses it.
+    pub fn replace_forced(&self, member: &str, with: &str) -> Result<String, MdError> {
+        self.inner.replace(member, with, true)
     }
 
     /// md's --replace with no --with: one of the array's hot spares takes the member's place.

@@ -358,8 +358,8 @@ fn check_then_repair_each_list_only_what_they_found() {
     md.stop().unwrap();
 }
 
-/// A device that holds a member of another md array is not taken as a spare without
-/// `add_forced` (mdadm takes it and that array loses it without a word); forced, it is.
+/// A device that holds a member of another md array is not taken as a spare (or a
+/// replacement) without `add_forced` (mdadm takes it and that array loses it without a word); forced, it is.
 #[test]
 fn add_refuses_a_member_of_another_array_unless_forced() {
     let dir = tempdir("add-foreign");
@@ -377,6 +377,9 @@ fn add_refuses_a_member_of_another_array_unless_forced() {
         "{err}"
     );
     assert_eq!(common::superblock(&other[0]).set_uuid, uraid_format::Uuid([9; 16]), "untouched");
+    // replace --with is refused the same way.
+    let err = md.replace(&paths[1].display().to_string(), &foreign).unwrap_err().to_string();
+    assert!(err.contains("holds a member of another md array"), "{err}");
     assert!(md.add_forced(&foreign).unwrap().starts_with("added"));
     assert!(md.status().members.iter().any(|m| m.path == foreign && m.state == "spare"));
     md.stop().unwrap();

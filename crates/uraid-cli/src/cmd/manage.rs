@@ -111,10 +111,17 @@ pub struct ReplaceArgs {
     /// The device or image file to copy onto; without it, one of the array's hot spares.
     #[arg(long, value_name = "PATH")]
     with: Option<String>,
+    /// Copy onto it even if it holds a member of another md array (that array loses it).
+    #[arg(short, long)]
+    force: bool,
 }
 
 pub fn run_replace(args: &ReplaceArgs) -> anyhow::Result<()> {
-    let req = ControlRequest::Replace { member: args.member.clone(), with: args.with.clone() };
+    let req = ControlRequest::Replace {
+        member: args.member.clone(),
+        with: args.with.clone(),
+        force: args.force,
+    };
     run_simple(&args.name, &req, args.json)
 }
 

@@ -202,10 +202,13 @@ impl ArrayControl for Serving {
             ControlRequest::Add { path, force: true } => {
                 self.with_array(|md| answer(md.add_forced(&path)))
             }
-            ControlRequest::Replace { member, with: Some(with) } => {
+            ControlRequest::Replace { member, with: Some(with), force: false } => {
                 self.with_array(|md| answer(md.replace(&member, &with)))
             }
-            ControlRequest::Replace { member, with: None } => {
+            ControlRequest::Replace { member, with: Some(with), force: true } => {
+                self.with_array(|md| answer(md.replace_forced(&member, &with)))
+            }
+            ControlRequest::Replace { member, with: None, .. } => {
                 self.with_array(|md| answer(md.replace_from_spare(&member)))
             }
             ControlRequest::Check => self.with_array(|md| answer(md.scrub(false))),
