@@ -106,6 +106,24 @@ pub struct WalkError {
     pub member_sectors: Option<(u64, u64)>,
 }
 
+/// The first row of chunks in member sectors `from..to` (a window that failed) that fails
+/// again on its own: where an operator looks, not the whole window. Each row is synced
+/// again, which is harmless (a block rebuilt or parity rewritten twice is the same block).
+/// The whole window when none fails again.
+fn narrow(rt: &Runtime, kind: SyncKind, from: u64, to: u64, chunk_sectors: u64) -> (u64, u64) {
+    for row in (from..to).step_by(usize::try_from(chunk_sectors.max(1)).unwrap_or(usize::MAX)) {
+        let end = (row + chunk_sectors).min(to);
+        let (tx, rx) = mpsc::channel();
+        rt.sync(kind, row, end - row, move |c| {
+            let _ = tx.send(c.result.is_err());
+        });
+        if rx.recv().unwrap_or(false) {
+            return (row, end);
+        }
+    }
+    (from, to)
+}
+
 /// Syncs `ranges` (member sectors `(start, len)`, in order) with `kind`. `on_progress(range
 /// index, sector)` is called as the finished prefix grows: every range before that index is
 /// done, and the range itself up to `sector`. `member_sectors` sizes the windows' rounding.
@@ -201,7 +219,8 @@ pub fn walk(
         }
     }
     control.set_status(None);
-    if let Some(e) = error {
+    if let Some(mut e) = error {
+        e.member_sectors = e.member_sectors.map(|(a, b)| narrow(rt, kind, a, b, chunk_sectors));
         return Err(e);
     }
     let seconds = start.elapsed().as_secs_f64();
