@@ -100,10 +100,14 @@ pub fn action_name(kind: SyncKind) -> &'static str {
 /// Why a walk stopped: the runtime's error, and the window of member sectors where a sync
 /// request met it, so that an operator learns where the array could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("{error}{}", .member_sectors.map_or_else(String::new, |(a, b)| format!(" (member sectors {a}-{b})")))]
+#[error("{error}{}", where_text(*.member_sectors))]
 pub struct WalkError {
     pub error: RuntimeError,
     pub member_sectors: Option<(u64, u64)>,
+}
+
+fn where_text(member_sectors: Option<(u64, u64)>) -> String {
+    member_sectors.map_or_else(String::new, |(a, b)| format!(" (member sectors {a}-{b})"))
 }
 
 /// The first row of chunks in member sectors `from..to` (a window that failed) that fails

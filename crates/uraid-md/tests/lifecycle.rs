@@ -359,7 +359,8 @@ fn check_then_repair_each_list_only_what_they_found() {
 }
 
 /// A device that holds a member of another md array is not taken as a spare (or a
-/// replacement) without `add_forced` (mdadm takes it and that array loses it without a word); forced, it is.
+/// replacement) without `add_forced` (mdadm takes it, and that array loses it without a
+/// word); forced, it is.
 #[test]
 fn add_refuses_a_member_of_another_array_unless_forced() {
     let dir = tempdir("add-foreign");
