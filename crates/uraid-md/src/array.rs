@@ -145,6 +145,14 @@ pub struct ArrayInfo {
     pub label: String,
 }
 
+impl ArrayInfo {
+    /// Whether `failed` members are more than the level survives (mdadm's FAILED): writes
+    /// fail then, some after reaching part of their stripe.
+    pub(crate) fn beyond_redundancy(&self, failed: usize) -> bool {
+        failed > self.max_degraded as usize
+    }
+}
+
 pub(crate) struct Inner {
     pub runtime: Arc<Runtime>,
     pub meta: Mutex<Metadata>,
@@ -306,7 +314,7 @@ impl MdArray {
         // Past its redundancy writes failed, some after reaching part of their stripe: the
         // superblocks stay dirty and the log is kept, so that the start after `--force`
         // replays it and mends those stripes' parity.
-        let beyond = failed.len() > inner.info.max_degraded as usize;
+        let beyond = inner.info.beyond_redundancy(failed.len());
         runtime.shutdown()?;
         let mut meta = inner.meta.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(area) = inner.info.log.filter(|_| !beyond) {

@@ -147,14 +147,14 @@ impl Inner {
                 meta.devices.iter().any(|d| d.role == Role::Slot(s) && d.recovery_offset.is_none())
             })
             .count() as u32;
-        let left = if in_sync + self.info.max_degraded >= self.info.raid_disks {
-            format!("operation continuing on {in_sync} of {} devices", self.info.raid_disks)
-        } else {
+        let n = self.info.raid_disks;
+        let left = if self.info.beyond_redundancy((n - in_sync) as usize) {
             format!(
-                "the array has FAILED: {in_sync} of {} devices in sync, more missing than it \
-                 survives (reads of what is lost and all writes fail)",
-                self.info.raid_disks
+                "the array has FAILED: {in_sync} of {n} devices in sync, more missing than it \
+                 survives (reads of what is lost and all writes fail)"
             )
+        } else {
+            format!("operation continuing on {in_sync} of {n} devices")
         };
         say!("uraid: {}: disk failure on {path} (slot {slot}){why}; {left}", self.info.label);
     }
@@ -300,7 +300,7 @@ impl Inner {
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
         {
             let mut meta = self.meta();
-            if self.runtime.failed_members().len() > self.info.max_degraded as usize {
+            if self.info.beyond_redundancy(self.runtime.failed_members().len()) {
                 return Err(refuse(
                     "the array has FAILED: adding cannot rebuild it and might destroy data on \
                      this device, which may be a member it needs: stop the array and start it \

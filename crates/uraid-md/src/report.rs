@@ -15,7 +15,7 @@ impl Inner {
         let members = member_statuses(info, &meta);
         let in_sync = members.iter().filter(|m| m.state == "active sync").count() as u32;
         let degraded = in_sync < info.raid_disks;
-        let failed = in_sync + info.max_degraded < info.raid_disks;
+        let failed = info.beyond_redundancy((info.raid_disks - in_sync) as usize);
         let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let sync = self.control.status();
         let clean = self.runtime.safe_mode().is_clean();

@@ -35,7 +35,7 @@ impl Inner {
         // stripes' parity may disagree with their data, and a clean mark would have the
         // start after `--force` trust it (no log replay, no resync). md marks such an array
         // clean all the same; uraid leaves it active.
-        if self.runtime.failed_members().len() > self.info.max_degraded as usize {
+        if self.info.beyond_redundancy(self.runtime.failed_members().len()) {
             return false;
         }
         self.runtime.safe_mode().try_mark_clean(seen, || {
