@@ -454,6 +454,8 @@ impl Harness {
 
     /// Performs a member I/O on the memory members (or not, when it fails) and reports it.
     fn complete(&mut self, io: MemberIo, ok: bool) {
+        // These members keep no bad block log: a recovery's listing fails.
+        let ok = ok && io.op != MemberOp::ListBad;
         let m = io.member.get();
         let at = io.sector.0 as usize * 512;
         let len = io.bytes();
@@ -477,7 +479,7 @@ impl Harness {
                 }
                 MemberOp::Write => disk[at..at + len].copy_from_slice(self.array.io_buf(&io)),
                 MemberOp::Discard => disk[at..at + len].fill(0),
-                MemberOp::Flush => {}
+                MemberOp::Flush | MemberOp::ListBad => {}
                 MemberOp::CopyWrite => unreachable!("copy writes are the new device's"),
             }
         }

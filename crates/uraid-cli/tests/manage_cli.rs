@@ -85,6 +85,7 @@ fn finished(action: &str) -> SyncResult {
         seconds: 0.75,
         mismatch_sectors: 8,
         mismatches: vec![MismatchAt { member_sector: 2048, sectors: 8, slot: Some(2) }],
+        listed_bad_sectors: 0,
     }
 }
 

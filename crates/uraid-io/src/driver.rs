@@ -383,13 +383,32 @@ impl<M: Member + ?Sized> Driver<M> {
         self.in_flight
     }
 
-    /// Submits every I/O the engine has ready, merged where contiguous (see the module docs);
-    /// returns how many engine I/Os.
+    /// Submits every I/O the engine has ready, merged where contiguous (see the module docs),
+    /// and does its bad block listings; returns how many engine I/Os.
     pub fn submit_ready(&mut self, array: &mut Array) -> usize {
         let mut ready = std::mem::take(&mut self.ready);
-        while let Some(io) = array.next_io() {
-            let part = self.part(array, &io);
-            ready.push(part);
+        let mut listed = 0;
+        loop {
+            let mut listings = Vec::new();
+            while let Some(io) = array.next_io() {
+                if io.op == MemberOp::ListBad {
+                    listings.push(io);
+                } else {
+                    let part = self.part(array, &io);
+                    ready.push(part);
+                }
+            }
+            if listings.is_empty() {
+                break;
+            }
+            // Done here and now (`Member::list_bad`); what they complete may queue more.
+            for io in listings {
+                let start = self.data_offset_bytes + io.sector.bytes();
+                let span = start..start + io.bytes() as u64;
+                let ok = self.members[io.member.get()].list_bad(span);
+                array.complete_io(io.tag, ok);
+                listed += 1;
+            }
         }
         self.order.order_for_merging(&mut ready);
         let mut runs = std::mem::take(&mut self.runs);
@@ -409,7 +428,7 @@ impl<M: Member + ?Sized> Driver<M> {
         self.in_flight += count;
         ready.clear();
         self.ready = ready;
-        count
+        count + listed
     }
 
     /// Takes `io`'s buffer pointer, right after `next_io` (the buffer contract).
@@ -422,6 +441,7 @@ impl<M: Member + ?Sized> Driver<M> {
             MemberOp::CopyWrite => (IoOp::Write { fua: false }, BufPtr::from_ref(array.io_buf(io))),
             MemberOp::Flush => (IoOp::Flush, BufPtr::null()),
             MemberOp::Discard => (IoOp::Discard, BufPtr::null()),
+            MemberOp::ListBad => unreachable!("listings are done in submit_ready"),
         };
         let offset_bytes = match (io.op, io.area) {
             (MemberOp::Flush, _) => 0,

@@ -354,6 +354,10 @@ impl<M: Member> Member for KnownBad<M> {
     fn next_due_ns(&self) -> Option<u64> {
         if self.failed.is_empty() { self.inner.next_due_ns() } else { Some(0) }
     }
+
+    fn list_bad(&mut self, span: Range<u64>) -> bool {
+        self.list.list_failed_write(&span)
+    }
 }
 
 #[cfg(test)]

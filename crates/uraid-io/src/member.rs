@@ -9,6 +9,7 @@
 use crate::counters::MemberCounters;
 use smallvec::SmallVec;
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -344,6 +345,15 @@ pub trait Member: Send {
     fn next_due_ns(&self) -> Option<u64> {
         None
     }
+
+    /// Lists device bytes `span` in the member's bad block log (md's), durably: reads of it
+    /// fail as known bad from then on (`KnownBad`), until a write there. False where the
+    /// member keeps no log or the log cannot take it. Synchronous: a recovery lists a block
+    /// only where it cannot rebuild one, which is rare, and the log is a few sectors.
+    fn list_bad(&mut self, span: Range<u64>) -> bool {
+        let _ = span;
+        false
+    }
 }
 
 /// A boxed member is a member (so that wrappers like `KnownBad` can sit over any of them).
@@ -375,6 +385,10 @@ impl Member for Box<dyn Member> {
 
     fn next_due_ns(&self) -> Option<u64> {
         (**self).next_due_ns()
+    }
+
+    fn list_bad(&mut self, span: Range<u64>) -> bool {
+        (**self).list_bad(span)
     }
 }
 

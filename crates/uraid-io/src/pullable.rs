@@ -57,6 +57,10 @@ impl<M: Member + ?Sized> Member for Pullable<M> {
         self.inner.in_flight() + self.failed.len()
     }
 
+    fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
+        !self.pulled.load(Ordering::Acquire) && self.inner.list_bad(span)
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         if self.failed.is_empty() { self.inner.next_due_ns() } else { Some(0) }
     }

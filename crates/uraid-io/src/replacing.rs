@@ -377,6 +377,12 @@ impl Member for Replacing {
         self.outstanding
     }
 
+    fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
+        // The device holding the slot's data: the member until the replacement takes over.
+        let side = if self.control.mode() == Mode::New { &mut self.new } else { &mut self.old };
+        side.as_mut().is_some_and(|m| m.list_bad(span))
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         let due = [&self.old, &self.new].into_iter().flatten().filter(|m| m.in_flight() > 0);
         due.filter_map(|m| Member::next_due_ns(&**m)).min()

@@ -190,6 +190,10 @@ impl<M: Member, C: Clock> Member for Throttled<M, C> {
         self.inner.in_flight() + self.held.len()
     }
 
+    fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
+        self.inner.list_bad(span)
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         self.held.keys().next().map(|&(finish, _)| finish)
     }

@@ -140,6 +140,10 @@ fn run(inner: &Inner) {
         if result.outcome.starts_with("failed") {
             say!("uraid: {}: {} {}", inner.info.label, result.action, result.outcome);
         }
+        if result.listed_bad_sectors > 0 {
+            let what = crate::status::listed_bad_text(result.listed_bad_sectors);
+            say!("uraid: {}: {} {}: {what}", inner.info.label, result.action, result.outcome);
+        }
         let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
         q.running = None;
         q.last = Some(result);
@@ -180,6 +184,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     rt.safe_mode().ensure_active();
     let ranges = ranges_of(inner, action);
     let mismatches_before = rt.mismatches().1;
+    let listed_before = rt.stats().array.sectors_listed_bad;
     rt.clear_mismatches();
     let mut last_checkpoint = Instant::now();
     let mut on_progress = |range: usize, sector: u64| match action {
@@ -231,15 +236,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         Ok(Walked::Interrupted { sectors, seconds }) => {
             ("interrupted".to_owned(), sectors, seconds)
         }
-        // Where: an operator rewrites what cannot be read there (it reads as errors), and a
-        // rebuild then gets past it. A member row of chunks is a run of the array's bytes.
-        Err(e) => {
-            let d = u64::from(inner.info.data_disks) * 512;
-            let place = e.member_sectors.map_or_else(String::new, |(a, b)| {
-                format!(" (member sectors {a}-{b}, array bytes {}-{})", a * d, b * d)
-            });
-            (format!("failed: {}{place}", e.error), 0, 0.0)
-        }
+        Err(e) => (failed_outcome(inner, &e), 0, 0.0),
     };
     let outcome = finish(inner, action, outcome);
     let (found, count) = rt.mismatches();
@@ -252,7 +249,19 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         seconds,
         mismatch_sectors,
         mismatches: if mismatch_sectors == 0 { Vec::new() } else { mismatch_list(&found) },
+        listed_bad_sectors: rt.stats().array.sectors_listed_bad - listed_before,
     }
+}
+
+/// A failed action's outcome, with where: an operator rewrites what cannot be read there (it
+/// reads as errors), and a rebuild then gets past it. A member row of chunks is a run of the
+/// array's bytes.
+fn failed_outcome(inner: &Inner, e: &crate::sync::WalkError) -> String {
+    let d = u64::from(inner.info.data_disks) * 512;
+    let place = e.member_sectors.map_or_else(String::new, |(a, b)| {
+        format!(" (member sectors {a}-{b}, array bytes {}-{})", a * d, b * d)
+    });
+    format!("failed: {}{place}", e.error)
 }
 
 /// What an action's end records: parity made durable after a resync, a recovery's or a

@@ -119,6 +119,10 @@ pub struct SyncResult {
     pub mismatch_sectors: u64,
     /// Where, in member sectors, with the member the RAID6 syndrome names (first ones kept).
     pub mismatches: Vec<MismatchAt>,
+    /// A recovery's: sectors it could not rebuild (unreadable on another member too), listed
+    /// in the rebuilt member's bad block log, as md lists them. Their data is lost.
+    #[serde(default)]
+    pub listed_bad_sectors: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -376,9 +380,23 @@ fn sync_rows(s: &ArrayStatus) -> Vec<(&'static str, String)> {
 /// sectors, 12.3 s".
 #[must_use]
 pub fn sync_result_summary(r: &SyncResult) -> String {
+    let listed = match r.listed_bad_sectors {
+        0 => String::new(),
+        sectors => format!("; {}", listed_bad_text(sectors)),
+    };
     format!(
-        "{} {}: {} mismatched sectors in {} sectors, {:.1} s",
+        "{} {}: {} mismatched sectors in {} sectors, {:.1} s{listed}",
         r.action, r.outcome, r.mismatch_sectors, r.sectors, r.seconds
+    )
+}
+
+/// What a recovery that listed blocks it could not rebuild says about them.
+#[must_use]
+pub fn listed_bad_text(sectors: u64) -> String {
+    format!(
+        "{sectors} sectors could not be rebuilt (unreadable on another member too) and are \
+         listed in the rebuilt member's bad block log: they read as errors until rewritten \
+         (mdadm --examine-badblocks lists them)"
     )
 }
 

@@ -13,10 +13,13 @@ use common::{DATA_OFFSET_SECTORS, assert_same, fill, make_array_at, superblock, 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use uraid_format::{Level, feature};
 use uraid_io::{Faulty, Member};
 use uraid_md::members::{MemberFaults, known_bad_bytes};
+use uraid_md::status::SyncResult;
 use uraid_md::{MdArray, MdOptions};
+use uraid_runtime::Runtime;
 
 const DATA: u64 = DATA_OFFSET_SECTORS * 512;
 
@@ -129,4 +132,153 @@ fn a_member_whose_log_is_full_fails() {
     md.stop().unwrap();
     let entries = mdadm_bad_blocks(&paths[1]).map(|e| e.len());
     assert!(entries.is_none_or(|n| n == 512), "a full log: {entries:?}");
+}
+
+/// Member 2's reads overlapping any of `unreadable` (device bytes) fail.
+fn failing_reads(unreadable: Vec<Range<u64>>) -> MdOptions {
+    let faults = MemberFaults(Arc::new(move |slot, file| {
+        let mut f = Faulty::new(file, 1);
+        if slot == 2 {
+            for r in &unreadable {
+                f.fail_reads(r.clone());
+            }
+        }
+        Box::new(f) as Box<dyn Member>
+    }));
+    MdOptions { member_faults: Some(faults), workers: Some(2), ..MdOptions::default() }
+}
+
+/// Member 1 fails and is removed, a blank spare is added: the rebuild's result, and the spare.
+fn rebuild_member_1(md: &MdArray, paths: &[PathBuf], dir: &Path) -> (SyncResult, PathBuf) {
+    md.fail(&paths[1].display().to_string()).unwrap();
+    md.remove(&paths[1].display().to_string()).unwrap();
+    let spare = dir.join("spare.img");
+    std::fs::File::create(&spare).unwrap().set_len(common::MEMBER_BYTES).unwrap();
+    md.add(&spare.display().to_string()).unwrap();
+    (md.wait_sync_idle(Duration::from_secs(120)).expect("a rebuild"), spare)
+}
+
+/// Reads the array 4 KiB at a time: exactly the blocks `lost` names fail, the rest are
+/// `data`. Returns how many failed.
+fn reads_but_lost(rt: &Runtime, data: &[u8], lost: impl Fn(usize) -> bool, what: &str) -> usize {
+    let mut errors = 0;
+    for at in (0..data.len()).step_by(4096) {
+        match rt.read_at(at as u64, 4096) {
+            Ok(block) => {
+                assert!(!lost(at), "{what}: lost block at {at} read");
+                assert_same(&block, &data[at..at + 4096], what);
+            }
+            Err(e) => {
+                assert!(lost(at), "{what}: block at {at}: {e}");
+                errors += 1;
+            }
+        }
+    }
+    errors
+}
+
+/// The classic RAID5 rebuild failure: a sector of a survivor cannot be read while a member
+/// is rebuilt. md lists the block it cannot rebuild in the new member's log, and the
+/// unreadable one in the survivor's, and goes on; so does uraid (`uraid_core`'s
+/// `list_bad.rs`). The array is whole again, exactly those blocks read as errors (here and
+/// after a restart, from the logs on the disks), the rest reads back, and a write there makes
+/// them good again.
+#[test]
+fn a_rebuild_lists_what_it_cannot_rebuild_and_goes_on() {
+    let dir = tempdir("bad-blocks-rebuild");
+    let paths: Vec<PathBuf> = make_array_at(dir.path(), Level::Raid5, 4, None);
+    // Member 2 cannot read 256 KiB of its data area: 64 stripe heads, more read errors than
+    // a member may have corrected (20); they are not counted while nothing can correct them.
+    let unreadable = DATA + (3 << 20)..DATA + (3 << 20) + (256 << 10);
+    let md = MdArray::assemble(&paths, &failing_reads(vec![unreadable.clone()])).unwrap();
+    let rt = md.runtime().clone();
+    let size = rt.size_bytes() as usize;
+    let mut data = fill(7, size);
+    rt.write_at(0, &data).unwrap();
+    let (result, spare) = rebuild_member_1(&md, &paths, dir.path());
+    assert_eq!(result.outcome, "done", "{result:?}");
+    let sectors = (unreadable.end - unreadable.start) / 512;
+    assert_eq!(result.listed_bad_sectors, sectors, "{result:?}");
+    let summary = uraid_md::status::sync_result_summary(&result);
+    assert!(summary.contains(&format!("{sectors} sectors could not be rebuilt")), "{summary}");
+    let st = md.status();
+    assert!(!st.degraded, "{st:#?}");
+    assert!(st.members.iter().all(|m| m.state == "active sync"), "{st:#?}");
+    let listed_now = |p: &Path| known_bad_bytes(p).unwrap();
+    assert_eq!(listed_now(&spare), vec![unreadable.clone()], "the rebuilt member's log");
+    assert_eq!(listed_now(&paths[2]), vec![unreadable.clone()], "the survivor's log");
+
+    // Which array bytes are lost: member 1's (rebuilt) and member 2's blocks there, where
+    // they hold data (not P).
+    let raid5 = uraid_core::Level::Raid5;
+    let geometry = uraid_core::Geometry::new(raid5, raid5.default_layout(), 4, 64 << 10).unwrap();
+    let member_range = (unreadable.start - DATA) / 512..(unreadable.end - DATA) / 512;
+    let lost = |at: usize| {
+        let a = geometry.map_sector(uraid_core::Sector(at as u64 / 512));
+        [1, 2].contains(&a.disk.0) && member_range.contains(&a.member_sector.0)
+    };
+    let lost_blocks = (0..size).step_by(4096).filter(|&at| lost(at)).count();
+    assert!((64..128).contains(&lost_blocks), "{lost_blocks}");
+    assert_eq!(reads_but_lost(&rt, &data, lost, "after the rebuild"), lost_blocks);
+    assert!(md.status().members.iter().all(|m| m.state == "active sync"), "reads fail none");
+    drop(rt);
+    md.stop().unwrap();
+    if let Some(entries) = mdadm_bad_blocks(&spare) {
+        assert_eq!(entries, vec![(unreadable.start / 512, sectors)], "mdadm reads our log");
+    }
+
+    // Started again on healthy disks: the logs still say what is lost.
+    let mut members = paths.clone();
+    members[1] = spare.clone();
+    let md = MdArray::assemble(&members, &MdOptions::default()).unwrap();
+    let rt = md.runtime().clone();
+    assert!(!md.status().degraded);
+    assert_eq!(reads_but_lost(&rt, &data, lost, "after a restart"), lost_blocks);
+    // A file system's repair writes what it cannot read: good again, on both members.
+    let rows = (3 << 20) * 3..((3 << 20) + (256 << 10)) * 3;
+    let new = fill(8, rows.len());
+    rt.write_at(rows.start as u64, &new).unwrap();
+    data[rows.clone()].copy_from_slice(&new);
+    assert_same(&rt.read_at(0, size).unwrap(), &data, "rewritten");
+    md.scrub(false).unwrap();
+    let check = md.wait_sync_idle(Duration::from_secs(120)).expect("a check");
+    assert_eq!(check.mismatch_sectors, 0, "{check:?}");
+    drop(rt);
+    md.stop().unwrap();
+    assert!(listed_now(&spare).is_empty() && listed_now(&paths[2]).is_empty());
+}
+
+/// Where the rebuilt member's log cannot take more (md's holds 512 ranges), the rebuild stops
+/// at a block it can neither rebuild nor list, says where, and leaves the array degraded (md
+/// stops its recovery there too).
+#[test]
+fn a_rebuild_whose_log_fills_stops_and_says_where() {
+    let dir = tempdir("bad-blocks-rebuild-full");
+    let paths: Vec<PathBuf> = make_array_at(dir.path(), Level::Raid5, 4, None);
+    // Member 2 cannot read every other 4 KiB of 5 MiB: 640 ranges, none touching.
+    let first = DATA + (1 << 20);
+    let unreadable: Vec<Range<u64>> =
+        (0..640).map(|i| first + i * 8192..first + i * 8192 + 4096).collect();
+    let md = MdArray::assemble(&paths, &failing_reads(unreadable.clone())).unwrap();
+    let rt = md.runtime().clone();
+    rt.write_at(0, &fill(9, rt.size_bytes() as usize)).unwrap();
+    let (result, spare) = rebuild_member_1(&md, &paths, dir.path());
+    let why = "failed: a block cannot be rebuilt (unreadable on another member too) nor listed";
+    assert!(result.outcome.starts_with(why), "{result:?}");
+    let listed = known_bad_bytes(&spare).unwrap();
+    assert_eq!(listed.len(), 512, "the spare's log is full");
+    assert_eq!(result.listed_bad_sectors, 512 * 8, "{result:?}");
+    // One row of chunks (128 member sectors), holding a block it could not list.
+    let place = result.outcome.split("member sectors ").nth(1).expect("where it stopped");
+    let (from, to) = place.split_once(',').unwrap().0.split_once('-').unwrap();
+    let (from, to): (u64, u64) = (from.parse().unwrap(), to.parse().unwrap());
+    assert_eq!(to - from, 128, "{result:?}");
+    let row = DATA + from * 512..DATA + to * 512;
+    let unlisted = |r: &Range<u64>| !listed.iter().any(|l| l.start <= r.start && r.end <= l.end);
+    let in_row = |r: &&Range<u64>| row.start <= r.start && r.end <= row.end;
+    assert!(unreadable.iter().filter(in_row).any(unlisted), "{result:?} {listed:?}");
+    let st = md.status();
+    assert!(st.degraded, "{st:#?}");
+    drop(rt);
+    md.stop().unwrap();
 }

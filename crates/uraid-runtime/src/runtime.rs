@@ -556,5 +556,6 @@ fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {
         writes_behind: a.writes_behind + b.writes_behind,
         writes_held_back: a.writes_held_back + b.writes_held_back,
         held_writes_failed: a.held_writes_failed + b.held_writes_failed,
+        sectors_listed_bad: a.sectors_listed_bad + b.sectors_listed_bad,
     }
 }

@@ -222,6 +222,17 @@ impl SimMember {
         self.bad_sectors.retain(|s| !written.contains(s));
     }
 
+    /// A recovery lists a data-area range it could not rebuild (`MemberOp::ListBad`): durably
+    /// at once, as `write` lists a failed one. False without a log, or on a pulled disk.
+    pub fn list(&mut self, offset: usize, len: usize) -> bool {
+        if self.pulled || !self.bad_block_log || offset >= self.data_bytes {
+            return false;
+        }
+        self.listed.extend(sectors(offset, len));
+        self.listed_durable.extend(sectors(offset, len));
+        true
+    }
+
     /// Whether some sector is bad, or will be again if the power goes now.
     pub fn has_latent_bad_sectors(&self) -> bool {
         !self.bad_sectors.is_empty() || !self.remaps_pending.is_empty()

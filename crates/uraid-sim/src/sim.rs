@@ -382,7 +382,7 @@ impl Sim {
                 match io.op {
                     MemberOp::Read => self.data_read_sectors += io.sectors,
                     MemberOp::Write | MemberOp::Discard => self.data_written_sectors += io.sectors,
-                    MemberOp::Flush | MemberOp::CopyWrite => {}
+                    MemberOp::Flush | MemberOp::CopyWrite | MemberOp::ListBad => {}
                 }
             }
             self.stats.member_ios += 1;
@@ -469,6 +469,7 @@ impl Sim {
                 }
                 true
             }
+            MemberOp::ListBad => member.list(offset, io.bytes()),
             MemberOp::Flush if sabotage == Some(Sabotage::FlushesDoNothing) => !member.pulled,
             MemberOp::Flush => member.flush(f.flush_mark),
         };
@@ -513,7 +514,7 @@ impl Sim {
                 self.replacement_flush(io.member.get(), mark);
                 None
             }
-            MemberOp::Read => None,
+            MemberOp::Read | MemberOp::ListBad => None,
         };
         if let Some(data) = data
             && !self.replacement_write(io.member.get(), offset, &data, io.fua)
@@ -775,5 +776,6 @@ fn op_code(op: MemberOp) -> u64 {
         MemberOp::Flush => 3,
         MemberOp::Discard => 4,
         MemberOp::CopyWrite => 5,
+        MemberOp::ListBad => 6,
     }
 }

@@ -77,6 +77,10 @@ impl<M: Member> Member for Recording<M> {
         self.inner.in_flight()
     }
 
+    fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
+        self.inner.list_bad(span)
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         self.inner.next_due_ns()
     }

@@ -81,7 +81,7 @@ impl Array {
         let at = self.queue.iter().position(|io| match io.op {
             MemberOp::Read => true,
             MemberOp::Flush => !behind_write,
-            MemberOp::Write | MemberOp::Discard | MemberOp::CopyWrite => {
+            MemberOp::Write | MemberOp::Discard | MemberOp::CopyWrite | MemberOp::ListBad => {
                 behind_write = true;
                 false
             }

@@ -62,6 +62,12 @@ pub(super) enum Phase {
     Discarding {
         outstanding: usize,
     },
+    /// A recovery's listings of blocks it cannot rebuild in flight (`list_bad.rs`);
+    /// `refused`: a member being rebuilt could not list its block.
+    ListingBad {
+        outstanding: usize,
+        refused: bool,
+    },
     /// Writes planned and computed, waiting for their write-intent bits to be durable.
     BitmapWait,
     /// Writes planned and computed, waiting for their partial parity log entries.
@@ -585,7 +591,7 @@ impl Array {
                 (MemberOp::Read | MemberOp::Write | MemberOp::CopyWrite, _) => {
                     IoBuf::Head { head: id, member, offset: 0 }
                 }
-                (MemberOp::Flush | MemberOp::Discard, _) => IoBuf::None,
+                (MemberOp::Flush | MemberOp::Discard | MemberOp::ListBad, _) => IoBuf::None,
             };
             self.queue.push_back(MemberIo {
                 tag,
@@ -671,6 +677,7 @@ impl Array {
             }
             Phase::Idle
             | Phase::Delayed { .. }
+            | Phase::ListingBad { .. }
             | Phase::BitmapWait
             | Phase::LogWait
             | Phase::BehindWait => {

@@ -29,6 +29,11 @@ pub enum MemberOp {
     /// it as written whatever happens to that device: a replacement that fails is its
     /// business (the member stays), never a reason to fail the member.
     CopyWrite,
+    /// md's bad block log: list the range as holding no good data on this member, durably,
+    /// without writing it (reads of it fail as known bad from then on; a write there makes it
+    /// good again). A recovery lists what it cannot rebuild (`list_bad.rs`). Fails where the
+    /// member keeps no log or its log is full. No buffer.
+    ListBad,
 }
 
 /// Whose memory a member I/O reads into or writes from.
@@ -138,4 +143,8 @@ pub struct ArrayStats {
     pub writes_held_back: u64,
     /// Writes acknowledged that way that then failed (beyond the array's redundancy).
     pub held_writes_failed: u64,
+    /// Sectors (per member) a recovery could not rebuild, another member's block there being
+    /// unreadable too, and listed in the bad block log of the member it rebuilt
+    /// (`list_bad.rs`): their data is lost, and reads of them fail.
+    pub sectors_listed_bad: u64,
 }

@@ -19,6 +19,7 @@ mod failure_record;
 mod handle;
 mod inflight;
 pub mod io;
+mod list_bad;
 mod ppl;
 mod readd;
 mod replace;
@@ -84,6 +85,13 @@ pub enum ArrayError {
     /// replaced failed: nothing was copied there, and the copy's progress must not pass it.
     #[error("the member being replaced has failed: the copy stops")]
     ReplacedMemberFailed,
+    /// A recovery met a block it cannot rebuild (another member's block there is unreadable
+    /// too) and the member being rebuilt could not list it as bad (`list_bad.rs`).
+    #[error(
+        "a block cannot be rebuilt (unreadable on another member too) nor listed in the bad \
+         block log of the member being rebuilt (it has none, or it is full)"
+    )]
+    CannotListBadBlock,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +166,11 @@ enum Pending {
     /// A member write of a full-stripe batch (`batch_write`).
     Batch {
         index: usize,
+        member: DiskIndex,
+    },
+    /// A listing in a member's bad block log (`list_bad.rs`).
+    ListBad {
+        head: HeadId,
         member: DiskIndex,
     },
     /// A write-intent bitmap page write.
@@ -567,6 +580,7 @@ impl Array {
             Pending::DirectWrite { slot, member } => self.direct_write_done(slot, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
             Pending::Batch { index, member } => self.batch_write_done(index, member, ok),
+            Pending::ListBad { head, member } => self.list_bad_done(head, member, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
             Pending::Log { member, flight } => self.log_io_done(member, flight, ok),
@@ -609,8 +623,9 @@ impl Array {
     }
 
     /// Counts a read error on `member`; past `MAX_CORRECTED_READ_ERRORS` the member fails.
+    /// Not while the array is degraded to its limit (see `list_bad.rs`).
     fn note_read_error(&mut self, member: DiskIndex) {
-        if self.known_bad {
+        if self.known_bad || self.degraded_to_limit() {
             return;
         }
         let errors = &mut self.read_errors[member.get()];

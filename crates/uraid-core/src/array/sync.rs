@@ -247,7 +247,7 @@ impl Array {
     }
 
     /// Members being recovered that are missing in this head.
-    fn recovering_here(&self, id: HeadId) -> Vec<DiskIndex> {
+    pub(super) fn recovering_here(&self, id: HeadId) -> Vec<DiskIndex> {
         let end = self.head_member_end(id);
         (0..self.failed.len())
             .filter(|&m| !self.failed[m] && !self.in_sync(m, end))
@@ -266,6 +266,9 @@ impl Array {
             unreachable!("a sync batch")
         };
         if self.lost(id).iter().filter(|l| **l).count() > self.geometry.max_degraded() {
+            if kind == SyncKind::Recovery && self.list_unrebuildable(id) {
+                return;
+            }
             self.state(id).error = Some(ArrayError::BeyondRedundancy);
             self.state(id).writes_done = true;
             return;

@@ -29,6 +29,13 @@ pub struct Mem {
     pub bad_reads: HashSet<(u16, u64)>,
     /// Member writes that fail (member, sector).
     pub bad_writes: HashSet<(u16, u64)>,
+    /// Sectors listed in members' bad block logs (`MemberOp::ListBad`), in order.
+    pub listed: Vec<(u16, u64)>,
+    /// Sectors the logs list now: reads of them fail as known bad (`uraid_io::KnownBad`)
+    /// until written.
+    pub known_bad: HashSet<(u16, u64)>,
+    /// Members whose bad block log refuses listings (none, or full).
+    pub no_bad_block_log: HashSet<u16>,
     /// Every member I/O performed, in order.
     pub log: Vec<MemberIo>,
     /// Each member's write-intent bitmap area (written durably: bitmap writes are FUA).
@@ -51,6 +58,9 @@ impl Mem {
             counts: vec![Counts::default(); members],
             bad_reads: HashSet::new(),
             bad_writes: HashSet::new(),
+            listed: Vec::new(),
+            known_bad: HashSet::new(),
+            no_bad_block_log: HashSet::new(),
             log: Vec::new(),
             bitmaps: vec![vec![0u8; 8192]; members],
             rings: vec![vec![0u8; (LOG_RING_SECTORS * 512) as usize]; members],
@@ -72,6 +82,20 @@ impl Mem {
             read_bytes: a.read_bytes + c.read_bytes,
             write_bytes: a.write_bytes + c.write_bytes,
         })
+    }
+
+    /// Performs `io` and reports it to the engine: a read of a listed sector as known bad.
+    pub fn complete(&mut self, array: &mut Array, io: &MemberIo) {
+        let covers = |&(bm, bs): &(u16, u64)| {
+            bm == io.member.0 && (io.sector.0..io.sector.0 + io.sectors).contains(&bs)
+        };
+        if io.op == MemberOp::Read && io.area == IoArea::Data && self.known_bad.iter().any(covers) {
+            self.log.push(*io);
+            array.complete_io_known_bad(io.tag);
+        } else {
+            let ok = self.perform(array, io);
+            array.complete_io(io.tag, ok);
+        }
     }
 
     pub fn perform(&mut self, array: &mut Array, io: &MemberIo) -> bool {
@@ -109,9 +133,11 @@ impl Mem {
                 if self.bad_writes.contains(&(io.member.0, io.sector.0)) {
                     return false;
                 }
-                self.bad_reads.retain(|&(bm, bs)| {
+                let kept = |&(bm, bs): &(u16, u64)| {
                     bm != io.member.0 || bs < io.sector.0 || bs >= io.sector.0 + io.sectors
-                });
+                };
+                self.bad_reads.retain(kept);
+                self.known_bad.retain(kept);
                 self.disks[m][at..at + len].copy_from_slice(array.io_buf(io));
                 if let Some(r) = self.replacements[m].as_mut() {
                     r[at..at + len].copy_from_slice(array.io_buf(io));
@@ -130,6 +156,15 @@ impl Mem {
             MemberOp::CopyWrite => {
                 let r = self.replacements[m].as_mut().expect("a copy-write goes to a replacement");
                 r[at..at + len].copy_from_slice(array.io_buf(io));
+            }
+            MemberOp::ListBad => {
+                if self.no_bad_block_log.contains(&io.member.0) {
+                    return false;
+                }
+                for s in io.sector.0..io.sector.0 + io.sectors {
+                    self.listed.push((io.member.0, s));
+                    self.known_bad.insert((io.member.0, s));
+                }
             }
         }
         true
@@ -173,8 +208,7 @@ pub fn with_log(mut a: Array, uuid: [u8; 16], rotational: bool) -> Array {
 /// Runs member I/O until the engine is idle; returns the finished requests.
 pub fn run(a: &mut Array, mem: &mut Mem) -> Vec<(ReqId, Result<(), ArrayError>, Vec<u8>)> {
     while let Some(io) = a.next_io() {
-        let ok = mem.perform(a, &io);
-        a.complete_io(io.tag, ok);
+        mem.complete(a, &io);
     }
     assert!(!a.busy());
     a.take_completed()
@@ -238,8 +272,7 @@ pub fn drain(a: &mut Array) -> Vec<MemberIo> {
 /// Performs `ios` on the members and reports each done.
 pub fn complete(a: &mut Array, mem: &mut Mem, ios: Vec<MemberIo>) {
     for io in ios {
-        let ok = mem.perform(a, &io);
-        a.complete_io(io.tag, ok);
+        mem.complete(a, &io);
     }
 }
 
