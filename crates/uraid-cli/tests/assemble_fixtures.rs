@@ -116,3 +116,43 @@ fn examine_matches_manifests_and_mdadm_logs() {
     }
     assert!(compared > 58 * 15, "only {compared} fields compared with mdadm's logs");
 }
+
+/// Makes files immutable (`chattr +i`: even root cannot open them for writing) until dropped.
+struct Immutable(Vec<PathBuf>);
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::process::Command::new("chattr").arg("-i").arg(p).status();
+        }
+    }
+}
+
+/// `assemble -o` writes nothing, so it reads members that cannot be written (read-only
+/// media, a read-only mount, an immutable file): until the fourth session of 2026-12-06 it
+/// opened them for writing and was refused.
+#[test]
+fn assemble_reads_members_that_cannot_be_written() {
+    let (name, manifest) = fixtures().into_iter().next().unwrap();
+    let dir = scratch("md-meta-immutable");
+    let members: Vec<PathBuf> = unpack(&name, &manifest)
+        .into_iter()
+        .map(|(_, from)| {
+            let to = dir.join(from.file_name().unwrap());
+            let _ = std::process::Command::new("chattr").arg("-i").arg(&to).status();
+            std::fs::copy(&from, &to).unwrap();
+            to
+        })
+        .collect();
+    let guard = Immutable(members.clone());
+    let chattr = std::process::Command::new("chattr").arg("+i").args(&members).status();
+    if !chattr.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: chattr +i is not available on {}", dir.display());
+        return;
+    }
+    assert!(std::fs::OpenOptions::new().write(true).open(&members[0]).is_err(), "immutable");
+    // Its own output name: the test beside it reads the same fixture into `{name}.img`.
+    let (_, sha) = assemble(&format!("immutable-{name}"), &members);
+    assert_eq!(sha, manifest["content"]["sha256"].as_str().unwrap(), "{name}");
+    drop(guard);
+}

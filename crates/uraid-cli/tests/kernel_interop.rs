@@ -304,7 +304,7 @@ fn write_through_runtime(members: &[PathBuf], seed: u64) -> Vec<u8> {
         record_failures: false,
         write_back: true,
     };
-    let options = FileOptions { direct: true, io_uring: true, ring_entries: 64 };
+    let options = FileOptions { ring_entries: 64, ..FileOptions::default() };
     let source = FileSource::new(members.to_vec(), options);
     let rt = Runtime::start(&config, &source).expect("the runtime starts on the new array");
     let contents = write_pattern(&rt, seed);

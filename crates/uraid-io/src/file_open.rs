@@ -17,12 +17,12 @@ pub(crate) struct Opened {
     pub(crate) direct: bool,
 }
 
-pub(crate) fn open_member(path: &Path, want_direct: bool) -> io::Result<Opened> {
+pub(crate) fn open_member(path: &Path, want_direct: bool, write: bool) -> io::Result<Opened> {
     let name = path.display().to_string();
-    let mut buffered = OpenOptions::new().read(true).write(true).open(path)?;
+    let mut buffered = OpenOptions::new().read(true).write(write).open(path)?;
     let size_bytes = buffered.seek(SeekFrom::End(0))?;
     let is_block = buffered.metadata()?.file_type().is_block_device();
-    let direct_file = if want_direct { open_direct(path, is_block)? } else { None };
+    let direct_file = if want_direct { open_direct(path, is_block, write)? } else { None };
     let (file, direct, block) = if let Some((file, block)) = direct_file {
         (file, true, block)
     } else {
@@ -37,8 +37,8 @@ pub(crate) fn open_member(path: &Path, want_direct: bool) -> io::Result<Opened> 
 }
 
 /// The file opened with O_DIRECT and its logical block size, or None where O_DIRECT is refused.
-fn open_direct(path: &Path, is_block: bool) -> io::Result<Option<(File, u32)>> {
-    let opened = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path);
+fn open_direct(path: &Path, is_block: bool, write: bool) -> io::Result<Option<(File, u32)>> {
+    let opened = OpenOptions::new().read(true).write(write).custom_flags(libc::O_DIRECT).open(path);
     let file = match opened {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),

@@ -41,11 +41,14 @@ pub struct FileOptions {
     pub io_uring: bool,
     /// Submission queue size: the most I/Os in the kernel at once (a power of two).
     pub ring_entries: u32,
+    /// Open for reading only (writes then fail on the device): for reading an array out
+    /// from members that cannot or must not be written (`uraid assemble -o`).
+    pub read_only: bool,
 }
 
 impl Default for FileOptions {
     fn default() -> FileOptions {
-        FileOptions { direct: true, io_uring: true, ring_entries: 256 }
+        FileOptions { direct: true, io_uring: true, ring_entries: 256, read_only: false }
     }
 }
 
@@ -106,7 +109,8 @@ impl FileMember {
     }
 
     pub fn open(path: &Path, opts: FileOptions) -> io::Result<FileMember> {
-        let Opened { info, file, buffered, direct } = open_member(path, opts.direct)?;
+        let Opened { info, file, buffered, direct } =
+            open_member(path, opts.direct, !opts.read_only)?;
         let queue = match opts.io_uring.then(|| Ring::new(opts.ring_entries)) {
             Some(Ok(ring)) => Queue::Uring(Box::new(ring)),
             Some(Err(e)) => {

@@ -86,7 +86,7 @@ impl Default for MdOptions {
             stripe_cache_size: 1024,
             workers: None,
             speed: SyncSpeed::default(),
-            file_options: FileOptions { direct: true, io_uring: true, ring_entries: 128 },
+            file_options: FileOptions { ring_entries: 128, ..FileOptions::default() },
             member_faults: None,
             write_back: true,
             safe_mode_delay: Some(crate::safe_mode::SAFE_MODE_DELAY),
@@ -430,9 +430,17 @@ fn open_devices(
 }
 
 fn open_device(name: &str, dev_number: u32, uuid: Uuid, role: Role) -> Result<Device, MdError> {
-    Device::open(Path::new(name), dev_number, uuid, role, 0).map_err(|e| MdError::Member {
-        path: name.to_owned(),
-        message: format!("cannot open: {e}"),
+    Device::open(Path::new(name), dev_number, uuid, role, 0).map_err(|e| {
+        // A running array writes its members (superblocks, bitmap, resync) even when served
+        // read-only; reading one that cannot be written is `assemble -o`'s job.
+        let hint = match e.kind() {
+            std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => {
+                " (a running array writes to its members; to read the array without writing \
+                 anything, use `uraid assemble -o FILE`)"
+            }
+            _ => "",
+        };
+        MdError::Member { path: name.to_owned(), message: format!("cannot open: {e}{hint}") }
     })
 }
 

@@ -197,7 +197,7 @@ fn start_runtime(members: &[PathBuf]) -> Runtime {
         record_failures: false,
         write_back: true,
     };
-    let options = FileOptions { direct: true, io_uring: true, ring_entries: 64 };
+    let options = FileOptions { ring_entries: 64, ..FileOptions::default() };
     Runtime::start(&config, &FileSource::new(members.to_vec(), options)).expect("runtime starts")
 }
 

@@ -2,7 +2,9 @@
 //! `Array` driven by `uraid_io`'s `Driver` over `FileMember`s, with missing and stale slots
 //! failed so that their blocks are rebuilt from parity.
 //!
-//! Never writes to a member: every member sits behind `ReadOnly`, which completes writes and
+//! Never writes to a member: each is opened read-only (so members on read-only media or a
+//! read-only mount can be read; until the fourth session of 2026-12-06 they were opened for
+//! writing and refused there), and sits behind `ReadOnly`, which completes writes and
 //! discards with EROFS without passing them on. The engine only writes on a read error (md's
 //! rewrite of a rebuilt block); here that rewrite fails and the member is failed instead,
 //! so the read still succeeds from parity when redundancy allows. Ranges a member's md bad
@@ -56,8 +58,9 @@ impl Member for ReadOnly {
             return;
         }
         // SAFETY: the caller's contract for `req` is exactly the one `inner.submit` requires;
-        // it is passed on unchanged. (The only unsafe line outside uraid-io: uraid-io has no
-        // read-only open yet, see the module comment.)
+        // it is passed on unchanged. (The only unsafe line outside uraid-io: the wrapper
+        // completes a refused write as md keeps a listed range, which a device opened
+        // read-only would fail instead.)
         unsafe { self.inner.submit(req) }
     }
 
@@ -137,7 +140,8 @@ fn open_driver(plan: &AssemblyPlan) -> anyhow::Result<(Driver, u64)> {
                 {
                     bail!("{}: data offset differs from the other members", member.name);
                 }
-                let options = FileOptions { direct: true, io_uring: true, ring_entries: 64 };
+                let options =
+                    FileOptions { ring_entries: 64, read_only: true, ..FileOptions::default() };
                 // Ranges md's bad block log names are read around (rebuilt from parity).
                 let path = Path::new(&member.name);
                 known_bad = uraid_md::members::known_bad_bytes(path)

@@ -55,7 +55,9 @@ pub struct ServeArgs {
     /// The NBD export name (clients may also ask for the empty name).
     #[arg(long, default_value = uraid_nbd::DEFAULT_EXPORT_NAME)]
     pub(crate) export_name: String,
-    /// Serve read-only: writes, trims and zeroing fail with EPERM.
+    /// Serve read-only: clients' writes, trims and zeroing fail with EPERM. The array itself
+    /// still runs as md runs it (superblocks updated, a resync if it is dirty, rebuilds); to
+    /// read members without writing to them, use `uraid assemble -o`.
     #[arg(long)]
     pub(crate) read_only: bool,
     /// Where the demo array's files live (used when no members are given).
