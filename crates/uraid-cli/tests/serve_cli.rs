@@ -72,12 +72,14 @@ fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
     let dir = tempdir("verbs");
     let mut members = member_files(&dir, 7, 24);
     let spare = members.pop().unwrap();
-    create_raid6("verbs", &members);
+    // md's names are "host:name"; the verbs take the name it is served as.
+    create_raid6("host:verbs", &members);
     let server = Served::start(&dir, "verbs", &members);
     let mut c = server.client();
     let mut model = Model::new();
     write_random(&mut c, &mut model, 1, 400);
     assert!(uraid_ok(&dir, &["status"]).contains("verbs : active raid6"));
+    assert!(uraid_ok(&dir, &["detail", "verbs"]).contains("              Name : host:verbs\n"));
 
     let failed = members[2].to_str().unwrap();
     uraid_ok(&dir, &["fail", "verbs", failed]);
@@ -100,6 +102,14 @@ fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
         serde_json::from_str(&uraid_ok(&dir, &["check", "--wait", "--json", "verbs"])).unwrap();
     assert_eq!(check["outcome"], "done", "{check:#}");
     assert_eq!(check["mismatch_sectors"], 0, "{check:#}");
+    // `status --watch` follows a running action through the array's control socket, by the
+    // name it is served as (it took md's name, "host:verbs", and found no socket).
+    uraid_ok(&dir, &["sync-speed", "verbs", "--max", "4M"]);
+    uraid_ok(&dir, &["check", "verbs"]);
+    wait_for(&dir, "verbs", "the check to run", |d| !d["sync"].is_null());
+    let watched = uraid_ok(&dir, &["status", "--watch"]);
+    assert!(watched.contains("verbs: check done"), "{watched}");
+    uraid_ok(&dir, &["sync-speed", "verbs", "--max", "200M"]);
     c.disconnect().unwrap();
 
     let stopped = uraid_ok(&dir, &["stop", "verbs"]);

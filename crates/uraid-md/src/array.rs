@@ -500,7 +500,7 @@ fn array_info(
         md_ppl: None,
         left_out: left_out(plan),
         forced: plan.forced,
-        label: label.unwrap_or(&plan.name).to_owned(),
+        label: label.map_or_else(|| crate::status::short_name(&plan.name), str::to_owned),
         forced_in: plan
             .forced_members()
             .map(|m| {

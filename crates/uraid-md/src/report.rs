@@ -39,7 +39,8 @@ impl Inner {
         let (dirty, _) = self.runtime.write_intent_state();
         let speed = self.control.speed();
         ArrayStatus {
-            name: info.name.clone(),
+            name: info.label.clone(),
+            md_name: info.name.clone(),
             uuid: info.uuid.to_string(),
             level: u32::try_from(info.level.to_md()).unwrap_or(0),
             layout: crate::members::layout_name(info.level, info.layout),

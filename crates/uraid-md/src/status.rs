@@ -8,8 +8,12 @@ use std::path::Path;
 /// One running array, as `mdadm --detail` describes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ArrayStatus {
-    /// The array's name (md's set_name; also its control socket's name).
+    /// The name it goes by: its control socket's (serve's `--name`, else the part of md's
+    /// name after the colon), which the management verbs take.
     pub name: String,
+    /// md's name in the superblocks (set_name, "host:name"), which detail's "Name" shows.
+    #[serde(default)]
+    pub md_name: String,
     pub uuid: String,
     /// 4, 5 or 6.
     pub level: u32,
@@ -320,7 +324,7 @@ pub fn render_detail(s: &ArrayStatus) -> String {
     ];
     rows.extend(sync_rows(s));
     rows.extend([
-        ("Name", s.name.clone()),
+        ("Name", if s.md_name.is_empty() { s.name.clone() } else { s.md_name.clone() }),
         ("UUID", s.uuid.clone()),
         ("Events", s.events.to_string()),
         ("Mismatch Cnt", s.mismatch_sectors.to_string()),
@@ -416,6 +420,16 @@ pub fn mismatch_lines(r: &SyncResult) -> Vec<String> {
         .collect()
 }
 
+/// The name an array goes by when none is given (serve's control socket, messages): md's
+/// names are "host:name", and the part after the colon is what an administrator types.
+#[must_use]
+pub fn short_name(md_name: &str) -> String {
+    let short = md_name.rsplit(':').next().unwrap_or(md_name);
+    let clean: String =
+        short.chars().map(|c| if c == '/' || c.is_control() { '_' } else { c }).collect();
+    if clean.is_empty() || clean == "." || clean == ".." { "md".into() } else { clean }
+}
+
 #[cfg(test)]
 mod tests {
     //! Goal: the text verbs read like md's own tools. Method: hand-built statuses (a RAID6
@@ -437,6 +451,7 @@ mod tests {
     fn raid6_recovering() -> ArrayStatus {
         ArrayStatus {
             name: "md0".into(),
+            md_name: "host:md0".into(),
             uuid: "0f3b7a4e:11223344:55667788:99aabbcc".into(),
             level: 6,
             layout: "left-symmetric".into(),
@@ -581,6 +596,16 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn an_array_goes_by_the_part_of_its_md_name_after_the_colon() {
+        for (md_name, short) in
+            [("host:md0", "md0"), ("md0", "md0"), ("a:b:c", "c"), ("h:a/b", "a_b"), ("h:", "md")]
+        {
+            assert_eq!(short_name(md_name), short, "{md_name}");
+        }
+        assert_eq!(short_name(".."), "md");
     }
 
     #[test]

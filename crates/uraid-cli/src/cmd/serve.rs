@@ -136,10 +136,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let serving = Arc::new(Serving::new());
     let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
     let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
-    let name = match &args.name {
-        Some(name) => name.clone(),
-        None => array_name(&md.info().name),
-    };
+    // The control socket's name, and how messages name the array (`MdOptions::label`).
+    let name = md.info().label.clone();
     let info = md.info().clone();
     for short in uraid_io::file_space::sparse_shortfalls(&paths) {
         say!("uraid serve: {name}: warning: {short}");
@@ -266,14 +264,6 @@ fn stop_ublk(name: &str, device: UblkDevice) -> anyhow::Result<()> {
         served.errors
     );
     Ok(())
-}
-
-/// md's names are "host:name"; the control socket uses the part after the colon.
-fn array_name(md_name: &str) -> String {
-    let short = md_name.rsplit(':').next().unwrap_or(md_name);
-    let clean: String =
-        short.chars().map(|c| if c == '/' || c.is_control() { '_' } else { c }).collect();
-    if clean.is_empty() || clean == "." || clean == ".." { "md".into() } else { clean }
 }
 
 fn describe(name: &str, info: &ArrayInfo) -> String {
