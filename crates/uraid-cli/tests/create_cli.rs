@@ -255,3 +255,62 @@ fn create_says_what_larger_members_leave_unused() {
     assert!(said.contains(&warning), "{said}");
     assert_eq!(said.matches("exceeds the component size").count(), 1, "{said}");
 }
+
+/// `examine --badblocks` prints a member's bad block log as `mdadm --examine-badblocks`
+/// does, line for line, and beneath each entry the array bytes it holds (or the parity).
+#[test]
+fn examine_badblocks_lists_what_mdadm_lists_and_where_in_the_array() {
+    use std::os::unix::fs::FileExt;
+    let raid5 = members("badblocks", 4);
+    create(&["-l", "5", "-n", "4", "-c", "64K", "--assume-clean"], &raid5);
+    let read_sb = |path: &Path| {
+        let mut area = vec![0u8; 4096];
+        std::fs::File::open(path).unwrap().read_exact_at(&mut area, 4096).unwrap();
+        uraid_format::Superblock1::decode(&area).unwrap()
+    };
+    let before = text(&uraid(&["examine".into(), "--badblocks".into(), raid5[1].clone()]).stdout);
+    assert_eq!(before, format!("Bad-blocks list is empty in {}\n", raid5[1].display()));
+    // Member 1 lists 16 sectors across its first two chunks, and 8 of its third (P).
+    let mut sb = read_sb(&raid5[1]);
+    let data = sb.data_offset_sectors;
+    let ranges = [
+        uraid_format::BadRange { start_sector: data + 120, sectors: 16 },
+        uraid_format::BadRange { start_sector: data + 256, sectors: 8 },
+    ];
+    let log = uraid_format::encode_bad_blocks(&ranges, sb.bblog_shift, 4096).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&raid5[1]).unwrap();
+    let at = sb.super_offset_sectors.checked_add_signed(i64::from(sb.bblog_offset_sectors));
+    let at = at.unwrap() * 512;
+    file.write_all_at(&log, at).unwrap();
+    sb.feature_map |= uraid_format::feature::BAD_BLOCKS;
+    sb.seal();
+    file.write_all_at(&sb.encode(), 4096).unwrap();
+    let out = uraid(&["examine".into(), "--badblocks".into(), raid5[1].clone()]);
+    let ours = text(&out.stdout);
+    assert!(out.status.success(), "{ours}{}", text(&out.stderr));
+    // Left-symmetric RAID5 of 4, 64 KiB chunks: member 1 holds array chunk 1 in stripe 0,
+    // chunk 5 in stripe 1 and P in stripe 2.
+    let want = format!(
+        "Bad-blocks on {}:\n{:>20} for 16 sectors\n{:24}data: array bytes {}-{}\n{:24}data: \
+         array bytes {}-{}\n{:>20} for 8 sectors\n{:24}P of stripe 2\n",
+        raid5[1].display(),
+        data + 120,
+        "",
+        (128 + 120) * 512,
+        256 * 512,
+        "",
+        5 * 128 * 512,
+        (5 * 128 + 8) * 512,
+        data + 256,
+        "",
+    );
+    assert_eq!(ours, want);
+    if let Some(mdadm) = mdadm() {
+        let output = Command::new(mdadm).arg("--examine-badblocks").arg(&raid5[1]).output();
+        let theirs = text(&output.unwrap().stdout);
+        let ours_mdadm: Vec<&str> =
+            ours.lines().filter(|l| !l.starts_with(&" ".repeat(24))).collect();
+        let theirs: Vec<&str> = theirs.lines().collect();
+        assert_eq!(ours_mdadm, theirs, "mdadm's lines");
+    }
+}

@@ -400,7 +400,7 @@ pub fn listed_bad_text(sectors: u64) -> String {
     format!(
         "{sectors} sectors could not be rebuilt (unreadable on another member too) and are \
          listed in the rebuilt member's bad block log: they read as errors until rewritten \
-         (mdadm --examine-badblocks lists them)"
+         (`uraid examine --badblocks` lists them, with the array bytes they held)"
     )
 }
 

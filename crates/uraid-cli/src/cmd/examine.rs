@@ -22,6 +22,11 @@ pub struct ExamineArgs {
     /// Print one JSON array with an object per member.
     #[arg(long)]
     json: bool,
+    /// Print each member's bad block log instead, as `mdadm --examine-badblocks` does, and
+    /// beneath each entry what it holds: the array bytes whose data it lists, or the stripe
+    /// whose parity.
+    #[arg(long, alias = "examine-badblocks")]
+    badblocks: bool,
     /// Member devices or image files.
     #[arg(required = true)]
     members: Vec<String>,
@@ -37,6 +42,21 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
             Err(reason) => Err(format!("cannot read: {reason}")),
         };
         match decoded {
+            Ok(superblock) if args.badblocks => {
+                match crate::cmd::examine_badblocks::examine(path, &superblock) {
+                    Ok((text, value)) => {
+                        if !args.json {
+                            tell!("{}", text.trim_end());
+                        }
+                        reports.push(value);
+                    }
+                    Err(reason) => {
+                        say!("uraid examine: {path}: {reason}");
+                        reports.push(json!({ "member": path, "error": reason }));
+                        failed.push(path.clone());
+                    }
+                }
+            }
             Ok(superblock) => {
                 let mut fields = fields(&superblock);
                 // The array as it is, for its areas: md's PPL bit back where uraid took it off.

@@ -8,6 +8,7 @@ mod control_client;
 pub mod create;
 mod demo;
 pub mod examine;
+mod examine_badblocks;
 pub mod manage;
 mod md_meta;
 mod progress;
