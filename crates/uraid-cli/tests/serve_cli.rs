@@ -67,6 +67,31 @@ fn examine_field(member: &std::path::Path, key: &str) -> String {
     v[0]["fields"][key].as_str().unwrap().to_owned()
 }
 
+/// The running array's counters, asked by name, with slot 2's device failed.
+fn stats_with_slot_2_failed(dir: &std::path::Path) {
+    let stats: uraid_io::StatsReport =
+        serde_json::from_str(&uraid_ok(dir, &["stats", "--json", "verbs"])).unwrap();
+    assert_eq!(stats.members.len(), 6, "{stats:?}");
+    assert!(stats.members[2].failed && !stats.members[1].failed, "{stats:?}");
+    assert!(stats.members.iter().all(|m| m.io.write_bytes > 0), "{stats:?}");
+    assert!(stats.engine.stripe_writes_full + stats.engine.stripe_writes_rmw > 0, "{stats:?}");
+    assert!(stats.cache.stripe_cache_size > 0, "{stats:?}");
+    let table = uraid_ok(dir, &["stats", "verbs"]);
+    // Its device failed and left the slot (md lists it faulty, outside the slots).
+    assert!(table.contains("   2  missing (failed)"), "{table}");
+}
+
+/// `status --watch` follows a running action through the array's control socket, by the
+/// name it is served as (it took md's name, "host:verbs", and found no socket).
+fn watch_a_check(dir: &std::path::Path) {
+    uraid_ok(dir, &["sync-speed", "verbs", "--max", "4M"]);
+    uraid_ok(dir, &["check", "verbs"]);
+    wait_for(dir, "verbs", "the check to run", |d| !d["sync"].is_null());
+    let watched = uraid_ok(dir, &["status", "--watch"]);
+    assert!(watched.contains("verbs: check done"), "{watched}");
+    uraid_ok(dir, &["sync-speed", "verbs", "--max", "200M"]);
+}
+
 #[test]
 fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
     let dir = tempdir("verbs");
@@ -84,6 +109,7 @@ fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
     let failed = members[2].to_str().unwrap();
     uraid_ok(&dir, &["fail", "verbs", failed]);
     assert_eq!(detail(&dir, "verbs")["degraded"], true);
+    stats_with_slot_2_failed(&dir);
     write_random(&mut c, &mut model, 2, 200);
     verify(&mut c, &model);
     uraid_ok(&dir, &["remove", "verbs", failed]);
@@ -102,14 +128,7 @@ fn verbs_drive_a_served_array_through_failure_rebuild_check_and_stop() {
         serde_json::from_str(&uraid_ok(&dir, &["check", "--wait", "--json", "verbs"])).unwrap();
     assert_eq!(check["outcome"], "done", "{check:#}");
     assert_eq!(check["mismatch_sectors"], 0, "{check:#}");
-    // `status --watch` follows a running action through the array's control socket, by the
-    // name it is served as (it took md's name, "host:verbs", and found no socket).
-    uraid_ok(&dir, &["sync-speed", "verbs", "--max", "4M"]);
-    uraid_ok(&dir, &["check", "verbs"]);
-    wait_for(&dir, "verbs", "the check to run", |d| !d["sync"].is_null());
-    let watched = uraid_ok(&dir, &["status", "--watch"]);
-    assert!(watched.contains("verbs: check done"), "{watched}");
-    uraid_ok(&dir, &["sync-speed", "verbs", "--max", "200M"]);
+    watch_a_check(&dir);
     c.disconnect().unwrap();
 
     let stopped = uraid_ok(&dir, &["stop", "verbs"]);

@@ -1,5 +1,6 @@
-//! `uraid stats --json` prints what a running array published: the engine's, the stripe
-//! cache's and every member's counters, equal to what the library reports.
+//! `uraid stats --file` prints a saved report: the engine's, the stripe cache's and every
+//! member's counters, equal to what the library reports. (A running array's, asked over its
+//! control socket, are tested in `serve_cli.rs`.)
 
 use std::process::Command;
 use uraid_core::array::{Array, ArrayConfig, ReqId};
@@ -39,7 +40,7 @@ fn stats_json_reports_the_published_counters() {
     report.publish(&path).unwrap();
 
     let out = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["stats", "--json"])
+        .args(["stats", "--json", "--file"])
         .arg(&path)
         .output()
         .unwrap();
@@ -55,10 +56,12 @@ fn stats_json_reports_the_published_counters() {
     assert_eq!(total_writes, d.counters_total().write_bytes);
     assert_eq!(printed.cache.stripe_cache_size, 32);
 
-    let table = Command::new(env!("CARGO_BIN_EXE_uraid")).arg("stats").arg(&path).output().unwrap();
+    let table =
+        Command::new(env!("CARGO_BIN_EXE_uraid")).args(["stats", "--file"]).arg(&path).output();
+    let table = table.unwrap();
     assert!(String::from_utf8_lossy(&table.stdout).contains("m0 (failed)"));
     let missing = Command::new(env!("CARGO_BIN_EXE_uraid"))
-        .args(["stats", "--json"])
+        .args(["stats", "--json", "--file"])
         .arg(dir.join("absent.json"))
         .output()
         .unwrap();

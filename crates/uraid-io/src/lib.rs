@@ -63,5 +63,5 @@ pub use member_memory::{Medium, MemoryMember};
 pub use power::PowerCutReport;
 pub use pullable::Pullable;
 pub use replacing::{Mode as ReplacementMode, ReplacementControl, Replacing};
-pub use stats::StatsReport;
+pub use stats::{CacheReport, StatsReport};
 pub use throttled::{DiskModel, Throttled};

@@ -1,7 +1,6 @@
 //! What a running array reports about itself: the engine's counters, the stripe cache's and
-//! every member's, as one JSON document. A runtime publishes it to a file (replaced atomically,
-//! like a sysfs attribute that is read whole) and `uraid stats` reads it, so that the figures
-//! can be watched from another process without a control protocol.
+//! every member's, as one JSON document: what `uraid stats NAME` asks a running array for
+//! over its control socket, and prints (`--json` keeps it, `--file` reads it back).
 
 use crate::counters::CountersSnapshot;
 use serde::{Deserialize, Serialize};
@@ -56,6 +55,35 @@ pub struct MemberReport {
     pub io: CountersSnapshot,
 }
 
+impl CacheReport {
+    /// One engine's stripe cache now.
+    #[must_use]
+    pub fn of(array: &Array) -> CacheReport {
+        let cache = array.cache();
+        CacheReport {
+            stripe_cache_size: cache.capacity(),
+            stripe_cache_active: cache.active(),
+            hits: cache.stats.hits,
+            misses: cache.stats.misses,
+            exhausted: cache.stats.exhausted,
+            buffer_bytes: cache.buffer_bytes(),
+        }
+    }
+
+    /// Two engines' caches as one (a runtime's workers each have theirs).
+    #[must_use]
+    pub fn sum(self, o: CacheReport) -> CacheReport {
+        CacheReport {
+            stripe_cache_size: self.stripe_cache_size + o.stripe_cache_size,
+            stripe_cache_active: self.stripe_cache_active + o.stripe_cache_active,
+            hits: self.hits + o.hits,
+            misses: self.misses + o.misses,
+            exhausted: self.exhausted + o.exhausted,
+            buffer_bytes: self.buffer_bytes + o.buffer_bytes,
+        }
+    }
+}
+
 impl EngineStats {
     fn from_array(s: ArrayStats) -> EngineStats {
         EngineStats {
@@ -78,30 +106,28 @@ impl StatsReport {
     /// order).
     #[must_use]
     pub fn new(array: &Array, names: &[String], counters: &[CountersSnapshot]) -> StatsReport {
-        let cache = array.cache();
-        let failed = array.failed_members();
+        let failed: Vec<bool> =
+            (0..names.len()).map(|m| array.failed_members().iter().any(|f| f.get() == m)).collect();
+        StatsReport::of(array.stats(), CacheReport::of(array), names, &failed, counters)
+    }
+
+    /// The report of engine counters `stats` and `cache` (a runtime's, summed over its
+    /// workers) and its members' (`names`, `failed` and `counters` in member order).
+    #[must_use]
+    pub fn of(
+        stats: ArrayStats,
+        cache: CacheReport,
+        names: &[String],
+        failed: &[bool],
+        counters: &[CountersSnapshot],
+    ) -> StatsReport {
         let members = names
             .iter()
+            .zip(failed)
             .zip(counters)
-            .enumerate()
-            .map(|(m, (name, &io))| MemberReport {
-                name: name.clone(),
-                failed: failed.iter().any(|f| f.get() == m),
-                io,
-            })
+            .map(|((name, &failed), &io)| MemberReport { name: name.clone(), failed, io })
             .collect();
-        StatsReport {
-            engine: EngineStats::from_array(array.stats()),
-            cache: CacheReport {
-                stripe_cache_size: cache.capacity(),
-                stripe_cache_active: cache.active(),
-                hits: cache.stats.hits,
-                misses: cache.stats.misses,
-                exhausted: cache.stats.exhausted,
-                buffer_bytes: cache.buffer_bytes(),
-            },
-            members,
-        }
+        StatsReport { engine: EngineStats::from_array(stats), cache, members }
     }
 
     /// Writes the report to `path` atomically (a temporary file renamed over it), so that a

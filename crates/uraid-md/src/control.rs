@@ -43,6 +43,8 @@ const DRAIN_WAIT: Duration = Duration::from_secs(2);
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum ControlRequest {
     Status,
+    /// The array's counters (`uraid stats`).
+    Stats,
     Fail {
         member: String,
     },
@@ -82,6 +84,9 @@ pub struct ControlResponse {
     pub error: Option<String>,
     pub message: Option<String>,
     pub status: Option<ArrayStatus>,
+    /// The answer to `Stats`.
+    #[serde(default)]
+    pub stats: Option<uraid_io::StatsReport>,
 }
 
 impl ControlResponse {
@@ -99,6 +104,11 @@ impl ControlResponse {
     #[must_use]
     pub fn with_status(status: ArrayStatus) -> ControlResponse {
         ControlResponse { ok: true, status: Some(status), ..ControlResponse::default() }
+    }
+
+    #[must_use]
+    pub fn with_stats(stats: uraid_io::StatsReport) -> ControlResponse {
+        ControlResponse { ok: true, stats: Some(stats), ..ControlResponse::default() }
     }
 }
 

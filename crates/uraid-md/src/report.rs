@@ -72,6 +72,22 @@ impl Inner {
         }
     }
 
+    /// The running array's counters as `uraid stats` prints them: the engines' and their
+    /// stripe caches' (summed over the workers) and each slot's device's, or "missing".
+    pub(crate) fn stats_report(&self) -> uraid_io::StatsReport {
+        let stats = self.runtime.stats();
+        let failed = self.runtime.failed_members();
+        let meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        let names: Vec<String> = (0..self.info.raid_disks)
+            .map(|slot| match meta.devices.iter().find(|d| d.role == Role::Slot(slot)) {
+                Some(d) => d.path.display().to_string(),
+                None => "missing".into(),
+            })
+            .collect();
+        let failed: Vec<bool> = (0..names.len()).map(|m| failed.contains(&m)).collect();
+        uraid_io::StatsReport::of(stats.array, stats.cache, &names, &failed, &stats.members)
+    }
+
     /// Whether the sync process has nothing running or queued.
     pub(crate) fn sync_idle(&self) -> bool {
         let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -128,6 +144,12 @@ impl MdArray {
     #[must_use]
     pub fn status(&self) -> ArrayStatus {
         self.inner.status()
+    }
+
+    /// Its counters: engine, stripe cache, members (`uraid stats`).
+    #[must_use]
+    pub fn stats(&self) -> uraid_io::StatsReport {
+        self.inner.stats_report()
     }
 
     /// md's --fail (refused beyond redundancy).

@@ -18,7 +18,7 @@ use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use uraid_core::array::{Array, ArrayConfig, ArrayError, ArrayStats, WriteIntentConfig};
 use uraid_core::{SECTOR_BYTES, Sector};
-use uraid_io::{CountersSnapshot, Driver, MemberCounters};
+use uraid_io::{CacheReport, CountersSnapshot, Driver, MemberCounters};
 
 /// The fewest stripe heads a worker gets, whatever the array total divided by the workers:
 /// enough for a full-stripe write of a wide array per head unit in flight plus a few partial
@@ -62,6 +62,8 @@ pub struct RuntimeStats {
     pub workers: usize,
     /// Every worker's engine counters, summed.
     pub array: ArrayStats,
+    /// Every worker's stripe cache, summed.
+    pub cache: CacheReport,
     /// Per member, the counters of its instances in every worker, summed.
     pub members: Vec<CountersSnapshot>,
     /// Bytes copied to cut requests at row boundaries and put them back (see `request.rs`).
@@ -459,8 +461,9 @@ impl Runtime {
     pub fn stats(&self) -> RuntimeStats {
         let mut stats = RuntimeStats { workers: self.workers(), ..RuntimeStats::default() };
         for v in &self.views {
-            stats.array =
-                sum_stats(stats.array, *v.stats.lock().unwrap_or_else(PoisonError::into_inner));
+            let (array, cache) = *v.stats.lock().unwrap_or_else(PoisonError::into_inner);
+            stats.array = sum_stats(stats.array, array);
+            stats.cache = stats.cache.sum(cache);
         }
         stats.members = (0..self.raid_disks)
             .map(|m| {

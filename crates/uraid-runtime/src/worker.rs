@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use uraid_core::DiskIndex;
 use uraid_core::Sector;
 use uraid_core::array::{Array, ArrayStats, Mismatch, ReqId};
-use uraid_io::{Driver, Member};
+use uraid_io::{CacheReport, Driver, Member};
 
 /// md's bitmap daemon period (daemon_sleep): bits idle for two of these are cleared.
 pub(crate) const BITMAP_TICK: Duration = Duration::from_secs(5);
@@ -103,8 +103,8 @@ pub(crate) enum Msg {
 /// What the runtime reads of a worker while it runs.
 #[derive(Default)]
 pub(crate) struct WorkerView {
-    /// The engine's counters as of its last turn.
-    pub stats: Mutex<ArrayStats>,
+    /// The engine's counters and its stripe cache's as of its last turn.
+    pub stats: Mutex<(ArrayStats, CacheReport)>,
     /// The members this worker's engine treats as failed, as of its last turn (a bit each).
     pub failed_mask: AtomicU64,
     /// Where check, repair and resync found mismatches (the engine's first ones), and the
@@ -401,7 +401,8 @@ impl Worker {
         // Published before the pieces complete, so that stats read after a request's answer
         // include its work.
         let stats = self.array.stats();
-        *self.view.stats.lock().unwrap_or_else(PoisonError::into_inner) = stats;
+        let cache = CacheReport::of(&self.array);
+        *self.view.stats.lock().unwrap_or_else(PoisonError::into_inner) = (stats, cache);
         if stats.mismatch_sectors != self.mismatch_sectors {
             self.mismatch_sectors = stats.mismatch_sectors;
             let (found, count) = self.array.mismatches();

@@ -10,6 +10,7 @@ use uraid_md::status::ArrayStatus;
 fn verb(req: &ControlRequest) -> &'static str {
     match req {
         ControlRequest::Status => "status",
+        ControlRequest::Stats => "stats",
         ControlRequest::Fail { .. } => "fail",
         ControlRequest::Remove { .. } => "remove",
         ControlRequest::Add { .. } => "add",
@@ -51,6 +52,16 @@ pub fn status_of(name: &str) -> anyhow::Result<ArrayStatus> {
         bail!("array {name} refused status: {why}");
     }
     response.status.with_context(|| format!("array {name} answered status without one"))
+}
+
+/// The array's counters, or an error saying why there are none.
+pub fn stats_of(name: &str) -> anyhow::Result<uraid_io::StatsReport> {
+    let response = send(name, &ControlRequest::Stats)?;
+    if !response.ok {
+        let why = response.error.as_deref().unwrap_or("no reason given");
+        bail!("array {name} refused stats: {why}");
+    }
+    response.stats.with_context(|| format!("array {name} answered stats without them"))
 }
 
 /// Sends a management request and reports the answer: JSON, or "NAME: message".

@@ -194,6 +194,7 @@ impl ArrayControl for Serving {
             ControlRequest::Status => {
                 self.with_array(|md| ControlResponse::with_status(md.status()))
             }
+            ControlRequest::Stats => self.with_array(|md| ControlResponse::with_stats(md.stats())),
             ControlRequest::Fail { member } => self.with_array(|md| answer(md.fail(&member))),
             ControlRequest::Remove { member } => self.with_array(|md| answer(md.remove(&member))),
             ControlRequest::Add { path, force: false } => {

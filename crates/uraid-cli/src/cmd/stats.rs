@@ -1,5 +1,6 @@
-//! `uraid stats`: a running array's counters (engine, stripe cache, every member), read from
-//! the stats file its runtime publishes (`uraid_io::StatsReport::publish`).
+//! `uraid stats`: a running array's counters (engine, stripe cache, every member), asked over
+//! its control socket; or a report saved with `--json`, read back with `--file`. (Until the
+//! fourth session of 2026-12-06 it read only a file, which no running array wrote.)
 
 use anyhow::Context;
 use clap::Args;
@@ -9,23 +10,33 @@ use uraid_io::StatsReport;
 #[derive(Args)]
 #[command(
     about = "Print a running array's I/O counters",
-    long_about = "Print the counters a running array publishes: the engine's (reads that \
-bypassed the stripe cache, bytes copied through it, stripe writes by method: full, rmw, rcw, \
-degraded), the stripe cache's (size, active heads, hits, misses) and each member's read and \
-write I/Os and bytes. The runtime replaces its stats file atomically; this reads it whole.",
-    after_help = "Example:\n  uraid stats --json /run/uraid/md0/stats.json"
+    long_about = "Print a running array's counters, asked over its control socket: the \
+engines' (reads that bypassed the stripe cache, bytes copied through it, stripe writes by \
+method: full, rmw, rcw, degraded), the stripe caches' (size, active heads, hits, misses; summed \
+over the workers) and each slot's member's read and write I/Os, bytes and errors. With --file, \
+a report saved earlier with --json.",
+    after_help = "Example:\n  uraid stats md0\n  uraid stats --json md0 > before.json\n  \
+uraid stats --file before.json"
 )]
 pub struct StatsArgs {
     /// One JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// The stats file of the running array.
-    path: PathBuf,
+    /// Read a report saved with --json instead of asking a running array.
+    #[arg(long, conflicts_with = "name")]
+    file: Option<PathBuf>,
+    /// The running array's name (as `uraid status` lists it).
+    #[arg(required_unless_present = "file")]
+    name: Option<String>,
 }
 
 pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
-    let report = StatsReport::read(&args.path)
-        .with_context(|| format!("reading the stats of {}", args.path.display()))?;
+    let report = match (&args.file, &args.name) {
+        (Some(path), _) => StatsReport::read(path)
+            .with_context(|| format!("reading the stats of {}", path.display()))?,
+        (None, Some(name)) => crate::cmd::control_client::stats_of(name)?,
+        (None, None) => unreachable!("clap requires a name or --file"),
+    };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
@@ -53,13 +64,14 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
         e.mismatch_cnt
     );
     println!(
-        "{:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
-        "member", "reads", "read bytes", "writes", "write bytes", "errors"
+        "{:>4}  {:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
+        "slot", "member", "reads", "read bytes", "writes", "write bytes", "errors"
     );
-    for m in &report.members {
+    // Counted per slot since the start: a slot's figures include devices it held before.
+    for (slot, m) in report.members.iter().enumerate() {
         let name = if m.failed { format!("{} (failed)", m.name) } else { m.name.clone() };
         println!(
-            "{name:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
+            "{slot:>4}  {name:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
             m.io.read_ios, m.io.read_bytes, m.io.write_ios, m.io.write_bytes, m.io.errors
         );
     }
