@@ -150,7 +150,7 @@ pub fn walk(
     let mut prefix = 0; // windows [0, prefix) finished
     let mut in_flight = 0;
     let mut done_sectors = 0u64;
-    let mut history: VecDeque<(Instant, u64)> = VecDeque::new();
+    let mut meter = SpeedMeter::new(start);
     let mut last_user = rt.user_requests();
     let mut throttled;
     let mut error = None;
@@ -170,7 +170,7 @@ pub fn walk(
         let stopping = control.stop.load(Ordering::Acquire)
             || control.abort.load(Ordering::Acquire)
             || error.is_some();
-        let speed = speed_kib(&history);
+        let speed = meter.kib_per_second(Instant::now());
         let limits = control.speed();
         let user = rt.user_requests();
         let busy = user != last_user;
@@ -179,21 +179,21 @@ pub fn walk(
             if busy && speed > limits.min_kib { 1 } else { ceiling_windows(limits, window) };
         throttled = busy && speed > limits.min_kib;
         if !stopping && next < windows.len() && in_flight < limit {
-            if speed > limits.max_kib && in_flight > 0 {
-                // Over the ceiling: let a window finish first.
-            } else if speed > limits.max_kib {
-                std::thread::sleep(Duration::from_millis(10));
-                history.retain(|(t, _)| t.elapsed() < SPEED_SPAN);
-                continue;
-            } else {
-                let (at, n, _) = windows[next];
+            let (at, n, _) = windows[next];
+            if meter.within(Instant::now(), limits.max_kib, n) {
                 let tx = tx.clone();
                 let index = next;
                 rt.sync(kind, at, n, move |c| {
                     let _ = tx.send((index, c.result));
                 });
+                meter.submitted(n);
                 next += 1;
                 in_flight += 1;
+                continue;
+            }
+            // Over the ceiling with it: let a window finish first, or wait.
+            if in_flight == 0 {
+                std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
         }
@@ -209,8 +209,7 @@ pub fn walk(
             error.get_or_insert(WalkError { error: e, member_sectors: Some((at, at + n)) });
         }
         finished[index] = true;
-        history.push_back((Instant::now(), windows[index].1));
-        history.retain(|(t, _)| t.elapsed() < SPEED_SPAN);
+        meter.add(Instant::now(), windows[index].1);
         let before = prefix;
         while prefix < windows.len() && finished[prefix] {
             done_sectors += windows[prefix].1;
@@ -219,7 +218,7 @@ pub fn walk(
         if prefix > before && error.is_none() {
             let (at, n, range) = windows[prefix - 1];
             on_progress(range, at + n);
-            publish(done_sectors, speed_kib(&history), throttled);
+            publish(done_sectors, meter.kib_per_second(Instant::now()), throttled);
         }
     }
     control.set_status(None);
@@ -262,18 +261,99 @@ fn cut(ranges: &[(u64, u64)], window: u64) -> Vec<(u64, u64, usize)> {
     out
 }
 
-/// KiB/s of each member over the recent windows.
-#[allow(clippy::cast_sign_loss)] // a rate is never negative
-fn speed_kib(history: &VecDeque<(Instant, u64)>) -> u64 {
-    let Some(&(first, _)) = history.front() else { return 0 };
-    let sectors: u64 = history.iter().map(|h| h.1).sum();
-    let seconds = first.elapsed().as_secs_f64().max(0.05);
-    (sectors as f64 / 2.0 / seconds) as u64
+/// The walk's speed as md measures it (its resync marks): the member sectors finished since
+/// a mark at least `SPEED_SPAN` old (or the walk's start), over the time since that mark.
+/// Until the fourth session of 2026-12-06 it summed the windows finished in the span and
+/// divided by the time since the first of them finished, which counted that window's work
+/// without its time: two windows in the span read as twice the speed (a rebuild held to
+/// 5120K/sec showed "speed=10060K/sec"). And the ceiling was checked against what had
+/// finished, so the windows let go at once overshot it (that rebuild ran at 7.8 MB/s): a
+/// window now goes only if it keeps the work since the mark, in flight included, within it.
+struct SpeedMeter {
+    /// (when, member sectors finished by then), oldest first; the first is the mark.
+    marks: VecDeque<(Instant, u64)>,
+    done: u64,
+    in_flight: u64,
+}
+
+impl SpeedMeter {
+    fn new(start: Instant) -> SpeedMeter {
+        SpeedMeter { marks: VecDeque::from([(start, 0)]), done: 0, in_flight: 0 }
+    }
+
+    /// A window of `sectors` went out.
+    fn submitted(&mut self, sectors: u64) {
+        self.in_flight += sectors;
+    }
+
+    /// Whether a window of `sectors` may go out at `now` under a ceiling of `max_kib`: the
+    /// first always does (a ceiling below one window in a span would never start).
+    #[allow(clippy::cast_precision_loss)] // sectors and KiB/s are far below 2^52
+    fn within(&self, now: Instant, max_kib: u64, sectors: u64) -> bool {
+        let (since, at_mark) = self.marks[0];
+        let ahead = self.done + self.in_flight + sectors - at_mark;
+        let allowed = max_kib as f64 * 2.0 * now.duration_since(since).as_secs_f64();
+        (self.done == 0 && self.in_flight == 0) || ahead as f64 <= allowed
+    }
+
+    /// A window of `sectors` finished at `now`.
+    fn add(&mut self, now: Instant, sectors: u64) {
+        self.in_flight -= sectors;
+        self.done += sectors;
+        self.marks.push_back((now, self.done));
+        // The mark moves up to the newest one at least a span old.
+        while self.marks.len() > 1 && now.duration_since(self.marks[1].0) >= SPEED_SPAN {
+            self.marks.pop_front();
+        }
+    }
+
+    /// KiB/s of each member.
+    #[allow(clippy::cast_sign_loss)] // a rate is never negative
+    fn kib_per_second(&self, now: Instant) -> u64 {
+        let (since, at_mark) = self.marks[0];
+        let seconds = now.duration_since(since).as_secs_f64().max(0.05);
+        ((self.done - at_mark) as f64 / 2.0 / seconds) as u64
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{SyncSpeed, WINDOW_SECTORS, WINDOWS_IN_FLIGHT, ceiling_windows, cut};
+    use super::{
+        SPEED_SPAN, SpeedMeter, SyncSpeed, WINDOW_SECTORS, WINDOWS_IN_FLIGHT, ceiling_windows, cut,
+    };
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_speed_is_the_work_since_a_mark_over_the_time_since_it() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut m = SpeedMeter::new(start);
+        assert_eq!(m.kib_per_second(at(500)), 0);
+        // 4 MiB windows (8192 sectors) every 800 ms: 5120 KiB/s.
+        for i in 1..=10 {
+            m.submitted(8192);
+            m.add(at(800 * i), 8192);
+            let speed = m.kib_per_second(at(800 * i));
+            assert!((5110..=5130).contains(&speed), "window {i}: {speed}");
+        }
+        // Idle after: the rate falls as time passes with nothing done.
+        let later = m.kib_per_second(at(8000 + 2 * SPEED_SPAN.as_millis() as u64));
+        assert!(later < 2600, "{later}");
+    }
+
+    #[test]
+    fn a_window_goes_only_within_the_ceiling_counting_those_in_flight() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut m = SpeedMeter::new(start);
+        assert!(m.within(start, 1024, 8192), "the first goes at once");
+        m.submitted(8192);
+        // 4 MiB more at 1 MiB/s: not before 8 s (the first's 4 MiB counted).
+        assert!(!m.within(at(7900), 1024, 8192));
+        assert!(m.within(at(8000), 1024, 8192));
+        m.add(at(1000), 8192);
+        assert!(!m.within(at(7900), 1024, 8192), "finished or in flight, the same");
+    }
 
     #[test]
     fn windows_align_and_stay_in_their_ranges() {
