@@ -191,9 +191,11 @@ pub fn walk(
                 in_flight += 1;
                 continue;
             }
-            // Over the ceiling with it: let a window finish first, or wait.
+            // Over the ceiling with it: let a window finish first, or wait (the speed shown
+            // falls meanwhile, as md's does).
             if in_flight == 0 {
                 std::thread::sleep(Duration::from_millis(10));
+                publish(done_sectors, meter.kib_per_second(Instant::now()), throttled);
                 continue;
             }
         }
