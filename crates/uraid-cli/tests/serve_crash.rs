@@ -33,7 +33,7 @@ fn sigkill_mid_write_then_serve_again_resyncs_only_the_bitmap() {
     let dir = tempdir("crash");
     let members = member_files(&dir, 6, 24);
     create_raid6("crash", &members);
-    let server = Served::start(&dir, "crash", &members);
+    let server = Served::start_on(&dir, "crash", &members, &dir.join("nbd.sock"));
     let mut c = server.client();
     for g in 1..=20 {
         for b in blocks_of(g) {
@@ -68,10 +68,11 @@ fn sigkill_mid_write_then_serve_again_resyncs_only_the_bitmap() {
     let last_started = started.load(Ordering::SeqCst);
     assert_eq!(examine_state(&members[0]), "active", "a killed server leaves the array dirty");
     let records = examine_field(&members[0], "Log Records");
-    println!("after SIGKILL, examine says: Log Records : {records}");
     assert!(records.contains("generation headers"), "the killed run's log is there: {records}");
 
-    let server = Served::start(&dir, "crash", &members);
+    // The killed server's socket file is still there: replaced (refused before: in use).
+    assert!(dir.join("nbd.sock").exists(), "the killed server's socket file");
+    let server = Served::start_on(&dir, "crash", &members, &dir.join("nbd.sock"));
     let resync = wait_last_sync(&dir, "crash");
     assert_eq!(resync["action"], "resync", "{resync:#}");
     assert_eq!(resync["outcome"], "done", "{resync:#}");

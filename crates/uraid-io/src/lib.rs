@@ -46,6 +46,7 @@ mod ring;
 pub mod rotational;
 pub mod stats;
 pub mod throttled;
+pub mod unix_socket;
 
 pub use buffer_pool::{AlignedBuf, BufferPool};
 pub use clock::{Clock, ManualClock, RealClock};

@@ -15,7 +15,7 @@ use crate::status::ArrayStatus;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::io::{self, BufRead, BufReader, ErrorKind, Read, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -308,26 +308,20 @@ impl Drop for ControlServer {
     }
 }
 
-/// Removes a socket file nobody answers on; refuses a live one and anything not a socket.
+/// Removes a socket file nobody answers on (`uraid_io::unix_socket`); a live one is an
+/// array already running.
 fn remove_stale_socket(path: &Path) -> io::Result<()> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    if !meta.file_type().is_socket() {
-        let why = format!("{} exists and is not a socket; not replacing it", path.display());
-        return Err(io::Error::new(ErrorKind::AlreadyExists, why));
-    }
-    if UnixStream::connect(path).is_ok() {
-        let why = format!(
-            "array {} is already running: a server answers on {}",
-            array_name(path),
-            path.display()
-        );
-        return Err(io::Error::new(ErrorKind::AddrInUse, why));
-    }
-    fs::remove_file(path)
+    uraid_io::unix_socket::remove_stale(path).map_err(|e| match e.kind() {
+        ErrorKind::AddrInUse => io::Error::new(
+            ErrorKind::AddrInUse,
+            format!(
+                "array {} is already running: a server answers on {}",
+                array_name(path),
+                path.display()
+            ),
+        ),
+        _ => e,
+    })
 }
 
 fn accept_loop(listener: &UnixListener, shared: &Arc<Shared>) {

@@ -77,8 +77,10 @@ impl Server {
         self.start(local, accept)
     }
 
-    /// Listens on a Unix socket at `path`, which must not exist yet; removed at shutdown.
+    /// Listens on a Unix socket at `path`; removed at shutdown. A socket file left by a
+    /// server that died is replaced; a live one, or a file that is not a socket, is refused.
     pub fn serve_unix(&self, path: impl AsRef<Path>) -> io::Result<ServerHandle> {
+        uraid_io::unix_socket::remove_stale(path.as_ref())?;
         let listener = UnixListener::bind(path.as_ref())?;
         let local = ListenAddr::Unix(path.as_ref().to_path_buf());
         self.start(local, move || Ok(Socket::Unix(listener.accept()?.0)))

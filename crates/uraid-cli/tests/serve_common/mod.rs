@@ -68,6 +68,9 @@ pub fn detail(dir: &Path, name: &str) -> serde_json::Value {
     serde_json::from_str(&uraid_ok(dir, &["detail", "--json", name])).unwrap()
 }
 
+/// Numbers each server's socket and log.
+static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// A `uraid serve` process on a Unix socket (no TCP: tests run in parallel).
 pub struct Served {
     pub child: Child,
@@ -78,9 +81,14 @@ pub struct Served {
 impl Served {
     /// Starts `uraid serve` and waits for its banner (the listeners are up).
     pub fn start(dir: &Path, name: &str, members: &[PathBuf]) -> Served {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let socket = dir.join(format!("nbd-{n}.sock"));
+        Served::start_on(dir, name, members, &dir.join(format!("nbd-{n}.sock")))
+    }
+
+    /// `start` with the NBD socket at `socket`.
+    pub fn start_on(dir: &Path, name: &str, members: &[PathBuf], socket: &Path) -> Served {
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let socket = socket.to_path_buf();
         let log = dir.join(format!("serve-{n}.log"));
         let mut child = Command::new(BIN)
             .args(["serve", "--no-tcp", "--name", name, "--unix"])
