@@ -106,8 +106,12 @@ impl StatsReport {
     /// order).
     #[must_use]
     pub fn new(array: &Array, names: &[String], counters: &[CountersSnapshot]) -> StatsReport {
-        let failed: Vec<bool> =
-            (0..names.len()).map(|m| array.failed_members().iter().any(|f| f.get() == m)).collect();
+        let mut failed = vec![false; names.len()];
+        for m in array.failed_members() {
+            if let Some(f) = failed.get_mut(m.get()) {
+                *f = true;
+            }
+        }
         StatsReport::of(array.stats(), CacheReport::of(array), names, &failed, counters)
     }
 

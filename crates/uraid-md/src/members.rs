@@ -98,12 +98,21 @@ pub fn read_at(path: &Path, at: u64, len: usize) -> io::Result<Vec<u8>> {
 pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
     let area = read_at(path, SUPERBLOCK_OFFSET_BYTES, SUPERBLOCK_AREA_BYTES)?;
     let sb = uraid_format::Superblock1::decode(&area).map_err(io::Error::other)?;
-    let Some((at, sectors)) = sb.bad_block_log() else { return Ok(Vec::new()) };
-    let log = read_at(path, at * 512, usize::from(sectors) * 512)?;
-    let bad = uraid_format::decode_bad_blocks(&log, sb.bblog_shift)
-        .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+    let bad = bad_block_entries(path, &sb)?;
     let bytes = bad.iter().map(|r| r.start_sector * 512..(r.start_sector + r.sectors) * 512);
     Ok(uraid_io::known_bad::normalized(bytes.collect()))
+}
+
+/// The entries of `path`'s md bad block log as md keeps them (device sectors, in the log's
+/// order), `sb` being its superblock; empty when the superblock says the log holds none.
+pub fn bad_block_entries(
+    path: &Path,
+    sb: &uraid_format::Superblock1,
+) -> io::Result<Vec<uraid_format::BadRange>> {
+    let Some((at, sectors)) = sb.bad_block_log() else { return Ok(Vec::new()) };
+    let log = read_at(path, at * 512, usize::from(sectors) * 512)?;
+    uraid_format::decode_bad_blocks(&log, sb.bblog_shift)
+        .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
 }
 
 /// A member file, behind `KnownBad` when its bad block log names ranges.

@@ -29,12 +29,12 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
         let text = format!("No bad-blocks list configured on {path}\n");
         return Ok((text, json!({ "member": path, "configured": false, "bad_blocks": [] })));
     }
-    let Some((at, sectors)) = sb.bad_block_log() else {
+    if sb.bad_block_log().is_none() {
         let text = format!("Bad-blocks list is empty in {path}\n");
         return Ok((text, json!({ "member": path, "configured": true, "bad_blocks": [] })));
-    };
-    let log = read_at(path, at * 512, usize::from(sectors) * 512)?;
-    let ranges = uraid_format::decode_bad_blocks(&log, sb.bblog_shift)?;
+    }
+    let ranges = uraid_md::members::bad_block_entries(Path::new(path), sb)
+        .map_err(|e| format!("reading its bad block log: {e}"))?;
     let geometry = geometry(sb);
     let mut text = format!("Bad-blocks on {path}:\n");
     let mut entries = Vec::new();
@@ -60,14 +60,6 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
         entries.push(json!({ "sector": r.start_sector, "sectors": r.sectors, "holds": described }));
     }
     Ok((text, json!({ "member": path, "configured": true, "bad_blocks": entries })))
-}
-
-fn read_at(path: &str, at: u64, len: usize) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::File::open(Path::new(path)).map_err(|e| e.to_string())?;
-    let mut buf = vec![0; len];
-    file.read_exact_at(&mut buf, at).map_err(|e| format!("reading its bad block log: {e}"))?;
-    Ok(buf)
 }
 
 /// The array's geometry, where uraid knows the level.
