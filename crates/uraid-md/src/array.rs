@@ -125,6 +125,9 @@ pub struct ArrayInfo {
     pub log: Option<crate::ppl::LogArea>,
     /// The log was turned off (`ConsistencyPolicy::Resync`).
     pub log_off: bool,
+    /// Why the array has no log though its policy asks for one (no room, or rings too small
+    /// for the stripe_size), as detail says it.
+    pub log_missing: Option<String>,
     /// Parity blocks the log's replay rewrote at assemble (after a crash), md's PPL's
     /// included.
     pub log_replayed: u64,
@@ -218,7 +221,8 @@ impl MdArray {
         );
         info.log_off = options.consistency_policy == ConsistencyPolicy::Resync;
         if !info.log_off {
-            info.log = log_start::announce(&info.label, area);
+            info.log = log_start::announce(&info.label, &area);
+            info.log_missing = area.clone().err();
         }
         let devices = open_devices(&plan, &candidates)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
@@ -237,7 +241,7 @@ impl MdArray {
             }
         }
         if !meta.is_clean() {
-            if let Some(area) = area {
+            if let Ok(area) = area {
                 info.log_replayed +=
                     log_start::replay_at_assemble(&info, &plan, (&base, &meta), area)?;
             }
@@ -496,6 +500,7 @@ fn array_info(
         bitmap_chunk_bytes: bitmap.map(|b| u64::from(b.chunk_bytes)),
         log: None,
         log_off: false,
+        log_missing: None,
         log_replayed: 0,
         md_ppl: None,
         left_out: left_out(plan),

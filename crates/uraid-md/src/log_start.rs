@@ -35,36 +35,54 @@ pub(crate) fn runtime_paths(plan: &AssemblyPlan) -> Vec<Option<PathBuf>> {
 }
 
 /// The log's area, when there is room for it on every member in a slot and its rings hold
-/// the engine's stripe heads (`stripe_size_bytes`).
+/// the engine's stripe heads (`stripe_size_bytes`); else why not, in words for detail.
 pub(crate) fn array_log_area(
     plan: &AssemblyPlan,
     candidates: &[Candidate],
     base: &Superblock1,
     bitmap: Option<&BitmapSuper>,
     stripe_size_bytes: u64,
-) -> Option<LogArea> {
+) -> Result<LogArea, String> {
+    let no_room = || {
+        format!(
+            "no room for the partial parity log before the data: it needs {} KiB",
+            ppl::MIN_LOG_BYTES / 1024
+        )
+    };
     let bitmap_bytes = bitmap.map(|b| b.reserved_bytes() as u64);
-    let area = ppl::log_area(base, bitmap_bytes)?;
+    let area = ppl::log_area(base, bitmap_bytes).ok_or_else(no_room)?;
     let free_everywhere = plan.slots.iter().flatten().all(|m| {
         let sb = candidates[m.candidate].superblock_area.as_ref().ok();
         sb.and_then(|a| Superblock1::decode(a).ok())
             .is_some_and(|sb| ppl::area_free_on(area, &sb, bitmap_bytes))
     });
+    if !free_everywhere {
+        return Err(no_room());
+    }
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
-    (free_everywhere && setup.fits(stripe_size_bytes / 512)).then_some(area)
+    if setup.fits(stripe_size_bytes / 512) {
+        return Ok(area);
+    }
+    // The area is there but its rings are cut for small stripe heads (md's data offset of
+    // 1 MiB on small members): name the stripe_size that keeps the log.
+    let fitting = (12..30).map(|s| 1u64 << s).take_while(|&b| setup.fits(b / 512)).last();
+    Err(format!(
+        "the partial parity log's rings ({} KiB each) cannot hold stripe heads of {} KiB{}",
+        setup.ring_bytes() / 1024,
+        stripe_size_bytes / 1024,
+        fitting.map_or(String::new(), |b| format!(": use --stripe-size {}K or less", b / 1024))
+    ))
 }
 
-/// Says once when the array has no log, and why that matters.
-pub(crate) fn announce(name: &str, area: Option<LogArea>) -> Option<LogArea> {
-    if area.is_none() {
+/// Says once when the array has no log, why, and why that matters.
+pub(crate) fn announce(name: &str, area: &Result<LogArea, String>) -> Option<LogArea> {
+    if let Err(why) = area {
         say!(
-            "uraid: {name}: no room for the partial parity log before the data (it needs {} KiB): \
-             the write hole stays open (a crash followed by the loss of a member may corrupt \
-             the stripes being written)",
-            ppl::MIN_LOG_BYTES / 1024
+            "uraid: {name}: {why}: the write hole stays open (a crash followed by the loss of \
+             a member may corrupt the stripes being written)"
         );
     }
-    area
+    area.as_ref().ok().copied()
 }
 
 /// md's assembly rules, except that a dirty degraded array starts without --force when the
@@ -87,7 +105,7 @@ pub(crate) fn plan_with_log(
         return Ok(forced);
     }
     let (bitmap, _) = read_bitmap(&forced, &base)?;
-    let Some(area) =
+    let Ok(area) =
         array_log_area(&forced, candidates, &base, bitmap.as_ref(), options.stripe_size_bytes)
     else {
         return Err(refused.into());

@@ -63,6 +63,7 @@ impl Inner {
             log_bytes: info.log.map_or(0, |l| l.bytes),
             log_replayed: info.log_replayed,
             log_off: info.log_off,
+            log_missing: info.log_missing.clone().unwrap_or_default(),
             consistency_policy: match (info.md_ppl.is_some(), meta.bitmap.is_some()) {
                 (true, _) => "ppl",
                 (false, true) => "bitmap",

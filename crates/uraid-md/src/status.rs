@@ -56,6 +56,9 @@ pub struct ArrayStatus {
     /// The log turned off (consistency policy resync): the write hole open by choice.
     #[serde(default)]
     pub log_off: bool,
+    /// Why there is no log though the policy asks for one (empty: a log, or none asked for).
+    #[serde(default)]
+    pub log_missing: String,
     /// md's consistency policy as the superblocks record it (mdadm's word: ppl for md's own
     /// PPL, bitmap, resync): what the kernel does after a crash.
     #[serde(default)]
@@ -273,7 +276,8 @@ fn write_hole(s: &ArrayStatus) -> String {
         return "open (consistency policy resync: no partial parity log)".into();
     }
     if s.log_bytes == 0 {
-        return "open (no room for the partial parity log)".into();
+        let why = if s.log_missing.is_empty() { "no partial parity log" } else { &s.log_missing };
+        return format!("open ({why})");
     }
     format!(
         "closed (partial parity log {}K, {} parity blocks replayed at start)",
@@ -489,6 +493,7 @@ mod tests {
             log_bytes: 1008 << 10,
             log_replayed: 3,
             log_off: false,
+            log_missing: String::new(),
             consistency_policy: "bitmap".into(),
         }
     }
@@ -566,6 +571,8 @@ mod tests {
         ));
         s.log_off = false;
         s.log_bytes = 0;
+        assert!(render_detail(&s).contains("        Write Hole : open (no partial parity log)"));
+        s.log_missing = "no room for the partial parity log before the data".into();
         assert!(render_detail(&s).contains("        Write Hole : open (no room for the partial"));
     }
 

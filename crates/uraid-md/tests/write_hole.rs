@@ -418,3 +418,28 @@ fn a_log_older_than_a_kernel_run_is_not_replayed() {
     let rings = read_member(&left[0], area.offset_bytes, area.bytes as usize);
     assert!(uraid_core::ppl::magic_sectors(&rings).is_empty(), "and it is cleared");
 }
+
+/// A stripe_size too large for the log's rings (md's 1 MiB data offset leaves 1008 KiB, cut
+/// into 8 rings): the array runs without the log, and both the start and detail say why and
+/// which stripe_size keeps it, not that there is no room before the data.
+#[test]
+fn a_stripe_size_the_rings_cannot_hold_says_which_one_keeps_the_log() {
+    let dir = tempdir("hole-stripe-size");
+    let paths = make(dir.path(), uraid_format::Level::Raid5, 4);
+    let big = MdOptions { stripe_size_bytes: 32 << 10, ..options() };
+    let md = MdArray::assemble(&paths, &big).unwrap();
+    assert!(md.info().log.is_none() && !md.info().log_off);
+    let status = md.status();
+    assert_eq!(status.log_bytes, 0);
+    assert!(
+        status.log_missing.contains("rings (124 KiB each) cannot hold stripe heads of 32 KiB")
+            && status.log_missing.ends_with("use --stripe-size 16K or less"),
+        "{}",
+        status.log_missing
+    );
+    md.stop().unwrap();
+    let fits = MdOptions { stripe_size_bytes: 16 << 10, ..options() };
+    let md = MdArray::assemble(&paths, &fits).unwrap();
+    assert!(md.info().log.is_some() && md.status().log_missing.is_empty());
+    md.stop().unwrap();
+}
