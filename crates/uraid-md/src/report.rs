@@ -28,7 +28,8 @@ impl Inner {
         }
         if let Some(s) = &sync {
             state.push_str(match s.action.as_str() {
-                "recover" => ", recovering",
+                // md shows a replacement's copy as a recovery (it said "repairing").
+                "recover" | "replace" => ", recovering",
                 "resync" => ", resyncing",
                 "check" => ", checking",
                 _ => ", repairing",

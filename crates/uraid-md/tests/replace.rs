@@ -52,6 +52,7 @@ fn a_member_is_copied_under_writes_and_the_array_stays_whole() {
     assert!(wait_for(|| md.status().sync.is_some_and(|s| s.done_sectors > 0)));
     let st = md.status();
     assert!(!st.degraded, "{st:?}");
+    assert!(st.state.ends_with(", recovering"), "md's word for the copy: {}", st.state);
     assert!(st.members.iter().any(|m| m.state == "replacement"), "{st:?}");
     assert_eq!(superblock(&with).role(), DevRole::Active(2));
     assert_ne!(superblock(&with).feature_map & feature::REPLACEMENT, 0);
