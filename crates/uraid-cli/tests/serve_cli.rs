@@ -390,3 +390,54 @@ fn with_its_output_pipes_closed_serve_still_stops_cleanly_on_sigterm() {
     assert_eq!(examine_field(&members[0], "State"), "clean");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Makes files immutable (`chattr +i`: even root cannot open them for writing) until dropped.
+struct Immutable(Vec<std::path::PathBuf>);
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").args(&self.0).status();
+    }
+}
+
+/// `serve --read-only` (md's --readonly) of a crashed array on members that cannot be written:
+/// it comes up, reads what was written, says a resync is pending without running one,
+/// refuses the client's writes and the verbs that write, stops, and every member file is as
+/// it was found. Before the fifth session of 2026-12-06 `--read-only` only refused the
+/// client's writes: the array resynced, and members that could not be written were refused.
+#[test]
+fn read_only_serves_a_crashed_array_and_writes_nothing() {
+    let dir = tempdir("read-only");
+    let members = member_files(&dir, 4, 24);
+    create_raid6("ro", &members);
+    let server = Served::start(&dir, "ro", &members);
+    let mut c = server.client();
+    let mut model = Model::new();
+    write_random(&mut c, &mut model, 1, 300);
+    c.flush().unwrap();
+    server.signal("KILL");
+    assert!(!server.wait(Duration::from_secs(30)).success());
+    assert_eq!(examine_field(&members[0], "State"), "active", "a crash image");
+    let found: Vec<Vec<u8>> = members.iter().map(|m| std::fs::read(m).unwrap()).collect();
+    let guard = Immutable(members.clone());
+    if !Command::new("chattr").arg("+i").args(&members).status().is_ok_and(|s| s.success()) {
+        eprintln!("chattr +i is not available here: the members stay writable");
+    }
+
+    let socket = dir.join("ro.sock");
+    let server = Served::start_with(&dir, "ro", &members, &socket, &["--read-only"]);
+    let mut c = server.client();
+    verify(&mut c, &model);
+    assert!(c.write(0, &[7u8; 4096], false).is_err(), "a client's write is refused");
+    assert!(uraid_ok(&dir, &["status"]).contains("ro : active (read-only) raid6"));
+    assert_eq!(detail(&dir, "ro")["state"], "active, resync pending, read-only");
+    let out = uraid(&dir, &["check", "ro"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("runs read-only"));
+    drop(c);
+    assert!(uraid_ok(&dir, &["stop", "ro"]).contains("nothing was written"));
+    assert!(server.wait(Duration::from_secs(30)).success());
+    drop(guard);
+    let now: Vec<Vec<u8>> = members.iter().map(|m| std::fs::read(m).unwrap()).collect();
+    assert!(now == found, "a member changed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

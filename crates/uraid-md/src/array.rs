@@ -74,6 +74,11 @@ pub struct MdOptions {
     pub safe_mode_delay: Option<std::time::Duration>,
     /// How messages name the array (serve's `--name`); None: its superblock's name.
     pub label: Option<String>,
+    /// md's read-only mode (`mdadm --assemble --readonly`): nothing is ever written to a
+    /// member. Members are opened read-only; no superblock, bitmap, log or bad block log is
+    /// written; no resync, rebuild, log replay or replacement runs; the verbs that change the
+    /// array are refused. For looking at an array before deciding what to do with it.
+    pub read_only: bool,
 }
 
 impl Default for MdOptions {
@@ -91,6 +96,7 @@ impl Default for MdOptions {
             write_back: true,
             safe_mode_delay: Some(crate::safe_mode::SAFE_MODE_DELAY),
             label: None,
+            read_only: false,
         }
     }
 }
@@ -146,6 +152,10 @@ pub struct ArrayInfo {
     pub forced_in: Vec<String>,
     /// How messages name the array (`MdOptions::label`).
     pub label: String,
+    /// Run read-only (`MdOptions::read_only`).
+    pub read_only: bool,
+    /// Read-only (the engine has no bitmap then): the bits set on the members at assemble.
+    pub dirty_chunks_found: u64,
 }
 
 impl ArrayInfo {
@@ -153,6 +163,17 @@ impl ArrayInfo {
     /// fail then, some after reaching part of their stripe.
     pub(crate) fn beyond_redundancy(&self, failed: usize) -> bool {
         failed > self.max_degraded as usize
+    }
+
+    /// Refuses `verb` on a read-only array, as md refuses changes to one.
+    pub(crate) fn refuse_if_read_only(&self, verb: &str) -> Result<(), MdError> {
+        if self.read_only {
+            return Err(MdError::Refused(format!(
+                "cannot {verb}: the array runs read-only and writes nothing to its members \
+                 (stop it and serve it without --read-only first)"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -209,6 +230,7 @@ impl MdArray {
         let base = freshest_superblock(&plan, &candidates)?;
         let (bitmap, image) = read_bitmap(&plan, &base)?;
         let mut info = array_info(&plan, bitmap.as_ref(), options.label.as_deref())?;
+        info.read_only = options.read_only;
         // Options the engine refuses are refused before anything is written or said.
         let array = array_config(&info, options)?;
         array.check().map_err(|e| MdError::Refused(e.to_string()))?;
@@ -220,39 +242,32 @@ impl MdArray {
             options.stripe_size_bytes,
         );
         info.log_off = options.consistency_policy == ConsistencyPolicy::Resync;
-        if !info.log_off {
+        if !info.log_off && !info.read_only {
             info.log = log_start::announce(&info.label, &area);
             info.log_missing = area.clone().err();
         }
-        let devices = open_devices(&plan, &candidates)?;
+        let devices = open_devices(&plan, &candidates, info.read_only)?;
         let bitmap_stale = bitmap.as_ref().is_some_and(|b| b.is_stale(base.events));
         let meta_bitmap_usable = bitmap.is_some() && !bitmap_stale;
         let mut meta = Metadata::new(base.clone(), devices, bitmap);
+        meta.read_only = info.read_only;
         // Each device's bad block list, read now: a log md would refuse is refused before
         // anything is written (md's PPL start, below, writes).
         meta.attach_bad_blocks()
             .map_err(|e| MdError::Refused(format!("its bad block log: {e}")))?;
-        info.md_ppl = log_start::md_ppl_at_assemble(&info, &plan, &base, &mut meta)?;
+        if !info.read_only {
+            info.md_ppl = log_start::md_ppl_at_assemble(&info, &plan, &base, &mut meta)?;
+        }
         info.log_replayed = info.md_ppl.map_or(0, |m| m.parity_blocks);
-        let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
-        for d in &meta.devices {
-            if let (Role::Slot(slot), Some(_)) = (d.role, d.recovery_offset) {
-                queue.pending.push_back(Action::Recover { slot, ranges: None });
-            }
-        }
-        if !meta.is_clean() {
-            if let Ok(area) = area {
-                info.log_replayed +=
-                    log_start::replay_at_assemble(&info, &plan, (&base, &meta), area)?;
-            }
-            let resync = resync_ranges(&info, &meta, image.as_deref(), bitmap_stale);
-            queue.resync_cp = resync.first().map_or(MAX_SECTOR, |r| r.0);
-            queue.pending.push_back(Action::Resync {
-                ranges: resync,
-                by_bitmap: meta.bitmap.is_some() && !bitmap_stale,
-            });
-        }
-        let runtime = mark_active_and_start(&mut meta, &info, array, &plan, image, options)?;
+        let queue = sync_queue(&mut info, &plan, &meta, image.as_deref(), area.ok(), bitmap_stale)?;
+        let read_only_files = FileOptions { read_only: info.read_only, ..options.file_options };
+        let options = &MdOptions { file_options: read_only_files, ..options.clone() };
+        let runtime = if info.read_only {
+            start_read_only(&mut info, &meta, array, &plan, image.as_deref(), options)?
+        } else {
+            mark_active_and_start(&mut meta, &info, array, &plan, image, options)?
+        };
+        let info_read_only = info.read_only;
         let inner = Arc::new(Inner {
             runtime: Arc::new(runtime),
             meta: Mutex::new(meta),
@@ -265,12 +280,15 @@ impl MdArray {
             file_options: options.file_options,
             member_faults: options.member_faults.clone(),
             replacements: Mutex::default(),
-            safe_mode_delay: options.safe_mode_delay,
+            // Read-only, nothing marks the superblocks active or clean.
+            safe_mode_delay: options.safe_mode_delay.filter(|_| !info_read_only),
         });
         crate::safe_mode::install(&inner);
         *inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = options.speed;
         inner.start_slots(&plan, meta_bitmap_usable);
-        inner.resume_replacements()?;
+        if !info_read_only {
+            inner.resume_replacements()?;
+        }
         let threads = crate::runner::start_threads(&inner);
         // Spares found at assemble fill empty slots at once, as md does.
         inner.start_rebuilds();
@@ -320,6 +338,10 @@ impl MdArray {
         // replays it and mends those stripes' parity.
         let beyond = inner.info.beyond_redundancy(failed.len());
         runtime.shutdown()?;
+        if inner.info.read_only {
+            // Nothing was written: the members are left exactly as they were found.
+            return Ok(());
+        }
         let mut meta = inner.meta.into_inner().unwrap_or_else(PoisonError::into_inner);
         if let Some(area) = inner.info.log.filter(|_| !beyond) {
             // Everything is durable: nothing is left to replay (see `ppl::clear_log`).
@@ -376,7 +398,11 @@ impl Inner {
                     // (the simulator's seed 47283071; the same rule keeps a member that
                     // left from coming back on the bits after such a replay, seed 1313).
                     let by_bitmap = bitmap_usable && self.info.log_replayed == 0;
-                    if let Some(at) = m.recovery_offset_sectors
+                    if let (Some(at), true) = (m.recovery_offset_sectors, self.info.read_only) {
+                        // In sync below its checkpoint, rebuilt from parity above it; the
+                        // recovery itself waits for a writable start.
+                        self.runtime.start_recovery(slot, at);
+                    } else if let Some(at) = m.recovery_offset_sectors
                         && !(by_bitmap && self.resume_readd(slot as u32, at))
                     {
                         self.recover_whole_from(slot as u32, at);
@@ -392,7 +418,10 @@ impl Inner {
 fn open_devices(
     plan: &AssemblyPlan,
     candidates: &[uraid_format::assemble::Candidate],
+    read_only: bool,
 ) -> Result<Vec<Device>, MdError> {
+    let open_device =
+        |name: &str, dev_number, uuid, role| open_device(name, dev_number, uuid, role, read_only);
     let mut devices = Vec::new();
     for (slot, member) in plan.slots.iter().enumerate() {
         let Some(m) = member else { continue };
@@ -433,14 +462,20 @@ fn open_devices(
     Ok(devices)
 }
 
-fn open_device(name: &str, dev_number: u32, uuid: Uuid, role: Role) -> Result<Device, MdError> {
-    Device::open(Path::new(name), dev_number, uuid, role, 0).map_err(|e| {
+fn open_device(
+    name: &str,
+    dev_number: u32,
+    uuid: Uuid,
+    role: Role,
+    read_only: bool,
+) -> Result<Device, MdError> {
+    Device::open_with(Path::new(name), dev_number, uuid, role, 0, read_only).map_err(|e| {
         // A running array writes its members (superblocks, bitmap, resync) even when served
         // read-only; reading one that cannot be written is `assemble -o`'s job.
         let hint = match e.kind() {
             std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => {
-                " (a running array writes to its members; to read the array without writing \
-                 anything, use `uraid assemble -o FILE`)"
+                " (a running array writes to its members; to run it without writing anything, \
+                 serve it with --read-only)"
             }
             _ => "",
         };
@@ -505,6 +540,8 @@ fn array_info(
         md_ppl: None,
         left_out: left_out(plan),
         forced: plan.forced,
+        read_only: false,
+        dirty_chunks_found: 0,
         label: label.map_or_else(|| crate::status::short_name(&plan.name), str::to_owned),
         forced_in: plan
             .forced_members()
@@ -662,6 +699,62 @@ fn mark_active_and_start(
         let _ = meta.write_bitmap(None);
         let _ = meta.write();
     })
+}
+
+/// What the sync process starts with: the recoveries of members being rebuilt and, after a
+/// crash, the log's replay (done here) and a resync of what may disagree. Read-only, nothing:
+/// md too defers them (and its PPL's replay) until the array is made writable.
+fn sync_queue(
+    info: &mut ArrayInfo,
+    plan: &AssemblyPlan,
+    meta: &Metadata,
+    image: Option<&[u8]>,
+    area: Option<crate::ppl::LogArea>,
+    bitmap_stale: bool,
+) -> Result<SyncQueue, MdError> {
+    let mut queue = SyncQueue { resync_cp: MAX_SECTOR, ..SyncQueue::default() };
+    if info.read_only {
+        return Ok(queue);
+    }
+    for d in &meta.devices {
+        if let (Role::Slot(slot), Some(_)) = (d.role, d.recovery_offset) {
+            queue.pending.push_back(Action::Recover { slot, ranges: None });
+        }
+    }
+    if !meta.is_clean() {
+        if let Some(area) = area {
+            info.log_replayed +=
+                log_start::replay_at_assemble(info, plan, (meta.base(), meta), area)?;
+        }
+        let resync = resync_ranges(info, meta, image, bitmap_stale);
+        queue.resync_cp = resync.first().map_or(MAX_SECTOR, |r| r.0);
+        queue.pending.push_back(Action::Resync {
+            ranges: resync,
+            by_bitmap: meta.bitmap.is_some() && !bitmap_stale,
+        });
+    }
+    Ok(queue)
+}
+
+/// Starts the engine of a read-only array: no bitmap (the engine writes its pages: bits, and
+/// the header with the events), no log, writes refused; the bits found set are counted for
+/// status.
+fn start_read_only(
+    info: &mut ArrayInfo,
+    meta: &Metadata,
+    array: ArrayConfig,
+    plan: &AssemblyPlan,
+    image: Option<&[u8]>,
+    options: &MdOptions,
+) -> Result<Runtime, MdError> {
+    if let (Some(b), Some(image)) = (&meta.bitmap, image) {
+        let bits = WriteIntentBitmap::decode(b, &image[BITMAP_SUPER_BYTES..])
+            .expect("read_bitmap reads the superblock and every bit");
+        info.dirty_chunks_found = (0..bits.chunks()).filter(|&c| bits.is_dirty(c)).count() as u64;
+    }
+    let runtime = start_runtime(info, meta, array, plan, None, None, options)?;
+    runtime.set_read_only();
+    Ok(runtime)
 }
 
 /// Whether every member is on a disk the kernel says seeks (the log places entries for that).

@@ -58,6 +58,11 @@ impl Metadata {
                 None => Vec::new(),
             };
             d.sb_slot.lock().listed = !found.is_empty();
+            if self.read_only {
+                // Read around, never written: a failed write fails the member instead.
+                self.devices[i].bad_blocks = Some(BadBlockList::fixed(found));
+                continue;
+            }
             // A descriptor of its own, not a clone of the locked one: the runtime's instances
             // may hold the list a moment after the device is removed, and must not keep it
             // locked (`Device::open`).

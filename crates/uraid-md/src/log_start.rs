@@ -93,6 +93,11 @@ pub(crate) fn plan_with_log(
     opts: &AssembleOptions,
     options: &MdOptions,
 ) -> Result<AssemblyPlan, MdError> {
+    if options.read_only {
+        // Nothing is replayed read-only: md's rule stands (a dirty degraded start needs
+        // --force, and data rebuilt from parity may then be wrong).
+        return Ok(plan(candidates, opts)?);
+    }
     let refused = match plan(candidates, opts) {
         Err(e @ AssembleError::DirtyDegraded { .. }) => e,
         other => return Ok(other?),

@@ -73,7 +73,19 @@ impl Device {
         role: Role,
         data_size_sectors: u64,
     ) -> io::Result<Device> {
-        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        Device::open_with(path, dev_number, device_uuid, role, data_size_sectors, false)
+    }
+
+    /// `open`, read-only when `read_only` (an array that writes nothing: `Metadata::read_only`).
+    pub fn open_with(
+        path: &Path,
+        dev_number: u32,
+        device_uuid: Uuid,
+        role: Role,
+        data_size_sectors: u64,
+        read_only: bool,
+    ) -> io::Result<Device> {
+        let file = OpenOptions::new().read(true).write(!read_only).open(path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
@@ -165,6 +177,9 @@ pub struct Metadata {
     /// The engine runs (from the start's superblocks to the stop's): superblocks written
     /// meanwhile take md's PPL bit off (see `RUN_MARK_PPL_USEC`).
     pub running: bool,
+    /// The array runs read-only (`MdOptions::read_only`): superblocks, bitmap and bad block
+    /// logs are kept in memory only, never written.
+    pub read_only: bool,
 }
 
 impl Metadata {
@@ -177,6 +192,7 @@ impl Metadata {
             devices,
             bitmap,
             running: false,
+            read_only: false,
         }
     }
 
@@ -307,6 +323,9 @@ impl Metadata {
     /// mark waits for one.
     #[must_use]
     pub fn write(&self) -> Vec<(usize, io::Error)> {
+        if self.read_only {
+            return Vec::new();
+        }
         let roles = self.dev_roles();
         // md writes no superblock to a failed member.
         let live: Vec<usize> =
@@ -342,7 +361,9 @@ impl Metadata {
     /// Writes the bitmap straight to every attached device: its superblock, then `bits` when
     /// given (only while the engine is not running: it owns the bitmap pages then).
     pub fn write_bitmap(&self, bits: Option<&[u8]>) -> io::Result<()> {
-        let Some(mut header) = self.bitmap_header() else { return Ok(()) };
+        let Some(mut header) = self.bitmap_header().filter(|_| !self.read_only) else {
+            return Ok(());
+        };
         if let Some(bits) = bits {
             header.extend_from_slice(bits);
         }

@@ -36,7 +36,7 @@ impl Inner {
         if !meta.degraded() && self.runtime.failed_members().is_empty() {
             meta.bitmap_cleared();
         }
-        if let Some(header) = meta.bitmap_header() {
+        if let Some(header) = meta.bitmap_header().filter(|_| !meta.read_only) {
             self.runtime.set_bitmap_header(header[..uraid_format::BITMAP_SUPER_BYTES].to_vec());
         }
         for (i, err) in meta.write() {
@@ -161,6 +161,9 @@ impl Inner {
 
     /// Puts spares into empty slots and queues their recovery (first in the queue).
     pub(crate) fn start_rebuilds(&self) {
+        if self.info.read_only {
+            return;
+        }
         let mut meta = self.meta();
         for slot in 0..self.info.raid_disks {
             if meta.devices.iter().any(|d| d.role == Role::Slot(slot)) {
@@ -230,6 +233,7 @@ impl Inner {
 
     /// md's --fail: refused when it would take the array beyond its redundancy.
     pub fn fail(&self, member: &str) -> Result<String, MdError> {
+        self.info.refuse_if_read_only("fail a member")?;
         let slot = {
             let mut meta = self.meta();
             let i = Self::find(&meta, member)?;
@@ -268,6 +272,7 @@ impl Inner {
 
     /// md's --remove: only a failed member or a spare.
     pub fn remove(&self, member: &str) -> Result<String, MdError> {
+        self.info.refuse_if_read_only("remove a member")?;
         let mut meta = self.meta();
         let i = Self::find(&meta, member)?;
         let d = &meta.devices[i];
@@ -297,6 +302,7 @@ impl Inner {
     /// device may be a member `--force` needs back. And, unlike mdadm, a device holding a
     /// member of another md array is refused unless `force`: its superblock would be lost.
     pub fn add(&self, path: &str, force: bool) -> Result<String, MdError> {
+        self.info.refuse_if_read_only("add a device")?;
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
         {
             let mut meta = self.meta();
@@ -402,6 +408,7 @@ impl Inner {
 
     /// Queues check or repair (md's sync_action), refused while one is queued or running.
     pub fn start_scrub(&self, repair: bool) -> Result<String, MdError> {
+        self.info.refuse_if_read_only(if repair { "repair" } else { "check" })?;
         let action = if repair { Action::Repair } else { Action::Check };
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if q.running.is_some() || !q.pending.is_empty() {

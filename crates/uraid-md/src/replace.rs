@@ -21,6 +21,7 @@ use uraid_io::ReplacementMode;
 impl Inner {
     /// md's --replace with --with.
     pub fn replace(&self, member: &str, with: &str, force: bool) -> Result<String, MdError> {
+        self.info.refuse_if_read_only("replace a member")?;
         let refuse = |m: String| MdError::Member { path: with.to_owned(), message: m };
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         let size = self.check_joining(&meta, with)?;
@@ -59,6 +60,7 @@ impl Inner {
     /// md's --replace with no --with: a hot spare of the array's takes the member's place
     /// (md waits for one; uraid refuses when there is none).
     pub fn replace_from_spare(&self, member: &str) -> Result<String, MdError> {
+        self.info.refuse_if_read_only("replace a member")?;
         let mut meta = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         let slot = self.replaceable(&meta, member)?;
         let Some(i) = meta.devices.iter().position(|d| d.role == Role::Spare) else {

@@ -18,7 +18,9 @@ impl Inner {
         let failed = info.beyond_redundancy((info.raid_disks - in_sync) as usize);
         let q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         let sync = self.control.status();
-        let clean = self.runtime.safe_mode().is_clean();
+        // Read-only, the superblocks stay as found: clean or not, they say it.
+        let clean =
+            if info.read_only { meta.is_clean() } else { self.runtime.safe_mode().is_clean() };
         let mut state = if clean { "clean" } else { "active" }.to_owned();
         // mdadm's Detail: FAILED in place of degraded when not enough are left.
         if failed {
@@ -36,6 +38,12 @@ impl Inner {
             });
         } else if !q.pending.is_empty() {
             state.push_str(", sync pending");
+        } else if info.read_only && !meta.is_clean() {
+            // md's "resync=PENDING": a dirty array run read-only is resynced when writable.
+            state.push_str(", resync pending");
+        }
+        if info.read_only {
+            state.push_str(", read-only");
         }
         let (dirty, _) = self.runtime.write_intent_state();
         let speed = self.control.speed();
@@ -53,7 +61,7 @@ impl Inner {
             state,
             degraded,
             bitmap: meta.bitmap.is_some(),
-            bitmap_dirty_chunks: dirty.len() as u64,
+            bitmap_dirty_chunks: dirty.len() as u64 + info.dirty_chunks_found,
             bitmap_chunk_bytes: info.bitmap_chunk_bytes.unwrap_or(0),
             members,
             sync,
@@ -65,6 +73,7 @@ impl Inner {
             log_replayed: info.log_replayed,
             log_off: info.log_off,
             log_missing: info.log_missing.clone().unwrap_or_default(),
+            read_only: info.read_only,
             consistency_policy: match (info.md_ppl.is_some(), meta.bitmap.is_some()) {
                 (true, _) => "ppl",
                 (false, true) => "bitmap",

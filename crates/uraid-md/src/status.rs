@@ -7,6 +7,8 @@ use std::path::Path;
 
 /// One running array, as `mdadm --detail` describes it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+// Independent facts of a report, not a state machine.
+#[allow(clippy::struct_excessive_bools)]
 pub struct ArrayStatus {
     /// The name it goes by: its control socket's (serve's `--name`, else the part of md's
     /// name after the colon), which the management verbs take.
@@ -59,6 +61,9 @@ pub struct ArrayStatus {
     /// Why there is no log though the policy asks for one (empty: a log, or none asked for).
     #[serde(default)]
     pub log_missing: String,
+    /// md's read-only mode: nothing is written to the members (`MdOptions::read_only`).
+    #[serde(default)]
+    pub read_only: bool,
     /// md's consistency policy as the superblocks record it (mdadm's word: ppl for md's own
     /// PPL, bitmap, resync): what the kernel does after a crash.
     #[serde(default)]
@@ -191,7 +196,9 @@ fn mdstat_array(s: &ArrayStatus) -> String {
     let mut listed: Vec<&MemberStatus> = s.members.iter().filter(|m| m.path != "missing").collect();
     listed.sort_by_key(|m| std::cmp::Reverse(m.dev_number));
     let members: Vec<String> = listed.iter().map(|m| mdstat_member(m)).collect();
-    let mut text = format!("{} : active raid{} {}\n", s.name, s.level, members.join(" "));
+    // md's own mark for an array started read-only.
+    let ro = if s.read_only { " (read-only)" } else { "" };
+    let mut text = format!("{} : active{ro} raid{} {}\n", s.name, s.level, members.join(" "));
     let slots: String = (0..s.raid_disks)
         .map(|slot| {
             let up = s.members.iter().any(|m| m.slot == Some(slot) && in_sync(m));
@@ -272,6 +279,9 @@ fn progress_line(sync: &SyncStatus) -> String {
 /// Example: 4290772992 bytes is "4190208 (4.00 GiB 4.29 GB)".
 /// uraid's own row: whether the partial parity log closes the write hole.
 fn write_hole(s: &ArrayStatus) -> String {
+    if s.read_only {
+        return "not in use (read-only: nothing is written)".into();
+    }
     if s.log_off {
         return "open (consistency policy resync: no partial parity log)".into();
     }
@@ -494,6 +504,7 @@ mod tests {
             log_replayed: 3,
             log_off: false,
             log_missing: String::new(),
+            read_only: false,
             consistency_policy: "bitmap".into(),
         }
     }

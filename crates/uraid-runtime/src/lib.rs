@@ -76,4 +76,6 @@ pub enum RuntimeError {
         "partial parity log rings of {ring_bytes} bytes hold too few stripe heads of {unit_bytes} bytes"
     )]
     LogTooSmall { ring_bytes: u64, unit_bytes: u64 },
+    #[error("the array is read-only")]
+    ReadOnly,
 }

@@ -12,7 +12,7 @@ use crate::safe_mode::SafeMode;
 use crate::source::MemberSource;
 use crate::wide::ArrayWide;
 use crate::worker::{Msg, Worker, WorkerView};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
@@ -88,6 +88,8 @@ pub struct Runtime {
     user_requests: AtomicU64,
     /// md's safe mode: the gate every write passes (see `safe_mode`).
     safe_mode: Arc<SafeMode>,
+    /// Writes and discards are refused (`set_read_only`).
+    read_only: AtomicBool,
 }
 
 impl Runtime {
@@ -140,6 +142,7 @@ impl Runtime {
             member_sectors: config.array.member_sectors,
             user_requests: AtomicU64::new(0),
             safe_mode: Arc::default(),
+            read_only: AtomicBool::new(false),
         };
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
@@ -192,6 +195,12 @@ impl Runtime {
         self.views.len()
     }
 
+    /// From now on writes and discards fail with `RuntimeError::ReadOnly` (md's read-only
+    /// array: the caller writes nothing to the members either).
+    pub fn set_read_only(&self) {
+        self.read_only.store(true, Ordering::Relaxed);
+    }
+
     #[must_use]
     pub fn size_bytes(&self) -> u64 {
         self.size_sectors * SECTOR_BYTES
@@ -201,6 +210,17 @@ impl Runtime {
     /// one for a request refused before it reaches a worker).
     pub fn submit(&self, op: Op, done: impl FnOnce(Completed) + Send + 'static) {
         self.user_requests.fetch_add(1, Ordering::Relaxed);
+        let writes = matches!(op, Op::Write { .. } | Op::WriteSegments { .. } | Op::Discard { .. });
+        if writes && self.read_only.load(Ordering::Relaxed) {
+            // Refused here, before an engine would try the members (opened read-only, their
+            // writes would fail them).
+            let (buf, segments) = match op {
+                Op::Write { buf, .. } => (buf, Vec::new()),
+                Op::WriteSegments { bufs, .. } => (Vec::new(), bufs),
+                _ => (Vec::new(), Vec::new()),
+            };
+            return done(Completed { result: Err(RuntimeError::ReadOnly), buf, segments });
+        }
         let done: Callback =
             if matches!(op, Op::Write { .. } | Op::WriteSegments { .. } | Op::Discard { .. }) {
                 // A clean array is marked active before the write goes on (md's safe mode).

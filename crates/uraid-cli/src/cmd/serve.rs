@@ -55,11 +55,18 @@ pub struct ServeArgs {
     /// The NBD export name (clients may also ask for the empty name).
     #[arg(long, default_value = uraid_nbd::DEFAULT_EXPORT_NAME)]
     pub(crate) export_name: String,
-    /// Serve read-only: clients' writes, trims and zeroing fail with EPERM. The array itself
-    /// still runs as md runs it (superblocks updated, a resync if it is dirty, rebuilds); to
-    /// read members without writing to them, use `uraid assemble -o`.
-    #[arg(long)]
+    /// md's read-only array (mdadm --assemble --readonly): nothing is written to any member.
+    /// Members are opened read-only; no superblock, bitmap or log update, no resync of a dirty
+    /// array, no rebuild onto a spare, no log replay; fail, remove, add, replace, check and
+    /// repair are refused; clients' writes, trims and zeroing fail with EPERM. For looking at
+    /// an array (mount it read-only, fsck -n) before deciding what to do with it. A read error
+    /// is answered from parity and fails the member in memory only.
+    #[arg(long, visible_alias = "readonly", conflicts_with = "export_read_only")]
     pub(crate) read_only: bool,
+    /// Only the export is read-only: clients' writes, trims and zeroing fail with EPERM, while
+    /// the array runs as md runs it (superblocks updated, a resync if it is dirty, rebuilds).
+    #[arg(long)]
+    pub(crate) export_read_only: bool,
     /// Where the demo array's files live (used when no members are given).
     #[arg(long, default_value = "uraid-demo", value_name = "DIR")]
     pub(crate) demo_dir: PathBuf,
@@ -129,6 +136,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         workers: args.workers,
         write_back: !args.no_write_back,
         label: args.name.clone(),
+        read_only: args.read_only,
         ..MdOptions::default()
     };
     // Signals are caught from here on: a SIGINT during a long assemble must not leave the
@@ -183,7 +191,7 @@ fn serve_until_stopped(
     let config = ServerConfig {
         export_name: args.export_name.clone(),
         description: Some(describe(name, info)),
-        read_only: args.read_only,
+        read_only: args.read_only || args.export_read_only,
         preferred_block_bytes: Some(preferred_block_bytes(info)),
         ..ServerConfig::default()
     };
@@ -241,7 +249,7 @@ fn start_ublk(
 ) -> anyhow::Result<UblkDevice> {
     let config = UblkConfig {
         dev_id: args.ublk_id,
-        read_only: args.read_only,
+        read_only: args.read_only || args.export_read_only,
         preferred_block_bytes: Some(preferred_block_bytes(info)),
         ..UblkConfig::default()
     };
@@ -322,7 +330,11 @@ fn print_banner(
         "manage: uraid status | uraid detail {name} | uraid stop {name}   (control {})",
         control.display()
     );
-    tell!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
+    if info.read_only {
+        tell!("read-only: nothing is written to the members; stop with Ctrl-C or SIGTERM");
+    } else {
+        tell!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
+    }
 }
 
 /// The banner for scripts: where to connect (the real port when --listen asked for port 0).

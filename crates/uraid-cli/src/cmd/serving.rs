@@ -237,8 +237,11 @@ impl ArrayControl for Serving {
 /// members are not "active sync".
 fn summary(s: &ArrayStatus) -> String {
     // Clean and active alternate with the writes (md's safe mode): not a change to report.
-    let state =
-        s.state.strip_prefix("clean").map_or_else(|| s.state.clone(), |r| format!("active{r}"));
+    // Read-only, the superblocks' word stands.
+    let state = match s.state.strip_prefix("clean") {
+        Some(r) if !s.read_only => format!("active{r}"),
+        _ => s.state.clone(),
+    };
     let mut line = format!("state {state}");
     for m in s.members.iter().filter(|m| m.state != "active sync") {
         let slot = m.slot.map_or_else(String::new, |slot| format!(" (slot {slot})"));
@@ -248,7 +251,9 @@ fn summary(s: &ArrayStatus) -> String {
 }
 
 fn stopped_message(before: &ArrayStatus) -> String {
-    if before.failed() {
+    if before.read_only {
+        "stopped: read-only, nothing was written to the members".into()
+    } else if before.failed() {
         "stopped FAILED: superblocks written; more members are missing than the array \
          survives: once their devices are back, `uraid serve --force` (or assemble --force) \
          starts it from the freshest of them, as mdadm --assemble --force"

@@ -87,12 +87,24 @@ impl Served {
 
     /// `start` with the NBD socket at `socket`.
     pub fn start_on(dir: &Path, name: &str, members: &[PathBuf], socket: &Path) -> Served {
+        Served::start_with(dir, name, members, socket, &[])
+    }
+
+    /// `start_on` with more options for `uraid serve`.
+    pub fn start_with(
+        dir: &Path,
+        name: &str,
+        members: &[PathBuf],
+        socket: &Path,
+        options: &[&str],
+    ) -> Served {
         let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let socket = socket.to_path_buf();
         let log = dir.join(format!("serve-{n}.log"));
         let mut child = Command::new(BIN)
             .args(["serve", "--no-tcp", "--name", name, "--unix"])
             .arg(&socket)
+            .args(options)
             .args(members)
             .env("URAID_RUN_DIR", dir.join("run"))
             .stdout(Stdio::piped())
