@@ -420,7 +420,14 @@ fn read_only_serves_a_crashed_array_and_writes_nothing() {
     assert_eq!(examine_field(&members[0], "State"), "active", "a crash image");
     let found: Vec<Vec<u8>> = members.iter().map(|m| std::fs::read(m).unwrap()).collect();
     let guard = Immutable(members.clone());
-    if !Command::new("chattr").arg("+i").args(&members).status().is_ok_and(|s| s.success()) {
+    if Command::new("chattr").arg("+i").args(&members).status().is_ok_and(|s| s.success()) {
+        // Served writable, such members are refused, with the way to read them.
+        let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+        args.extend(members.iter().map(|p| p.to_str().unwrap()));
+        let out = uraid(&dir, &args);
+        assert!(!out.status.success());
+        assert!(text(&out.stderr).contains("serve it with --read-only"), "{out:?}");
+    } else {
         eprintln!("chattr +i is not available here: the members stay writable");
     }
 

@@ -376,8 +376,9 @@ impl MdArray {
         } else {
             meta.write_bitmap(None)
         }
-        .map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
-        fail_on_error(meta.write())
+        .map_err(|e| cannot_write("writing the bitmap", &e))?;
+        let errors = meta.write();
+        fail_on_error(&meta, errors)
     }
 }
 
@@ -493,11 +494,27 @@ fn member_err(path: &str, message: &str) -> MdError {
     MdError::Member { path: path.to_owned(), message: message.to_owned() }
 }
 
-fn fail_on_error(errors: Vec<(usize, std::io::Error)>) -> Result<(), MdError> {
+fn fail_on_error(meta: &Metadata, errors: Vec<(usize, std::io::Error)>) -> Result<(), MdError> {
     match errors.into_iter().next() {
         None => Ok(()),
-        Some((i, e)) => Err(MdError::Refused(format!("writing superblock {i}: {e}"))),
+        Some((i, e)) => {
+            let path = meta.devices[i].path.display();
+            Err(cannot_write(&format!("writing the superblock of {path}"), &e))
+        }
     }
+}
+
+/// A write to a member refused: a device that cannot be written (read-only media, a read-only
+/// mount, `blockdev --setro`) is what an operator most likely meets, so say what runs there.
+fn cannot_write(what: &str, e: &std::io::Error) -> MdError {
+    let hint = match e.kind() {
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied => {
+            " (a member that cannot be written? serve --read-only runs the array writing \
+             nothing to its members)"
+        }
+        _ => "",
+    };
+    MdError::Refused(format!("{what}: {e}{hint}"))
 }
 
 /// The superblock of a member with the plan's (freshest) event count.
@@ -684,8 +701,8 @@ fn mark_active_and_start(
         // (its own blocks there disagree with that parity; the simulator's seed 1313).
         meta.bitmap_cleared();
     }
-    meta.write_bitmap(None).map_err(|e| MdError::Refused(format!("writing the bitmap: {e}")))?;
-    fail_on_error(meta.write())?;
+    meta.write_bitmap(None).map_err(|e| cannot_write("writing the bitmap", &e))?;
+    fail_on_error(meta, meta.write())?;
     // The replay (before) used the area whatever the policy; the engine logs only with it.
     let log = info.log.map(|a| LogSetup {
         rotational: members_rotational(plan),

@@ -371,8 +371,10 @@ impl Metadata {
             .checked_add_signed(i64::from(self.base.bitmap_offset_sectors) * 512);
         let at = at.ok_or_else(|| io::Error::other("bitmap offset before the device start"))?;
         for d in self.devices.iter().filter(|d| d.role != Role::Faulty) {
-            d.file.write_all_at(&header, at)?;
-            d.file.sync_data()?;
+            let named =
+                |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", d.path.display()));
+            d.file.write_all_at(&header, at).map_err(named)?;
+            d.file.sync_data().map_err(named)?;
         }
         Ok(())
     }
