@@ -32,8 +32,31 @@ pub(crate) fn open_member(path: &Path, want_direct: bool, write: bool) -> io::Re
         (buffered.try_clone()?, false, 512)
     };
     let rotational = crate::rotational::rotational(path) == Some(true);
-    let info = MemberInfo { name, size_bytes, logical_block_bytes: block, rotational };
+    let discard = write && discard_zeroes(&buffered, path, is_block, size_bytes);
+    let info = MemberInfo { name, size_bytes, logical_block_bytes: block, rotational, discard };
     Ok(Opened { info, file, buffered, direct })
+}
+
+/// Whether a discard (`FALLOC_FL_PUNCH_HOLE`, as the members do it) leaves zeros. On a block
+/// device the kernel turns it into write-zeroes, refused (EOPNOTSUPP) where the device has
+/// none (`queue/write_zeroes_max_bytes` 0: many disks). On a file, a hole punched past its
+/// end changes nothing and tells whether the filesystem punches holes at all (vfat, NFSv3
+/// and others do not). Without it, every discard would fail the member: the array then takes
+/// none, as md raid456 takes none unless its members zero what they discard.
+fn discard_zeroes(file: &File, path: &Path, is_block: bool, size_bytes: u64) -> bool {
+    if is_block {
+        return crate::rotational::queue_attribute(path, "write_zeroes_max_bytes")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|bytes| bytes > 0);
+    }
+    let past_end = size_bytes.next_multiple_of(4096);
+    let (Ok(at), Ok(len)) = (libc::off_t::try_from(past_end), libc::off_t::try_from(4096u64))
+    else {
+        return false;
+    };
+    // SAFETY: fallocate only reads its integer arguments; `file` stays open for the call.
+    let r = unsafe { libc::fallocate(file.as_raw_fd(), crate::file_sync::DISCARD_MODE, at, len) };
+    r == 0
 }
 
 /// The file opened with O_DIRECT and its logical block size, or None where O_DIRECT is refused.

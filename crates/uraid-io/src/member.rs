@@ -299,6 +299,10 @@ pub struct MemberInfo {
     /// The device seeks (the kernel's `queue/rotational`): the driver orders a turn's I/O to
     /// save seeks (`driver`).
     pub rotational: bool,
+    /// A discard makes the range read back as zeros, which the array's parity relies on (a
+    /// hole punched in a file; write-zeroes on a block device). Without it the array takes no
+    /// discards: one sent would fail, and the member with it.
+    pub discard: bool,
 }
 
 impl MemberInfo {

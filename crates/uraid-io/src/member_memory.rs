@@ -70,6 +70,7 @@ impl<D: Medium> MemoryMember<D> {
             size_bytes: medium.size_bytes() as u64,
             logical_block_bytes: 512,
             rotational: false,
+            discard: true,
         };
         MemoryMember { info, data: medium, queued: Vec::new(), counters: Arc::default() }
     }

@@ -9,14 +9,20 @@ use std::path::Path;
 /// say: a file on tmpfs or overlayfs, no sysfs.
 #[must_use]
 pub fn rotational(path: &Path) -> Option<bool> {
+    queue_attribute(path, "rotational").map(|text| text == "1")
+}
+
+/// The kernel's `queue/NAME` for the block device `path` is, or for the device a regular
+/// file's filesystem lives on (a partition's is its parent disk's), trimmed.
+pub(crate) fn queue_attribute(path: &Path, name: &str) -> Option<String> {
     let m = std::fs::metadata(path).ok()?;
     let dev = if m.file_type().is_block_device() { m.rdev() } else { m.dev() };
     let base =
         Path::new("/sys/dev/block").join(format!("{}:{}", libc::major(dev), libc::minor(dev)));
-    [base.join("queue/rotational"), base.join("../queue/rotational")]
+    [base.join("queue").join(name), base.join("../queue").join(name)]
         .iter()
         .find_map(|p| std::fs::read_to_string(p).ok())
-        .map(|text| text.trim() == "1")
+        .map(|text| text.trim().to_owned())
 }
 
 #[cfg(test)]

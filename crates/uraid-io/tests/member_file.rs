@@ -271,3 +271,32 @@ fn vectored_ios_aligned_bounced_and_synchronous() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Whether a member can discard to zeros (`MemberInfo::discard`): a file on a filesystem that
+/// punches holes can, and probing it (a hole punched past its end) changes nothing; opened
+/// read-only it takes no discard; a loop device says what its queue's write-zeroes says.
+#[test]
+fn discard_to_zeros_is_probed_without_changing_the_file() {
+    let dir = test_dir("discard-probe");
+    let path = dir.join("m.img");
+    let m = FileMember::create(&path, MEMBER_BYTES, FileOptions::default()).unwrap();
+    assert!(m.info().discard, "{} punches holes", dir.display());
+    drop(m);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), MEMBER_BYTES, "the size is kept");
+    let ro = FileOptions { read_only: true, ..FileOptions::default() };
+    assert!(!FileMember::open(&path, ro).unwrap().info().discard);
+    // A block device: its queue decides (loop devices zero what they discard).
+    let loop_dev = std::process::Command::new("losetup").args(["-f", "--show"]).arg(&path).output();
+    if let Some(dev) = loop_dev.ok().filter(|o| o.status.success()) {
+        let dev = String::from_utf8_lossy(&dev.stdout).trim().to_owned();
+        let queue = std::fs::read_to_string(format!(
+            "/sys/block/{}/queue/write_zeroes_max_bytes",
+            dev.trim_start_matches("/dev/")
+        ));
+        let zeroes = queue.is_ok_and(|q| q.trim().parse::<u64>().is_ok_and(|b| b > 0));
+        let opened = FileMember::open(std::path::Path::new(&dev), FileOptions::default());
+        let _ = std::process::Command::new("losetup").args(["-d", &dev]).status();
+        assert_eq!(opened.unwrap().info().discard, zeroes, "{dev}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -74,6 +74,7 @@ impl Inner {
             log_off: info.log_off,
             log_missing: info.log_missing.clone().unwrap_or_default(),
             read_only: info.read_only,
+            discard_off_by: self.runtime.discard_refused_by().unwrap_or_default(),
             consistency_policy: match (info.md_ppl.is_some(), meta.bitmap.is_some()) {
                 (true, _) => "ppl",
                 (false, true) => "bitmap",

@@ -64,6 +64,10 @@ pub struct ArrayStatus {
     /// md's read-only mode: nothing is written to the members (`MdOptions::read_only`).
     #[serde(default)]
     pub read_only: bool,
+    /// The member that cannot discard to zeros, for whose sake the array takes no discard
+    /// (empty: it takes them).
+    #[serde(default)]
+    pub discard_off_by: String,
     /// md's consistency policy as the superblocks record it (mdadm's word: ppl for md's own
     /// PPL, bitmap, resync): what the kernel does after a crash.
     #[serde(default)]
@@ -336,6 +340,10 @@ pub fn render_detail(s: &ArrayStatus) -> String {
         ("Consistency Policy", s.consistency_policy.clone()),
         ("Write Hole", write_hole(s)),
     ];
+    if !s.discard_off_by.is_empty() {
+        let why = format!("off ({} cannot discard a range to zeros)", s.discard_off_by);
+        rows.push(("Discard", why));
+    }
     rows.extend(sync_rows(s));
     rows.extend([
         ("Name", if s.md_name.is_empty() { s.name.clone() } else { s.md_name.clone() }),
@@ -505,6 +513,7 @@ mod tests {
             log_off: false,
             log_missing: String::new(),
             read_only: false,
+            discard_off_by: String::new(),
             consistency_policy: "bitmap".into(),
         }
     }

@@ -58,6 +58,9 @@ pub enum BackendError {
     /// stopped, a medium error).
     #[error("I/O error: {0}")]
     Io(String),
+    /// The backend does not do this (a discard where a member cannot discard to zeros).
+    #[error("not supported: {0}")]
+    NotSupported(String),
 }
 
 pub trait BlockBackend: Send + Sync + 'static {
@@ -68,6 +71,11 @@ pub trait BlockBackend: Send + Sync + 'static {
     fn preferred_block_bytes(&self) -> u32;
 
     fn submit(&self, op: BackendOp, done: BackendDone);
+
+    /// Whether it takes discards: only then does the NBD export offer trim (ublk, discard).
+    fn can_discard(&self) -> bool {
+        true
+    }
 
     /// Where to cut a read or write of `len_bytes` at `offset_bytes` so that
     /// `submit_segments` moves it without copying: the segments' lengths, in order. By
@@ -138,6 +146,10 @@ impl BlockBackend for Runtime {
         Runtime::size_bytes(self)
     }
 
+    fn can_discard(&self) -> bool {
+        self.discard_refused_by().is_none()
+    }
+
     fn preferred_block_bytes(&self) -> u32 {
         4096
     }
@@ -194,6 +206,7 @@ fn runtime_error(e: &RuntimeError) -> BackendError {
         RuntimeError::Array(ArrayError::OutOfRange { sector, sectors, .. }) => {
             BackendError::OutOfRange { offset_bytes: sector * 512, len_bytes: sectors * 512 }
         }
+        RuntimeError::DiscardUnsupported { .. } => BackendError::NotSupported(e.to_string()),
         other => BackendError::Io(other.to_string()),
     }
 }

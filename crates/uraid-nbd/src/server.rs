@@ -271,12 +271,14 @@ fn export(backend: &dyn BlockBackend, config: ServerConfig) -> Result<Export, Se
     let mut flags = wire::FLAG_HAS_FLAGS
         | wire::FLAG_SEND_FLUSH
         | wire::FLAG_SEND_FUA
-        | wire::FLAG_SEND_TRIM
         | wire::FLAG_SEND_WRITE_ZEROES
         // One backend behind every connection: a flush on one covers writes done on all.
         | wire::FLAG_CAN_MULTI_CONN;
     if config.read_only {
         flags |= wire::FLAG_READ_ONLY;
+    }
+    if backend.can_discard() {
+        flags |= wire::FLAG_SEND_TRIM;
     }
     Ok(Export {
         name: config.export_name,
@@ -313,5 +315,44 @@ mod tests {
             export(&odd, ServerConfig::default()),
             Err(ServerError::SizeUnaligned(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod discard_tests {
+    use super::*;
+    use crate::MemoryBackend;
+    use crate::backend::{BackendDone, BackendOp};
+
+    /// A backend that takes no discard (an array with a member that cannot discard to zeros).
+    struct NoDiscard(MemoryBackend);
+
+    impl BlockBackend for NoDiscard {
+        fn size_bytes(&self) -> u64 {
+            self.0.size_bytes()
+        }
+
+        fn preferred_block_bytes(&self) -> u32 {
+            self.0.preferred_block_bytes()
+        }
+
+        fn submit(&self, op: BackendOp, done: BackendDone) {
+            self.0.submit(op, done);
+        }
+
+        fn can_discard(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn trim_is_offered_only_where_the_backend_discards() {
+        let backend = MemoryBackend::new(1 << 20, 4096);
+        let flags = export(&backend, ServerConfig::default()).unwrap().transmission_flags;
+        assert_ne!(flags & wire::FLAG_SEND_TRIM, 0);
+        let flags =
+            export(&NoDiscard(backend), ServerConfig::default()).unwrap().transmission_flags;
+        assert_eq!(flags & wire::FLAG_SEND_TRIM, 0);
+        assert_ne!(flags & wire::FLAG_SEND_WRITE_ZEROES, 0, "zeroing writes zeros");
     }
 }

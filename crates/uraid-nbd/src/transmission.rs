@@ -307,6 +307,7 @@ fn answer(
 fn nbd_error(e: &BackendError) -> u32 {
     match e {
         BackendError::OutOfRange { .. } | BackendError::Unaligned { .. } => wire::EINVAL,
+        BackendError::NotSupported(_) => wire::ENOTSUP,
         _ => wire::EIO,
     }
 }
@@ -328,6 +329,7 @@ fn error_name(error: u32) -> &'static str {
         wire::EPERM => "EPERM: the export is read-only",
         wire::EINVAL => "EINVAL: bad command, flags, range, alignment or length",
         wire::ENOSPC => "ENOSPC: write beyond the end of the export",
+        wire::ENOTSUP => "ENOTSUP: the export takes no trim",
         _ => "error",
     }
 }

@@ -77,6 +77,7 @@ pub const EIO: u32 = 5;
 pub const EINVAL: u32 = 22;
 pub const ENOSPC: u32 = 28;
 pub const EOVERFLOW: u32 = 75;
+pub const ENOTSUP: u32 = 95;
 pub const ESHUTDOWN: u32 = 108;
 
 /// Strings (export names, messages) MUST be no longer than this.

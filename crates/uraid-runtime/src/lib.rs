@@ -78,4 +78,6 @@ pub enum RuntimeError {
     LogTooSmall { ring_bytes: u64, unit_bytes: u64 },
     #[error("the array is read-only")]
     ReadOnly,
+    #[error("the array takes no discard: {member} cannot discard a range so that it reads zeros")]
+    DiscardUnsupported { member: String },
 }

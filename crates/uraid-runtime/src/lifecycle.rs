@@ -68,7 +68,7 @@ impl Runtime {
         member: usize,
         source: &dyn MemberSource,
     ) -> Result<Vec<Box<dyn uraid_io::Member>>, RuntimeError> {
-        (0..self.workers())
+        let instances: Result<Vec<_>, _> = (0..self.workers())
             .map(|w| {
                 source.open(member).map_err(|e| RuntimeError::Open {
                     worker: w,
@@ -76,7 +76,11 @@ impl Runtime {
                     source: std::sync::Arc::new(e),
                 })
             })
-            .collect()
+            .collect();
+        let instances = instances?;
+        // A spare or replacement that cannot discard to zeros turns discards off for good.
+        self.note_discard(&instances);
+        Ok(instances)
     }
 
     /// Gives `member`'s slot a new instance in every worker, opened from `source` (which

@@ -14,7 +14,7 @@ use crate::wide::ArrayWide;
 use crate::worker::{Msg, Worker, WorkerView};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use uraid_core::array::{Array, ArrayConfig, ArrayError, ArrayStats, WriteIntentConfig};
 use uraid_core::{SECTOR_BYTES, Sector};
@@ -90,6 +90,9 @@ pub struct Runtime {
     safe_mode: Arc<SafeMode>,
     /// Writes and discards are refused (`set_read_only`).
     read_only: AtomicBool,
+    /// The first member opened that cannot discard to zeros (`MemberInfo::discard`): the
+    /// array takes no discard since.
+    discard_off: Mutex<Option<String>>,
 }
 
 impl Runtime {
@@ -143,6 +146,7 @@ impl Runtime {
             user_requests: AtomicU64::new(0),
             safe_mode: Arc::default(),
             read_only: AtomicBool::new(false),
+            discard_off: Mutex::default(),
         };
         let mut array_config = config.array.clone();
         array_config.stripe_cache_size = heads_per_worker(config.array.stripe_cache_size, workers);
@@ -152,6 +156,7 @@ impl Runtime {
                 .map(|m| members.open(m).map_err(|e| open_error(w, m, e)))
                 .collect();
             let opened = opened?;
+            rt.note_discard(&opened);
             rt.counters.push(opened.iter().map(|m| m.counters().clone()).collect());
             let mut driver = Driver::new(opened).with_data_offset_bytes(config.data_offset_bytes);
             if let Some(wi) = &config.write_intent {
@@ -195,6 +200,20 @@ impl Runtime {
         self.views.len()
     }
 
+    /// Records the first of `members` that cannot discard to zeros, if no member before did.
+    pub(crate) fn note_discard(&self, members: &[Box<dyn uraid_io::Member>]) {
+        if let Some(m) = members.iter().find(|m| !m.info().discard) {
+            let mut off = self.discard_off.lock().unwrap_or_else(PoisonError::into_inner);
+            off.get_or_insert_with(|| m.info().name.clone());
+        }
+    }
+
+    /// The member for whose sake discards are refused (None: the array takes them).
+    #[must_use]
+    pub fn discard_refused_by(&self) -> Option<String> {
+        self.discard_off.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// From now on writes and discards fail with `RuntimeError::ReadOnly` (md's read-only
     /// array: the caller writes nothing to the members either).
     pub fn set_read_only(&self) {
@@ -220,6 +239,13 @@ impl Runtime {
                 _ => (Vec::new(), Vec::new()),
             };
             return done(Completed { result: Err(RuntimeError::ReadOnly), buf, segments });
+        }
+        if let (Op::Discard { .. }, Some(member)) = (&op, self.discard_refused_by()) {
+            // A member's discard would fail it: refused before any member gets one.
+            return done(Completed::whole(
+                Err(RuntimeError::DiscardUnsupported { member }),
+                vec![],
+            ));
         }
         let done: Callback =
             if matches!(op, Op::Write { .. } | Op::WriteSegments { .. } | Op::Discard { .. }) {

@@ -106,6 +106,7 @@ pub enum UblkError {
 pub fn errno(e: &BackendError) -> i32 {
     match e {
         BackendError::OutOfRange { .. } | BackendError::Unaligned { .. } => libc::EINVAL,
+        BackendError::NotSupported(_) => libc::EOPNOTSUPP,
         _ => libc::EIO,
     }
 }
@@ -148,7 +149,8 @@ impl UblkDevice {
             stopped: false,
         };
         // From here on a failure drops `device`, which stops and deletes what was added.
-        let params = params(config, &info, size, device.backend.preferred_block_bytes());
+        let discard = device.backend.can_discard();
+        let params = params(config, &info, size, device.backend.preferred_block_bytes(), discard);
         device.ctrl.set_params(info.dev_id, &params)?;
         device.start_queues(&info)?;
         device.ctrl.start_dev(info.dev_id)?;
@@ -263,7 +265,13 @@ fn check_config(config: &UblkConfig, size: u64) -> Result<(), UblkError> {
 
 /// 512-byte logical blocks (the backend takes any whole sector), 4 KiB physical blocks (the
 /// stripe cache's unit: smaller writes read first), the preferred block as the optimal size.
-fn params(config: &UblkConfig, info: &sys::DevInfo, size: u64, backend_pref: u32) -> sys::Params {
+fn params(
+    config: &UblkConfig,
+    info: &sys::DevInfo,
+    size: u64,
+    backend_pref: u32,
+    discard: bool,
+) -> sys::Params {
     let preferred = config.preferred_block_bytes.unwrap_or(backend_pref).max(4096);
     let max_sectors = info.max_io_buf_bytes / 512;
     let mut attrs = sys::ATTR_VOLATILE_CACHE | sys::ATTR_FUA;
@@ -279,7 +287,8 @@ fn params(config: &UblkConfig, info: &sys::DevInfo, size: u64, backend_pref: u32
         max_sectors,
         dev_sectors: size / 512,
         discard_granularity: 4096,
-        max_discard_sectors: max_sectors,
+        // None where the backend takes no discard: the kernel then offers none.
+        max_discard_sectors: if discard { max_sectors } else { 0 },
         max_write_zeroes_sectors: max_sectors,
     }
 }

@@ -150,6 +150,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     for short in uraid_io::file_space::sparse_shortfalls(&paths) {
         say!("uraid serve: {name}: warning: {short}");
     }
+    if let Some(member) = md.runtime().discard_refused_by().filter(|_| !info.read_only) {
+        say!(
+            "uraid serve: {name}: discard (trim) off: {member} cannot discard a range so that \
+             it reads back zeros (a disk with no write-zeroes, a filesystem that punches no \
+             holes), which parity needs; clients are offered none"
+        );
+    }
     for device in &info.left_out {
         say!("uraid serve: {name}: left out {device}");
     }
