@@ -75,7 +75,12 @@ impl Inner {
             log_missing: info.log_missing.clone().unwrap_or_default(),
             read_only: info.read_only,
             discard_off_by: self.runtime.discard_refused_by().unwrap_or_default(),
-            consistency_policy: match (info.md_ppl.is_some(), meta.bitmap.is_some()) {
+            // Read-only, md's PPL is not started (nor replayed): its superblock says it is there.
+            consistency_policy: match (
+                info.md_ppl.is_some()
+                    || (info.read_only && crate::md_ppl::area(meta.base()).is_some()),
+                meta.bitmap.is_some(),
+            ) {
                 (true, _) => "ppl",
                 (false, true) => "bitmap",
                 (false, false) => "resync",

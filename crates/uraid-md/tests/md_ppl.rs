@@ -299,3 +299,27 @@ fn while_uraid_runs_it_mds_bit_is_off_so_a_crash_cannot_start_in_the_kernel_degr
         assert_eq!(superblock(p).feature_map & feature::PPL, feature::PPL, "{}", p.display());
     }
 }
+
+/// Read-only (md's --readonly), md's log is neither replayed nor emptied: the crash image is
+/// read as the members hold it and left byte for byte, detail still names md's policy, and a
+/// dirty degraded start needs --force (no replay mends the torn row first).
+#[test]
+fn read_only_leaves_mds_log_and_the_torn_row_as_they_are() {
+    let dir = tempdir("md-ppl-read-only");
+    let (paths, a, b, victim) = crash(dir.path(), true);
+    let before: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let ro = MdOptions { read_only: true, ..options() };
+    let md = MdArray::assemble(&paths, &ro).unwrap();
+    assert_eq!(md.info().md_ppl, None, "not started read-only");
+    let detail = uraid_md::status::render_detail(&md.status());
+    assert!(detail.contains("Consistency Policy : ppl"), "{detail}");
+    assert!(detail.contains("State : active, resync pending, read-only"), "{detail}");
+    let mut want = a.clone();
+    want[..BLOCK].copy_from_slice(&b);
+    assert!(md.runtime().read_at(0, want.len()).unwrap() == want, "as the members hold it");
+    md.stop().unwrap();
+    let after: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    assert!(after == before, "a member changed");
+    let err = MdArray::assemble(&without(&paths, victim), &ro).err().expect("md's rule");
+    assert!(err.to_string().contains("cannot start dirty degraded array"), "{err}");
+}
