@@ -75,17 +75,7 @@ impl Inner {
             log_missing: info.log_missing.clone().unwrap_or_default(),
             read_only: info.read_only,
             discard_off_by: self.runtime.discard_refused_by().unwrap_or_default(),
-            // Read-only, md's PPL is not started (nor replayed): its superblock says it is there.
-            consistency_policy: match (
-                info.md_ppl.is_some()
-                    || (info.read_only && crate::md_ppl::area(meta.base()).is_some()),
-                meta.bitmap.is_some(),
-            ) {
-                (true, _) => "ppl",
-                (false, true) => "bitmap",
-                (false, false) => "resync",
-            }
-            .into(),
+            consistency_policy: consistency_policy(info, &meta).into(),
         }
     }
 
@@ -232,4 +222,16 @@ impl MdArray {
 fn bad_sectors(d: &crate::meta::Device) -> u64 {
     let list = d.bad_blocks.as_ref().map(|l| l.bad()).unwrap_or_default();
     list.iter().map(|r| (r.end - r.start) / 512).sum()
+}
+
+/// md's consistency policy as the superblocks record it (mdadm's word). Read-only, md's PPL
+/// is not started (nor replayed): its superblock says it is there.
+fn consistency_policy(info: &crate::ArrayInfo, meta: &crate::meta::Metadata) -> &'static str {
+    let md_ppl =
+        info.md_ppl.is_some() || (info.read_only && crate::md_ppl::area(meta.base()).is_some());
+    match (md_ppl, meta.bitmap.is_some()) {
+        (true, _) => "ppl",
+        (false, true) => "bitmap",
+        (false, false) => "resync",
+    }
 }
