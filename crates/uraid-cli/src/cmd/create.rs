@@ -36,7 +36,10 @@ files or devices given in role order. Members must exist: make image files first
 truncate. The data area is not written, so the array is marked as needing a full resync \
 (md does one when it starts the array) unless --assume-clean says the members already agree \
 (for example all zeros). A member that already holds an md superblock is refused unless \
---force. Sizes take mdadm's units: a bare number is KiB; K, M, G, T, s (sectors), b (bytes).",
+--force. As with mdadm, `missing` in place of a member leaves its slot empty (as many as the \
+level survives): the array starts degraded and a device added later is rebuilt into it; \
+RAID6 with one missing makes one given member a spare, rebuilt at the first start. Sizes take \
+mdadm's units: a bare number is KiB; K, M, G, T, s (sectors), b (bytes).",
     after_help = "Example:\n  truncate -s 64M m0.img m1.img m2.img m3.img\n  uraid create \
 --level 5 --raid-devices 4 --chunk 64K --name demo --bitmap internal --bitmap-chunk 1M m0.img m1.img m2.img m3.img"
 )]
@@ -81,7 +84,7 @@ pub struct CreateArgs {
     /// Print what was created as JSON on standard output.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Member files or devices in role order.
+    /// Member files or devices in role order; `missing` for a slot left empty.
     #[arg(required = true)]
     pub(crate) members: Vec<String>,
 }
@@ -92,28 +95,55 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     let layout = args.layout.as_deref().map_or(Ok(level.default_layout()), Layout::parse)?;
     check_counts_and_name(args)?;
     let chunk_bytes = parse_size(&args.chunk)?;
-    Geometry::new(level, layout, args.raid_devices, chunk_bytes)?;
-    let files = open_members(&args.members, args.force)?;
+    let geometry = Geometry::new(level, layout, args.raid_devices, chunk_bytes)?;
+    let roles = slot_roles(args, geometry.max_degraded())?;
+    let present: Vec<(usize, &String)> =
+        args.members.iter().enumerate().filter(|(_, m)| *m != MISSING).collect();
+    let paths: Vec<String> = present.iter().map(|(_, m)| (*m).clone()).collect();
+    let files = open_members(&paths, args.force)?;
     let sizes: Vec<u64> = files.iter().map(|(_, size)| size / 512).collect();
-    let array = new_array(args, level, layout, chunk_bytes, &sizes)?;
+    let degraded = roles.iter().any(|r| !matches!(r, DevRole::Active(_)));
+    let array = new_array(args, level, layout, chunk_bytes, &sizes, degraded)?;
     let bitmap = choose_bitmap(args, &array)?;
-    let roles: Vec<DevRole> = (0..args.raid_devices as u16).map(DevRole::Active).collect();
     let mut superblocks = Vec::new();
-    for (index, device_sectors) in sizes.iter().enumerate() {
+    for ((index, path), device_sectors) in present.iter().zip(&sizes) {
         let member = NewMember {
-            dev_number: index as u32,
+            dev_number: *index as u32,
             device_uuid: random_uuid()?,
             device_sectors: *device_sectors,
             dev_roles: &roles,
         };
         let superblock = build_superblock(&array, &member)
-            .with_context(|| format!("member {} ({})", index, args.members[index]))?;
+            .with_context(|| format!("member {index} ({path})"))?;
         superblocks.push(superblock);
     }
-    for (index, ((file, _), superblock)) in files.iter().zip(&superblocks).enumerate() {
+    for ((file, _), (superblock, path)) in files.iter().zip(superblocks.iter().zip(&paths)) {
         write_metadata(file, superblock, &array, bitmap.as_ref())
-            .with_context(|| format!("writing metadata to {}", args.members[index]))?;
+            .with_context(|| format!("writing metadata to {path}"))?;
     }
+    tell_created(args, &array, layout, chunk_bytes, bitmap.as_ref(), degraded);
+    if args.json {
+        return Ok(());
+    }
+    if let Some((_, spare)) = present.iter().find(|(i, _)| roles[*i] == DevRole::Spare) {
+        say!(
+            "uraid create: {spare} is a spare, rebuilt at the first start: RAID6 with one \
+             member missing starts degraded by two (its parity is not made yet), as mdadm does"
+        );
+    }
+    warn_about_members(&paths, args.size.is_some(), &array, &sizes);
+    Ok(())
+}
+
+/// What was created: JSON on standard output with --json, else one line on standard error.
+fn tell_created(
+    args: &CreateArgs,
+    array: &NewArray<'_>,
+    layout: Layout,
+    chunk_bytes: u64,
+    bitmap: Option<&BitmapSuper>,
+    degraded: bool,
+) {
     if args.json {
         let report = serde_json::json!({
             "level": array.level.to_md(),
@@ -124,15 +154,19 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
             "chunk_bytes": chunk_bytes,
             "component_sectors": array.size_sectors,
             "data_offset_sectors": array.data_offset_sectors,
-            "bitmap_chunk_bytes": bitmap.as_ref().map(|b| b.chunk_bytes),
+            "bitmap_chunk_bytes": bitmap.map(|b| b.chunk_bytes),
             "clean": array.clean,
             "members": args.members,
         });
         println!("{report}");
-        return Ok(());
+        return;
     }
-    let state = if array.clean { "clean (--assume-clean)" } else { "needs a full resync" };
-    let bitmap_text = bitmap.as_ref().map_or_else(
+    let state = match (array.clean, degraded) {
+        (true, true) => "degraded: missing members are rebuilt onto devices added later",
+        (true, false) => "clean (--assume-clean)",
+        (false, _) => "needs a full resync",
+    };
+    let bitmap_text = bitmap.map_or_else(
         || "none".to_owned(),
         |b| format!("internal, {}K chunk", b.chunk_bytes / 1024),
     );
@@ -148,8 +182,34 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         array.data_offset_sectors,
         array.set_uuid,
     );
-    warn_about_members(args, &array, &sizes);
-    Ok(())
+}
+
+/// mdadm's word for a slot created empty.
+const MISSING: &str = "missing";
+
+/// Each slot's role in the superblocks' table, by dev_number (the member's place in the list):
+/// active, or for a `missing` slot mdadm's 0xffff. As mdadm, the array may be created with
+/// as many missing as it survives; RAID6 with one missing would start dirty and degraded (its
+/// parity not made, no resync possible in md), so one present member is made a spare instead,
+/// rebuilt at the first start: the last, or the one before when the last is missing.
+fn slot_roles(args: &CreateArgs, max_degraded: usize) -> anyhow::Result<Vec<DevRole>> {
+    let missing: Vec<usize> =
+        (0..args.members.len()).filter(|&i| args.members[i] == MISSING).collect();
+    let n = args.members.len();
+    ensure!(missing.len() < n, "every member is missing: nothing to create the array on");
+    ensure!(
+        missing.len() <= max_degraded,
+        "{} members missing, but the level survives {max_degraded}",
+        missing.len()
+    );
+    let mut roles: Vec<DevRole> = (0..n)
+        .map(|i| if missing.contains(&i) { DevRole::Spare } else { DevRole::Active(i as u16) })
+        .collect();
+    if max_degraded == 2 && missing.len() == 1 && !args.assume_clean {
+        let spare = if missing[0] == n - 1 { n - 2 } else { n - 1 };
+        roles[spare] = DevRole::Spare;
+    }
+    Ok(roles)
 }
 
 /// What the arguments alone say is wrong, before any member is opened.
@@ -200,19 +260,19 @@ fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)
 
 /// What the members given may cost: space unused on larger ones, and sparse files their file
 /// system cannot fill.
-fn warn_about_members(args: &CreateArgs, array: &NewArray<'_>, sizes: &[u64]) {
+fn warn_about_members(paths: &[String], sized: bool, array: &NewArray<'_>, sizes: &[u64]) {
     // mdadm's warning: the component is the smallest member's; the rest of a larger one is
     // unused (it asks to go on past 1%; a script-friendly create says it).
     let used = array.data_offset_sectors + array.size_sectors;
     let smallest = sizes.iter().copied().min().unwrap_or_default();
-    for (path, &sectors) in args.members.iter().zip(sizes).filter(|_| args.size.is_none()) {
+    for (path, &sectors) in paths.iter().zip(sizes).filter(|_| !sized) {
         if (sectors - smallest) * 100 > smallest {
             let unused_mib = ((sectors - used) * 512) >> 20;
             let size = "the component size";
             say!("uraid create: warning: {path} exceeds {size} by {unused_mib} MiB, unused");
         }
     }
-    let members: Vec<std::path::PathBuf> = args.members.iter().map(Into::into).collect();
+    let members: Vec<std::path::PathBuf> = paths.iter().map(Into::into).collect();
     for short in uraid_io::file_space::sparse_shortfalls(&members) {
         say!("uraid create: warning: {short}");
     }
@@ -224,6 +284,7 @@ fn new_array<'a>(
     layout: Layout,
     chunk_bytes: u64,
     sizes: &[u64],
+    degraded: bool,
 ) -> anyhow::Result<NewArray<'a>> {
     let chunk_sectors = chunk_bytes / 512;
     let smallest = sizes.iter().copied().min().expect("members were given");
@@ -260,7 +321,9 @@ fn new_array<'a>(
         ctime_seconds: now,
         utime_seconds: now,
         events: 1,
-        clean: args.assume_clean,
+        // md cannot resync a degraded array: its parity is made by the rebuilds (mdadm marks
+        // such an array clean).
+        clean: args.assume_clean || degraded,
         internal_bitmap: args.bitmap == "internal",
     })
 }
