@@ -74,7 +74,10 @@ impl Inner {
             log_off: info.log_off,
             log_missing: info.log_missing.clone().unwrap_or_default(),
             read_only: info.read_only,
-            discard_off_by: self.runtime.discard_refused_by().unwrap_or_default(),
+            // Read-only, nothing is discarded anyway (members opened read-only say they can't).
+            discard_off_by: (self.runtime.discard_refused_by())
+                .filter(|_| !info.read_only)
+                .unwrap_or_default(),
             consistency_policy: consistency_policy(info, &meta).into(),
         }
     }

@@ -64,6 +64,8 @@ fn a_crashed_array_read_only_is_read_as_written_and_left_as_found() {
     let st = md.status();
     assert_eq!(st.state, "active, resync pending, read-only", "{st:?}");
     assert!(st.read_only && st.bitmap_dirty_chunks > 0 && st.sync.is_none(), "{st:?}");
+    // Members opened read-only cannot discard; no "Discard: off" row for that.
+    assert!(st.discard_off_by.is_empty(), "{st:?}");
     std::thread::sleep(Duration::from_millis(300));
     let st = md.status();
     assert!(st.sync.is_none() && st.last_sync.is_none(), "no resync ran: {st:?}");
