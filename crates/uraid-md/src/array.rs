@@ -653,11 +653,9 @@ fn resync_ranges(
         let from = meta.resync_offset.min(end);
         return if from < end { vec![(from, end - from)] } else { Vec::new() };
     };
-    let bits = WriteIntentBitmap::decode(b, &image[BITMAP_SUPER_BYTES..])
-        .expect("read_bitmap reads the superblock and every bit");
-    let chunk = bits.chunk_sectors();
+    let chunk = b.chunk_sectors();
     let mut ranges: Vec<(u64, u64)> = Vec::new();
-    for c in (0..bits.chunks()).filter(|&c| bits.is_dirty(c)) {
+    for c in dirty_chunks(b, image) {
         let start = c * chunk;
         let len = chunk.min(end.saturating_sub(start));
         match ranges.last_mut() {
@@ -753,6 +751,13 @@ fn sync_queue(
     Ok(queue)
 }
 
+/// The bitmap chunks set in `image` (the bitmap region as read at assemble).
+fn dirty_chunks(b: &BitmapSuper, image: &[u8]) -> Vec<u64> {
+    let bits = WriteIntentBitmap::decode(b, &image[BITMAP_SUPER_BYTES..])
+        .expect("read_bitmap reads the superblock and every bit");
+    (0..bits.chunks()).filter(|&c| bits.is_dirty(c)).collect()
+}
+
 /// Starts the engine of a read-only array: no bitmap (the engine writes its pages: bits, and
 /// the header with the events), no log, writes refused; the bits found set are counted for
 /// status.
@@ -765,9 +770,7 @@ fn start_read_only(
     options: &MdOptions,
 ) -> Result<Runtime, MdError> {
     if let (Some(b), Some(image)) = (&meta.bitmap, image) {
-        let bits = WriteIntentBitmap::decode(b, &image[BITMAP_SUPER_BYTES..])
-            .expect("read_bitmap reads the superblock and every bit");
-        info.dirty_chunks_found = (0..bits.chunks()).filter(|&c| bits.is_dirty(c)).count() as u64;
+        info.dirty_chunks_found = dirty_chunks(b, image).len() as u64;
     }
     let runtime = start_runtime(info, meta, array, plan, None, None, options)?;
     runtime.set_read_only();

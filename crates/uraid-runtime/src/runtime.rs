@@ -240,25 +240,27 @@ impl Runtime {
             };
             return done(Completed { result: Err(RuntimeError::ReadOnly), buf, segments });
         }
-        if let (Op::Discard { .. }, Some(member)) = (&op, self.discard_refused_by()) {
+        // The lock is taken for discards only: every read and write passes here.
+        if matches!(op, Op::Discard { .. })
+            && let Some(member) = self.discard_refused_by()
+        {
             // A member's discard would fail it: refused before any member gets one.
             return done(Completed::whole(
                 Err(RuntimeError::DiscardUnsupported { member }),
                 vec![],
             ));
         }
-        let done: Callback =
-            if matches!(op, Op::Write { .. } | Op::WriteSegments { .. } | Op::Discard { .. }) {
-                // A clean array is marked active before the write goes on (md's safe mode).
-                self.safe_mode.write_starts();
-                let safe_mode = self.safe_mode.clone();
-                Box::new(move |c| {
-                    safe_mode.write_ends();
-                    done(c);
-                })
-            } else {
-                Box::new(done)
-            };
+        let done: Callback = if writes {
+            // A clean array is marked active before the write goes on (md's safe mode).
+            self.safe_mode.write_starts();
+            let safe_mode = self.safe_mode.clone();
+            Box::new(move |c| {
+                safe_mode.write_ends();
+                done(c);
+            })
+        } else {
+            Box::new(done)
+        };
         match op {
             Op::Read { offset_bytes, buf } => {
                 self.submit_data(PieceOp::Read, offset_bytes, buf, done);
