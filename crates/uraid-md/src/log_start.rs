@@ -98,32 +98,49 @@ pub(crate) fn plan_with_log(
         // --force, and data rebuilt from parity may then be wrong).
         return Ok(plan(candidates, opts)?);
     }
-    let refused = match plan(candidates, opts) {
-        Err(e @ AssembleError::DirtyDegraded { .. }) => e,
-        other => return Ok(other?),
+    // With --force given, the plan says "forced" for a dirty degraded start all the same: the
+    // log decides whether that start needed it (and so whether to warn of wrong parity).
+    let (refused, mut forced) = match plan(candidates, opts) {
+        Ok(plan) if !plan.forced => return Ok(plan),
+        Ok(plan) => (None, plan),
+        Err(e @ AssembleError::DirtyDegraded { .. }) => {
+            (Some(e), plan(candidates, &AssembleOptions { force: true, ..*opts })?)
+        }
+        Err(e) => return Err(e.into()),
     };
-    let mut forced = plan(candidates, &AssembleOptions { force: true, ..*opts })?;
-    let base = freshest_superblock(&forced, candidates)?;
-    // md starts a dirty degraded array with its own PPL too: the replay mends it first.
-    if crate::md_ppl::area(&base).is_some() && base.level == uraid_format::Level::Raid5 {
+    if log_mends_crash(&forced, candidates, options)? {
         forced.forced = false;
         return Ok(forced);
     }
-    let (bitmap, _) = read_bitmap(&forced, &base)?;
+    match refused {
+        Some(e) => Err(e.into()),
+        None => Ok(forced),
+    }
+}
+
+/// Whether the start's log replay makes the stripes being written at the crash consistent:
+/// md's own PPL on RAID5, or uraid's log when the run that stopped last kept it.
+fn log_mends_crash(
+    plan: &AssemblyPlan,
+    candidates: &[Candidate],
+    options: &MdOptions,
+) -> Result<bool, MdError> {
+    let base = freshest_superblock(plan, candidates)?;
+    // md starts a dirty degraded array with its own PPL too: the replay mends it first.
+    if crate::md_ppl::area(&base).is_some() && base.level == uraid_format::Level::Raid5 {
+        return Ok(true);
+    }
+    let (bitmap, _) = read_bitmap(plan, &base)?;
     let Ok(area) =
-        array_log_area(&forced, candidates, &base, bitmap.as_ref(), options.stripe_size_bytes)
+        array_log_area(plan, candidates, &base, bitmap.as_ref(), options.stripe_size_bytes)
     else {
-        return Err(refused.into());
+        return Ok(false);
     };
     let setup = ppl::log_setup(area, base.set_uuid.0, base.events);
-    let found = ppl::read_log(&setup, &slot_paths(&forced), base.events)
+    let found = ppl::read_log(&setup, &slot_paths(plan), base.events)
         .map_err(|e| MdError::Refused(format!("reading the partial parity log: {e}")))?;
     // A log the kernel's run since has made stale mends nothing (see `replay_at_assemble`).
-    if found.epoch.is_none() || !crate::meta::uraid_wrote_last(&base) {
-        return Err(refused.into());
-    }
-    forced.forced = false;
-    Ok(forced)
+    Ok(found.epoch.is_some() && crate::meta::uraid_wrote_last(&base))
 }
 
 /// Runs `f` on what a replay needs: the geometry, and each slot's member in sync or being

@@ -127,10 +127,12 @@ fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize, wrap: bool
     let dir = tempdir(tag);
     let (crash, a, b, victim) = crash_image(dir.path(), level, n, wrap);
     let control = copy_all(&crash, &dir.path().join("control"));
+    let given_force = copy_all(&crash, &dir.path().join("given-force"));
 
     let left = without(&crash, victim);
     let md = MdArray::assemble(&left, &options()).expect("dirty and degraded, with the log");
     assert!(md.info().log_replayed >= 1, "the partial parity was replayed");
+    assert!(!md.info().forced, "the log, not --force, let it start");
     eprintln!("{tag}: {} parity blocks replayed", md.info().log_replayed);
     let rt = md.runtime().clone();
     let got = rt.read_at(CHUNK, BLOCK).unwrap();
@@ -139,6 +141,13 @@ fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize, wrap: bool
     want[..BLOCK].copy_from_slice(&b);
     assert!(rt.read_at(0, want.len()).unwrap() == want, "the whole row: A with B");
     drop(rt);
+    md.stop().unwrap();
+
+    // --force given all the same: the start is no forced one (no warning of wrong parity).
+    let left = without(&given_force, victim);
+    let md = MdArray::assemble(&left, &MdOptions { force: true, ..options() }).unwrap();
+    assert!(md.info().log_replayed >= 1 && !md.info().forced, "{:#?}", md.info());
+    assert!(md.runtime().read_at(CHUNK, BLOCK).unwrap() == a[CHUNK as usize..][..BLOCK]);
     md.stop().unwrap();
 
     // Negative control: no log to replay. md's refusal is back, and --force reads garbage.
@@ -151,6 +160,7 @@ fn write_hole_closed(tag: &str, level: uraid_format::Level, n: usize, wrap: bool
     assert!(refused.to_string().contains("cannot start dirty degraded array"), "{refused}");
     let md = MdArray::assemble(&left, &MdOptions { force: true, ..options() }).unwrap();
     assert_eq!(md.info().log_replayed, 0);
+    assert!(md.info().forced, "forced, and told so");
     let got = md.runtime().read_at(CHUNK, BLOCK).unwrap();
     assert!(got != a[CHUNK as usize..][..BLOCK], "without the replay the block is rebuilt wrong");
     md.stop().unwrap();
