@@ -254,15 +254,47 @@ fn stopped_message(before: &ArrayStatus) -> String {
     if before.read_only {
         "stopped: read-only, nothing was written to the members".into()
     } else if before.failed() {
-        "stopped FAILED: superblocks written; more members are missing than the array \
-         survives: once their devices are back, `uraid serve --force` (or assemble --force) \
-         starts it from the freshest of them, as mdadm --assemble --force"
-            .into()
+        // Faulty members take no superblock (md's neither): when every one failed, none did.
+        let written = if before.members.iter().any(|m| !matches!(&*m.state, "faulty" | "removed")) {
+            "superblocks written"
+        } else {
+            "no member left to take a superblock (each has the last one it took)"
+        };
+        format!(
+            "stopped FAILED: {written}; more members are missing than the array survives: \
+             once their devices are back, `uraid serve --force` (or assemble --force) starts it \
+             from the freshest of them, as mdadm --assemble --force"
+        )
     } else if before.degraded {
         "stopped degraded: superblocks written, missing members stay rebuild targets".into()
     } else if before.sync.is_some() {
         "stopped: superblocks written, the sync resumes from its recorded position".into()
     } else {
         "stopped clean: superblocks written".into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Goal: the stop's last line says what reached the members. Method: hand-built statuses.
+
+    use super::*;
+    use uraid_md::status::MemberStatus;
+
+    fn failed(states: &[&str]) -> ArrayStatus {
+        let members = states
+            .iter()
+            .map(|state| MemberStatus { state: (*state).into(), ..MemberStatus::default() })
+            .collect();
+        ArrayStatus { level: 5, raid_disks: 4, members, ..ArrayStatus::default() }
+    }
+
+    #[test]
+    fn a_failed_stop_says_whether_any_member_took_a_superblock() {
+        let some = failed(&["active sync", "active sync", "faulty", "faulty", "removed"]);
+        assert!(some.failed());
+        assert!(stopped_message(&some).starts_with("stopped FAILED: superblocks written;"));
+        let none = failed(&["faulty", "faulty", "faulty", "faulty", "removed"]);
+        assert!(stopped_message(&none).starts_with("stopped FAILED: no member left"));
     }
 }
