@@ -381,3 +381,47 @@ fn create_with_missing_members_as_mdadm_does() {
     assert!(text(&output.stderr).contains("2 members missing, but the level survives 1"));
     assert!(more.iter().map(|p| std::fs::read(p).unwrap()).collect::<Vec<_>>() == before);
 }
+
+/// A member that is no file or block device is refused by what it is: `/dev/null` was "the
+/// smallest member has 0 sectors", a pipe hung `examine` (and an array's `add`, which opens the
+/// same way) until a writer came. Each answer now comes at once, naming the path.
+#[test]
+fn members_that_are_no_file_or_device_are_refused_by_what_they_are() {
+    let paths = members("kinds", 3);
+    let dir = paths[0].parent().unwrap();
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let directory = dir.join("dir");
+    std::fs::create_dir(&directory).unwrap();
+    let cases = [
+        (PathBuf::from("/dev/null"), "a character device"),
+        (fifo.clone(), "a pipe"),
+        (directory, "a directory"),
+    ];
+    for (odd, kind) in &cases {
+        let mut args: Vec<PathBuf> = ["create", "-l", "5", "-n", "3"].map(PathBuf::from).into();
+        args.extend([paths[0].clone(), odd.clone(), paths[2].clone()]);
+        let output = uraid(&args);
+        let err = text(&output.stderr);
+        assert!(!output.status.success());
+        assert!(err.contains(&odd.display().to_string()) && err.contains(kind), "{err}");
+    }
+    // examine opens read-only, which on a pipe waits for a writer: a watchdog ends the test
+    // rather than hanging it.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .arg("examine")
+        .arg(&fifo)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("examine of a pipe hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(text(&output.stderr).contains("a pipe: a member is a block device"), "{output:?}");
+}

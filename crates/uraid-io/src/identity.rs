@@ -9,6 +9,30 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
+/// Members are block devices or regular files. Anything else is refused by what it is, not by
+/// what it would do later: `/dev/null` sizes as 0 bytes ("too small"), a directory opened for
+/// O_DIRECT gives EINVAL.
+pub fn check_member_kind(metadata: &Metadata) -> io::Result<()> {
+    let t = metadata.file_type();
+    let kind = if t.is_file() || t.is_block_device() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_fifo() {
+        "a pipe"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "neither a file nor a device"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{kind}: a member is a block device or a regular file"),
+    ))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileIdentity {
     /// A block device, by device number: every node and link of it is the same device.

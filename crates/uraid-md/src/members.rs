@@ -18,8 +18,9 @@ pub const SUPERBLOCK_OFFSET_BYTES: u64 = V1_2_SUPER_OFFSET_SECTORS * 512;
 pub const SUPERBLOCK_AREA_BYTES: usize = 4096;
 
 /// Size of a file or block device, measured by seeking to its end (a block device's metadata
-/// length is 0).
+/// length is 0). Anything else is refused (`uraid_io::check_member_kind`).
 pub fn device_size_bytes(file: &File) -> io::Result<u64> {
+    uraid_io::check_member_kind(&file.metadata()?)?;
     let mut file = file;
     file.seek(SeekFrom::End(0))
 }
@@ -30,6 +31,8 @@ pub fn device_size_bytes(file: &File) -> io::Result<u64> {
 pub fn read_candidate(path: &Path) -> Candidate {
     let name = path.display().to_string();
     let read = || -> io::Result<(u64, Vec<u8>)> {
+        // Before the open: opening a pipe waits for a writer.
+        uraid_io::check_member_kind(&std::fs::metadata(path)?)?;
         let file = File::open(path)?;
         let size_bytes = device_size_bytes(&file)?;
         let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
@@ -45,7 +48,11 @@ pub fn read_candidate(path: &Path) -> Candidate {
     match read() {
         Ok((size_bytes, area)) => Candidate { name, size_bytes, superblock_area: Ok(area) },
         Err(e) => {
-            let size_bytes = File::open(path).and_then(|f| device_size_bytes(&f)).unwrap_or(0);
+            let size_bytes = std::fs::metadata(path)
+                .and_then(|m| uraid_io::check_member_kind(&m))
+                .and_then(|()| File::open(path))
+                .and_then(|f| device_size_bytes(&f))
+                .unwrap_or(0);
             Candidate { name, size_bytes, superblock_area: Err(e.to_string()) }
         }
     }

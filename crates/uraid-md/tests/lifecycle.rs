@@ -386,3 +386,39 @@ fn add_refuses_a_member_of_another_array_unless_forced() {
     md.stop().unwrap();
     assert_eq!(common::superblock(&other[0]).set_uuid, uraid_format::Uuid([7; 16]));
 }
+
+/// A pipe given to `add` or `replace` is refused by what it is, at once: the open it took
+/// before waited for a writer, and the array's control thread with it.
+#[test]
+fn add_refuses_a_pipe_without_waiting_for_it() {
+    let dir = tempdir("add-pipe");
+    let paths = make_array(dir.path(), 4, None);
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fifo_name = fifo.display().to_string();
+    let member = paths[1].display().to_string();
+    let answered = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let add = md.add(&fifo_name).unwrap_err().to_string();
+            let replace = md.replace(&member, &fifo_name).unwrap_err().to_string();
+            answered.store(true, std::sync::atomic::Ordering::Relaxed);
+            tx.send((add, replace)).unwrap();
+        });
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(20));
+        // Without the fix the opens wait for a writer: be one (O_NONBLOCK, so that this never
+        // waits for a reader) until they are done, so that the scope ends and the test fails.
+        while !answered.load(std::sync::atomic::Ordering::Relaxed) {
+            use std::os::unix::fs::OpenOptionsExt;
+            const O_NONBLOCK: i32 = 0o4000;
+            let _ = std::fs::OpenOptions::new().write(true).custom_flags(O_NONBLOCK).open(&fifo);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let (add, replace) = answer.expect("add of a pipe answered");
+        assert!(add.contains("a pipe: a member is a block device or a regular file"), "{add}");
+        assert!(replace.contains("a pipe"), "{replace}");
+    });
+    md.stop().unwrap();
+}

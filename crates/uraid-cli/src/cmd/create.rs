@@ -232,10 +232,9 @@ fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)
     }
     let mut files = Vec::new();
     for path in paths {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
+        let file = std::fs::metadata(path)
+            .and_then(|m| uraid_io::check_member_kind(&m))
+            .and_then(|()| OpenOptions::new().read(true).write(true).open(path))
             .with_context(|| format!("cannot open member {path} (members must exist)"))?;
         match file.try_lock() {
             Ok(()) => {}
