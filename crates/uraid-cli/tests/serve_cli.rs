@@ -274,6 +274,21 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     assert!(err.contains("are the same file") && err.contains(link.to_str().unwrap()), "{err}");
     assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
 
+    // A second array with the same name (both created with the default one) while the first
+    // is served: refused before its superblocks say "active", naming --name.
+    let b = member_files(&dir.join("b").tap_mkdir(), 4, 8);
+    create_raid6("a", &b);
+    let b_before = metadata_of(&b);
+    let served = Served::start(&dir, "a", &a);
+    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/y.sock"];
+    args.extend(b.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("an array named a is already served") && err.contains("--name"), "{err}");
+    assert_eq!(metadata_of(&b), b_before, "the refused serve wrote to a member");
+    drop(served);
+
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -12,6 +12,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
+use uraid_io::check_member_kind;
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
 use uraid_md::{ArrayInfo, ConsistencyPolicy, MdArray, MdOptions};
@@ -143,6 +144,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // superblocks active with nobody to mark them clean.
     let serving = Arc::new(Serving::new());
     let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
+    refuse_a_name_in_use(args.name.as_deref(), &paths)?;
     let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
     // The control socket's name, and how messages name the array (`MdOptions::label`).
     let name = md.info().label.clone();
@@ -180,6 +182,42 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses, before the assembly marks the superblocks active, to serve a second array under
+/// a name another `uraid serve` answers to (two arrays created with the default name `uraid`).
+/// The name is `--name` or the superblock's, as the assembly will take it; the control
+/// socket's own check stays for what this cannot see (a name the members disagree on).
+fn refuse_a_name_in_use(name: Option<&str>, paths: &[PathBuf]) -> anyhow::Result<()> {
+    // The same members served twice: the assembly says "in use", which says more.
+    let locked = |path: &PathBuf| {
+        let kind_ok = std::fs::metadata(path).is_ok_and(|m| check_member_kind(&m).is_ok());
+        kind_ok
+            && std::fs::File::open(path)
+                .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+    };
+    if paths.iter().any(locked) {
+        return Ok(());
+    }
+    let name = if let Some(name) = name {
+        name.to_owned()
+    } else {
+        let superblock = paths.iter().find_map(|path| {
+            let area = uraid_md::members::read_candidate(path).superblock_area.ok()?;
+            uraid_format::Superblock1::decode(&area).ok()
+        });
+        let Some(superblock) = superblock else { return Ok(()) };
+        uraid_md::status::short_name(&superblock.name())
+    };
+    let Ok(socket) = control::socket_path(&name) else { return Ok(()) };
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        bail!(
+            "an array named {name} is already served (its control socket {} answers): serve \
+             this one under another name with --name; nothing was written",
+            socket.display()
+        );
+    }
+    Ok(())
+}
+
 /// Starts the control socket and the NBD listeners, waits for a stop, then shuts them down
 /// (draining every connection) so that the array can be stopped.
 fn serve_until_stopped(
@@ -190,7 +228,11 @@ fn serve_until_stopped(
 ) -> anyhow::Result<()> {
     let socket = control::socket_path(name)?;
     let control = ControlServer::start(&socket, Arc::clone(serving) as _).with_context(|| {
-        format!("cannot serve the control socket {} (set URAID_RUN_DIR)", socket.display())
+        format!(
+            "cannot serve the control socket {} (another name with --name, or another \
+             directory with URAID_RUN_DIR)",
+            socket.display()
+        )
     })?;
     let runtime = serving.runtime().context("the array stopped before it was served")?;
     // Before the NBD listeners, so that a failure leaves nothing to shut down.
