@@ -205,7 +205,8 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(err.contains("invalid value 'journal'") && err.contains("ppl, resync"), "{err}");
     assert_eq!(metadata_of(&a), before, "a refused serve wrote to a member");
 
-    // A TCP port already taken: the array came up, so it is stopped cleanly again.
+    // A TCP port already taken (a second array on the default port): refused before the
+    // array starts (it used to come up, bump its events and stop again).
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let mut args = vec!["serve", "--listen", &addr];
@@ -214,6 +215,7 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains("cannot serve NBD on") && err.contains(&addr), "{err}");
+    assert!(metadata_of(&a) == before, "a refused serve wrote to a member");
     assert_eq!(examine_field(&a[0], "State"), "clean", "{err}");
 
     // The same members served twice: the second is refused before touching them.
@@ -286,7 +288,7 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains("an array named a is already served") && err.contains("--name"), "{err}");
-    assert_eq!(metadata_of(&b), b_before, "the refused serve wrote to a member");
+    assert!(metadata_of(&b) == b_before, "the refused serve wrote to a member");
     drop(served);
 
     let _ = std::fs::remove_dir_all(&dir);

@@ -66,7 +66,12 @@ impl Server {
 
     /// Listens on `addr` (port 0: any free port, see `ServerHandle::local_addr`).
     pub fn serve_tcp(&self, addr: impl ToSocketAddrs) -> io::Result<ServerHandle> {
-        let listener = TcpListener::bind(addr)?;
+        self.serve_tcp_on(TcpListener::bind(addr)?)
+    }
+
+    /// Serves on a listener bound beforehand (so that a port taken is found before the
+    /// array behind the export is started).
+    pub fn serve_tcp_on(&self, listener: TcpListener) -> io::Result<ServerHandle> {
         let local = ListenAddr::Tcp(listener.local_addr()?);
         let accept = move || {
             let (s, _) = listener.accept()?;

@@ -10,6 +10,7 @@ use crate::cmd::demo;
 use crate::cmd::serving::Serving;
 use anyhow::{Context, bail};
 use clap::Args;
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use uraid_io::check_member_kind;
@@ -145,6 +146,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let serving = Arc::new(Serving::new());
     let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
     refuse_a_name_in_use(args.name.as_deref(), &paths)?;
+    // The port before the array: a port taken (a second array on the default one) is refused
+    // before the assembly marks the superblocks active.
+    let tcp =
+        (!args.no_tcp).then(|| TcpListener::bind(args.listen.as_str())).transpose().with_context(
+            || format!("cannot serve NBD on {} (another server there? use --listen)", args.listen),
+        )?;
+    if let Some(path) = &args.unix {
+        uraid_io::unix_socket::remove_stale(path)
+            .with_context(|| format!("cannot serve NBD on {}", path.display()))?;
+    }
     let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
     // The control socket's name, and how messages name the array (`MdOptions::label`).
     let name = md.info().label.clone();
@@ -172,7 +183,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         );
     }
     serving.set_array(md);
-    let served = serve_until_stopped(args, &serving, &name, &info);
+    let served = serve_until_stopped(args, &serving, (&name, &info), tcp);
     // Whatever happened to the frontends, the array is stopped cleanly.
     let stopped = serving.stop_array();
     signals.close();
@@ -223,8 +234,8 @@ fn refuse_a_name_in_use(name: Option<&str>, paths: &[PathBuf]) -> anyhow::Result
 fn serve_until_stopped(
     args: &ServeArgs,
     serving: &Arc<Serving>,
-    name: &str,
-    info: &ArrayInfo,
+    (name, info): (&str, &ArrayInfo),
+    tcp: Option<TcpListener>,
 ) -> anyhow::Result<()> {
     let socket = control::socket_path(name)?;
     let control = ControlServer::start(&socket, Arc::clone(serving) as _).with_context(|| {
@@ -246,10 +257,10 @@ fn serve_until_stopped(
     };
     let server = Server::new(runtime, config)?;
     let mut listeners: Vec<ServerHandle> = Vec::new();
-    if !args.no_tcp {
-        let handle = server.serve_tcp(args.listen.as_str()).with_context(|| {
-            format!("cannot serve NBD on {} (another server there? use --listen)", args.listen)
-        })?;
+    if let Some(listener) = tcp {
+        let handle = server
+            .serve_tcp_on(listener)
+            .with_context(|| format!("cannot serve NBD on {}", args.listen))?;
         listeners.push(handle);
     }
     if let Some(path) = &args.unix {
