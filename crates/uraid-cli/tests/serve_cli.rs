@@ -252,7 +252,14 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
 
     // Engine options it refuses: refused before the superblocks say "active" (a failed start
     // once left a clean array needing a resync, and a degraded one needing --force).
-    for bad in [["--stripe-size", "3K"], ["--stripe-size", "128K"], ["--stripe-cache-size", "0"]] {
+    let bad_options = [
+        ["--stripe-size", "3K"],
+        ["--stripe-size", "128K"],
+        ["--stripe-cache-size", "0"],
+        // Past md's largest: it was allocated until the machine ran out of memory.
+        ["--stripe-cache-size", "100000000"],
+    ];
+    for bad in bad_options {
         let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
         args.extend(bad);
         args.extend(a.iter().map(|p| p.to_str().unwrap()));

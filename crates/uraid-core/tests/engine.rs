@@ -575,5 +575,9 @@ fn stripe_cache_size_changes_while_running() {
     assert!(done.iter().all(|(_, r, _)| r.is_ok()));
     assert_eq!(a.cache().allocated(), 16);
     assert_eq!(a.set_stripe_cache_size(0), Err(ArrayError::BadCacheSize));
+    // Past md's largest: refused, not allocated (a typo's extra digits ran a machine out of
+    // memory).
+    assert_eq!(a.set_stripe_cache_size(32769), Err(ArrayError::BadCacheSize));
+    assert_eq!(a.cache().allocated(), 16);
     assert_eq!(read(&mut a, &mut mem, 0, model.len()), model);
 }

@@ -234,6 +234,7 @@ impl MdArray {
         // Options the engine refuses are refused before anything is written or said.
         let array = array_config(&info, options)?;
         array.check().map_err(|e| MdError::Refused(e.to_string()))?;
+        refuse_a_cache_past_memory(&array, mem_available_bytes())?;
         let area = log_start::array_log_area(
             &plan,
             &candidates,
@@ -782,6 +783,33 @@ fn members_rotational(plan: &AssemblyPlan) -> bool {
     log_start::slot_paths(plan).iter().flatten().all(|p| rotational(p) == Some(true))
 }
 
+/// The stripe cache is allocated whole when the engine starts (md allocates its stripe
+/// pages so too): one that cannot fit in the memory the kernel says is available is refused
+/// before anything is written, not left to the OOM killer.
+fn refuse_a_cache_past_memory(array: &ArrayConfig, available: Option<u64>) -> Result<(), MdError> {
+    let heads = array.stripe_cache_size as u64;
+    let members = array.geometry.raid_disks() as u64;
+    let bytes = heads * members * array.stripe_size_bytes;
+    match available {
+        Some(available) if bytes > available => Err(MdError::Refused(format!(
+            "stripe_cache_size {heads} needs {} MiB ({heads} heads x {members} members x {} \
+             KiB), more than the {} MiB of memory available",
+            bytes >> 20,
+            array.stripe_size_bytes >> 10,
+            available >> 20
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes.
+fn mem_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib * 1024)
+}
+
 fn array_config(info: &ArrayInfo, options: &MdOptions) -> Result<ArrayConfig, MdError> {
     Ok(ArrayConfig {
         geometry: geometry_of(info)?,
@@ -835,4 +863,33 @@ fn start_runtime(
         }
     }
     Ok(Runtime::start_with_log(&cfg, log, &source)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stripe_cache_larger_than_the_memory_available_is_refused() {
+        let geometry = uraid_core::Geometry::new(
+            uraid_core::Level::Raid6,
+            uraid_core::Layout::from_md(uraid_core::Level::Raid6, 2).unwrap(),
+            16,
+            512 << 10,
+        )
+        .unwrap();
+        let array = ArrayConfig {
+            geometry,
+            stripe_size_bytes: 64 << 10,
+            stripe_cache_size: 32768,
+            member_sectors: 1 << 20,
+        };
+        // 32768 x 16 x 64 KiB = 32 GiB.
+        let err = refuse_a_cache_past_memory(&array, Some(24 << 30)).unwrap_err().to_string();
+        assert!(err.contains("needs 32768 MiB (32768 heads x 16 members x 64 KiB)"), "{err}");
+        assert!(err.contains("more than the 24576 MiB"), "{err}");
+        assert!(refuse_a_cache_past_memory(&array, Some(33 << 30)).is_ok());
+        assert!(refuse_a_cache_past_memory(&array, None).is_ok(), "no /proc: not refused");
+        assert!(mem_available_bytes().is_some_and(|b| b > 0), "this machine has /proc/meminfo");
+    }
 }

@@ -498,6 +498,8 @@ impl Runtime {
 
     /// Changes md's stripe_cache_size (the array total) while running.
     pub fn set_stripe_cache_size(&self, heads: usize) {
+        // Within md's range, which each worker's engine refuses to leave.
+        let heads = heads.clamp(1, uraid_core::stripe::STRIPE_CACHE_SIZE_MAX);
         let each = heads_per_worker(heads, self.workers());
         for tx in &self.senders {
             // A worker gone already has no cache to resize.

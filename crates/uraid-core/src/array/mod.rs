@@ -36,7 +36,7 @@ pub use write_intent::{BITMAP_PAGE_BYTES, WriteIntentConfig};
 use crate::fast_hash::{HashMap, HashSet};
 use crate::geometry::Geometry;
 use crate::request::{split_by_chunk, split_by_head};
-use crate::stripe::{HeadId, StripeCache, StripeKey};
+use crate::stripe::{HeadId, STRIPE_CACHE_SIZE_MAX, StripeCache, StripeKey};
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
 use handle::{HeadState, Piece};
 use std::collections::VecDeque;
@@ -77,7 +77,7 @@ pub enum ArrayError {
     Unaligned { bytes: usize },
     #[error("stripe_size {bytes} must be a power of two from 4 KiB up to the chunk size")]
     BadStripeSize { bytes: u64 },
-    #[error("stripe_cache_size must be at least 1 stripe head")]
+    #[error("stripe_cache_size must be 1 to 32768 stripe heads (md's largest is 32768)")]
     BadCacheSize,
     #[error("too many members have failed: data in this stripe cannot be read or written")]
     BeyondRedundancy,
@@ -279,7 +279,7 @@ impl ArrayConfig {
         if !ok {
             return Err(ArrayError::BadStripeSize { bytes: self.stripe_size_bytes });
         }
-        if self.stripe_cache_size == 0 {
+        if !(1..=STRIPE_CACHE_SIZE_MAX).contains(&self.stripe_cache_size) {
             return Err(ArrayError::BadCacheSize);
         }
         Ok(())
@@ -353,7 +353,7 @@ impl Array {
     /// requests start), shrinking frees idle heads now and busy ones as they finish. Memory is
     /// bounded by it: `heads * members * stripe_size` bytes of blocks.
     pub fn set_stripe_cache_size(&mut self, heads: usize) -> Result<(), ArrayError> {
-        if heads == 0 {
+        if !(1..=STRIPE_CACHE_SIZE_MAX).contains(&heads) {
             return Err(ArrayError::BadCacheSize);
         }
         self.cache.resize(heads);

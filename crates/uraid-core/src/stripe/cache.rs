@@ -13,6 +13,10 @@ use crate::fast_hash::HashMap;
 
 /// md's default `stripe_cache_size`.
 pub const STRIPE_CACHE_SIZE_DEFAULT: usize = 256;
+/// md's largest `stripe_cache_size` (raid5_set_cache_size refuses more). The pool is
+/// allocated whole, so a size far past it (a typo's extra digits) would not fail: it would
+/// allocate until the machine runs out of memory.
+pub const STRIPE_CACHE_SIZE_MAX: usize = 32768;
 
 /// Index of a head in the pool; stable while the head is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

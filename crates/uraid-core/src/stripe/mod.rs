@@ -12,7 +12,9 @@ mod fill;
 mod head;
 mod lru;
 
-pub use cache::{CacheStats, HeadId, STRIPE_CACHE_SIZE_DEFAULT, StripeCache};
+pub use cache::{
+    CacheStats, HeadId, STRIPE_CACHE_SIZE_DEFAULT, STRIPE_CACHE_SIZE_MAX, StripeCache,
+};
 pub use dirtying::{WriteMethod, WritePlan, plan_write, plan_write_without_rmw};
 pub use fill::{ReadPlan, plan_read};
 pub use head::{DevIo, DevState, StripeHead, StripeKey};
