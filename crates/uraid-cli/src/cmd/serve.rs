@@ -95,9 +95,10 @@ pub struct ServeArgs {
     /// Print the "serving" report as one JSON object on standard output instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Engine worker threads (default: one per core; one when the array has a bitmap).
-    #[arg(long)]
-    pub(crate) workers: Option<usize>,
+    /// Engine worker threads, 1-64 (default: one per core; one when the array has a bitmap;
+    /// with the partial parity log at most its 8 rings)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) workers: Option<u16>,
     /// Also serve the array as the block device /dev/ublkbN (Linux >= 6.0, ublk_drv, root);
     /// with --no-tcp and no --unix, only that.
     #[arg(long)]
@@ -135,7 +136,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         uuid: args.uuid.as_deref().map(str::parse).transpose()?,
         stripe_size_bytes: parse_size(&args.stripe_size)?,
         stripe_cache_size: args.stripe_cache_size,
-        workers: args.workers,
+        workers: args.workers.map(usize::from),
         write_back: !args.no_write_back,
         label: args.name.clone(),
         read_only: args.read_only,
@@ -160,7 +161,24 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // The control socket's name, and how messages name the array (`MdOptions::label`).
     let name = md.info().label.clone();
     let info = md.info().clone();
-    for short in uraid_io::file_space::sparse_shortfalls(&paths) {
+    tell_started(args, &md, &paths);
+    serving.set_array(md);
+    let served = serve_until_stopped(args, &serving, (&name, &info), tcp);
+    // Whatever happened to the frontends, the array is stopped cleanly.
+    let stopped = serving.stop_array();
+    signals.close();
+    served?;
+    let message = stopped?;
+    say!("uraid serve: {name}: {message}");
+    Ok(())
+}
+
+/// What the start did that an operator should hear of: sparse members, discard off, fewer
+/// workers than asked, members left out or forced in, a forced dirty degraded start.
+fn tell_started(args: &ServeArgs, md: &MdArray, paths: &[PathBuf]) {
+    let info = md.info();
+    let name = &info.label;
+    for short in uraid_io::file_space::sparse_shortfalls(paths) {
         say!("uraid serve: {name}: warning: {short}");
     }
     if let Some(member) = md.runtime().discard_refused_by().filter(|_| !info.read_only) {
@@ -169,6 +187,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
              it reads back zeros (a disk with no write-zeroes, a filesystem that punches no \
              holes), which parity needs; clients are offered none"
         );
+    }
+    let workers = md.runtime().workers();
+    if let Some(asked) = args.workers.map(usize::from)
+        && asked != workers
+    {
+        let why = if info.bitmap_chunk_bytes.is_some() {
+            "the write-intent bitmap's updates take one"
+        } else {
+            "each writes one of the partial parity log's rings"
+        };
+        say!("uraid serve: {name}: engine workers: {workers}, not {asked}: {why}");
     }
     for device in &info.left_out {
         say!("uraid serve: {name}: left out {device}");
@@ -182,15 +211,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
              crash may hold parity that does not match, and data rebuilt from it may be wrong"
         );
     }
-    serving.set_array(md);
-    let served = serve_until_stopped(args, &serving, (&name, &info), tcp);
-    // Whatever happened to the frontends, the array is stopped cleanly.
-    let stopped = serving.stop_array();
-    signals.close();
-    served?;
-    let message = stopped?;
-    say!("uraid serve: {name}: {message}");
-    Ok(())
 }
 
 /// Refuses, before the assembly marks the superblocks active, to serve a second array under
