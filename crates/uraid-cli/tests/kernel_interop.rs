@@ -2,7 +2,8 @@
 //!
 //! Goal: an array uraid creates and writes is one md assembles, reads byte for byte, and finds
 //! consistent (check: mismatch_cnt 0), healthy and degraded; an array md creates and writes is
-//! one uraid assembles and reads byte for byte, healthy and degraded.
+//! one uraid assembles and reads byte for byte, healthy and degraded; an array uraid creates
+//! with a slot `missing` is one md runs degraded and clean, then rebuilds a disk added into.
 //!
 //! Method: the host kernel has no md, so md runs in a small qemu VM (TCG) booting Debian's 6.12
 //! kernel, built by `scripts/mdvm/build-kit` and run by `scripts/mdvm/run`; the member files
@@ -50,6 +51,10 @@ struct Shape {
 
 const R6: Shape = Shape { name: "r6", level: 6, members: 6, bitmap: false, left_out: &[2, 4] };
 const R5: Shape = Shape { name: "r5", level: 5, members: 4, bitmap: true, left_out: &[1] };
+/// Created by uraid with slot 1 `missing` (mdadm's way to move a disk's data into a new
+/// array, then add the disk): written degraded, then rebuilt by md onto a disk it is given.
+const R5_MISSING: Shape =
+    Shape { name: "r5m", level: 5, members: 4, bitmap: false, left_out: &[1] };
 
 #[test]
 fn uraid_arrays_assemble_in_linux_md() {
@@ -79,13 +84,23 @@ fn uraid_arrays_assemble_in_linux_md() {
         writeln!(job, "verify {}-degraded 0 {}", shape.name, devices(&kept)).unwrap();
         first += shape.members;
     }
+    // The array created with a slot missing: its three members, then a blank disk to add.
+    let (present, blank) = create_with_missing(&dir);
+    let contents = write_through_md_array(&present, 7);
+    expected.insert(R5_MISSING.name, (sha256(&contents), contents.len() as u64));
+    let kept: Vec<usize> = (first..first + present.len()).collect();
+    let spare = device(first + present.len());
+    writeln!(job, "verify_add {} {spare} {}", R5_MISSING.name, devices(&kept)).unwrap();
+    disks.extend(present);
+    disks.push(blank);
     let results = run_vm(&scripts, &job, &disks);
     for shape in [&R6, &R5] {
         let (sha, size) = &expected[shape.name];
         check_healthy(&results, shape, sha, *size);
         check_degraded(&results, shape, sha);
     }
-    eprintln!("uraid -> md: both arrays verified in {:.0?}", started.elapsed());
+    check_rebuilt(&results, &expected[R5_MISSING.name].0);
+    eprintln!("uraid -> md: the three arrays verified in {:.0?}", started.elapsed());
     std::fs::remove_dir_all(&dir).expect("removing the test directory");
 }
 
@@ -152,6 +167,29 @@ verify() {
         r $name.last_sync_action $(cat $md/last_sync_action)
         r $name.mismatch_cnt $(cat $md/mismatch_cnt)
     fi
+    mdadm --detail /dev/md0 | sed "s/^/$name.detail /"
+    mdadm --stop /dev/md0
+}
+# verify_add NAME SPARE DEVICE...: assemble degraded, report what md reads, add SPARE and let
+# md rebuild onto it, then report what a check finds and what md reads.
+verify_add() {
+    name=$1 spare=$2
+    shift 2
+    mdadm --assemble --run /dev/md0 "$@"
+    md=/sys/block/md0/md
+    r $name.sync_action_at_start $(cat $md/sync_action)
+    echo 3 >/proc/sys/vm/drop_caches
+    r $name.sha256_degraded $(sha256sum /dev/md0 | cut -d' ' -f1)
+    mdadm --detail /dev/md0 | sed "s/^/$name-degraded.detail /"
+    mdadm /dev/md0 --add "$spare"
+    while [ "$(cat $md/degraded)" != 0 ] || [ "$(cat $md/sync_action)" != idle ]; do sleep 1; done
+    r $name.rebuilt_action $(cat $md/last_sync_action)
+    echo check >$md/sync_action
+    wait_idle
+    r $name.last_sync_action $(cat $md/last_sync_action)
+    r $name.mismatch_cnt $(cat $md/mismatch_cnt)
+    echo 3 >/proc/sys/vm/drop_caches
+    r $name.sha256 $(sha256sum /dev/md0 | cut -d' ' -f1)
     mdadm --detail /dev/md0 | sed "s/^/$name.detail /"
     mdadm --stop /dev/md0
 }
@@ -389,6 +427,35 @@ fn check_degraded(results: &Results, shape: &Shape, sha: &str) {
     assert_eq!(detail(results, &n, "Active Devices"), active.to_string());
     assert!(detail(results, &n, "State").contains("degraded"), "{n}: md should run degraded");
     eprintln!("uraid -> md: {n} sha256 {sha} (md, {active} of {} members)", shape.members);
+}
+
+/// `uraid create` of `R5_MISSING` with slot 1 `missing`: the three members given, and a
+/// blank disk of the same size for md to rebuild onto.
+fn create_with_missing(dir: &Path) -> (Vec<PathBuf>, PathBuf) {
+    let mut files = member_files(dir, R5_MISSING.name, R5_MISSING.members);
+    let blank = files.remove(1);
+    let given = [files[0].to_str(), Some("missing"), files[1].to_str(), files[2].to_str()];
+    let given: Vec<&str> = given.into_iter().map(|p| p.expect("a UTF-8 path")).collect();
+    let args = ["create", "--level", "5", "--raid-devices", "4", "--chunk", "64K", "--name"];
+    uraid(&[&args[..], &[R5_MISSING.name], &given[..]].concat(), &[]);
+    (files, blank)
+}
+
+/// What md reported for `R5_MISSING`: started clean and degraded, read what uraid wrote,
+/// rebuilt the disk added, and then checked the parity right and read the same.
+fn check_rebuilt(results: &Results, sha: &str) {
+    let n = R5_MISSING.name;
+    let degraded = format!("{n}-degraded");
+    assert_eq!(result(results, &format!("{n}.sync_action_at_start")), "idle", "{n}: md resyncs");
+    assert_eq!(result(results, &format!("{n}.sha256_degraded")), sha, "{n}: md reads other data");
+    assert_eq!(detail(results, &degraded, "State"), "clean, degraded", "{n}: mdadm --detail");
+    assert_eq!(detail(results, &degraded, "Active Devices"), "3");
+    assert_eq!(result(results, &format!("{n}.rebuilt_action")), "recover", "{n}: no recovery");
+    check_md_consistent(results, n);
+    assert_eq!(result(results, &format!("{n}.sha256")), sha, "{n}: md reads other data rebuilt");
+    assert_eq!(detail(results, n, "State"), "clean", "{n}: mdadm --detail after the rebuild");
+    assert_eq!(detail(results, n, "Active Devices"), "4");
+    eprintln!("uraid -> md: {n} created with a slot missing: read degraded, rebuilt, checked");
 }
 
 /// md's own check of the parity of array `name` ran and found nothing to fix.
