@@ -20,7 +20,7 @@ use vectors::{Avx2, Avx512, Gfni, Vector};
 const LINE: usize = 64;
 
 macro_rules! backend_module {
-    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, $prefetch:literal, ($wide_prefetch:literal, $pq_many_cached:literal, $pq_many_missed:literal), $features:literal) => {
+    ($name:ident, $vector:ty, ($xor_few:literal, $xor_many:literal), ($unroll:literal, $pq_many:literal), $pq_wide_from:expr, $syndrome_4_below:expr, $prefetch:literal, ($wide_prefetch:literal, $pq_many_cached:literal, $pq_many_missed:literal), $features:literal) => {
         pub(crate) mod $name {
             use super::*;
 
@@ -98,7 +98,7 @@ macro_rules! backend_module {
                 data: &[Option<&[u8]>],
                 stream: bool,
             ) {
-                if q.len() < generic::NT_MIN_BYTES
+                if q.len() < $syndrome_4_below
                     && let (Some(p), [Some(a), Some(b), Some(c), Some(d)]) =
                         (p.as_deref_mut(), data)
                 {
@@ -127,7 +127,13 @@ macro_rules! backend_module {
             /// blocks shorter than 4 KiB (`NT_MIN_BYTES`, which was 16 KiB); taking 4-16 KiB
             /// again was no clear gain on a Zen 3 machine (4 runs of `uraid bench parity --only
             /// pq` each, alternated: 4 x 4 KiB in cache 2.45x -> 2.09x ISA-L, streamed 0.88x ->
-            /// 0.94x, both within the runs' spread).
+            /// 0.94x, both within the runs' spread). The AVX-512 backends take 4 KiB blocks (the
+            /// engine's default stripe unit) again since the sixth session of 2026-12-06: on a
+            /// Zen 5 machine (family 26 model 2), three runs of `--only pq` each alternated,
+            /// GFNI ran 4 x 4 KiB in cache at 281-285 GB/s (2.21-2.66x ISA-L) against 246-247
+            /// (1.87-1.93x), streamed at 19.3-20.6 against 17.9-19.0; AVX-512 (two runs, the
+            /// backend forced) 187-192 against 161-164 in cache, 18.7-18.8 against 16.9-17.1
+            /// streamed. AVX2 there: +10% in cache, -10-20% streamed; it keeps the loop.
             #[target_feature(enable = $features)]
             #[inline(never)]
             unsafe fn syndrome_4(p: &mut [u8], q: &mut [u8], data: [&[u8]; 4], stream: bool) {
@@ -261,6 +267,9 @@ macro_rules! backend_module {
 // cache 2.75x -> 2.92x; chunks of 6 or 4 slots were no better streamed and cost the 8-wide
 // rows. The AVX-512 backends keep one pass up to `generic::PQ_TILE` (measured on Zen 5).
 //
+// After that figure: 4 data blocks and P of blocks shorter than this many bytes take
+// `syndrome_4` (see there).
+//
 // The tuple before the features: for stripes of more than 8 data blocks on a CPU tuned for
 // them (`probe::tuned_for_wide_stripes`, AMD's family 0x19), a software prefetch distance for
 // those that missed the caches (`generic::wide_prefetch`), and P+Q's vectors per step for
@@ -294,13 +303,14 @@ macro_rules! backend_module {
 // 0.70 (2 runs). For P+Q it ran (3, 4), (2, 4), (4, 2) and (3, 3) against (4, 4), two runs each:
 // none was better on most rows ((4, 2) ran 16 x 4K in cache at 2.2x ISA-L against 3.1x), so (4, 4)
 // stays.
-backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, 0, (0, 4, 4), "avx2");
+backend_module!(avx2, Avx2, (2, 2), (4, 4), 4096, generic::NT_MIN_BYTES, 0, (0, 4, 4), "avx2");
 backend_module!(
     avx512,
     Avx512,
     (4, 2),
     (4, 4),
     generic::PQ_TILE + 1,
+    generic::NT_MIN_BYTES + 1,
     4096,
     (4096, 4, 4),
     "avx512f,avx512bw"
@@ -311,6 +321,7 @@ backend_module!(
     (4, 2),
     (8, 4),
     generic::PQ_TILE + 1,
+    generic::NT_MIN_BYTES + 1,
     0,
     (4096, 8, 2),
     "avx512f,avx512bw,gfni"
