@@ -390,8 +390,11 @@ fn members_that_are_no_file_or_device_are_refused_by_what_they_are() {
     let paths = members("kinds", 3);
     let dir = paths[0].parent().unwrap();
     let fifo = dir.join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let directory = dir.join("dir");
+    // Left by an earlier run of the test in the same scratch directory.
+    let _ = std::fs::remove_file(&fifo);
+    let _ = std::fs::remove_dir(&directory);
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     std::fs::create_dir(&directory).unwrap();
     let cases = [
         (PathBuf::from("/dev/null"), "a character device"),
