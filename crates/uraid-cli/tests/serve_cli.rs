@@ -301,6 +301,18 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     let err = text(&out.stderr);
     assert!(err.contains("an array named a is already served") && err.contains("--name"), "{err}");
     assert!(metadata_of(&b) == b_before, "the refused serve wrote to a member");
+    // Reading the served array's contents from its members would read them torn: refused
+    // (the plan alone, which reads only superblocks, is still shown).
+    let out_path = dir.join("contents.img");
+    let mut args = vec!["assemble", "-o", out_path.to_str().unwrap()];
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("is in use: a running uraid serve"), "{err}");
+    assert!(!out_path.exists(), "no contents written");
+    let mut args = vec!["assemble"];
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    assert!(uraid(&dir, &args).status.success(), "the plan of a served array");
     drop(served);
 
     let _ = std::fs::remove_dir_all(&dir);

@@ -33,6 +33,15 @@ pub fn check_member_kind(metadata: &Metadata) -> io::Result<()> {
     ))
 }
 
+/// Whether a running `uraid serve` holds `path`: it takes an exclusive lock on every member
+/// it opens. Only files and block devices are asked (opening a pipe would wait for a writer).
+#[must_use]
+pub fn held_by_a_server(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| check_member_kind(&m).is_ok())
+        && File::open(path)
+            .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileIdentity {
     /// A block device, by device number: every node and link of it is the same device.

@@ -53,7 +53,9 @@ pub use clock::{Clock, ManualClock, RealClock};
 pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError, MergeLimits};
 pub use faulty::Faulty;
-pub use identity::{FileIdentity, check_member_kind, same_file_message, same_file_twice};
+pub use identity::{
+    FileIdentity, check_member_kind, held_by_a_server, same_file_message, same_file_twice,
+};
 pub use known_bad::{BadBlockList, KnownBad, PersistBadBlocks};
 pub use member::{
     BufPtr, FailedIo, IoCompletion, IoFailure, IoOp, IoRequest, MediaAccess, Member, MemberInfo,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use uraid_format::Uuid;
 use uraid_format::assemble::{
     AssembleError, AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan,
@@ -93,6 +93,15 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
         print!("{report}");
     }
     let Some(path) = &args.output else { return Ok(()) };
+    // md's own members cannot be assembled twice; a served array's members could be read, but
+    // they change under the read and the server's cache holds writes not yet on them.
+    if let Some(busy) = args.members.iter().find(|p| uraid_io::held_by_a_server(Path::new(p))) {
+        bail!(
+            "{busy} is in use: a running uraid serve holds it, so its array's contents would \
+             be read torn (writes land during the read, and some are still in the server's \
+             cache); read the served export instead (nbdcopy), or stop the array first"
+        );
+    }
     let bytes = if to_stdout {
         let stdout = std::io::stdout();
         ensure!(!stdout.is_terminal(), "refusing to write array contents to a terminal");

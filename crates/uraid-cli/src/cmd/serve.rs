@@ -13,7 +13,7 @@ use clap::Args;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
-use uraid_io::check_member_kind;
+use uraid_io::held_by_a_server;
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
 use uraid_md::{ArrayInfo, ConsistencyPolicy, MdArray, MdOptions};
@@ -219,13 +219,7 @@ fn tell_started(args: &ServeArgs, md: &MdArray, paths: &[PathBuf]) {
 /// socket's own check stays for what this cannot see (a name the members disagree on).
 fn refuse_a_name_in_use(name: Option<&str>, paths: &[PathBuf]) -> anyhow::Result<()> {
     // The same members served twice: the assembly says "in use", which says more.
-    let locked = |path: &PathBuf| {
-        let kind_ok = std::fs::metadata(path).is_ok_and(|m| check_member_kind(&m).is_ok());
-        kind_ok
-            && std::fs::File::open(path)
-                .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
-    };
-    if paths.iter().any(locked) {
+    if paths.iter().any(|path| held_by_a_server(path)) {
         return Ok(());
     }
     let name = if let Some(name) = name {
