@@ -310,6 +310,13 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     let err = text(&out.stderr);
     assert!(!out.status.success() && err.contains("is in use: a running uraid serve"), "{err}");
     assert!(!out_path.exists(), "no contents written");
+    let mut args = vec!["build", "-l", "6", "-n", "4", "-c", "64K", "--data-offset", "1M", "-o"];
+    args.push(out_path.to_str().unwrap());
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let out = uraid(&dir, &args);
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("is in use: a running uraid serve"), "{err}");
+    assert!(!out_path.exists(), "no contents written");
     let mut args = vec!["assemble"];
     args.extend(a.iter().map(|p| p.to_str().unwrap()));
     assert!(uraid(&dir, &args).status.success(), "the plan of a served array");

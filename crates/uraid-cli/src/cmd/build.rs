@@ -219,8 +219,17 @@ fn open_members(names: &[String]) -> anyhow::Result<Vec<Option<File>>> {
             if name == "missing" {
                 return Ok(None);
             }
-            let file =
-                File::open(name).with_context(|| format!("cannot open member {role} ({name})"))?;
+            // As `assemble -o`: a served array's members would be read torn.
+            if uraid_io::held_by_a_server(std::path::Path::new(name)) {
+                bail!(
+                    "member {role} ({name}) is in use: a running uraid serve holds it, so the \
+                     array would be read torn; read the served export instead, or stop it first"
+                );
+            }
+            let file = std::fs::metadata(name)
+                .and_then(|m| uraid_io::check_member_kind(&m))
+                .and_then(|()| File::open(name))
+                .with_context(|| format!("cannot open member {role} ({name})"))?;
             Ok(Some(file))
         })
         .collect()
