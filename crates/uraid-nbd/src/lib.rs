@@ -59,6 +59,11 @@ pub struct ServerConfig {
     /// The maximum request length (a multiple of 512): longer reads, writes and zeroing fail
     /// with EINVAL.
     pub block_bytes_max: u32,
+    /// How long a client may take from its connect to the end of the handshake before it is
+    /// disconnected (qemu-nbd's --handshake-limit, 10 s by default there too): each
+    /// connection holds a thread and a socket, and one that never finishes would hold them
+    /// for ever. `None`: no limit.
+    pub handshake_limit: Option<std::time::Duration>,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +74,7 @@ impl Default for ServerConfig {
             read_only: false,
             preferred_block_bytes: None,
             block_bytes_max: DEFAULT_BLOCK_BYTES_MAX,
+            handshake_limit: Some(std::time::Duration::from_secs(10)),
         }
     }
 }

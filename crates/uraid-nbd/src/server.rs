@@ -8,7 +8,7 @@
 
 use crate::backend::BlockBackend;
 use crate::handshake::{self, Export, HandshakeError, Outcome};
-use crate::socket::Socket;
+use crate::socket::{Deadline, Socket};
 use crate::stats::{Counters, ServerStats, bump};
 use crate::transmission::{self, End};
 use crate::wire::{self, Request};
@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub backend: Arc<dyn BlockBackend>,
     pub export: Export,
     pub counters: Counters,
+    /// `ServerConfig::handshake_limit`.
+    pub handshake_limit: Option<std::time::Duration>,
 }
 
 impl Shared {
@@ -60,8 +62,10 @@ impl Server {
         backend: Arc<dyn BlockBackend>,
         config: ServerConfig,
     ) -> Result<Server, ServerError> {
+        let handshake_limit = config.handshake_limit;
         let export = export(backend.as_ref(), config)?;
-        Ok(Server { shared: Arc::new(Shared { backend, export, counters: Counters::default() }) })
+        let counters = Counters::default();
+        Ok(Server { shared: Arc::new(Shared { backend, export, counters, handshake_limit }) })
     }
 
     /// Listens on `addr` (port 0: any free port, see `ServerHandle::local_addr`).
@@ -242,8 +246,19 @@ fn accept_loop(
 
 pub(crate) fn serve_connection(mut socket: Socket, shared: &Arc<Shared>) {
     let refused = || bump(&shared.counters.connections_refused, 1);
-    match handshake::negotiate(&mut socket, &shared.export) {
+    let negotiated = match shared.handshake_limit {
+        Some(limit) => {
+            let until = std::time::Instant::now() + limit;
+            handshake::negotiate(&mut Deadline { socket: &mut socket, until }, &shared.export)
+        }
+        None => handshake::negotiate(&mut socket, &shared.export),
+    };
+    match negotiated {
         Ok(Outcome::Transmission { structured }) => {
+            // Transmission waits on the client as long as it likes (an idle mount).
+            if shared.handshake_limit.is_some() && socket.set_timeouts(None).is_err() {
+                return;
+            }
             bump(&shared.counters.connections_transmitting, 1);
             if let Ok(End::BadMagic(_)) = transmission::transmit(socket, shared, structured) {
                 refused();

@@ -5,6 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 /// A Unix socket's send buffer: 4 x 1 MiB replies.
 const SEND_BUFFER_BYTES: usize = 4 << 20;
@@ -42,6 +43,57 @@ impl Socket {
             Socket::Tcp(s) => s.shutdown(how),
             Socket::Unix(s) => s.shutdown(how),
         };
+    }
+}
+
+impl Socket {
+    /// Bounds each read and write (`None`: wait for ever).
+    pub fn set_timeouts(&self, limit: Option<Duration>) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => {
+                s.set_read_timeout(limit)?;
+                s.set_write_timeout(limit)
+            }
+            Socket::Unix(s) => {
+                s.set_read_timeout(limit)?;
+                s.set_write_timeout(limit)
+            }
+        }
+    }
+}
+
+/// A socket whose reads and writes must all be done by `until` (the handshake's limit): each
+/// gets the time left as its timeout, so a client that trickles a byte at a time gains none.
+pub(crate) struct Deadline<'a> {
+    pub socket: &'a mut Socket,
+    pub until: Instant,
+}
+
+impl Deadline<'_> {
+    fn arm(&self) -> io::Result<()> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the handshake took too long"));
+        }
+        self.socket.set_timeouts(Some(left))
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.socket.read(buf)
+    }
+}
+
+impl Write for Deadline<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.arm()?;
+        self.socket.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.socket.flush()
     }
 }
 

@@ -309,3 +309,47 @@ fn a_read_only_export_refuses_writes_with_eperm() {
     handle.shutdown();
     assert!(!path.exists(), "the socket file is removed at shutdown");
 }
+
+/// A client that connects and never finishes the handshake, silent or trickling a byte at a
+/// time, is disconnected at the handshake limit (qemu-nbd's --handshake-limit): it held a
+/// thread and a socket for ever before. Transmission has no limit: an idle client stays.
+#[test]
+fn a_handshake_never_finished_is_cut_off_at_the_limit() {
+    let backend = Arc::new(uraid_nbd::MemoryBackend::new(MIB, 64 * KIB as u32));
+    let limit = std::time::Duration::from_millis(400);
+    let config = uraid_nbd::ServerConfig {
+        handshake_limit: Some(limit),
+        ..uraid_nbd::ServerConfig::default()
+    };
+    let server = uraid_nbd::Server::new(backend, config).unwrap();
+    let handle = server.serve_tcp("127.0.0.1:0").unwrap();
+    let uraid_nbd::ListenAddr::Tcp(addr) = handle.local_addr().clone() else { unreachable!() };
+
+    let started = std::time::Instant::now();
+    let mut silent = raw_greeted(addr);
+    assert_closed(&mut silent, "a silent client past the limit");
+    let waited = started.elapsed();
+    assert!(waited >= limit && waited < limit * 10, "cut off after {waited:?}");
+
+    // A byte of an option header every 100 ms: each read is quick, the handshake is not.
+    let started = std::time::Instant::now();
+    let mut trickle = raw_greeted(addr);
+    let header = [0x49u8, 0x48, 0x41, 0x56, 0x45, 0x4f, 0x50, 0x54, 0, 0, 0, 1, 0, 0, 0, 0];
+    for byte in header.iter().cycle().take(40) {
+        if trickle.write_all(&[*byte]).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_closed(&mut trickle, "a trickling client past the limit");
+    assert!(started.elapsed() < limit * 12, "cut off after {:?}", started.elapsed());
+
+    // A client that finished its handshake may then sit idle longer than the limit.
+    let mut c = Client::connect_tcp(addr, "").unwrap();
+    std::thread::sleep(limit * 2);
+    let data = pattern(9, 4096);
+    c.write(0, &data, false).unwrap();
+    assert_same(&c.read(0, 4096).unwrap(), &data, "after an idle spell");
+    c.disconnect().unwrap();
+    drop(handle);
+}
