@@ -110,30 +110,45 @@ pub fn build_bitmap(array: &NewArray<'_>) -> BitmapSuper {
     BitmapSuper::new_internal(array.set_uuid, array.size_sectors, chunk_bytes)
 }
 
-/// Where mdadm puts the bad block log: after the bitmap room when it fits before the data,
-/// else in the last 8 sectors before the data, else nowhere (0, 0).
-fn bad_block_log(array: &NewArray<'_>) -> (i32, u16) {
-    let bitmap_space_sectors = if array.internal_bitmap {
-        (build_bitmap(array).reserved_bytes() / 512) as u64
-    } else {
-        choose_bitmap_space_sectors(array.size_sectors)
+/// Where mdadm puts the bad block log: after the bitmap (the one written, `bitmap`, as
+/// mdadm's calc_bitmap_size measures it; without one, after the room mdadm leaves for one)
+/// when it fits before the data, else in the last 8 sectors before the data, else nowhere
+/// (0, 0). With an internal bitmap the second place would be inside the bitmap (mdadm puts it
+/// there all the same): no log then, rather than a log and a bitmap written over each other.
+fn bad_block_log(array: &NewArray<'_>, bitmap: Option<&BitmapSuper>) -> (i32, u16) {
+    let bitmap_space_sectors = match (array.internal_bitmap, bitmap) {
+        (true, Some(bitmap)) => (bitmap.reserved_bytes() / 512) as u64,
+        (true, None) => (build_bitmap(array).reserved_bytes() / 512) as u64,
+        (false, _) => choose_bitmap_space_sectors(array.size_sectors),
     };
     let super_offset = V1_2_SUPER_OFFSET_SECTORS;
     let bitmap_end = BITMAP_OFFSET_SECTORS as u64 + bitmap_space_sectors;
     let data_offset = array.data_offset_sectors;
     if data_offset >= super_offset + bitmap_end + u64::from(BBLOG_SIZE_SECTORS) {
         (bitmap_end as i32, BBLOG_SIZE_SECTORS)
-    } else if data_offset >= super_offset + 16 {
+    } else if !array.internal_bitmap && data_offset >= super_offset + 16 {
         ((data_offset - 8 - super_offset) as i32, BBLOG_SIZE_SECTORS)
     } else {
         (0, 0)
     }
 }
 
-/// Builds, seals and validates the superblock of one member of a new array.
+/// Builds, seals and validates the superblock of one member of a new array (with mdadm's
+/// default bitmap when it has one).
 pub fn build_superblock(
     array: &NewArray<'_>,
     member: &NewMember<'_>,
+) -> Result<Superblock1, CreateError> {
+    let bitmap = array.internal_bitmap.then(|| build_bitmap(array));
+    build_superblock_with(array, member, bitmap.as_ref())
+}
+
+/// `build_superblock` for the internal bitmap that will be written (`--bitmap-chunk`): its
+/// size decides where the bad block log goes.
+pub fn build_superblock_with(
+    array: &NewArray<'_>,
+    member: &NewMember<'_>,
+    bitmap: Option<&BitmapSuper>,
 ) -> Result<Superblock1, CreateError> {
     let name = array.name.as_bytes();
     if name.len() > NAME_MAX_BYTES {
@@ -148,7 +163,7 @@ pub fn build_superblock(
         let device_sectors = member.device_sectors;
         return Err(CreateError::DeviceTooSmall { device_sectors, data_offset_sectors });
     }
-    let mut superblock = fresh_fields(array, member);
+    let mut superblock = fresh_fields(array, member, bitmap);
     let mut set_name = [0u8; 32];
     set_name[..name.len()].copy_from_slice(name);
     superblock.set_name = set_name;
@@ -161,8 +176,12 @@ pub fn build_superblock(
 }
 
 /// Every field except the name and role table.
-fn fresh_fields(array: &NewArray<'_>, member: &NewMember<'_>) -> Superblock1 {
-    let (bblog_offset_sectors, bblog_size_sectors) = bad_block_log(array);
+fn fresh_fields(
+    array: &NewArray<'_>,
+    member: &NewMember<'_>,
+    bitmap: Option<&BitmapSuper>,
+) -> Superblock1 {
+    let (bblog_offset_sectors, bblog_size_sectors) = bad_block_log(array, bitmap);
     let (feature_map, bitmap_offset_sectors) = if array.internal_bitmap {
         (feature::BITMAP_OFFSET, BITMAP_OFFSET_SECTORS)
     } else {
@@ -222,5 +241,38 @@ mod tests {
         assert_eq!(default_data_offset_sectors(1 << 31, 1024), 262_144 + 2048);
         assert_eq!(max_dev_for(4), 128);
         assert_eq!(max_dev_for(129), 384);
+    }
+
+    /// The bad block log goes after the bitmap that is written, however many bits it has
+    /// (mdadm's calc_bitmap_size), and never inside it: a 64 GiB member with 1 MiB bitmap
+    /// chunks has a 24-sector bitmap, and the log was put 16 sectors in, over its bits.
+    #[test]
+    fn the_bad_block_log_never_lies_in_the_bitmap() {
+        let size_sectors = 64 << 21;
+        let mut array = NewArray {
+            set_uuid: Uuid([3; 16]),
+            name: "bb",
+            level: Level::Raid5,
+            layout: 2,
+            chunk_sectors: 1024,
+            raid_disks: 3,
+            size_sectors,
+            data_offset_sectors: 133_120,
+            ctime_seconds: 1,
+            utime_seconds: 1,
+            events: 1,
+            clean: false,
+            internal_bitmap: true,
+        };
+        let many = BitmapSuper::new_internal(array.set_uuid, size_sectors, 1 << 20);
+        assert_eq!(many.reserved_bytes(), 24 * 512);
+        assert_eq!(bad_block_log(&array, Some(&many)), (8 + 24, BBLOG_SIZE_SECTORS));
+        assert_eq!(bad_block_log(&array, None), (8 + 8, BBLOG_SIZE_SECTORS), "default bitmap");
+        // No room after the bitmap: none (mdadm's second place is inside the bitmap).
+        array.data_offset_sectors = 24;
+        assert_eq!(bad_block_log(&array, None), (0, 0));
+        // Without a bitmap the last 8 sectors before the data are free.
+        array.internal_bitmap = false;
+        assert_eq!(bad_block_log(&array, None), (8, BBLOG_SIZE_SECTORS));
     }
 }

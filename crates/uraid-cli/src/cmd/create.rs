@@ -19,11 +19,12 @@ use std::os::unix::fs::FileExt;
 use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_core::{Geometry, Layout, Level as CoreLevel};
 use uraid_format::create::{
-    NewArray, NewMember, build_bitmap, build_superblock, choose_bitmap_space_sectors,
-    default_data_offset_sectors,
+    BITMAP_OFFSET_SECTORS, NewArray, NewMember, build_bitmap, build_superblock_with,
+    choose_bitmap_space_sectors, default_data_offset_sectors,
 };
 use uraid_format::{
-    BITMAP_SUPER_BYTES, BitmapSuper, DevRole, Level, Superblock1, Uuid, WriteIntentBitmap,
+    BITMAP_SUPER_BYTES, BitmapSuper, DevRole, Level, Superblock1, Uuid, V1_2_SUPER_OFFSET_SECTORS,
+    WriteIntentBitmap,
 };
 use uraid_io::{same_file_message, same_file_twice};
 
@@ -113,7 +114,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
             device_sectors: *device_sectors,
             dev_roles: &roles,
         };
-        let superblock = build_superblock(&array, &member)
+        let superblock = build_superblock_with(&array, &member, bitmap.as_ref())
             .with_context(|| format!("member {index} ({path})"))?;
         superblocks.push(superblock);
     }
@@ -334,7 +335,11 @@ fn choose_bitmap(args: &CreateArgs, array: &NewArray<'_>) -> anyhow::Result<Opti
         ensure!(args.bitmap_chunk.is_none(), "--bitmap-chunk needs --bitmap internal");
         return Ok(None);
     }
-    let Some(text) = &args.bitmap_chunk else { return Ok(Some(build_bitmap(array))) };
+    let Some(text) = &args.bitmap_chunk else {
+        let bitmap = build_bitmap(array);
+        check_bitmap_before_data(array, &bitmap)?;
+        return Ok(Some(bitmap));
+    };
     let chunk = parse_size(text)?;
     ensure!(
         chunk.is_power_of_two() && (4096..=1 << 30).contains(&chunk),
@@ -348,7 +353,25 @@ fn choose_bitmap(args: &CreateArgs, array: &NewArray<'_>) -> anyhow::Result<Opti
         "--bitmap-chunk {text}: {bits} bits do not fit the {room_bytes} bytes of bitmap room; \
          use a larger chunk"
     );
-    Ok(Some(BitmapSuper::new_internal(array.set_uuid, array.size_sectors, chunk as u32)))
+    let bitmap = BitmapSuper::new_internal(array.set_uuid, array.size_sectors, chunk as u32);
+    check_bitmap_before_data(array, &bitmap)?;
+    Ok(Some(bitmap))
+}
+
+/// The bitmap (4 KiB after the superblock) must end before the data: a small `--data-offset`
+/// with many bits would have md write the bitmap over the array's first blocks.
+fn check_bitmap_before_data(array: &NewArray<'_>, bitmap: &BitmapSuper) -> anyhow::Result<()> {
+    let end = V1_2_SUPER_OFFSET_SECTORS
+        + BITMAP_OFFSET_SECTORS as u64
+        + (bitmap.reserved_bytes() / 512) as u64;
+    ensure!(
+        end <= array.data_offset_sectors,
+        "the bitmap ({} KiB from 8 KiB) would run to sector {end}, past the data offset ({} \
+         sectors): use a larger --data-offset or --bitmap-chunk",
+        bitmap.reserved_bytes() >> 10,
+        array.data_offset_sectors
+    );
+    Ok(())
 }
 
 /// Writes the 4 KiB superblock area (zero-padded, as md keeps it) and the bitmap, then syncs.
