@@ -19,8 +19,7 @@ pub(crate) struct Opened {
 
 pub(crate) fn open_member(path: &Path, want_direct: bool, write: bool) -> io::Result<Opened> {
     let name = path.display().to_string();
-    crate::check_member_kind(&std::fs::metadata(path)?)?;
-    let mut buffered = OpenOptions::new().read(true).write(write).open(path)?;
+    let mut buffered = crate::open_member_path(path, write)?;
     let size_bytes = buffered.seek(SeekFrom::End(0))?;
     let is_block = buffered.metadata()?.file_type().is_block_device();
     let direct_file = if want_direct { open_direct(path, is_block, write)? } else { None };

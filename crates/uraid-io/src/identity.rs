@@ -33,13 +33,20 @@ pub fn check_member_kind(metadata: &Metadata) -> io::Result<()> {
     ))
 }
 
+/// Opens `path` as members are opened (for reading, and writing when `write`), once
+/// `check_member_kind` has passed on the path: before the open, which on a pipe waits for a
+/// writer.
+pub fn open_member_path(path: &Path, write: bool) -> io::Result<File> {
+    check_member_kind(&std::fs::metadata(path)?)?;
+    std::fs::OpenOptions::new().read(true).write(write).open(path)
+}
+
 /// Whether a running `uraid serve` holds `path`: it takes an exclusive lock on every member
-/// it opens. Only files and block devices are asked (opening a pipe would wait for a writer).
+/// it opens. Only files and block devices are asked (`open_member_path`).
 #[must_use]
 pub fn held_by_a_server(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| check_member_kind(&m).is_ok())
-        && File::open(path)
-            .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+    open_member_path(path, false)
+        .is_ok_and(|f| matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

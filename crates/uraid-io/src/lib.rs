@@ -54,7 +54,8 @@ pub use counters::{CountersSnapshot, MemberCounters};
 pub use driver::{Driver, DriverError, MergeLimits};
 pub use faulty::Faulty;
 pub use identity::{
-    FileIdentity, check_member_kind, held_by_a_server, same_file_message, same_file_twice,
+    FileIdentity, check_member_kind, held_by_a_server, open_member_path, same_file_message,
+    same_file_twice,
 };
 pub use known_bad::{BadBlockList, KnownBad, PersistBadBlocks};
 pub use member::{

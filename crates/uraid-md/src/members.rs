@@ -31,9 +31,7 @@ pub fn device_size_bytes(file: &File) -> io::Result<u64> {
 pub fn read_candidate(path: &Path) -> Candidate {
     let name = path.display().to_string();
     let read = || -> io::Result<(u64, Vec<u8>)> {
-        // Before the open: opening a pipe waits for a writer.
-        uraid_io::check_member_kind(&std::fs::metadata(path)?)?;
-        let file = File::open(path)?;
+        let file = uraid_io::open_member_path(path, false)?;
         let size_bytes = device_size_bytes(&file)?;
         let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
         let end = SUPERBLOCK_OFFSET_BYTES + SUPERBLOCK_AREA_BYTES as u64;
@@ -48,9 +46,7 @@ pub fn read_candidate(path: &Path) -> Candidate {
     match read() {
         Ok((size_bytes, area)) => Candidate { name, size_bytes, superblock_area: Ok(area) },
         Err(e) => {
-            let size_bytes = std::fs::metadata(path)
-                .and_then(|m| uraid_io::check_member_kind(&m))
-                .and_then(|()| File::open(path))
+            let size_bytes = uraid_io::open_member_path(path, false)
                 .and_then(|f| device_size_bytes(&f))
                 .unwrap_or(0);
             Candidate { name, size_bytes, superblock_area: Err(e.to_string()) }

@@ -362,9 +362,7 @@ impl Inner {
         let refuse = |m: String| MdError::Member { path: path.to_owned(), message: m };
         // What it is before the open: opening a pipe waits for a writer, and the array's
         // control thread with it.
-        let (size, id) = std::fs::metadata(p)
-            .and_then(|m| uraid_io::check_member_kind(&m))
-            .and_then(|()| std::fs::File::open(p))
+        let (size, id) = uraid_io::open_member_path(p, false)
             .and_then(|f| Ok((device_size_bytes(&f)?, FileIdentity::of_file(&f)?)))
             .map_err(|e| refuse(format!("cannot open: {e}")))?;
         // By identity, not by path: `./m1` or a link to an active member, taken as a spare,

@@ -44,9 +44,7 @@ impl Socket {
             Socket::Unix(s) => s.shutdown(how),
         };
     }
-}
 
-impl Socket {
     /// Bounds each read and write (`None`: wait for ever).
     pub fn set_timeouts(&self, limit: Option<Duration>) -> io::Result<()> {
         match self {

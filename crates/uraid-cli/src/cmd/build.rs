@@ -226,9 +226,7 @@ fn open_members(names: &[String]) -> anyhow::Result<Vec<Option<File>>> {
                      array would be read torn; read the served export instead, or stop it first"
                 );
             }
-            let file = std::fs::metadata(name)
-                .and_then(|m| uraid_io::check_member_kind(&m))
-                .and_then(|()| File::open(name))
+            let file = uraid_io::open_member_path(std::path::Path::new(name), false)
                 .with_context(|| format!("cannot open member {role} ({name})"))?;
             Ok(Some(file))
         })

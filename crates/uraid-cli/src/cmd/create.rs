@@ -13,7 +13,7 @@ use crate::args::parse_size;
 use crate::cmd::md_meta::{SUPERBLOCK_AREA_BYTES, SUPERBLOCK_OFFSET_BYTES, device_size_bytes};
 use anyhow::{Context, bail, ensure};
 use clap::Args;
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -233,9 +233,7 @@ fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)
     }
     let mut files = Vec::new();
     for path in paths {
-        let file = std::fs::metadata(path)
-            .and_then(|m| uraid_io::check_member_kind(&m))
-            .and_then(|()| OpenOptions::new().read(true).write(true).open(path))
+        let file = uraid_io::open_member_path(std::path::Path::new(path), true)
             .with_context(|| format!("cannot open member {path} (members must exist)"))?;
         match file.try_lock() {
             Ok(()) => {}
