@@ -206,6 +206,10 @@ macro_rules! backend_module {
                 stream: bool,
             ) {
                 if data.len() > generic::XOR_CHUNK {
+                    if generic::syndrome_is_wide::<{ $pq_wide_from }>(true, out.0.len(), data) {
+                        // SAFETY: as above.
+                        return unsafe { recov_2data_wide(out, data, top, pq, coefs, stream) };
+                    }
                     // SAFETY: as above.
                     return unsafe { recov_2data_many(out, data, top, pq, coefs, stream) };
                 }
@@ -234,6 +238,25 @@ macro_rules! backend_module {
                 // SAFETY: as above.
                 unsafe {
                     generic::recov_2data_fused::<$vector, $pq_many, $pq_many, $prefetch>(
+                        out, data, top, pq, coefs, stream,
+                    )
+                }
+            }
+
+            /// As `syndrome_wide`: wide stripes of long blocks in column tiles.
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            unsafe fn recov_2data_wide(
+                out: (&mut [u8], &mut [u8]),
+                data: &[Option<&[u8]>],
+                top: Option<usize>,
+                pq: (&[u8], &[u8]),
+                coefs: (u8, u8),
+                stream: bool,
+            ) {
+                // SAFETY: as above.
+                unsafe {
+                    generic::recov_2data_wide::<$vector, $unroll, $pq_many_missed, $prefetch>(
                         out, data, top, pq, coefs, stream,
                     )
                 }

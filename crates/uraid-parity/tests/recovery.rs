@@ -39,9 +39,19 @@ fn stripe(n: usize, len: usize, seed: u64, zero: &[usize]) -> Stripe {
 /// Loses `losses` (their buffers are filled with garbage), recovers with `be`, and checks that
 /// every block is back.
 fn round_trip(be: Backend, s: &Stripe, losses: &[Loss]) -> Result<(), String> {
+    round_trip_placed(be, s, losses, 3)
+}
+
+/// `round_trip` with the lost blocks' buffers starting `skew` bytes past a 64-byte boundary
+/// (aligned outputs may take non-temporal stores).
+fn round_trip_placed(be: Backend, s: &Stripe, losses: &[Loss], skew: usize) -> Result<(), String> {
     let len = s.p.len();
-    let mut bufs: Vec<Vec<u8>> = (0..losses.len()).map(|k| vec![0xe7 ^ k as u8; len]).collect();
-    let mut bufs = bufs.iter_mut();
+    let mut bufs: Vec<Vec<u8>> =
+        (0..losses.len()).map(|k| vec![0xe7 ^ k as u8; len + 64 + skew]).collect();
+    let mut bufs = bufs.iter_mut().map(|b| {
+        let at = b.as_ptr().align_offset(64) + skew;
+        &mut b[at..at + len]
+    });
     let mut lost_buf = |loss| if losses.contains(&loss) { bufs.next() } else { None };
     let mut p = match lost_buf(Loss::P) {
         Some(b) => Block::Lost(b),
@@ -115,6 +125,36 @@ fn every_pattern_at_254_data_blocks() {
         if losses.len() == 1 || losses.iter().any(edge) {
             for be in backends() {
                 round_trip(be, &s, &losses).unwrap();
+            }
+        }
+    }
+}
+
+/// Wide stripes of long blocks, which the SIMD backends recover in column tiles of slots:
+/// lengths past a tile and odd tails, losses that leave the top slots empty (fewer chunks),
+/// zero blocks, aligned and misaligned outputs, each kind of store forced.
+#[test]
+fn wide_stripes_of_long_blocks() {
+    use uraid_parity::Stores;
+    let cases =
+        [(9, 40_000, &[][..]), (16, 65_536, &[]), (17, 65_536 + 5, &[4]), (33, 70_000, &[32])];
+    for stores in [Stores::NonTemporal, Stores::Ordinary, Stores::Probe] {
+        uraid_parity::set_stores(stores);
+        for (i, &(n, len, zero)) in cases.iter().enumerate() {
+            let s = stripe(n, len, i as u64 + 7, zero);
+            let top = (0..n).rev().find(|k| !zero.contains(k)).expect("a data block");
+            let pairs = [(0, top), (top - 1, top), (0, 1), (3, 8), (1, n - 8), (n - 9, top)];
+            for (a, b) in pairs {
+                let losses = [Loss::Data(a), Loss::Data(b)];
+                if a == b || losses.iter().any(|l| matches!(l, Loss::Data(k) if zero.contains(k))) {
+                    continue;
+                }
+                for be in backends() {
+                    for skew in [0, 3] {
+                        let r = round_trip_placed(be, &s, &losses, skew);
+                        assert_eq!(r, Ok(()), "n={n} len={len} {stores:?} skew={skew}");
+                    }
+                }
             }
         }
     }

@@ -875,6 +875,127 @@ unsafe fn recov_2data_whole<V: Vector, const UNROLL: usize, const PF: usize>(
     groups!(V, len, o, 1, |off| { unsafe { group::<V, 1, PF>(ptrs, tables, data, top, off, nt) } })
 }
 
+/// `recov_2data_fused` for wide stripes of long blocks, in column tiles as `syndrome_wide`
+/// does P+Q: the surviving data's sums go through each tile in chunks of [`XOR_CHUNK`] slots
+/// (the sums between chunks in the outputs, or in scratch tiles when these get non-temporal
+/// stores), and the pass over the lowest chunk combines them with P and Q and stores the lost
+/// blocks. One pass over 16 data blocks keeps 18 streams in flight, more than the L1's misses
+/// queue (see [`XOR_FEW_SOURCES`]). On a Zen 5 machine (the seventh session of 2026-12-06,
+/// `uraid bench parity --only recov_2data`, builds alternated), 16 x 64 KiB in cache went from
+/// 86-88 GB/s to 109-115 (GFNI), 69 to 75-76 (AVX-512 forced) and 56-57 to 68-70 (AVX2
+/// forced, which takes this from 4 KiB blocks, as its P+Q: 16 x 4 KiB 57-58 -> 63); GFNI's
+/// 16 x 4 KiB fell from 122-130 to 115 in tiles, so the AVX-512 backends keep one pass there.
+#[inline(always)]
+pub(crate) unsafe fn recov_2data_wide<
+    V: Vector,
+    const UNROLL: usize,
+    const MISSED: usize,
+    const PF: usize,
+>(
+    (dx, dy): (&mut [u8], &mut [u8]),
+    data: &[Option<&[u8]>],
+    top: Option<usize>,
+    (p, q): (&[u8], &[u8]),
+    (a, b): (u8, u8),
+    stream: bool,
+) {
+    let Some(top) = top.filter(|&top| top >= XOR_CHUNK) else {
+        return unsafe {
+            recov_2data_fused::<V, UNROLL, MISSED, PF>((dx, dy), data, top, (p, q), (a, b), stream);
+        };
+    };
+    let len = dx.len();
+    let ptrs = (dx.as_mut_ptr(), dy.as_mut_ptr(), p.as_ptr(), q.as_ptr());
+    let tables = unsafe { (V::table(a), V::table(b)) };
+    let srcs = data.iter().flatten().map(|d| d.as_ptr()).chain([ptrs.2, ptrs.3]);
+    let nt = use_nt::<V>(stream, len, &[ptrs.0, ptrs.1], srcs);
+    let o = if MISSED != UNROLL && nt {
+        unsafe { recov_2data_tiles::<V, MISSED, PF>(ptrs, tables, data, top, len, nt) }
+    } else {
+        unsafe { recov_2data_tiles::<V, UNROLL, PF>(ptrs, tables, data, top, len, nt) }
+    };
+    fence(nt);
+    if o < len {
+        scalar::syndrome(Some(&mut dx[o..]), &mut dy[o..], &tail(data, o), 0);
+        scalar::recov_2data(&mut dx[o..], &mut dy[o..], &p[o..], &q[o..], a, b, 0);
+    }
+}
+
+/// `recov_2data_wide` once its stores are chosen (`data[top]` holds data and `top` is at
+/// least [`XOR_CHUNK`]); returns where the whole vectors end.
+#[inline(always)]
+unsafe fn recov_2data_tiles<V: Vector, const UNROLL: usize, const PF: usize>(
+    ptrs: (*mut u8, *mut u8, *const u8, *const u8),
+    tables: (V::Table, V::Table),
+    data: &[Option<&[u8]>],
+    top: usize,
+    len: usize,
+    nt: bool,
+) -> usize {
+    #[inline(always)]
+    unsafe fn last_group<V: Vector, const N: usize, const PF: usize>(
+        from: (*const u8, *const u8),
+        (xp, yp, pp, qp): (*mut u8, *mut u8, *const u8, *const u8),
+        tables: (V::Table, V::Table),
+        data: &[Option<&[u8]>],
+        off: usize,
+        nt: bool,
+    ) {
+        unsafe {
+            let (mut ps, mut qs): ([V; N], [V; N]) =
+                (load_n(from.0.wrapping_add(off)), load_n(from.1.wrapping_add(off)));
+            horner_below::<V, N, PF>(&mut ps, &mut qs, data, off);
+            combine_2data((&mut ps, &mut qs), (pp, qp), tables, off);
+            store_out(ps, xp.add(off), nt);
+            store_out(qs, yp.add(off), nt);
+        }
+    }
+    let mut scratch =
+        (MaybeUninit::<Tile<PQ_TILE>>::uninit(), MaybeUninit::<Tile<PQ_TILE>>::uninit());
+    let mut start = 0;
+    loop {
+        let end = len.min(start + PQ_TILE);
+        let between = if nt {
+            (tile_base(&mut scratch.0, start), tile_base(&mut scratch.1, start))
+        } else {
+            (ptrs.0, ptrs.1)
+        };
+        let (from, to) =
+            ((between.0.cast_const(), between.1.cast_const()), (Some(between.0), between.1));
+        let lo = top + 1 - XOR_CHUNK;
+        unsafe {
+            syndrome_pass::<V, UNROLL, PF, false>(
+                from,
+                to,
+                &data[lo..=top],
+                top - lo,
+                start,
+                end,
+                false,
+            )
+        };
+        let mut hi = lo;
+        while hi > XOR_CHUNK {
+            let lo = hi - XOR_CHUNK;
+            unsafe {
+                syndrome_pass::<V, UNROLL, PF, true>(from, to, &data[lo..hi], 0, start, end, false)
+            };
+            hi = lo;
+        }
+        let below = &data[..hi];
+        let o = groups!(V, end, start, UNROLL, |off| {
+            unsafe { last_group::<V, UNROLL, PF>(from, ptrs, tables, below, off, nt) }
+        });
+        let o = groups!(V, end, o, 1, |off| {
+            unsafe { last_group::<V, 1, PF>(from, ptrs, tables, below, off, nt) }
+        });
+        if end >= len {
+            return o;
+        }
+        start = end;
+    }
+}
+
 /// Vectors a step of two-block recovery when its stripe missed the caches (the backends with
 /// fewer in their `UNROLL` keep theirs). On the Zen 4 VM of the second session of 2026-12-05,
 /// streamed recovery of 8 x 64 KiB ran at 83-87% of the reference with ordinary stores and 8
