@@ -11,6 +11,7 @@
 //! start, both in units of `2^bblog_shift` sectors, the start counted from the device's start
 //! (data offset included). The first all-ones word ends the list.
 
+use crate::BitmapSuper;
 use crate::feature;
 use crate::superblock::Superblock1;
 
@@ -36,6 +37,26 @@ impl Superblock1 {
         let start =
             self.super_offset_sectors.checked_add_signed(i64::from(self.bblog_offset_sectors))?;
         Some((start, self.bblog_size_sectors.min(MAX_LOG_SECTORS)))
+    }
+}
+
+impl Superblock1 {
+    /// Whether the bad block log's place lies inside the internal bitmap (`bitmap`: its
+    /// superblock), counted as mdadm reserves the bitmap (`BitmapSuper::reserved_bytes`).
+    /// uraid's create before 7269acd put the log there when `--bitmap-chunk` made the bitmap
+    /// larger than mdadm's default one: bitmap writes land on the log's entries and the log's
+    /// writes on bitmap bits, so the log can be neither read nor written.
+    #[must_use]
+    pub fn bad_block_log_in_bitmap(&self, bitmap: &BitmapSuper) -> bool {
+        if !self.has_bitmap() || self.bblog_offset_sectors == 0 || self.bblog_size_sectors == 0 {
+            return false;
+        }
+        let log = i64::from(self.bblog_offset_sectors);
+        let log_end = log + i64::from(self.bblog_size_sectors);
+        let map = i64::from(self.bitmap_offset_sectors);
+        let map_end =
+            map.saturating_add(i64::try_from(bitmap.reserved_bytes() / 512).unwrap_or(i64::MAX));
+        log < map_end && map < log_end
     }
 }
 

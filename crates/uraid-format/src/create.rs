@@ -268,6 +268,24 @@ mod tests {
         assert_eq!(many.reserved_bytes(), 24 * 512);
         assert_eq!(bad_block_log(&array, Some(&many)), (8 + 24, BBLOG_SIZE_SECTORS));
         assert_eq!(bad_block_log(&array, None), (8 + 8, BBLOG_SIZE_SECTORS), "default bitmap");
+        // What assembly checks (`Superblock1::bad_block_log_in_bitmap`): clear of the bitmap
+        // written, inside it where the default bitmap's place was used.
+        let roles = [crate::DevRole::Active(0)];
+        let member = NewMember {
+            dev_number: 0,
+            device_uuid: Uuid([4; 16]),
+            device_sectors: size_sectors + 133_120,
+            dev_roles: &roles,
+        };
+        let mut sb = build_superblock_with(&array, &member, Some(&many)).unwrap();
+        assert!(!sb.bad_block_log_in_bitmap(&many));
+        sb.bblog_offset_sectors = 8 + 8;
+        assert!(sb.bad_block_log_in_bitmap(&many));
+        assert!(!sb.bad_block_log_in_bitmap(&BitmapSuper::new_internal(
+            array.set_uuid,
+            1 << 21,
+            1 << 20
+        )));
         // No room after the bitmap: none (mdadm's second place is inside the bitmap).
         array.data_offset_sectors = 24;
         assert_eq!(bad_block_log(&array, None), (0, 0));

@@ -52,6 +52,18 @@ impl Metadata {
             sb.feature_map |= feature::BAD_BLOCKS;
             let Some((at, sectors)) = sb.bad_block_log() else { continue };
             let d = &self.devices[i];
+            if self.bitmap.as_ref().is_some_and(|b| sb.bad_block_log_in_bitmap(b)) {
+                // No list then, as on a member without a log: a failed data write fails it.
+                let listed =
+                    d.own.as_ref().is_some_and(|own| own.feature_map & feature::BAD_BLOCKS != 0);
+                let entries = if listed { "; the bad blocks it lists are not trusted" } else { "" };
+                say!(
+                    "uraid: {}: its bad block log lies inside the bitmap (created so by uraid \
+                     before 7269acd): the log is not used{entries}",
+                    d.path.display()
+                );
+                continue;
+            }
             // Only a device's own superblock says what its log holds (a new spare: nothing).
             let found = match &d.own {
                 Some(_) => crate::members::known_bad_bytes(&d.path)?,

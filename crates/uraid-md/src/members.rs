@@ -108,14 +108,33 @@ pub fn known_bad_bytes(path: &Path) -> io::Result<Vec<std::ops::Range<u64>>> {
 
 /// The entries of `path`'s md bad block log as md keeps them (device sectors, in the log's
 /// order), `sb` being its superblock; empty when the superblock says the log holds none.
+/// A log that shares its place with the bitmap (`bad_block_log_in_bitmap`) is read as empty.
 pub fn bad_block_entries(
     path: &Path,
     sb: &uraid_format::Superblock1,
 ) -> io::Result<Vec<uraid_format::BadRange>> {
     let Some((at, sectors)) = sb.bad_block_log() else { return Ok(Vec::new()) };
+    if bad_block_log_in_bitmap(path, sb)? {
+        return Ok(Vec::new());
+    }
     let log = read_at(path, at * 512, usize::from(sectors) * 512)?;
     uraid_format::decode_bad_blocks(&log, sb.bblog_shift)
         .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+}
+
+/// Whether `path`'s bad block log lies inside its internal bitmap (`sb`: its superblock);
+/// false when the bitmap's superblock does not decode (the assembly reports that itself).
+pub fn bad_block_log_in_bitmap(path: &Path, sb: &uraid_format::Superblock1) -> io::Result<bool> {
+    if !sb.has_bitmap() || sb.bblog_offset_sectors == 0 {
+        return Ok(false);
+    }
+    let Some(at) =
+        SUPERBLOCK_OFFSET_BYTES.checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
+    else {
+        return Ok(false);
+    };
+    let head = read_at(path, at, uraid_format::BITMAP_SUPER_BYTES)?;
+    Ok(uraid_format::BitmapSuper::decode(&head).is_ok_and(|b| sb.bad_block_log_in_bitmap(&b)))
 }
 
 /// A member file, behind `KnownBad` when its bad block log names ranges.

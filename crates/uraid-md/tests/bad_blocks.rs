@@ -134,6 +134,48 @@ fn a_member_whose_log_is_full_fails() {
     assert!(entries.is_none_or(|n| n == 512), "a full log: {entries:?}");
 }
 
+/// A bad block log inside the bitmap (uraid's create put it there before 7269acd when the
+/// bitmap chunk made the bitmap larger than mdadm's default one) is neither read nor written:
+/// what it "lists" is bitmap bytes, and an entry written there would land on the bitmap. A
+/// failed write fails the member instead, as on a member without a log.
+#[test]
+fn a_log_inside_the_bitmap_is_not_used() {
+    let dir = tempdir("bad-blocks-in-bitmap");
+    let paths: Vec<PathBuf> = make_array_at(dir.path(), Level::Raid5, 4, Some(64 << 10));
+    for p in &paths {
+        // The log's place moved onto the bitmap's superblock, and (member 2) the superblock
+        // saying it lists entries: the bitmap's bytes, which md would refuse as a log.
+        let mut sb = superblock(p);
+        sb.bblog_offset_sectors = sb.bitmap_offset_sectors;
+        if p.ends_with("m2.img") {
+            sb.feature_map |= feature::BAD_BLOCKS;
+        }
+        sb.seal();
+        let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &sb.encode(), 4096).unwrap();
+        assert!(known_bad_bytes(p).unwrap().is_empty(), "{}: not read", p.display());
+    }
+    let bad = DATA + (1 << 20)..DATA + (1 << 20) + (64 << 10);
+    let md = MdArray::assemble(&paths, &failing_writes(bad)).unwrap();
+    let rt = md.runtime().clone();
+    let size = rt.size_bytes() as usize;
+    let data = fill(8, size);
+    rt.write_at(0, &data).unwrap();
+    let st = md.status();
+    let m1 = st.members.iter().find(|m| m.path.ends_with("m1.img")).unwrap();
+    assert_eq!(m1.state, "faulty", "no log to list the failed write in: {st:?}");
+    assert!(!listed(&paths[1]), "nothing listed");
+    assert_same(&rt.read_at(0, size).unwrap(), &data, "read degraded");
+    drop(rt);
+    md.stop().unwrap();
+    for p in &paths {
+        let bytes = std::fs::read(p).unwrap();
+        let at = 4096 + u64::try_from(superblock(p).bitmap_offset_sectors).unwrap() * 512;
+        let head = &bytes[at as usize..at as usize + uraid_format::BITMAP_SUPER_BYTES];
+        assert!(uraid_format::BitmapSuper::decode(head).is_ok(), "{}: bitmap whole", p.display());
+    }
+}
+
 /// Member 2's reads overlapping any of `unreadable` (device bytes) fail.
 fn failing_reads(unreadable: Vec<Range<u64>>) -> MdOptions {
     let faults = MemberFaults(Arc::new(move |slot, file| {

@@ -59,6 +59,15 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
             }
             Ok(superblock) => {
                 let mut fields = fields(&superblock);
+                if uraid_md::members::bad_block_log_in_bitmap(
+                    std::path::Path::new(path),
+                    &superblock,
+                )
+                .unwrap_or(false)
+                    && let Some((_, log)) = fields.iter_mut().find(|f| f.0 == "Bad Block Log")
+                {
+                    log.push_str(" (inside the bitmap: not used)");
+                }
                 // The array as it is, for its areas: md's PPL bit back where uraid took it off.
                 let mut as_array = superblock.clone();
                 if uraid_md::meta::restore_md_ppl(&mut as_array) {
