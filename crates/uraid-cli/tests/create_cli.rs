@@ -145,6 +145,15 @@ fn create_refuses_before_writing_anything() {
     assert!(err.contains("exceeds"), "{err}");
     let err = run(&["-l", "5", "-n", "4", "-N", &"n".repeat(32)], &raid5);
     assert!(err.contains("--name: 32 bytes, at most 31"), "{err}");
+    // A data offset over the superblock (the "built superblock does not validate" once, and
+    // 5K was taken: the 4 KiB superblock area create writes covered the data's first 3 KiB), or
+    // not 4 KiB aligned.
+    for offset in ["0", "4K", "5K"] {
+        let err = run(&["-l", "5", "-n", "4", "--data-offset", offset], &raid5);
+        assert!(err.contains("would overlap the md superblock") && err.contains("8K"), "{err}");
+    }
+    let err = run(&["-l", "5", "-n", "4", "--data-offset", "9K"], &raid5);
+    assert!(err.contains("not a multiple of 4K"), "{err}");
     // One file as two members, by its name twice or by a link to it.
     let twice = [raid5[0].clone(), raid5[1].clone(), raid5[1].clone(), raid5[3].clone()];
     let err = run(&["-l", "5", "-n", "4"], &twice);

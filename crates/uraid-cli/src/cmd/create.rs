@@ -287,7 +287,7 @@ fn new_array<'a>(
     let chunk_sectors = chunk_bytes / 512;
     let smallest = sizes.iter().copied().min().expect("members were given");
     let data_offset_sectors = match &args.data_offset {
-        Some(text) => parse_size(text)?.div_ceil(512),
+        Some(text) => data_offset_sectors(text)?,
         None => default_data_offset_sectors(smallest, chunk_sectors as u32),
     };
     let available = smallest.saturating_sub(data_offset_sectors);
@@ -324,6 +324,25 @@ fn new_array<'a>(
         clean: args.assume_clean || degraded,
         internal_bitmap: args.bitmap == "internal",
     })
+}
+
+/// `--data-offset`: whole 4 KiB units from 8 KiB on. The data must start after the 4 KiB
+/// superblock area at 4 KiB (which create writes whole, as md keeps it), and on a 4 KiB
+/// boundary, so that O_DIRECT I/O to a disk of 4 KiB sectors stays aligned (md accepts any
+/// offset past the superblock; mdadm's own are 1 MiB multiples).
+fn data_offset_sectors(text: &str) -> anyhow::Result<u64> {
+    let bytes = parse_size(text)?;
+    let start = SUPERBLOCK_OFFSET_BYTES + SUPERBLOCK_AREA_BYTES as u64;
+    ensure!(
+        bytes >= start,
+        "--data-offset {text}: the data would overlap the md superblock, which takes bytes \
+         {SUPERBLOCK_OFFSET_BYTES}..{start} of each member: at least 8K"
+    );
+    ensure!(
+        bytes.is_multiple_of(4096),
+        "--data-offset {text}: not a multiple of 4K (the data must start 4 KiB aligned)"
+    );
+    Ok(bytes / 512)
 }
 
 /// The bitmap superblock: mdadm's default, or the chunk asked for if its bits fit the room
