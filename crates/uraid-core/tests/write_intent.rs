@@ -352,3 +352,42 @@ fn a_member_coming_in_gets_the_whole_bitmap_before_more_writes() {
     assert!(to_new >= 1, "the new member's bitmap is written before the data");
     assert_eq!(bits(&mem, 2), 0b10, "it holds chunk 1's bit, set before it came");
 }
+
+/// A recovery's and a resync's writes set no bits (md's sync writes set none): a crash in the
+/// middle of either is redone from its own record (the member's recovery offset, the resync's
+/// pinned bits), and a bit per chunk passed would resync all of it besides. Before, a rebuild
+/// left every chunk dirty until the array was whole and idle.
+#[test]
+fn a_recovery_and_a_resync_set_no_bits() {
+    let (mut a, mut mem) = with_bitmap(Level::Raid5, 4);
+    let member_sectors = 4 * CHUNK_SECTORS;
+    // Data out of step with parity in every chunk: a resync writes parity there, no bit.
+    for chunk in 0..4 {
+        mem.disks[0][(chunk * CHUNK_SECTORS * 512) as usize] ^= 0xff;
+    }
+    a.submit_sync(ReqId(1), uraid_core::array::SyncKind::Resync, Sector(0), member_sectors);
+    run(&mut a, &mut mem);
+    let parity_writes = mem.log.iter().filter(|io| io.op == MemberOp::Write).count();
+    assert!(parity_writes >= 4, "the resync wrote parity in each chunk");
+    let after: Vec<u8> = (0..4).map(|m| bits(&mem, m)).collect();
+    assert_eq!(after, [0; 4], "no bit set by the resync");
+    write(&mut a, &mut mem, 4 * 3 * 128, pattern(10, 4096)); // chunk 1 (member sector 512)
+    a.fail_member(DiskIndex(2));
+    mem.bitmaps[2].fill(0);
+    a.start_recovery(DiskIndex(2), Sector(0));
+    a.submit_sync(ReqId(2), uraid_core::array::SyncKind::Recovery, Sector(0), member_sectors);
+    let done = run(&mut a, &mut mem);
+    assert!(done.iter().all(|(_, r, _)| r.is_ok()), "{done:?}");
+    let data_writes_to_new = mem
+        .log
+        .iter()
+        .filter(|io| {
+            io.member == DiskIndex(2) && io.area == IoArea::Data && io.op == MemberOp::Write
+        })
+        .count();
+    assert!(data_writes_to_new > 0, "the recovery wrote the new member");
+    for m in 0..4 {
+        assert_eq!(bits(&mem, m), 0b10, "member {m}: only the user write's chunk");
+    }
+    assert_eq!(read(&mut a, &mut mem, 4 * 3 * 128, 4096), pattern(10, 4096));
+}

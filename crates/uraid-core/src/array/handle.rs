@@ -709,8 +709,10 @@ impl Array {
         st.phase = Phase::Idle;
         st.writes_done = true;
         if counted {
-            let (sector, sectors) = self.head_member_range(id);
-            self.write_intent_done(sector, sectors);
+            if self.writes_set_bits(id) {
+                let (sector, sectors) = self.head_member_range(id);
+                self.write_intent_done(sector, sectors);
+            }
             self.log_writes_done(id);
         }
     }
@@ -853,7 +855,7 @@ impl Array {
         }
         let writes = std::mem::take(&mut self.state(id).writes);
         let (sector, sectors) = self.head_member_range(id);
-        if !self.write_intent_admit(id, sector, sectors) {
+        if self.writes_set_bits(id) && !self.write_intent_admit(id, sector, sectors) {
             self.state(id).writes = writes;
             return;
         }

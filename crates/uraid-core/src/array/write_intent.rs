@@ -11,7 +11,7 @@
 //! lent to the page writes, so it is changed only between generations.
 
 use super::handle::Phase;
-use super::{Array, IoArea, IoBuf, MemberIo, MemberOp, Pending};
+use super::{Array, IoArea, IoBuf, Kind, MemberIo, MemberOp, Pending, SyncKind};
 use crate::buffer::BlockBuf;
 use crate::stripe::HeadId;
 use crate::units::{DiskIndex, SECTOR_BYTES, Sector};
@@ -284,6 +284,18 @@ impl Array {
                 || wi.header.is_some()
                 || wi.rewrite_all
         })
+    }
+
+    /// Whether head `id`'s writes set write-intent bits (and are counted against clearing
+    /// them). A resync's or a recovery's writes set none, as md's sync writes: a crash in the
+    /// middle of one leaves nothing out of step that its own restart does not redo (a resync
+    /// goes on from its pinned bits or offset, a recovery from the member's recovery offset).
+    /// They used to: every chunk a rebuild passed stayed dirty until the array was whole and
+    /// idle for two ticks, and a crash meanwhile resynced all of it besides the recovery.
+    /// Repair keeps them (its parity writes change what a later degraded read computes).
+    pub(super) fn writes_set_bits(&self, id: HeadId) -> bool {
+        let first = self.batch(id).first().map(|p| p.kind);
+        !matches!(first, Some(Kind::Sync(SyncKind::Resync | SyncKind::Recovery)))
     }
 
     /// Before head `id` writes member sectors `[sector, +sectors)`: true if it may go now (its
