@@ -31,6 +31,7 @@ use crate::wire::{self, Request};
 use std::io::{self, BufReader, Read};
 use std::net::Shutdown;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Why a connection's transmission ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -87,8 +88,20 @@ pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -
 
 /// At most this many requests answered-to-be per connection (fio and qemu use 16 to 128).
 const IN_FLIGHT_REQUESTS_MAX: u64 = 256;
-/// And at most this many payload bytes (write payloads and read data) held for them.
+/// And at most this many payload bytes (write payloads, read data, the zeros of a write of
+/// zeros) held for them.
 const IN_FLIGHT_BYTES_MAX: u64 = 256 << 20;
+/// What the connections share: each holds at most its part of this (the server's memory for
+/// requests stays about this, whatever the number of connections), down to one largest
+/// request. Four connections (nbdcopy's) keep `IN_FLIGHT_BYTES_MAX` each.
+const SERVER_IN_FLIGHT_BYTES: u64 = 1 << 30;
+const CONNECTION_IN_FLIGHT_BYTES_MIN: u64 = 32 << 20;
+
+/// A connection's part of the server's in-flight bytes when `connections` are open.
+fn window_bytes(connections: u64) -> u64 {
+    (SERVER_IN_FLIGHT_BYTES / connections.max(1))
+        .clamp(CONNECTION_IN_FLIGHT_BYTES_MIN, IN_FLIGHT_BYTES_MAX)
+}
 /// Read-ahead of the request stream: 32 pipelined 4 KiB writes and their headers, or a few
 /// hundred read requests, per read syscall. Larger payloads bypass it.
 const INPUT_BUFFER_BYTES: usize = 128 << 10;
@@ -158,7 +171,12 @@ impl Reader {
             io::copy(&mut (&mut self.input).take(payload), &mut io::sink())
                 .and_then(|n| if n == payload { Ok(()) } else { Err(eof()) })?;
         }
-        let charge_bytes = if r.command == wire::CMD_READ { len } else { payload };
+        // A write of zeros holds a buffer of zeros as long as a write's payload (it went
+        // uncharged: 256 of 32 MiB in flight grew one connection's server to 10 GB).
+        let charge_bytes = match r.command {
+            wire::CMD_READ | wire::CMD_WRITE_ZEROES => len,
+            _ => payload,
+        };
         if let Err(error) = check {
             self.acquire(0);
             bump(&self.shared.counters.errors, 1);
@@ -212,7 +230,8 @@ impl Reader {
     /// reader has to wait (it may be what frees the room).
     fn acquire(&self, bytes: u64) {
         let backend = &self.shared.backend;
-        self.window.acquire_or(bytes, || backend.unplug());
+        let connections = self.shared.counters.connections_active.load(Ordering::Relaxed);
+        self.window.acquire_or(bytes, window_bytes(connections), || backend.unplug());
     }
 
     /// Pool buffers for a read's data or a write's payload, cut as the backend asks.
@@ -374,4 +393,18 @@ pub(crate) fn check(shared: &Shared, r: &Request) -> Result<(), u32> {
         return Err(wire::EINVAL);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_share_the_servers_in_flight_bytes() {
+        assert_eq!(window_bytes(0), IN_FLIGHT_BYTES_MAX);
+        assert_eq!(window_bytes(4), IN_FLIGHT_BYTES_MAX, "nbdcopy's four keep the whole window");
+        assert_eq!(window_bytes(8), 128 << 20);
+        assert_eq!(window_bytes(32), 32 << 20);
+        assert_eq!(window_bytes(10_000), CONNECTION_IN_FLIGHT_BYTES_MIN, "one largest request");
+    }
 }

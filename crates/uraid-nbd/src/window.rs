@@ -29,9 +29,11 @@ impl Window {
     /// first if it has to wait: the reader starts the requests it holds, which may be what
     /// frees the room. A request larger than the whole window still goes through when
     /// nothing else is in flight, so no request waits forever.
-    pub fn acquire_or(&self, bytes: u64, before_wait: impl FnOnce()) {
+    /// `bytes_max`: this acquire's limit on the bytes in flight (the window's own, if smaller).
+    pub fn acquire_or(&self, bytes: u64, bytes_max: u64, before_wait: impl FnOnce()) {
+        let bytes_max = bytes_max.min(self.bytes_max);
         let full = |s: &State| {
-            s.requests > 0 && (s.requests >= self.requests_max || s.bytes + bytes > self.bytes_max)
+            s.requests > 0 && (s.requests >= self.requests_max || s.bytes + bytes > bytes_max)
         };
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if full(&s) {
@@ -79,12 +81,12 @@ mod tests {
     #[test]
     fn a_full_window_waits_for_a_release() {
         let w = Arc::new(Window::new(2, 100));
-        w.acquire_or(60, || {});
-        w.acquire_or(0, || {});
+        w.acquire_or(60, u64::MAX, || {});
+        w.acquire_or(0, u64::MAX, || {});
         let (tx, rx) = std::sync::mpsc::channel();
         let w2 = w.clone();
         let t = std::thread::spawn(move || {
-            w2.acquire_or(50, || {});
+            w2.acquire_or(50, u64::MAX, || {});
             tx.send(()).unwrap();
         });
         assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "two in flight: waits");
@@ -94,7 +96,21 @@ mod tests {
         rx.recv_timeout(Duration::from_secs(5)).expect("room after the releases");
         t.join().unwrap();
         w.release(50);
-        w.acquire_or(1000, || {});
+        w.acquire_or(1000, u64::MAX, || {});
         w.release(1000);
+        // A tighter limit for one acquire: 60 in flight, 30 more fit 100 but not 80.
+        w.acquire_or(60, u64::MAX, || {});
+        w.acquire_or(30, u64::MAX, || {});
+        w.release(30);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w3 = w.clone();
+        let t = std::thread::spawn(move || {
+            w3.acquire_or(30, 80, || {});
+            tx.send(()).unwrap();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "60 + 30 > 80: waits");
+        w.release(60);
+        rx.recv_timeout(Duration::from_secs(5)).expect("room after the release");
+        t.join().unwrap();
     }
 }

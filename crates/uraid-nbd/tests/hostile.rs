@@ -353,3 +353,82 @@ fn a_handshake_never_finished_is_cut_off_at_the_limit() {
     c.disconnect().unwrap();
     drop(handle);
 }
+
+/// Holds every operation it is given, undone, until `release_all`.
+#[derive(Default)]
+struct HoldingBackend {
+    held: std::sync::Mutex<Vec<uraid_nbd::BackendDone>>,
+}
+
+impl HoldingBackend {
+    fn held(&self) -> usize {
+        self.held.lock().unwrap().len()
+    }
+
+    fn release_all(&self) {
+        for done in self.held.lock().unwrap().drain(..) {
+            done(Ok(Vec::new()));
+        }
+    }
+}
+
+impl uraid_nbd::BlockBackend for HoldingBackend {
+    fn size_bytes(&self) -> u64 {
+        1 << 30
+    }
+    fn preferred_block_bytes(&self) -> u32 {
+        64 * KIB as u32
+    }
+    fn submit(&self, _op: uraid_nbd::BackendOp, done: uraid_nbd::BackendDone) {
+        self.held.lock().unwrap().push(done);
+    }
+}
+
+/// A write of zeros holds a buffer of zeros until it is done, as a write holds its payload,
+/// and counts against the connection's in-flight bytes the same way: 256 of 32 MiB (headers
+/// only, 28 bytes each) grew one connection's server to 10 GB before.
+#[test]
+fn writes_of_zeros_count_against_the_in_flight_bytes() {
+    let backend = Arc::new(HoldingBackend::default());
+    let (_server, _h, addr) = serve(backend.clone(), 64 * KIB as u32);
+    let mut s = raw_greeted(addr);
+    send_option(&mut s, wire::OPT_EXPORT_NAME, b"");
+    std::io::Read::read_exact(&mut s, &mut [0; 10]).unwrap();
+    let len = 32 * MIB as u32;
+    for i in 0..16u64 {
+        let header = wire::Request {
+            flags: 0,
+            command: wire::CMD_WRITE_ZEROES,
+            handle: i,
+            offset_bytes: i * u64::from(len),
+            len_bytes: len,
+        };
+        s.write_all(&header.encode()).unwrap();
+    }
+    // The window (256 MiB a connection) takes 8; the reader waits for room for the rest.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while backend.held() < 8 {
+        assert!(std::time::Instant::now() < deadline, "only {} submitted", backend.held());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let held = backend.held();
+    if held != 8 {
+        // Let the server drain before failing, or its drop would wait on these for ever.
+        backend.release_all();
+        drop(s);
+        panic!("{held} writes of 32 MiB of zeros in flight: more than 256 MiB");
+    }
+    // Done, each frees its room: every request is answered.
+    let mut replies = 0;
+    while replies < 16 {
+        backend.release_all();
+        let mut reply = [0u8; 16];
+        s.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+        if std::io::Read::read_exact(&mut s, &mut reply).is_ok() {
+            assert_eq!(&reply[4..8], &[0; 4], "reply {replies}: no error");
+            replies += 1;
+        }
+        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(10));
+    }
+}
