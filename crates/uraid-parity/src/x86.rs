@@ -160,6 +160,14 @@ macro_rules! backend_module {
                         >(p, q, data, stream)
                     };
                 }
+                if probe::zen5() {
+                    // SAFETY: as above.
+                    return unsafe {
+                        generic::syndrome_by_verdict::<$vector, $pq_many, $unroll, $prefetch>(
+                            p, q, data, stream,
+                        )
+                    };
+                }
                 // SAFETY: as above.
                 unsafe { generic::syndrome::<$vector, $pq_many, $prefetch>(p, q, data, stream) }
             }

@@ -151,6 +151,18 @@ pub(crate) fn set_wide_tuning(on: bool) {
     WIDE.store(1 + u8::from(on), Ordering::Relaxed);
 }
 
+/// Whether this is AMD's family 0x1a (Zen 5), where P+Q of wide stripes in one pass runs
+/// fastest with the fewer vectors a step in cache but the more when the stripe missed the
+/// caches (the other way round from family 0x19: see `x86.rs`, `syndrome_many`). On a Zen 5
+/// VM (family 26 model 2; the seventh session of 2026-12-06), GFNI's 4 in cache and 8 when
+/// missed, against 4 for both: P+Q of 16 x 4 KiB streamed from 23.2-24.2 GB/s (85-87% of the
+/// reference, 1.18-1.19x ISA-L) to 26.0-26.9 (96-97%, 1.32-1.33x), in cache 153-160 against
+/// 156-162 (three runs of `uraid bench parity --only pq` each, alternated).
+pub(crate) fn zen5() -> bool {
+    static ZEN5: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ZEN5.get_or_init(|| amd_family() == Some(0x1a))
+}
+
 /// The CPU family (base plus extended, as AMD numbers them) when the vendor is AMD.
 fn amd_family() -> Option<u32> {
     use std::arch::x86_64::__cpuid;
