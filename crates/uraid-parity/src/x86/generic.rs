@@ -885,6 +885,9 @@ unsafe fn recov_2data_whole<V: Vector, const UNROLL: usize, const PF: usize>(
 /// 86-88 GB/s to 109-115 (GFNI), 69 to 75-76 (AVX-512 forced) and 56-57 to 68-70 (AVX2
 /// forced, which takes this from 4 KiB blocks, as its P+Q: 16 x 4 KiB 57-58 -> 63); GFNI's
 /// 16 x 4 KiB fell from 122-130 to 115 in tiles, so the AVX-512 backends keep one pass there.
+/// Its frame (pointers, tables, stores, tail) repeats `recov_2data_fused`'s on purpose: shared
+/// through a closure, the vector code in the closure lost the caller's target features (a
+/// closure does not inherit them) and recovery ran at 3 GB/s in place of 100-190.
 #[inline(always)]
 pub(crate) unsafe fn recov_2data_wide<
     V: Vector,
