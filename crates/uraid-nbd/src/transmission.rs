@@ -48,7 +48,7 @@ pub(crate) enum End {
 /// Serves requests on `socket` until the client disconnects, then drains: returns once every
 /// request read has been answered (or the client is gone).
 pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -> io::Result<End> {
-    let window = Arc::new(Window::new(IN_FLIGHT_REQUESTS_MAX, IN_FLIGHT_BYTES_MAX));
+    let window = Arc::new(Window::new(IN_FLIGHT_REQUESTS_MAX));
     let pool = Arc::new(BufferPool::default());
     socket.enlarge_send_buffer();
     let output = Arc::new(Output::new(
@@ -97,14 +97,15 @@ const IN_FLIGHT_BYTES_MAX: u64 = 256 << 20;
 const SERVER_IN_FLIGHT_BYTES: u64 = 1 << 30;
 const CONNECTION_IN_FLIGHT_BYTES_MIN: u64 = 32 << 20;
 
+/// Read-ahead of the request stream: 32 pipelined 4 KiB writes and their headers, or a few
+/// hundred read requests, per read syscall. Larger payloads bypass it.
+const INPUT_BUFFER_BYTES: usize = 128 << 10;
+
 /// A connection's part of the server's in-flight bytes when `connections` are open.
 fn window_bytes(connections: u64) -> u64 {
     (SERVER_IN_FLIGHT_BYTES / connections.max(1))
         .clamp(CONNECTION_IN_FLIGHT_BYTES_MIN, IN_FLIGHT_BYTES_MAX)
 }
-/// Read-ahead of the request stream: 32 pipelined 4 KiB writes and their headers, or a few
-/// hundred read requests, per read syscall. Larger payloads bypass it.
-const INPUT_BUFFER_BYTES: usize = 128 << 10;
 
 struct Reader {
     input: BufReader<Socket>,

@@ -1,5 +1,6 @@
 //! The in-flight window of one connection: how many requests, and how many payload bytes,
-//! have been read but not yet answered. The reader waits at the window's edge, which pushes
+//! have been read but not yet answered (the bytes' limit is given at each acquire: the
+//! connection's share of the server's, which moves as connections come and go). The reader waits at the window's edge, which pushes
 //! back on the client through TCP instead of buffering without bound.
 
 use std::sync::{Condvar, Mutex, PoisonError};
@@ -14,24 +15,21 @@ struct State {
 
 pub(crate) struct Window {
     requests_max: u64,
-    bytes_max: u64,
     state: Mutex<State>,
     freed: Condvar,
 }
 
 impl Window {
-    pub fn new(requests_max: u64, bytes_max: u64) -> Window {
+    pub fn new(requests_max: u64) -> Window {
         assert!(requests_max > 0, "a window holds at least one request");
-        Window { requests_max, bytes_max, state: Mutex::default(), freed: Condvar::new() }
+        Window { requests_max, state: Mutex::default(), freed: Condvar::new() }
     }
 
-    /// Waits for room for one more request of `bytes`, calling `before_wait` (once, unlocked)
-    /// first if it has to wait: the reader starts the requests it holds, which may be what
-    /// frees the room. A request larger than the whole window still goes through when
-    /// nothing else is in flight, so no request waits forever.
-    /// `bytes_max`: this acquire's limit on the bytes in flight (the window's own, if smaller).
+    /// Waits for room for one more request of `bytes` within `bytes_max` in flight, calling
+    /// `before_wait` (once, unlocked) first if it has to wait: the reader starts the requests
+    /// it holds, which may be what frees the room. A request larger than the whole window
+    /// still goes through when nothing else is in flight, so no request waits forever.
     pub fn acquire_or(&self, bytes: u64, bytes_max: u64, before_wait: impl FnOnce()) {
-        let bytes_max = bytes_max.min(self.bytes_max);
         let full = |s: &State| {
             s.requests > 0 && (s.requests >= self.requests_max || s.bytes + bytes > bytes_max)
         };
@@ -80,13 +78,13 @@ mod tests {
 
     #[test]
     fn a_full_window_waits_for_a_release() {
-        let w = Arc::new(Window::new(2, 100));
-        w.acquire_or(60, u64::MAX, || {});
-        w.acquire_or(0, u64::MAX, || {});
+        let w = Arc::new(Window::new(2));
+        w.acquire_or(60, 100, || {});
+        w.acquire_or(0, 100, || {});
         let (tx, rx) = std::sync::mpsc::channel();
         let w2 = w.clone();
         let t = std::thread::spawn(move || {
-            w2.acquire_or(50, u64::MAX, || {});
+            w2.acquire_or(50, 100, || {});
             tx.send(()).unwrap();
         });
         assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "two in flight: waits");
@@ -96,11 +94,11 @@ mod tests {
         rx.recv_timeout(Duration::from_secs(5)).expect("room after the releases");
         t.join().unwrap();
         w.release(50);
-        w.acquire_or(1000, u64::MAX, || {});
+        w.acquire_or(1000, 100, || {});
         w.release(1000);
         // A tighter limit for one acquire: 60 in flight, 30 more fit 100 but not 80.
-        w.acquire_or(60, u64::MAX, || {});
-        w.acquire_or(30, u64::MAX, || {});
+        w.acquire_or(60, 100, || {});
+        w.acquire_or(30, 100, || {});
         w.release(30);
         let (tx, rx) = std::sync::mpsc::channel();
         let w3 = w.clone();
