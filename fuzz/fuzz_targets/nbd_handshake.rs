@@ -4,13 +4,15 @@
 //! Invariants: no panic, no hang, memory bounded whatever the option lengths claim; what the
 //! server sends is its greeting, then well-formed option replies, then (only when
 //! NBD_OPT_EXPORT_NAME selected the export) the export's size and flags; GO and ABORT end with
-//! their NBD_REP_ACK.
+//! their NBD_REP_ACK. The same bytes are then sent to a server turning the client away (over
+//! its connection limit): never transmission, every option answered by the policy error and
+//! its reason but ABORT (acknowledged) and EXPORT_NAME (closed on), at most 8 options.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
 use uraid_fuzz::nbd::{Bytes, greeting, option_reply};
-use uraid_nbd::fuzzing::{HandshakeEnd, handshake};
+use uraid_nbd::fuzzing::{HandshakeEnd, handshake, refusal};
 use uraid_nbd::{MemoryBackend, Server, ServerConfig, wire};
 
 const SIZE_BYTES: usize = 64 << 10;
@@ -53,4 +55,23 @@ fuzz_target!(|data: &[u8]| {
         }
         HandshakeEnd::Closed(_) => assert!(tail.is_empty(), "{} stray bytes", tail.len()),
     }
+
+    let reason = "too many connections";
+    let (out, end) = refusal(client, reason);
+    let mut b = Bytes { rest: &out };
+    greeting(&mut b);
+    let mut replies = 0;
+    while let Some(r) = option_reply(&mut b) {
+        replies += 1;
+        if r.kind == wire::REP_ACK {
+            assert_eq!(r.option, wire::OPT_ABORT, "only ABORT is acknowledged");
+            assert_eq!(end, HandshakeEnd::Aborted);
+        } else {
+            assert_eq!(r.kind, wire::REP_ERR_POLICY, "refused by policy");
+            assert_eq!(r.data, reason.as_bytes(), "with the reason");
+        }
+    }
+    assert!(replies <= 8, "{replies} replies to a refused client");
+    assert!(b.rest.is_empty(), "{} stray bytes", b.rest.len());
+    assert!(!matches!(end, HandshakeEnd::Transmission { .. }), "a refused client was served");
 });

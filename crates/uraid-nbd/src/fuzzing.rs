@@ -32,6 +32,19 @@ pub fn handshake(server: &Server, client: &[u8]) -> (Vec<u8>, HandshakeEnd) {
     (stream.output, end)
 }
 
+/// As `handshake`, for a client the server turns away (over its connection limit): it is
+/// greeted, every option but ABORT and EXPORT_NAME is refused with `reason`.
+#[must_use]
+pub fn refusal(client: &[u8], reason: &str) -> (Vec<u8>, HandshakeEnd) {
+    let mut stream = Memory { input: client, output: Vec::new() };
+    let end = match handshake::refuse(&mut stream, reason) {
+        Ok(Outcome::Transmission { structured }) => HandshakeEnd::Transmission { structured },
+        Ok(Outcome::Aborted) => HandshakeEnd::Aborted,
+        Err(e) => HandshakeEnd::Closed(e.to_string()),
+    };
+    (stream.output, end)
+}
+
 /// Serves one client connected on `stream`, handshake then transmission, exactly as a client
 /// accepted by a listener is served; returns when the connection is over.
 pub fn serve_connection(server: &Server, stream: UnixStream) {

@@ -46,36 +46,20 @@ pub(crate) enum HandshakeError {
     OptionTooLong { option: u32, len_bytes: u32 },
     #[error("NBD_OPT_EXPORT_NAME asked for unknown export {0:?}")]
     UnknownExport(String),
+    /// A client the server would not serve (`refuse`) asked for an export by
+    /// NBD_OPT_EXPORT_NAME (named here), or sent too many options.
+    #[error("refused client asked for export {0:?}")]
+    Refused(String),
 }
 
 pub(crate) fn negotiate(
     s: &mut (impl Read + Write),
     export: &Export,
 ) -> Result<Outcome, HandshakeError> {
-    let mut greeting = [0; 18];
-    greeting[0..8].copy_from_slice(&wire::NBD_MAGIC.to_be_bytes());
-    greeting[8..16].copy_from_slice(&wire::IHAVEOPT.to_be_bytes());
-    let handshake_flags = wire::FLAG_FIXED_NEWSTYLE | wire::FLAG_NO_ZEROES;
-    greeting[16..18].copy_from_slice(&handshake_flags.to_be_bytes());
-    s.write_all(&greeting)?;
-    let client_flags = read_u32(s)?;
-    if client_flags & !(wire::FLAG_C_FIXED_NEWSTYLE | wire::FLAG_C_NO_ZEROES) != 0 {
-        return Err(HandshakeError::ClientFlags(client_flags));
-    }
-    let no_zeroes = client_flags & wire::FLAG_C_NO_ZEROES != 0;
+    let no_zeroes = greet(s)?;
     let mut structured = false;
     loop {
-        let magic = read_u64(s)?;
-        if magic != wire::IHAVEOPT {
-            return Err(HandshakeError::BadMagic(magic));
-        }
-        let option = read_u32(s)?;
-        let len_bytes = read_u32(s)?;
-        if len_bytes > OPTION_BYTES_MAX {
-            return Err(HandshakeError::OptionTooLong { option, len_bytes });
-        }
-        let mut data = vec![0; len_bytes as usize];
-        s.read_exact(&mut data)?;
+        let (option, data) = read_option(s)?;
         match option {
             wire::OPT_EXPORT_NAME => {
                 let name = String::from_utf8_lossy(&data).into_owned();
@@ -113,6 +97,65 @@ pub(crate) fn negotiate(
             _ => write_option_reply(s, option, wire::REP_ERR_UNSUP, b"unknown option")?,
         }
     }
+}
+
+/// Options a refused client may send before it is closed on: enough for any client to ask
+/// for an export and read why it cannot have one.
+const REFUSED_OPTIONS_MAX: usize = 8;
+
+/// Negotiates with a client the server will not serve (over its connection limit): greets
+/// it as usual so that it can read `reason`, answers every option that can carry an error
+/// with NBD_REP_ERR_POLICY and `reason`, and returns when the client gives up. Ends in
+/// `Aborted` after NBD_OPT_ABORT, otherwise in an error (the connection is closed).
+pub(crate) fn refuse(s: &mut (impl Read + Write), reason: &str) -> Result<Outcome, HandshakeError> {
+    greet(s)?;
+    for _ in 0..REFUSED_OPTIONS_MAX {
+        let (option, data) = read_option(s)?;
+        match option {
+            // Has no error reply: the protocol says to close.
+            wire::OPT_EXPORT_NAME => {
+                let name = String::from_utf8_lossy(&data).into_owned();
+                return Err(HandshakeError::Refused(name));
+            }
+            wire::OPT_ABORT => {
+                write_option_reply(s, option, wire::REP_ACK, &[])?;
+                return Ok(Outcome::Aborted);
+            }
+            _ => write_option_reply(s, option, wire::REP_ERR_POLICY, reason.as_bytes())?,
+        }
+    }
+    Err(HandshakeError::Refused(String::new()))
+}
+
+/// Sends the greeting and reads the client's flags; true: the client asked for no zeroes.
+fn greet(s: &mut (impl Read + Write)) -> Result<bool, HandshakeError> {
+    let mut greeting = [0; 18];
+    greeting[0..8].copy_from_slice(&wire::NBD_MAGIC.to_be_bytes());
+    greeting[8..16].copy_from_slice(&wire::IHAVEOPT.to_be_bytes());
+    let handshake_flags = wire::FLAG_FIXED_NEWSTYLE | wire::FLAG_NO_ZEROES;
+    greeting[16..18].copy_from_slice(&handshake_flags.to_be_bytes());
+    s.write_all(&greeting)?;
+    let client_flags = read_u32(s)?;
+    if client_flags & !(wire::FLAG_C_FIXED_NEWSTYLE | wire::FLAG_C_NO_ZEROES) != 0 {
+        return Err(HandshakeError::ClientFlags(client_flags));
+    }
+    Ok(client_flags & wire::FLAG_C_NO_ZEROES != 0)
+}
+
+/// Reads one option: its number and data.
+fn read_option(s: &mut impl Read) -> Result<(u32, Vec<u8>), HandshakeError> {
+    let magic = read_u64(s)?;
+    if magic != wire::IHAVEOPT {
+        return Err(HandshakeError::BadMagic(magic));
+    }
+    let option = read_u32(s)?;
+    let len_bytes = read_u32(s)?;
+    if len_bytes > OPTION_BYTES_MAX {
+        return Err(HandshakeError::OptionTooLong { option, len_bytes });
+    }
+    let mut data = vec![0; len_bytes as usize];
+    s.read_exact(&mut data)?;
+    Ok((option, data))
 }
 
 fn selects(export: &Export, name: &str) -> bool {

@@ -64,7 +64,16 @@ pub struct ServerConfig {
     /// connection holds a thread and a socket, and one that never finishes would hold them
     /// for ever. `None`: no limit.
     pub handshake_limit: Option<std::time::Duration>,
+    /// Connections served at once; a client beyond them is told why (NBD_REP_ERR_POLICY
+    /// to its options) and closed on. Each holds a thread and up to its share of the
+    /// in-flight bytes, at least 32 MiB, so without a limit any number of clients could
+    /// make the server as large as they like. `None`: no limit.
+    pub connections_max: Option<usize>,
 }
+
+/// `ServerConfig::connections_max` by default: more than the kernel client, fio's jobs or
+/// nbdcopy open (qemu-nbd allows one unless told otherwise, nbdkit any number).
+pub const DEFAULT_CONNECTIONS_MAX: usize = 64;
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
@@ -75,6 +84,7 @@ impl Default for ServerConfig {
             preferred_block_bytes: None,
             block_bytes_max: DEFAULT_BLOCK_BYTES_MAX,
             handshake_limit: Some(std::time::Duration::from_secs(10)),
+            connections_max: Some(DEFAULT_CONNECTIONS_MAX),
         }
     }
 }

@@ -18,12 +18,20 @@ use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// NBD requires at least this much (and a power of two) for the preferred block size.
 const BLOCK_BYTES_MIN: u32 = 512;
+
+/// Threads at once that tell clients over the connection limit why they are not served;
+/// beyond them such clients are closed on at once, so a flood of them costs nothing.
+const REFUSERS_MAX: u64 = 4;
+
+/// How long a client over the connection limit has to ask for the export and read why not.
+const REFUSAL_LIMIT: Duration = Duration::from_secs(2);
 
 /// What every connection shares: the backend, what clients are told, the counters.
 pub(crate) struct Shared {
@@ -32,6 +40,11 @@ pub(crate) struct Shared {
     pub counters: Counters,
     /// `ServerConfig::handshake_limit`.
     pub handshake_limit: Option<std::time::Duration>,
+    /// `ServerConfig::connections_max`.
+    pub connections_max: Option<usize>,
+    /// Threads answering clients over the limit. Apart from `Shared`, which holds the
+    /// backend: they are not joined at shutdown, and must not keep the array open.
+    pub refusers: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -62,10 +75,17 @@ impl Server {
         backend: Arc<dyn BlockBackend>,
         config: ServerConfig,
     ) -> Result<Server, ServerError> {
-        let handshake_limit = config.handshake_limit;
+        let (handshake_limit, connections_max) = (config.handshake_limit, config.connections_max);
         let export = export(backend.as_ref(), config)?;
-        let counters = Counters::default();
-        Ok(Server { shared: Arc::new(Shared { backend, export, counters, handshake_limit }) })
+        let shared = Shared {
+            backend,
+            export,
+            counters: Counters::default(),
+            handshake_limit,
+            connections_max,
+            refusers: Arc::default(),
+        };
+        Ok(Server { shared: Arc::new(shared) })
     }
 
     /// Listens on `addr` (port 0: any free port, see `ServerHandle::local_addr`).
@@ -222,7 +242,10 @@ fn accept_loop(
         };
         let Ok(clone) = socket.try_clone() else { continue };
         bump(&shared.counters.connections_accepted, 1);
-        bump(&shared.counters.connections_active, 1);
+        if !admit(shared) {
+            turn_away(socket, shared);
+            continue;
+        }
         let mut c = conns.lock().unwrap_or_else(PoisonError::into_inner);
         let id = c.next_id;
         c.next_id += 1;
@@ -241,6 +264,44 @@ fn accept_loop(
             c.sockets.remove(&id);
             shared.counters.connections_active.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// Counts a new connection in if the limit allows (listeners accept on threads of their
+/// own, so the test and the count are one step).
+fn admit(shared: &Shared) -> bool {
+    let active = &shared.counters.connections_active;
+    let Some(max) = shared.connections_max else {
+        bump(active, 1);
+        return true;
+    };
+    let below = |n: u64| (n < max as u64).then_some(n + 1);
+    active.fetch_update(Ordering::SeqCst, Ordering::SeqCst, below).is_ok()
+}
+
+/// A connection over the limit: told why on a short-lived thread of its own, while fewer
+/// than `REFUSERS_MAX` are, else closed on (dropped) at once.
+fn turn_away(socket: Socket, shared: &Shared) {
+    bump(&shared.counters.connections_over_limit, 1);
+    let max = shared.connections_max.unwrap_or(0);
+    let refusers = shared.refusers.clone();
+    let room = |n: u64| (n < REFUSERS_MAX).then_some(n + 1);
+    if refusers.fetch_update(Ordering::SeqCst, Ordering::SeqCst, room).is_err() {
+        return;
+    }
+    let refusers2 = refusers.clone();
+    let spawned = std::thread::Builder::new().name("nbd-refuse".into()).spawn(move || {
+        let mut socket = socket;
+        let reason = format!(
+            "too many connections: the server serves {max} at once (uraid serve \
+             --max-connections); try again when one has closed"
+        );
+        let until = Instant::now() + REFUSAL_LIMIT;
+        let _ = handshake::refuse(&mut Deadline { socket: &mut socket, until }, &reason);
+        refusers2.fetch_sub(1, Ordering::SeqCst);
+    });
+    if spawned.is_err() {
+        refusers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

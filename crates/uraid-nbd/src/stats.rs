@@ -12,6 +12,8 @@ pub struct ServerStats {
     pub connections_transmitting: u64,
     /// Connections closed for breaking the protocol (bad magic, bad flags, ...).
     pub connections_refused: u64,
+    /// Connections turned away because `ServerConfig::connections_max` were open.
+    pub connections_over_limit: u64,
     pub reads: u64,
     pub writes: u64,
     pub flushes: u64,
@@ -29,6 +31,7 @@ pub(crate) struct Counters {
     pub connections_active: AtomicU64,
     pub connections_transmitting: AtomicU64,
     pub connections_refused: AtomicU64,
+    pub connections_over_limit: AtomicU64,
     pub reads: AtomicU64,
     pub writes: AtomicU64,
     pub flushes: AtomicU64,
@@ -51,6 +54,7 @@ impl Counters {
             connections_active: get(&self.connections_active),
             connections_transmitting: get(&self.connections_transmitting),
             connections_refused: get(&self.connections_refused),
+            connections_over_limit: get(&self.connections_over_limit),
             reads: get(&self.reads),
             writes: get(&self.writes),
             flushes: get(&self.flushes),

@@ -432,3 +432,68 @@ fn writes_of_zeros_count_against_the_in_flight_bytes() {
         assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(10));
     }
 }
+
+/// Each connection holds a thread and its share of the in-flight bytes, so their number is
+/// limited: past `connections_max` a client is told why it is not served (its NBD_OPT_GO
+/// refused by policy, with the reason), one asking by NBD_OPT_EXPORT_NAME is closed on, a
+/// flood is closed on within the refusal's short limit, and a place that frees up goes to
+/// the next client.
+#[test]
+fn clients_beyond_the_connection_limit_are_told_why_and_turned_away() {
+    let backend = Arc::new(uraid_nbd::MemoryBackend::new(MIB, 64 * KIB as u32));
+    let config =
+        uraid_nbd::ServerConfig { connections_max: Some(2), ..uraid_nbd::ServerConfig::default() };
+    let server = uraid_nbd::Server::new(backend, config).unwrap();
+    let handle = server.serve_tcp("127.0.0.1:0").unwrap();
+    let uraid_nbd::ListenAddr::Tcp(addr) = handle.local_addr().clone() else { unreachable!() };
+
+    let mut served = Client::connect_tcp(addr, "").unwrap();
+    // Still in its handshake, it holds a place too.
+    let haggling = raw_greeted(addr);
+    match Client::connect_tcp(addr, "") {
+        Err(ClientError::OptionRefused { reply, message, .. }) => {
+            assert_eq!(reply, wire::REP_ERR_POLICY);
+            assert!(message.contains("too many connections"), "told why: {message:?}");
+            assert!(message.contains("--max-connections"), "told what sets it: {message:?}");
+        }
+        Err(e) => panic!("a third client was not refused by policy: {e}"),
+        Ok(_) => panic!("a third client was served"),
+    }
+    let mut by_name = raw_greeted(addr);
+    send_option(&mut by_name, wire::OPT_EXPORT_NAME, b"");
+    assert_closed(&mut by_name, "EXPORT_NAME over the limit");
+
+    // Silent clients beyond the limit: a few wait for the refusal's limit, the rest are
+    // closed on at once; none is left open.
+    let started = std::time::Instant::now();
+    let flood: Vec<std::net::TcpStream> =
+        (0..20).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+    for mut s in flood {
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut sink = Vec::new();
+        let end = std::io::Read::read_to_end(&mut s, &mut sink);
+        assert!(
+            end.is_ok()
+                || end.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "closed, not timed out: {end:?}"
+        );
+        assert!(sink.is_empty() || sink.len() == 18, "at most the greeting: {} bytes", sink.len());
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(8), "{:?}", started.elapsed());
+    let stats = server.stats();
+    assert_eq!(stats.connections_over_limit, 22);
+    assert_eq!(stats.connections_active, 2);
+
+    // The one in its handshake leaves: the next client gets its place.
+    drop(haggling);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.stats().connections_active > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    still_serves(addr, 4);
+    let data = pattern(5, 4096);
+    served.write(0, &data, false).unwrap();
+    assert_same(&served.read(0, 4096).unwrap(), &data, "the first client, throughout");
+    served.disconnect().unwrap();
+    drop(handle);
+}

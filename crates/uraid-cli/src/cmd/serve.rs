@@ -69,6 +69,12 @@ pub struct ServeArgs {
     /// the array runs as md runs it (superblocks updated, a resync if it is dirty, rebuilds).
     #[arg(long)]
     pub(crate) export_read_only: bool,
+    /// NBD connections served at once, 1-65536 (qemu-nbd's --shared). Each holds a thread
+    /// and a share of the requests in flight; a client beyond them is refused with the
+    /// reason, and served once another has closed.
+    #[arg(long, value_name = "N", default_value_t = uraid_nbd::DEFAULT_CONNECTIONS_MAX as u32,
+          value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub(crate) max_connections: u32,
     /// Where the demo array's files live (used when no members are given).
     #[arg(long, default_value = "uraid-demo", value_name = "DIR")]
     pub(crate) demo_dir: PathBuf,
@@ -267,6 +273,7 @@ fn serve_until_stopped(
         description: Some(describe(name, info)),
         read_only: args.read_only || args.export_read_only,
         preferred_block_bytes: Some(preferred_block_bytes(info)),
+        connections_max: Some(args.max_connections as usize),
         ..ServerConfig::default()
     };
     let server = Server::new(runtime, config)?;
