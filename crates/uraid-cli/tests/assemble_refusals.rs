@@ -145,3 +145,53 @@ fn dirty_degraded_unless_forced() {
     assert!(output.status.success(), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("started dirty and degraded by --force"));
 }
+
+/// `-o` (or standard output) naming one of the members being read: the member would be
+/// truncated or overwritten while it is read (`assemble -o` emptied it before). Refused
+/// before anything is opened for writing, by `assemble` and by `build`, whatever path names
+/// the member.
+#[test]
+fn an_output_over_a_member_is_refused() {
+    let members = r5_members("output-over-member");
+    let before: Vec<String> = members.iter().map(|m| file_sha256(m)).collect();
+    let link = members[0].with_file_name("link-to-m2");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&members[2], &link).unwrap();
+    let build = |output: &Path| {
+        let mut args: Vec<PathBuf> = ["build", "--level", "5", "--raid-devices", "5"]
+            .into_iter()
+            .chain(["--chunk", "64K", "--data-offset", "2048s", "-o"])
+            .map(PathBuf::from)
+            .collect();
+        args.push(output.to_path_buf());
+        args.extend(members.iter().cloned());
+        uraid(&args)
+    };
+    let assemble = |output: &Path| {
+        let mut args = vec![PathBuf::from("assemble"), PathBuf::from("-o"), output.to_path_buf()];
+        args.extend(members.iter().cloned());
+        uraid(&args)
+    };
+    for (verb, output) in [
+        ("assemble", assemble(&members[3])),
+        ("assemble", assemble(&link)),
+        ("build", build(&link)),
+    ] {
+        let stderr = text(&output.stderr);
+        assert!(!output.status.success(), "{verb}: writing over a member was not refused");
+        assert!(stderr.contains("a member being read"), "{verb}: says why: {stderr}");
+    }
+    // Standard output opened on a member for appending (not truncated, as a device is not).
+    let appending = std::fs::OpenOptions::new().append(true).open(&members[1]).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(["assemble", "-o", "-"])
+        .args(&members)
+        .stdout(appending)
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert!(!output.status.success(), "standard output on a member was not refused");
+    assert!(stderr.contains("standard output is"), "names standard output: {stderr}");
+    let after: Vec<String> = members.iter().map(|m| file_sha256(m)).collect();
+    assert_eq!(before, after, "a member was changed");
+}

@@ -97,6 +97,53 @@ pub fn same_file_message(first: &str, second: &str) -> String {
     }
 }
 
+impl FileIdentity {
+    /// Whether writing one overwrites blocks of the other: the same file or device, or a
+    /// disk and a partition on it (`/dev/sdb` and `/dev/sdb1`), known by sysfs, where a
+    /// partition's directory is inside its disk's.
+    #[must_use]
+    pub fn overlaps(self, other: FileIdentity) -> bool {
+        self.overlaps_in(other, Path::new("/sys"))
+    }
+
+    /// `overlaps`, with sysfs mounted at `sysfs` (tests build one).
+    fn overlaps_in(self, other: FileIdentity, sysfs: &Path) -> bool {
+        if self == other {
+            return true;
+        }
+        let (FileIdentity::BlockDevice { rdev: a }, FileIdentity::BlockDevice { rdev: b }) =
+            (self, other)
+        else {
+            return false;
+        };
+        let node = |rdev: u64| {
+            let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+            std::fs::canonicalize(sysfs.join(format!("dev/block/{major}:{minor}"))).ok()
+        };
+        node(a).zip(node(b)).is_some_and(|(a, b)| a.starts_with(&b) || b.starts_with(&a))
+    }
+}
+
+/// The first of `members` that an output written with the array's contents would overwrite
+/// (`uraid assemble -o`, `uraid build -o`, or their standard output): writing an array's
+/// contents over one of its own members destroys the member while it is being read. Paths
+/// that cannot be examined are skipped (their open fails later, naming them).
+pub fn member_under_output<P: AsRef<Path>>(output: FileIdentity, members: &[P]) -> Option<usize> {
+    members
+        .iter()
+        .position(|m| FileIdentity::of_path(m.as_ref()).is_ok_and(|member| member.overlaps(output)))
+}
+
+/// What standard output is, when it is a file or a device (a redirection).
+#[must_use]
+pub fn stdout_identity() -> Option<FileIdentity> {
+    use std::os::fd::AsFd;
+    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let m = File::from(fd).metadata().ok()?;
+    (m.file_type().is_file() || m.file_type().is_block_device())
+        .then(|| FileIdentity::of_metadata(&m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +172,39 @@ mod tests {
         let file = File::open(&link).expect("open");
         assert_eq!(FileIdentity::of_file(&file).ok(), FileIdentity::of_path(&a).ok());
         assert_ne!(FileIdentity::of_path(&a).ok(), FileIdentity::of_path(&b).ok());
+
+        let id = |p: &Path| FileIdentity::of_path(p).expect("identity");
+        assert_eq!(member_under_output(id(&link), &[&b, &missing, &a]), Some(2));
+        assert_eq!(member_under_output(id(&hard), &[&a, &b]), Some(1));
+        assert_eq!(member_under_output(id(&a), &[&b, &missing]), None);
         std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// sysfs as the kernel lays it out: /sys/dev/block/MAJ:MIN links to the device's
+    /// directory, and a partition's directory is inside its disk's.
+    #[test]
+    fn a_disk_and_its_partitions_overlap_and_nothing_else_does() {
+        let sys = std::env::temp_dir().join(format!("uraid-io-sysfs-{}", std::process::id()));
+        let disks = sys.join("devices/pci0000:00/block");
+        for d in ["sda/sda1", "sda/sda2", "sdb"] {
+            std::fs::create_dir_all(disks.join(d)).expect("device dirs");
+        }
+        std::fs::create_dir_all(sys.join("dev/block")).expect("dev/block");
+        let nodes = [((8, 0), "sda"), ((8, 1), "sda/sda1"), ((8, 2), "sda/sda2"), ((8, 16), "sdb")];
+        for ((major, minor), d) in nodes {
+            let link = sys.join(format!("dev/block/{major}:{minor}"));
+            std::os::unix::fs::symlink(disks.join(d), link).expect("symlink");
+        }
+        let dev = |major, minor| FileIdentity::BlockDevice { rdev: libc::makedev(major, minor) };
+        let overlap = |a, b| FileIdentity::overlaps_in(a, b, &sys);
+        assert!(overlap(dev(8, 0), dev(8, 1)), "a disk and its partition");
+        assert!(overlap(dev(8, 2), dev(8, 0)), "a partition and its disk");
+        assert!(overlap(dev(8, 16), dev(8, 16)), "one device");
+        assert!(!overlap(dev(8, 1), dev(8, 2)), "two partitions of one disk");
+        assert!(!overlap(dev(8, 0), dev(8, 16)), "two disks");
+        assert!(!overlap(dev(8, 1), dev(9, 9)), "a device sysfs does not know");
+        let file = FileIdentity::File { dev: 8, ino: 1 };
+        assert!(!overlap(file, dev(8, 1)), "a file and a device");
+        std::fs::remove_dir_all(&sys).expect("clean up");
     }
 }

@@ -68,6 +68,9 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     if let Some((i, j)) = same_file_twice(&args.members) {
         bail!("assembly refused: {}", same_file_message(&args.members[i], &args.members[j]));
     }
+    if args.output.is_some() {
+        super::output::refuse_output_over_members(args.output.as_deref(), &args.members)?;
+    }
     let candidates: Vec<_> =
         args.members.iter().map(|path| read_candidate_to_assemble(path)).collect();
     let plan = match plan(&candidates, &options) {

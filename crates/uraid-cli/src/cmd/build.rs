@@ -69,6 +69,8 @@ struct BuildPlan {
 }
 
 pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
+    let members: Vec<&String> = args.members.iter().filter(|m| *m != "missing").collect();
+    super::output::refuse_output_over_members(args.output.as_deref(), &members)?;
     let plan = BuildPlan::new(args)?;
     let bytes =
         plan.geometry.array_sectors(plan.stripes * plan.geometry.chunk_sectors()) * SECTOR_BYTES;
