@@ -1,5 +1,5 @@
 //! `uraid serve`: assemble an md array and serve it as a block device over NBD, with the
-//! control socket the management verbs talk to, until SIGINT, SIGTERM or `uraid stop`.
+//! control socket the management verbs talk to, until SIGINT, SIGTERM, SIGHUP or `uraid stop`.
 //!
 //! Stopping is md's clean stop seen from a client: listeners close, every request already
 //! read is answered (NBD drains), the array is flushed, the sync process records where it
@@ -24,8 +24,8 @@ use uraid_ublk::{UblkConfig, UblkDevice};
 #[command(
     about = "Serve an md array over NBD (no members: a demo RAID6 on local files)",
     long_about = "Assemble an md v1.2 array from its members (md's rules, as `uraid assemble`) \
-and serve it as a block device over NBD, on TCP and/or a Unix socket, until SIGINT, SIGTERM or \
-`uraid stop NAME`. While it runs, the management verbs (status, detail, fail, remove, add, \
+and serve it as a block device over NBD, on TCP and/or a Unix socket, until SIGINT, SIGTERM, \
+SIGHUP (the terminal closed) or `uraid stop NAME`. While it runs, the management verbs (status, detail, fail, remove, add, \
 replace, check, repair, sync-speed, stop) reach it by its name through its control socket in \
 $URAID_RUN_DIR (default /run/uraid). A failed member is marked faulty and a spare rebuilt onto \
 at once; a resync after an unclean stop runs in the background. Stopping drains every request \
@@ -151,7 +151,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     // Signals are caught from here on: a SIGINT during a long assemble must not leave the
     // superblocks active with nobody to mark them clean.
     let serving = Arc::new(Serving::new());
-    let signals = serving.catch_signals().context("installing SIGINT/SIGTERM handlers")?;
+    let signals = serving.catch_signals().context("installing SIGINT/SIGTERM/SIGHUP handlers")?;
     refuse_a_name_in_use(args.name.as_deref(), &paths)?;
     // The port before the array: a port taken (a second array on the default one) is refused
     // before the assembly marks the superblocks active.

@@ -1,9 +1,9 @@
 //! The running array `uraid serve` holds: the management verbs' requests (the control
-//! socket's `ArrayControl`), the stop that SIGINT, SIGTERM or `uraid stop` asks for, and the
+//! socket's `ArrayControl`), the stop that SIGINT, SIGTERM, SIGHUP or `uraid stop` asks for, and the
 //! clean stop itself.
 
 use anyhow::Context;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 use std::fmt::Write as _;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
@@ -67,14 +67,21 @@ impl Serving {
         *self.control.lock().unwrap_or_else(PoisonError::into_inner) = Some(control);
     }
 
-    /// SIGINT and SIGTERM ask for a clean stop (a second one only says it is under way).
+    /// SIGINT, SIGTERM and SIGHUP ask for a clean stop (a second one only says it is under
+    /// way). SIGHUP is what a serve started from a terminal gets when the terminal or the ssh
+    /// session goes away; by default it killed the process, leaving the array dirty and a
+    /// stream's held partial stripes unwritten (qemu-nbd and nbdkit stop cleanly on it too).
     pub fn catch_signals(self: &Arc<Self>) -> std::io::Result<SignalGuard> {
-        let mut signals = Signals::new([SIGINT, SIGTERM])?;
+        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
         let handle = signals.handle();
         let serving = Arc::clone(self);
         let thread = std::thread::Builder::new().name("uraid-signals".into()).spawn(move || {
             for signal in signals.forever() {
-                let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
+                let name = match signal {
+                    SIGINT => "SIGINT",
+                    SIGHUP => "SIGHUP",
+                    _ => "SIGTERM",
+                };
                 // Said before the stop starts, so that it comes first in the log.
                 if serving.is_running() {
                     say!("uraid serve: {name}: stopping cleanly");
