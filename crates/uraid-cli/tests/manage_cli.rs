@@ -209,6 +209,15 @@ fn every_verb_sends_its_request() {
             ControlRequest::SyncSpeed { min_kib: Some(51_200), max_kib: Some(1 << 20) },
         ),
         (vec!["sync-speed", "md0"], ControlRequest::SyncSpeed { min_kib: None, max_kib: None }),
+        // md's sysfs: 0 or the word `system` is the system's limit, not a limit of 0.
+        (
+            vec!["sync-speed", "md0", "--min", "0", "--max", "system"],
+            ControlRequest::SyncSpeed { min_kib: Some(1000), max_kib: Some(200_000) },
+        ),
+        (
+            vec!["sync-speed", "md0", "--max", "0"],
+            ControlRequest::SyncSpeed { min_kib: None, max_kib: Some(200_000) },
+        ),
     ];
     for (args, expected) in &cases {
         let before = f.seen().len();

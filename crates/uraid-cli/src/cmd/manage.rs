@@ -151,7 +151,8 @@ pub fn run_stop(args: &StopArgs) -> anyhow::Result<()> {
     long_about = "Show or set the speed limits of a running array's background sync \
 (resync, recovery, check, repair), per member, as md's sync_speed_min and sync_speed_max: \
 the sync runs at least at the minimum even under user I/O, and never above the maximum. \
-Sizes are per second, with mdadm's units (a bare number is KiB). Without --min or --max, \
+Sizes are per second, with mdadm's units (a bare number is KiB); as in md's sysfs files, \
+`system` or 0 puts back md's default (1000 KiB/s and 200000 KiB/s). Without --min or --max, \
 prints the limits in force.",
     after_help = "Example:\n  uraid sync-speed md0 --min 50M --max 1G\n  uraid sync-speed md0"
 )]
@@ -159,10 +160,10 @@ pub struct SyncSpeedArgs {
     /// Print the array's answer as JSON.
     #[arg(long)]
     json: bool,
-    /// The sync's floor per member per second (50M, 100000 = KiB).
+    /// The sync's floor per member per second (50M, 100000 = KiB; system or 0: 1000 KiB/s).
     #[arg(long, value_name = "SIZE")]
     min: Option<String>,
-    /// The sync's ceiling per member per second (1G, 200000 = KiB).
+    /// The sync's ceiling per member per second (1G, 200000 = KiB; system or 0: 200000 KiB/s).
     #[arg(long, value_name = "SIZE")]
     max: Option<String>,
     /// The running array's name.
@@ -170,10 +171,22 @@ pub struct SyncSpeedArgs {
 }
 
 pub fn run_sync_speed(args: &SyncSpeedArgs) -> anyhow::Result<()> {
-    let kib = |size: &Option<String>| -> anyhow::Result<Option<u64>> {
-        size.as_deref().map(|s| parse_size(s).map(|bytes| bytes / 1024)).transpose()
+    // md reads 0 in sync_speed_min/max as "the system's limit", and takes the word `system`
+    // to put it back: a ceiling of 0 stalled a rebuild here before (about 1 MiB/s).
+    let kib = |size: &Option<String>, system: u64| -> anyhow::Result<Option<u64>> {
+        let kib = |s: &str| match s {
+            "system" => Ok(system),
+            s => parse_size(s).map(|bytes| match bytes / 1024 {
+                0 => system,
+                kib => kib,
+            }),
+        };
+        size.as_deref().map(kib).transpose()
     };
-    let (min_kib, max_kib) = (kib(&args.min)?, kib(&args.max)?);
+    let (min_kib, max_kib) = (
+        kib(&args.min, uraid_md::sync::DEFAULT_SPEED_MIN_KIB)?,
+        kib(&args.max, uraid_md::sync::DEFAULT_SPEED_MAX_KIB)?,
+    );
     if let (Some(min), Some(max)) = (min_kib, max_kib) {
         ensure!(min <= max, "--min ({min} KiB/s) is above --max ({max} KiB/s)");
     }

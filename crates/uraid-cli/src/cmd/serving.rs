@@ -223,9 +223,17 @@ impl ArrayControl for Serving {
             ControlRequest::Repair => self.with_array(|md| answer(md.scrub(true))),
             ControlRequest::SyncSpeed { min_kib, max_kib } => self.with_array(|md| {
                 let now = md.status();
+                // md: a limit of 0 is the system's limit.
+                let or_system = |kib: u64, system: u64| if kib == 0 { system } else { kib };
                 let speed = SyncSpeed {
-                    min_kib: min_kib.unwrap_or(now.sync_speed_min_kib),
-                    max_kib: max_kib.unwrap_or(now.sync_speed_max_kib),
+                    min_kib: or_system(
+                        min_kib.unwrap_or(now.sync_speed_min_kib),
+                        uraid_md::sync::DEFAULT_SPEED_MIN_KIB,
+                    ),
+                    max_kib: or_system(
+                        max_kib.unwrap_or(now.sync_speed_max_kib),
+                        uraid_md::sync::DEFAULT_SPEED_MAX_KIB,
+                    ),
                 };
                 if speed.min_kib > speed.max_kib {
                     return ControlResponse::err(format!(
