@@ -498,3 +498,43 @@ fn read_only_serves_a_crashed_array_and_writes_nothing() {
     assert!(now == found, "a member changed");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--max-connections`: a client past the limit is refused with the reason, the serve log says
+/// so, and the place is given again once a client has gone.
+#[test]
+fn a_client_over_the_connection_limit_is_refused_and_logged() {
+    let dir = tempdir("max-connections");
+    let members = member_files(&dir, 4, 24);
+    create_raid6("limited", &members);
+    let socket = dir.join("nbd.sock");
+    let server =
+        Served::start_with(&dir, "limited", &members, &socket, &["--max-connections", "1"]);
+    let first = server.client();
+    let refused = uraid_nbd::client::Client::connect_unix(&socket, "uraid");
+    let Err(uraid_nbd::client::ClientError::OptionRefused { message, .. }) = refused else {
+        panic!("a second client was not refused by policy: {}", server.log_text());
+    };
+    assert!(message.contains("too many connections"), "{message}");
+    first.disconnect().unwrap();
+    // The first client's place is freed when its thread has ended.
+    let start = Instant::now();
+    let mut again = loop {
+        match uraid_nbd::client::Client::connect_unix(&socket, "uraid") {
+            Ok(c) => break c,
+            Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "not served: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut model = Model::new();
+    write_random(&mut again, &mut model, 5, 20);
+    verify(&mut again, &model);
+    again.disconnect().unwrap();
+    let log = server.log_text();
+    assert!(
+        log.contains("limited: turned away 1 NBD client: 1 connection open, the limit"),
+        "{log}"
+    );
+    server.signal("TERM");
+    assert!(server.wait(Duration::from_secs(30)).success());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -69,6 +69,20 @@ pub struct ServerConfig {
     /// in-flight bytes, at least 32 MiB, so without a limit any number of clients could
     /// make the server as large as they like. `None`: no limit.
     pub connections_max: Option<usize>,
+    /// Told of each client turned away over `connections_max`, with how many have been in
+    /// all: the client reads the reason, and this is how the operator does (the server's
+    /// log). Called on the accept thread: it must not block.
+    pub over_limit: Option<OverLimitHook>,
+}
+
+/// `ServerConfig::over_limit`.
+#[derive(Clone)]
+pub struct OverLimitHook(pub std::sync::Arc<dyn Fn(u64) + Send + Sync>);
+
+impl std::fmt::Debug for OverLimitHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OverLimitHook")
+    }
 }
 
 /// `ServerConfig::connections_max` by default: more than the kernel client, fio's jobs or
@@ -85,6 +99,7 @@ impl Default for ServerConfig {
             block_bytes_max: DEFAULT_BLOCK_BYTES_MAX,
             handshake_limit: Some(std::time::Duration::from_secs(10)),
             connections_max: Some(DEFAULT_CONNECTIONS_MAX),
+            over_limit: None,
         }
     }
 }

@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub handshake_limit: Option<std::time::Duration>,
     /// `ServerConfig::connections_max`.
     pub connections_max: Option<usize>,
+    /// `ServerConfig::over_limit`.
+    pub over_limit: Option<crate::OverLimitHook>,
     /// Threads answering clients over the limit. Apart from `Shared`, which holds the
     /// backend: they are not joined at shutdown, and must not keep the array open.
     pub refusers: Arc<AtomicU64>,
@@ -76,6 +78,7 @@ impl Server {
         config: ServerConfig,
     ) -> Result<Server, ServerError> {
         let (handshake_limit, connections_max) = (config.handshake_limit, config.connections_max);
+        let over_limit = config.over_limit.clone();
         let export = export(backend.as_ref(), config)?;
         let shared = Shared {
             backend,
@@ -83,6 +86,7 @@ impl Server {
             counters: Counters::default(),
             handshake_limit,
             connections_max,
+            over_limit,
             refusers: Arc::default(),
         };
         Ok(Server { shared: Arc::new(shared) })
@@ -282,7 +286,10 @@ fn admit(shared: &Shared) -> bool {
 /// A connection over the limit: told why on a short-lived thread of its own, while fewer
 /// than `REFUSERS_MAX` are, else closed on (dropped) at once.
 fn turn_away(socket: Socket, shared: &Shared) {
-    bump(&shared.counters.connections_over_limit, 1);
+    let turned_away = shared.counters.connections_over_limit.fetch_add(1, Ordering::Relaxed) + 1;
+    if let Some(hook) = &shared.over_limit {
+        (hook.0)(turned_away);
+    }
     let max = shared.connections_max.unwrap_or(0);
     let refusers = shared.refusers.clone();
     let room = |n: u64| (n < REFUSERS_MAX).then_some(n + 1);

@@ -441,8 +441,14 @@ fn writes_of_zeros_count_against_the_in_flight_bytes() {
 #[test]
 fn clients_beyond_the_connection_limit_are_told_why_and_turned_away() {
     let backend = Arc::new(uraid_nbd::MemoryBackend::new(MIB, 64 * KIB as u32));
-    let config =
-        uraid_nbd::ServerConfig { connections_max: Some(2), ..uraid_nbd::ServerConfig::default() };
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let told2 = told.clone();
+    let hook = uraid_nbd::OverLimitHook(Arc::new(move |n| told2.lock().unwrap().push(n)));
+    let config = uraid_nbd::ServerConfig {
+        connections_max: Some(2),
+        over_limit: Some(hook),
+        ..uraid_nbd::ServerConfig::default()
+    };
     let server = uraid_nbd::Server::new(backend, config).unwrap();
     let handle = server.serve_tcp("127.0.0.1:0").unwrap();
     let uraid_nbd::ListenAddr::Tcp(addr) = handle.local_addr().clone() else { unreachable!() };
@@ -483,6 +489,7 @@ fn clients_beyond_the_connection_limit_are_told_why_and_turned_away() {
     let stats = server.stats();
     assert_eq!(stats.connections_over_limit, 22);
     assert_eq!(stats.connections_active, 2);
+    assert_eq!(*told.lock().unwrap(), (1..=22).collect::<Vec<u64>>(), "the operator is told");
 
     // The one in its handshake leaves: the next client gets its place.
     drop(haggling);

@@ -17,7 +17,7 @@ use uraid_io::held_by_a_server;
 use uraid_md::control::{self, ControlServer};
 use uraid_md::members::layout_name;
 use uraid_md::{ArrayInfo, ConsistencyPolicy, MdArray, MdOptions};
-use uraid_nbd::{BlockBackend, ListenAddr, Server, ServerConfig, ServerHandle};
+use uraid_nbd::{BlockBackend, ListenAddr, OverLimitHook, Server, ServerConfig, ServerHandle};
 use uraid_ublk::{UblkConfig, UblkDevice};
 
 #[derive(Args)]
@@ -274,6 +274,7 @@ fn serve_until_stopped(
         read_only: args.read_only || args.export_read_only,
         preferred_block_bytes: Some(preferred_block_bytes(info)),
         connections_max: Some(args.max_connections as usize),
+        over_limit: Some(over_limit_hook(name, args.max_connections)),
         ..ServerConfig::default()
     };
     let server = Server::new(runtime, config)?;
@@ -321,6 +322,30 @@ fn serve_until_stopped(
     serving.keep_control(control);
     ublk_stopped?;
     Ok(())
+}
+
+/// The serve log's line for NBD clients turned away over `--max-connections`: the first at
+/// once, then at most one every 10 s with how many since, so that a client retrying in a
+/// loop cannot flood the log.
+fn over_limit_hook(name: &str, max: u32) -> OverLimitHook {
+    use std::sync::{Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+    let name = name.to_string();
+    let last: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
+    OverLimitHook(Arc::new(move |turned_away| {
+        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.is_some_and(|(at, _)| at.elapsed() < Duration::from_secs(10)) {
+            return;
+        }
+        let since = turned_away - last.map_or(0, |(_, n)| n);
+        let clients = if since == 1 { "client" } else { "clients" };
+        let connections = if max == 1 { "connection" } else { "connections" };
+        say!(
+            "uraid serve: {name}: turned away {since} NBD {clients}: {max} {connections} open, \
+             the limit (--max-connections)"
+        );
+        *last = Some((Instant::now(), turned_away));
+    }))
 }
 
 fn start_ublk(
