@@ -76,9 +76,17 @@ fn stats_with_slot_2_failed(dir: &std::path::Path) {
     assert!(stats.members.iter().all(|m| m.io.write_bytes > 0), "{stats:?}");
     assert!(stats.engine.stripe_writes_full + stats.engine.stripe_writes_rmw > 0, "{stats:?}");
     assert!(stats.cache.stripe_cache_size > 0, "{stats:?}");
+    // The NBD server's counters: the one client, connected, and what it wrote.
+    let nbd = stats.nbd.expect("the NBD server's counters");
+    assert_eq!((nbd.connections_active, nbd.connections_max), (1, Some(64)), "{nbd:?}");
+    assert!(nbd.writes >= 400 && nbd.written_bytes >= 400 * 4096, "{nbd:?}");
     let table = uraid_ok(dir, &["stats", "verbs"]);
     // Its device failed and left the slot (md lists it faulty, outside the slots).
     assert!(table.contains("   2  missing (failed)"), "{table}");
+    assert!(
+        table.contains("nbd connections: open 1 (limit 64)  accepted 1  turned away"),
+        "{table}"
+    );
 }
 
 /// `status --watch` follows a running action through the array's control socket, by the

@@ -14,6 +14,32 @@ pub struct StatsReport {
     pub cache: CacheReport,
     /// In member (role) order.
     pub members: Vec<MemberReport>,
+    /// The NBD server's counters, when the array is served over NBD (`uraid serve`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbd: Option<NbdReport>,
+}
+
+/// What an NBD server counted since it started: connections and requests (`uraid-nbd`'s
+/// `ServerStats`, with the connection limit in force).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NbdReport {
+    pub connections_active: u64,
+    /// `None`: no limit.
+    pub connections_max: Option<u64>,
+    pub connections_accepted: u64,
+    /// Turned away because `connections_max` were open.
+    pub connections_over_limit: u64,
+    /// Closed for breaking the protocol.
+    pub connections_refused: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub trims: u64,
+    pub write_zeroes: u64,
+    /// Replies that carried an error.
+    pub errors: u64,
+    pub read_bytes: u64,
+    pub written_bytes: u64,
 }
 
 /// `ArrayStats`, field for field (md's names where md has them).
@@ -131,7 +157,7 @@ impl StatsReport {
             .zip(counters)
             .map(|((name, &failed), &io)| MemberReport { name: name.clone(), failed, io })
             .collect();
-        StatsReport { engine: EngineStats::from_array(stats), cache, members }
+        StatsReport { engine: EngineStats::from_array(stats), cache, members, nbd: None }
     }
 
     /// Writes the report to `path` atomically (a temporary file renamed over it), so that a

@@ -35,7 +35,7 @@ pub mod wire;
 pub use backend::{
     BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend, SegmentsDone, SegmentsOp,
 };
-pub use server::{ListenAddr, Server, ServerHandle};
+pub use server::{ListenAddr, Server, ServerHandle, StatsSource};
 pub use stats::ServerStats;
 
 use thiserror::Error;

@@ -37,7 +37,8 @@ const REFUSAL_LIMIT: Duration = Duration::from_secs(2);
 pub(crate) struct Shared {
     pub backend: Arc<dyn BlockBackend>,
     pub export: Export,
-    pub counters: Counters,
+    /// Shared with `StatsSource`, which outlives the server.
+    pub counters: Arc<Counters>,
     /// `ServerConfig::handshake_limit`.
     pub handshake_limit: Option<std::time::Duration>,
     /// `ServerConfig::connections_max`.
@@ -83,7 +84,7 @@ impl Server {
         let shared = Shared {
             backend,
             export,
-            counters: Counters::default(),
+            counters: Arc::default(),
             handshake_limit,
             connections_max,
             over_limit,
@@ -124,6 +125,13 @@ impl Server {
         self.shared.counters.snapshot()
     }
 
+    /// The counters, to read while the server runs and after: unlike the server and its
+    /// handles, this holds no reference to the backend.
+    #[must_use]
+    pub fn stats_source(&self) -> StatsSource {
+        StatsSource(Arc::clone(&self.shared.counters))
+    }
+
     fn start(
         &self,
         local: ListenAddr,
@@ -137,6 +145,17 @@ impl Server {
             .spawn(move || accept_loop(accept, &shared, &stop2, &conns2))?;
         let shared = self.shared.clone();
         Ok(ServerHandle { local, stop, accept: Some(thread), conns, shared })
+    }
+}
+
+/// `Server::stats_source`.
+#[derive(Clone)]
+pub struct StatsSource(Arc<Counters>);
+
+impl StatsSource {
+    #[must_use]
+    pub fn snapshot(&self) -> ServerStats {
+        self.0.snapshot()
     }
 }
 

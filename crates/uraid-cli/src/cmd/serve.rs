@@ -278,6 +278,7 @@ fn serve_until_stopped(
         ..ServerConfig::default()
     };
     let server = Server::new(runtime, config)?;
+    serving.set_nbd_stats(server.stats_source(), Some(args.max_connections as usize));
     let mut listeners: Vec<ServerHandle> = Vec::new();
     if let Some(listener) = tcp {
         let handle = server

@@ -29,6 +29,8 @@ pub struct Serving {
     stop_changed: Condvar,
     /// Kept until the array has stopped, so that `uraid stop` gets its answer.
     control: Mutex<Option<ControlServer>>,
+    /// The NBD server's counters and connection limit, for `uraid stats`, once it serves.
+    nbd: Mutex<Option<(uraid_nbd::StatsSource, Option<usize>)>>,
 }
 
 pub struct SignalGuard {
@@ -50,7 +52,34 @@ impl Serving {
             stop: Mutex::new(StopState::Running),
             stop_changed: Condvar::new(),
             control: Mutex::new(None),
+            nbd: Mutex::new(None),
         }
+    }
+
+    /// From here on `uraid stats` reports the NBD server's counters too.
+    pub fn set_nbd_stats(&self, source: uraid_nbd::StatsSource, connections_max: Option<usize>) {
+        *self.nbd.lock().unwrap_or_else(PoisonError::into_inner) = Some((source, connections_max));
+    }
+
+    fn nbd_report(&self) -> Option<uraid_io::stats::NbdReport> {
+        let nbd = self.nbd.lock().unwrap_or_else(PoisonError::into_inner);
+        let (source, max) = nbd.as_ref()?;
+        let s = source.snapshot();
+        Some(uraid_io::stats::NbdReport {
+            connections_active: s.connections_active,
+            connections_max: max.map(|m| m as u64),
+            connections_accepted: s.connections_accepted,
+            connections_over_limit: s.connections_over_limit,
+            connections_refused: s.connections_refused,
+            reads: s.reads,
+            writes: s.writes,
+            flushes: s.flushes,
+            trims: s.trims,
+            write_zeroes: s.write_zeroes,
+            errors: s.errors,
+            read_bytes: s.read_bytes,
+            written_bytes: s.written_bytes,
+        })
     }
 
     pub fn set_array(&self, md: MdArray) {
@@ -201,7 +230,11 @@ impl ArrayControl for Serving {
             ControlRequest::Status => {
                 self.with_array(|md| ControlResponse::with_status(md.status()))
             }
-            ControlRequest::Stats => self.with_array(|md| ControlResponse::with_stats(md.stats())),
+            ControlRequest::Stats => self.with_array(|md| {
+                let mut stats = md.stats();
+                stats.nbd = self.nbd_report();
+                ControlResponse::with_stats(stats)
+            }),
             ControlRequest::Fail { member } => self.with_array(|md| answer(md.fail(&member))),
             ControlRequest::Remove { member } => self.with_array(|md| answer(md.remove(&member))),
             ControlRequest::Add { path, force: false } => {

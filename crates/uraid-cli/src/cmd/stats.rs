@@ -13,8 +13,8 @@ use uraid_io::StatsReport;
     long_about = "Print a running array's counters, asked over its control socket: the \
 engines' (reads that bypassed the stripe cache, bytes copied through it, stripe writes by \
 method: full, rmw, rcw, degraded), the stripe caches' (size, active heads, hits, misses; summed \
-over the workers) and each slot's member's read and write I/Os, bytes and errors. With --file, \
-a report saved earlier with --json.",
+over the workers), each slot's member's read and write I/Os, bytes and errors, and the NBD \
+server's connections and requests. With --file, a report saved earlier with --json.",
     after_help = "Example:\n  uraid stats md0\n  uraid stats --json md0 > before.json\n  \
 uraid stats --file before.json"
 )]
@@ -73,6 +73,29 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
         println!(
             "{slot:>4}  {name:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
             m.io.read_ios, m.io.read_bytes, m.io.write_ios, m.io.write_bytes, m.io.errors
+        );
+    }
+    if let Some(n) = &report.nbd {
+        let limit = n.connections_max.map_or("no limit".into(), |m| format!("limit {m}"));
+        println!(
+            "nbd connections: open {} ({limit})  accepted {}  turned away over the limit {}  \
+             closed for protocol errors {}",
+            n.connections_active,
+            n.connections_accepted,
+            n.connections_over_limit,
+            n.connections_refused
+        );
+        println!(
+            "nbd requests: reads {} ({} bytes)  writes {} ({} bytes)  flushes {}  trims {}  \
+             write zeroes {}  errors {}",
+            n.reads,
+            n.read_bytes,
+            n.writes,
+            n.written_bytes,
+            n.flushes,
+            n.trims,
+            n.write_zeroes,
+            n.errors
         );
     }
     Ok(())
