@@ -327,7 +327,7 @@ fn serve_until_stopped(
 
 /// The serve log's line for NBD clients turned away over `--max-connections`: the first at
 /// once, then at most one every 10 s with how many since, so that a client retrying in a
-/// loop cannot flood the log.
+/// loop cannot flood the log (`uraid stats` counts every one at once).
 fn over_limit_hook(name: &str, max: u32) -> OverLimitHook {
     use std::sync::{Mutex, PoisonError};
     use std::time::{Duration, Instant};
@@ -343,7 +343,7 @@ fn over_limit_hook(name: &str, max: u32) -> OverLimitHook {
         let connections = if max == 1 { "connection" } else { "connections" };
         say!(
             "uraid serve: {name}: turned away {since} NBD {clients}: {max} {connections} open, \
-             the limit (--max-connections)"
+             the limit (--max-connections; `uraid stats {name}` counts every one)"
         );
         *last = Some((Instant::now(), turned_away));
     }))
