@@ -1,6 +1,6 @@
 //! The running array `uraid serve` holds: the management verbs' requests (the control
-//! socket's `ArrayControl`), the stop that SIGINT, SIGTERM, SIGHUP or `uraid stop` asks for, and the
-//! clean stop itself.
+//! socket's `ArrayControl`), the stop that SIGINT, SIGTERM, SIGHUP or `uraid stop` asks for,
+//! and the clean stop itself.
 
 use anyhow::Context;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
