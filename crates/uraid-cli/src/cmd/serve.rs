@@ -25,8 +25,9 @@ use uraid_ublk::{UblkConfig, UblkDevice};
     about = "Serve an md array over NBD (no members: a demo RAID6 on local files)",
     long_about = "Assemble an md v1.2 array from its members (md's rules, as `uraid assemble`) \
 and serve it as a block device over NBD, on TCP and/or a Unix socket, until SIGINT, SIGTERM, \
-SIGHUP (the terminal closed) or `uraid stop NAME`. While it runs, the management verbs (status, detail, fail, remove, add, \
-replace, check, repair, sync-speed, stop) reach it by its name through its control socket in \
+SIGHUP (the terminal closed) or `uraid stop NAME`. While it runs, the management verbs \
+(status, detail, fail, remove, add, replace, check, repair, sync-speed, stop) reach it by its \
+name through its control socket in \
 $URAID_RUN_DIR (default /run/uraid). A failed member is marked faulty and a spare rebuilt onto \
 at once; a resync after an unclean stop runs in the background. Stopping drains every request \
 already received, flushes, and marks the array clean.\n\nWith no members, makes (or reopens) \
