@@ -223,8 +223,15 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains("cannot serve NBD on") && err.contains(&addr), "{err}");
+    assert!(err.contains("another server there?"), "{err}");
     assert!(metadata_of(&a) == before, "a refused serve wrote to a member");
     assert_eq!(examine_field(&a[0], "State"), "clean", "{err}");
+    // A malformed address is said to be one (it was asked whether another server was there).
+    let mut args = vec!["serve", "--listen", "nonsense"];
+    args.extend(a.iter().map(|p| p.to_str().unwrap()));
+    let err = text(&uraid(&dir, &args).stderr);
+    assert!(err.contains("--listen takes ADDRESS:PORT") && !err.contains("another"), "{err}");
+    assert!(metadata_of(&a) == before, "a refused serve wrote to a member");
 
     // The same members served twice: the second is refused before touching them.
     let first = Served::start(&dir, "a", &a);

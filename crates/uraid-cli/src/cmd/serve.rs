@@ -156,10 +156,17 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     refuse_a_name_in_use(args.name.as_deref(), &paths)?;
     // The port before the array: a port taken (a second array on the default one) is refused
     // before the assembly marks the superblocks active.
-    let tcp =
-        (!args.no_tcp).then(|| TcpListener::bind(args.listen.as_str())).transpose().with_context(
-            || format!("cannot serve NBD on {} (another server there? use --listen)", args.listen),
-        )?;
+    let tcp = (!args.no_tcp).then(|| TcpListener::bind(args.listen.as_str())).transpose().map_err(
+        |e| {
+            // Only a port taken has another server behind it; a bad address is just bad.
+            let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
+                " (another server there? use --listen)"
+            } else {
+                " (--listen takes ADDRESS:PORT, e.g. 127.0.0.1:10809 or [::1]:10809)"
+            };
+            anyhow::Error::new(e).context(format!("cannot serve NBD on {}{hint}", args.listen))
+        },
+    )?;
     if let Some(path) = &args.unix {
         uraid_io::unix_socket::remove_stale(path)
             .with_context(|| format!("cannot serve NBD on {}", path.display()))?;
