@@ -20,7 +20,8 @@ pub struct StatsReport {
 }
 
 /// What an NBD server counted since it started: connections and requests (`uraid-nbd`'s
-/// `ServerStats`, with the connection limit in force).
+/// `ServerStats`, with the connection limit in force). A copy of its fields, not the type:
+/// the member runtime does not depend on a frontend.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NbdReport {
     pub connections_active: u64,
