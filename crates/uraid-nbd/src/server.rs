@@ -129,7 +129,8 @@ impl Server {
     /// handles, this holds no reference to the backend.
     #[must_use]
     pub fn stats_source(&self) -> StatsSource {
-        StatsSource(Arc::clone(&self.shared.counters))
+        let counters = Arc::clone(&self.shared.counters);
+        StatsSource { counters, connections_max: self.shared.connections_max }
     }
 
     fn start(
@@ -150,12 +151,21 @@ impl Server {
 
 /// `Server::stats_source`.
 #[derive(Clone)]
-pub struct StatsSource(Arc<Counters>);
+pub struct StatsSource {
+    counters: Arc<Counters>,
+    connections_max: Option<usize>,
+}
 
 impl StatsSource {
     #[must_use]
     pub fn snapshot(&self) -> ServerStats {
-        self.0.snapshot()
+        self.counters.snapshot()
+    }
+
+    /// `ServerConfig::connections_max`, the limit the counters run against.
+    #[must_use]
+    pub fn connections_max(&self) -> Option<usize> {
+        self.connections_max
     }
 }
 

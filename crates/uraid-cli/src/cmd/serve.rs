@@ -286,7 +286,7 @@ fn serve_until_stopped(
         ..ServerConfig::default()
     };
     let server = Server::new(runtime, config)?;
-    serving.set_nbd_stats(server.stats_source(), Some(args.max_connections as usize));
+    serving.set_nbd_stats(server.stats_source());
     let mut listeners: Vec<ServerHandle> = Vec::new();
     if let Some(listener) = tcp {
         let handle = server

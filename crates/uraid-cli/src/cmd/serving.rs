@@ -30,7 +30,7 @@ pub struct Serving {
     /// Kept until the array has stopped, so that `uraid stop` gets its answer.
     control: Mutex<Option<ControlServer>>,
     /// The NBD server's counters and connection limit, for `uraid stats`, once it serves.
-    nbd: Mutex<Option<(uraid_nbd::StatsSource, Option<usize>)>>,
+    nbd: Mutex<Option<uraid_nbd::StatsSource>>,
 }
 
 pub struct SignalGuard {
@@ -57,17 +57,17 @@ impl Serving {
     }
 
     /// From here on `uraid stats` reports the NBD server's counters too.
-    pub fn set_nbd_stats(&self, source: uraid_nbd::StatsSource, connections_max: Option<usize>) {
-        *self.nbd.lock().unwrap_or_else(PoisonError::into_inner) = Some((source, connections_max));
+    pub fn set_nbd_stats(&self, source: uraid_nbd::StatsSource) {
+        *self.nbd.lock().unwrap_or_else(PoisonError::into_inner) = Some(source);
     }
 
     fn nbd_report(&self) -> Option<uraid_io::stats::NbdReport> {
         let nbd = self.nbd.lock().unwrap_or_else(PoisonError::into_inner);
-        let (source, max) = nbd.as_ref()?;
+        let source = nbd.as_ref()?;
         let s = source.snapshot();
         Some(uraid_io::stats::NbdReport {
             connections_active: s.connections_active,
-            connections_max: max.map(|m| m as u64),
+            connections_max: source.connections_max().map(|m| m as u64),
             connections_accepted: s.connections_accepted,
             connections_over_limit: s.connections_over_limit,
             connections_refused: s.connections_refused,
