@@ -1,7 +1,8 @@
 //! The in-flight window of one connection: how many requests, and how many payload bytes,
 //! have been read but not yet answered (the bytes' limit is given at each acquire: the
-//! connection's share of the server's, which moves as connections come and go). The reader waits at the window's edge, which pushes
-//! back on the client through TCP instead of buffering without bound.
+//! connection's share of the server's, which moves as connections come and go). The reader
+//! waits at the window's edge, which pushes back on the client through TCP instead of
+//! buffering without bound.
 
 use std::sync::{Condvar, Mutex, PoisonError};
 
