@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use uraid_format::Superblock1;
 use uraid_format::Uuid;
 use uraid_io::FileIdentity;
-use uraid_runtime::RuntimeError;
+use uraid_runtime::{MemberSet, RuntimeError};
 
 impl Inner {
     pub(crate) fn meta(&self) -> std::sync::MutexGuard<'_, crate::meta::Metadata> {
@@ -65,7 +65,7 @@ impl Inner {
             .failed_members()
             .into_iter()
             .filter(|&slot| !meta.devices.iter().any(|d| d.role == Role::Slot(slot as u32)));
-        self.runtime.failures_recorded(recorded.fold(0, |mask, slot| mask | 1 << slot));
+        self.runtime.failures_recorded(MemberSet::of(recorded));
     }
 
     pub(crate) fn note_recovery(&self, slot: u32, sector: u64) {

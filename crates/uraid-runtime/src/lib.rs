@@ -23,6 +23,7 @@
 pub mod completions;
 mod lifecycle;
 pub mod log;
+pub mod member_set;
 mod plug;
 mod request;
 pub mod runtime;
@@ -34,6 +35,7 @@ mod worker;
 
 pub use completions::after_completions;
 pub use log::LogSetup;
+pub use member_set::MemberSet;
 pub use request::{Callback, Completed, Op};
 pub use runtime::{
     MIN_STRIPE_HEADS_PER_WORKER, Runtime, RuntimeConfig, RuntimeStats, WriteIntentSetup,

@@ -6,6 +6,7 @@
 
 use crate::RuntimeError;
 use crate::log::LogSetup;
+use crate::member_set::MemberSet;
 use crate::plug;
 use crate::request::{self, Callback, Completed, Op, Parent, Piece, PieceOp, Span};
 use crate::safe_mode::SafeMode;
@@ -126,7 +127,6 @@ impl Runtime {
                 return Err(RuntimeError::LogTooSmall { ring_bytes: l.ring_bytes(), unit_bytes });
             }
         }
-        assert!(g.raid_disks() <= 64, "the failed-member set is a 64-bit mask");
         if members.member_count() != g.raid_disks() {
             let found = members.member_count();
             return Err(RuntimeError::MemberCount { expected: g.raid_disks(), found });
@@ -439,7 +439,7 @@ impl Runtime {
     /// Fails `member` in every worker's engine (each before it plans its next request).
     pub fn fail_member(&self, member: usize) {
         assert!(member < self.raid_disks, "member {member} of {}", self.raid_disks);
-        self.wide.failed_mask.fetch_or(1 << member, Ordering::AcqRel);
+        self.wide.failed_mask.fetch_or(MemberSet::of([member]), Ordering::AcqRel);
         self.wide.announce_failure();
     }
 
@@ -474,9 +474,9 @@ impl Runtime {
     /// The caller's metadata now says `members` (a bit each) are faulty: writes held for
     /// their failures are acknowledged (with `RuntimeConfig::record_failures`). A bit stays
     /// until the member comes back (`start_recovery`).
-    pub fn failures_recorded(&self, members: u64) {
+    pub fn failures_recorded(&self, members: MemberSet) {
         let before = self.wide.recorded_mask.fetch_or(members, Ordering::AcqRel);
-        if before | members != before {
+        if !members.minus(before).is_empty() {
             for tx in &self.senders {
                 // A worker gone holds nothing.
                 let _ = tx.send(Msg::FailuresRecorded);
@@ -487,13 +487,16 @@ impl Runtime {
     /// The members failed anywhere in the array.
     #[must_use]
     pub fn failed_members(&self) -> Vec<usize> {
-        bits(self.wide.failed_mask.load(Ordering::Acquire))
+        self.wide.failed_mask.load(Ordering::Acquire).members().collect()
     }
 
     /// Per worker, the members its engine treated as failed at its last turn.
     #[must_use]
     pub fn worker_failed_members(&self) -> Vec<Vec<usize>> {
-        self.views.iter().map(|v| bits(v.failed_mask.load(Ordering::Acquire))).collect()
+        self.views
+            .iter()
+            .map(|v| v.failed_mask.load(Ordering::Acquire).members().collect())
+            .collect()
     }
 
     /// Changes md's stripe_cache_size (the array total) while running.
@@ -581,10 +584,6 @@ fn heads_per_worker(total: usize, workers: usize) -> usize {
 
 fn open_error(worker: usize, member: usize, e: std::io::Error) -> RuntimeError {
     RuntimeError::Open { worker, member, source: Arc::new(e) }
-}
-
-fn bits(mask: u64) -> Vec<usize> {
-    (0..64).filter(|m| mask & (1 << m) != 0).collect()
 }
 
 fn sum_stats(a: ArrayStats, b: ArrayStats) -> ArrayStats {

@@ -1,15 +1,17 @@
 //! What every worker of an array shares: the members failed anywhere, those of them the
 //! caller's metadata records, and the members being brought back.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Condvar, Mutex, PoisonError};
+
+use crate::member_set::{AtomicMemberSet, MemberSet};
 
 /// State every worker shares, a bit (or a count) per member.
 #[derive(Default)]
 pub(crate) struct ArrayWide {
-    pub failed_mask: AtomicU64,
+    pub failed_mask: AtomicMemberSet,
     /// The failed members the caller's metadata says are faulty (`Runtime::failures_recorded`).
-    pub recorded_mask: AtomicU64,
+    pub recorded_mask: AtomicMemberSet,
     /// How many times `failed_mask` has gained members, for `Runtime::wait_for_failure`.
     pub failure_news: Mutex<u64>,
     pub failure_news_cv: Condvar,
@@ -48,9 +50,8 @@ impl ArrayWide {
         {
             *reason = None;
         }
-        let keep = !(1u64 << member);
-        self.failed_mask.fetch_and(keep, Ordering::AcqRel);
-        self.recorded_mask.fetch_and(keep, Ordering::AcqRel);
+        self.failed_mask.remove(member, Ordering::AcqRel);
+        self.recorded_mask.remove(member, Ordering::AcqRel);
     }
 
     /// Keeps `why` as the reason `member` failed unless one is kept already.
@@ -76,8 +77,8 @@ impl ArrayWide {
     }
 
     /// The members some worker has yet to bring back, a bit each.
-    pub fn reviving_mask(&self) -> u64 {
+    pub fn reviving_mask(&self) -> MemberSet {
         let reviving = self.reviving.lock().unwrap_or_else(PoisonError::into_inner);
-        reviving.iter().enumerate().filter(|(_, n)| **n > 0).fold(0, |mask, (m, _)| mask | 1 << m)
+        MemberSet::of(reviving.iter().enumerate().filter(|(_, n)| **n > 0).map(|(m, _)| m))
     }
 }

@@ -17,10 +17,11 @@
 //! next turn's merge). What would change it: `Member::wait_with(eventfd)` in uraid-io.
 
 use crate::RuntimeError;
+use crate::member_set::{AtomicMemberSet, MemberSet};
 use crate::request::{Piece, PieceOp};
 use crate::wide::ArrayWide;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -106,7 +107,7 @@ pub(crate) struct WorkerView {
     /// The engine's counters and its stripe cache's as of its last turn.
     pub stats: Mutex<(ArrayStats, CacheReport)>,
     /// The members this worker's engine treats as failed, as of its last turn (a bit each).
-    pub failed_mask: AtomicU64,
+    pub failed_mask: AtomicMemberSet,
     /// Where check, repair and resync found mismatches (the engine's first ones), and the
     /// count in sectors, as of the last turn that changed them.
     pub mismatches: Mutex<(Vec<Mismatch>, u64)>,
@@ -130,7 +131,7 @@ pub(crate) struct Worker {
     /// Members this worker has published as failed or adopted from others: only failures
     /// beyond these are published, so a member the runtime brings back (recovery) is not
     /// failed again by a worker that has not yet seen the news.
-    known_failed: u64,
+    known_failed: MemberSet,
     /// With a write-intent bitmap: when the engine's clock last ticked.
     last_tick: Option<Instant>,
     /// When the last message came: held writes go once none has come for
@@ -157,7 +158,7 @@ impl Worker {
             pieces: HashMap::new(),
             next_id: 0,
             broken: None,
-            known_failed: 0,
+            known_failed: MemberSet::default(),
             last_tick: None,
             last_message: Instant::now(),
             mismatch_sectors: 0,
@@ -286,12 +287,12 @@ impl Worker {
                 self.array.set_stripe_cache_size(heads).expect("the runtime sends at least 1");
             }
             Msg::StartRecovery { member, offset } => {
-                self.known_failed &= !(1 << member);
+                self.known_failed.remove(member);
                 self.array.start_recovery(DiskIndex(member as u16), Sector(offset));
                 self.wide.revived(member);
             }
             Msg::StartReAdd { member, reply } => {
-                self.known_failed &= !(1 << member);
+                self.known_failed.remove(member);
                 let ranges = self.array.start_readd(DiskIndex(member as u16));
                 self.wide.revived(member);
                 let _ = reply.send(ranges);
@@ -316,7 +317,7 @@ impl Worker {
                 self.array.end_replacement(DiskIndex(member as u16));
             }
             Msg::TakeOver { member, front, reply } => {
-                self.known_failed &= !(1 << member);
+                self.known_failed.remove(member);
                 let ranges =
                     self.array.take_over_replacement(DiskIndex(member as u16), Sector(front));
                 self.wide.revived(member);
@@ -344,7 +345,7 @@ impl Worker {
     /// tests/revival.rs, uraid-md's lifecycle_chaos).
     fn fail_before_device_change(&mut self, member: usize) {
         self.array.fail_member(DiskIndex(member as u16));
-        self.known_failed |= 1 << member;
+        self.known_failed.insert(member);
         self.turn(false);
     }
 
@@ -420,35 +421,33 @@ impl Worker {
     /// only reads the shared mask, so that the workers do not bounce its cache line.
     fn sync_failures(&mut self) {
         let mine = mask(&self.array.failed_members());
-        let mut newly = mine & !self.known_failed;
-        if newly != 0 {
+        let mut newly = mine.minus(self.known_failed);
+        if !newly.is_empty() {
             // A member being brought back failed here on its old device: no news.
-            newly &= !self.wide.reviving_mask();
+            newly = newly.minus(self.wide.reviving_mask());
         }
-        let all = if newly == 0 {
+        let all = if newly.is_empty() {
             self.wide.failed_mask.load(Ordering::Acquire)
         } else {
             // Kept before the news goes out, so that whoever records the failure can say why.
-            for m in (0..64).filter(|m| newly & (1 << m) != 0) {
+            for m in newly.members() {
                 if let Some(failed) = self.driver.last_failure(m) {
                     self.wide.note_reason(m, || failed.to_string());
                 }
             }
-            let all = self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel) | newly;
+            let all = self.wide.failed_mask.fetch_or(newly, Ordering::AcqRel).union(newly);
             self.wide.announce_failure();
             all
         };
-        let adopt = all & !mine;
-        self.known_failed = mine | all;
-        for m in 0..64 {
-            if adopt & (1 << m) != 0 {
-                self.array.fail_member(DiskIndex(m));
-            }
+        let adopt = all.minus(mine);
+        self.known_failed = mine.union(all);
+        for m in adopt.members() {
+            self.array.fail_member(DiskIndex(m as u16));
         }
         if self.array.has_unrecorded_failures() {
             let recorded = self.wide.recorded_mask.load(Ordering::Acquire);
             for m in self.array.unrecorded_failures() {
-                if recorded & (1 << m.get()) != 0 {
+                if recorded.contains(m.get()) {
                     self.array.failure_recorded(m);
                 }
             }
@@ -486,7 +485,6 @@ impl Worker {
     }
 }
 
-/// A bit per member; the runtime refuses arrays of more than 64 members.
-pub(crate) fn mask(members: &[DiskIndex]) -> u64 {
-    members.iter().fold(0, |m, d| m | (1 << d.get()))
+pub(crate) fn mask(members: &[DiskIndex]) -> MemberSet {
+    MemberSet::of(members.iter().map(|d| d.get()))
 }

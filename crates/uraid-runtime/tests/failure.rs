@@ -11,7 +11,7 @@ use common::{FaultySource, KIB, Model, assert_same, client, config, with_workers
 use std::sync::atomic::AtomicUsize;
 use uraid_core::Level;
 use uraid_core::array::ArrayError;
-use uraid_runtime::{Runtime, RuntimeError, SharedMemorySource};
+use uraid_runtime::{MemberSet, Runtime, RuntimeError, SharedMemorySource};
 
 const MEMBER_BYTES: usize = 1 << 20;
 const CHUNK_BYTES: usize = 16 * KIB;
@@ -66,6 +66,66 @@ fn a_member_failed_by_one_worker_is_failed_by_all_and_reads_stay_correct() {
     rt.shutdown().unwrap();
 }
 
+/// Arrays past 64 members (md and uraid take up to 256): the workers share failures in a set
+/// of a bit per member, which was one 64-bit word, and such an array panicked at start.
+/// RAID6 of 130 on 2 workers: member 129 fails under worker 1 by its I/O errors, member 70
+/// through the API; every worker fails both, the data reads back, writes degraded read back,
+/// and a third failure is refused. Recorded failures of high members release held writes.
+#[test]
+fn members_past_64_fail_in_every_worker() {
+    const DISKS: usize = 130;
+    const MEMBER: usize = 512 * KIB;
+    let cfg = with_workers(config(Level::Raid6, DISKS, 4 * KIB, MEMBER), 2);
+    let inner = SharedMemorySource::new(DISKS, MEMBER);
+    let source =
+        FaultySource { inner, worker: 1, member: 129, after: 2, opened: AtomicUsize::new(0) };
+    let rt = Runtime::start(&cfg, &source).unwrap();
+    let model = Model::new(rt.size_bytes());
+    let whole = common::pattern(7, rt.size_bytes() as usize);
+    rt.write_at(0, &whole).unwrap();
+    model.write(0, &whole);
+    rt.flush().unwrap();
+    assert_eq!(rt.failed_members(), vec![129]);
+    assert_eq!(rt.worker_failed_members(), vec![vec![129]; 2]);
+    read_whole(&rt, &model, "member 129 failed");
+
+    rt.fail_member(70);
+    rt.flush().unwrap();
+    assert_eq!(rt.worker_failed_members(), vec![vec![70, 129]; 2]);
+    read_whole(&rt, &model, "members 70 and 129 failed");
+    let row_bytes = (DISKS as u64 - 2) * 4 * KIB as u64;
+    let data = common::pattern(8, 3 * row_bytes as usize);
+    rt.write_at(row_bytes / 2, &data).unwrap();
+    model.write(row_bytes / 2, &data);
+    read_whole(&rt, &model, "written with members 70 and 129 failed");
+
+    rt.fail_member(100);
+    rt.flush().unwrap();
+    // A row no recent request left in the stripe cache.
+    // A row no recent request left in the stripe cache (it holds 64 of the 128).
+    let r = rt.read_at(8 * row_bytes, row_bytes as usize).map(drop);
+    assert!(matches!(r, Err(RuntimeError::Array(ArrayError::BeyondRedundancy))), "{r:?}");
+    rt.shutdown().unwrap();
+
+    // Held writes go once the failure of a member past 64 is recorded.
+    let mut cfg = cfg;
+    cfg.record_failures = true;
+    let source = SharedMemorySource::new(DISKS, MEMBER);
+    let rt = std::sync::Arc::new(Runtime::start(&cfg, &source).unwrap());
+    rt.fail_member(129);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let shared = rt.clone();
+    let writer = std::thread::spawn(move || tx.send(shared.write_at(0, &data)).unwrap());
+    let wait = std::time::Duration::from_millis(300);
+    let held = rx.recv_timeout(wait);
+    rt.failures_recorded(MemberSet::of([129]));
+    let done = rx.recv_timeout(std::time::Duration::from_secs(10));
+    writer.join().unwrap();
+    assert!(held.is_err(), "acknowledged before the failure was recorded: {held:?}");
+    assert!(matches!(done, Ok(Ok(()))), "{done:?}");
+    std::sync::Arc::into_inner(rt).unwrap().shutdown().unwrap();
+}
+
 /// Regression test for an engine (uraid-core) bug, fixed, on one worker so that the runtime's
 /// sharding plays no part: RAID6 of 6, member 2 failed, a full-row write, a whole-row discard,
 /// then the row read back returns the written data of the chunk on the failed member instead
@@ -110,7 +170,7 @@ fn writes_after_a_failure_wait_until_it_is_recorded() {
     let wait = std::time::Duration::from_millis(300);
     assert!(rx.recv_timeout(wait).is_err(), "acknowledged before the failure was recorded");
     assert_eq!(rt.failed_members(), vec![2]);
-    rt.failures_recorded(1 << 2);
+    rt.failures_recorded(MemberSet::of([2]));
     let mut got: Vec<(i32, Result<(), RuntimeError>)> =
         (0..2).map(|_| rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap()).collect();
     got.sort_by_key(|(op, _)| *op);
