@@ -34,6 +34,8 @@ struct Variant {
     fix: u8,
     size_bytes: u64,
     unreadable: bool,
+    /// Another format's metadata seen on the device.
+    other: bool,
 }
 
 fn area(bytes: &[u8], fix: u8) -> Vec<u8> {
@@ -77,6 +79,7 @@ fuzz_target!(|data: &[u8]| {
         name: "c0".into(),
         size_bytes: input.size_bytes,
         superblock_area: Ok(first.clone()),
+        other_metadata: None,
     }];
     for (i, v) in input.others.iter().take(8).enumerate() {
         let mut a = first.clone();
@@ -90,6 +93,7 @@ fuzz_target!(|data: &[u8]| {
             name: format!("c{}", i + 1),
             size_bytes: v.size_bytes,
             superblock_area,
+            other_metadata: v.other.then_some(uraid_format::OtherMetadata::V1_0),
         });
     }
     // mdadm's --force is both halves, as the CLI passes it.

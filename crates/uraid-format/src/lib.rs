@@ -23,6 +23,7 @@ mod error;
 pub mod feature;
 mod level;
 pub mod md_ppl;
+mod other_metadata;
 mod superblock;
 mod uuid;
 
@@ -37,6 +38,7 @@ pub use checksum::sb_csum;
 pub use dev_roles::{ArrayState, DevRole, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SlotState};
 pub use error::{BitmapError, CreateError, MetadataArea, SuperblockError, UuidParseError};
 pub use level::Level;
+pub use other_metadata::OtherMetadata;
 pub use superblock::{
     MAX_DEV_LIMIT, MAX_SECTOR, SUPERBLOCK_HEADER_BYTES, Superblock1, V1_2_SUPER_OFFSET_SECTORS,
 };

@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use uraid_format::assemble::Candidate;
-use uraid_format::{Level, V1_2_SUPER_OFFSET_SECTORS};
+use uraid_format::{Level, OtherMetadata, V1_2_SUPER_OFFSET_SECTORS};
 use uraid_io::{BadBlockList, FileMember, FileOptions, KnownBad, Member, MemoryMember};
 use uraid_runtime::MemberSource;
 
@@ -30,7 +30,7 @@ pub fn device_size_bytes(file: &File) -> io::Result<u64> {
 #[must_use]
 pub fn read_candidate(path: &Path) -> Candidate {
     let name = path.display().to_string();
-    let read = || -> io::Result<(u64, Vec<u8>)> {
+    let read = || -> io::Result<(u64, Vec<u8>, Option<OtherMetadata>)> {
         let file = uraid_io::open_member_path(path, false)?;
         let size_bytes = device_size_bytes(&file)?;
         let mut area = vec![0u8; SUPERBLOCK_AREA_BYTES];
@@ -41,17 +41,46 @@ pub fn read_candidate(path: &Path) -> Candidate {
             )));
         }
         file.read_exact_at(&mut area, SUPERBLOCK_OFFSET_BYTES)?;
-        Ok((size_bytes, area))
+        let other = if area[..4] == MD_MAGIC_BYTES {
+            None
+        } else {
+            other_metadata(&file, size_bytes).map(|(found, _)| found)
+        };
+        Ok((size_bytes, area, other))
     };
     match read() {
-        Ok((size_bytes, area)) => Candidate { name, size_bytes, superblock_area: Ok(area) },
+        Ok((size_bytes, area, other_metadata)) => {
+            Candidate { name, size_bytes, superblock_area: Ok(area), other_metadata }
+        }
         Err(e) => {
             let size_bytes = uraid_io::open_member_path(path, false)
                 .and_then(|f| device_size_bytes(&f))
                 .unwrap_or(0);
-            Candidate { name, size_bytes, superblock_area: Err(e.to_string()) }
+            Candidate {
+                name,
+                size_bytes,
+                superblock_area: Err(e.to_string()),
+                other_metadata: None,
+            }
         }
     }
+}
+
+/// md's superblock magic as it starts a v1.x superblock.
+const MD_MAGIC_BYTES: [u8; 4] = 0xa92b_4efc_u32.to_le_bytes();
+
+/// The first format uraid does not assemble whose magic `file` holds in its place, if any,
+/// and the byte it starts at: a device of another array must not be called blank (nor
+/// created over without --force).
+#[must_use]
+pub fn other_metadata(file: &File, size_bytes: u64) -> Option<(OtherMetadata, u64)> {
+    OtherMetadata::places(size_bytes).into_iter().find_map(|(found, at)| {
+        let mut bytes = [0u8; OtherMetadata::PROBE_BYTES];
+        let len = usize::try_from(size_bytes.saturating_sub(at))
+            .map_or(bytes.len(), |left| left.min(bytes.len()));
+        file.read_exact_at(&mut bytes[..len], at).ok()?;
+        found.recognise(&bytes[..len]).then_some((found, at))
+    })
 }
 
 /// `read_candidate` for assembly: with md's PPL bit put back where uraid took it off while
@@ -67,6 +96,19 @@ pub fn read_candidate_to_assemble(path: &Path) -> Candidate {
         sb.encode_into(area);
     }
     c
+}
+
+/// Zeroes the magic of another format's metadata on `path` (a device that joins an array with
+/// --force over it), so that no tool finds a second array on it. Returns what was erased.
+pub fn erase_other_metadata(path: &Path) -> io::Result<Option<OtherMetadata>> {
+    let file = uraid_io::open_member_path(path, true)?;
+    let size_bytes = device_size_bytes(&file)?;
+    let Some((found, at)) = other_metadata(&file, size_bytes) else { return Ok(None) };
+    let len = usize::try_from(size_bytes - at)
+        .map_or(OtherMetadata::PROBE_BYTES, |left| left.min(OtherMetadata::PROBE_BYTES));
+    file.write_all_at(&vec![0u8; len], at)?;
+    file.sync_data()?;
+    Ok(Some(found))
 }
 
 /// The engine's level for an md level uraid serves (4, 5, 6).

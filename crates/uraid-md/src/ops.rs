@@ -324,6 +324,7 @@ impl Inner {
             }
             self.refuse_foreign_member(path, force)?;
             let d = self.open_joining(&meta, path, size, Role::Spare)?;
+            erase_other_metadata(path)?;
             meta.devices.push(d);
             meta.attach_bad_blocks().map_err(|e| refuse(format!("its bad block log: {e}")))?;
             self.commit_locked(&mut meta);
@@ -333,9 +334,20 @@ impl Inner {
     }
 
     /// Unless `force`, refuses a device about to join (`add`, `replace --with`) that holds
-    /// a member of another md array (mdadm takes it without a word; that array loses it).
+    /// a member of another md array (mdadm takes it without a word; that array loses it), of
+    /// any metadata version or a firmware RAID's.
     pub(crate) fn refuse_foreign_member(&self, path: &str, force: bool) -> Result<(), MdError> {
         let candidate = crate::members::read_candidate_to_assemble(Path::new(path));
+        if let Some(found) = candidate.other_metadata.filter(|_| !force) {
+            return Err(MdError::Member {
+                path: path.to_owned(),
+                message: format!(
+                    "holds {}: a member of another array? with --force it joins this one, and \
+                     that array loses it",
+                    found.describe()
+                ),
+            });
+        }
         let sb = candidate.superblock_area.ok().and_then(|a| Superblock1::decode(&a).ok());
         match sb.filter(|sb| sb.set_uuid != self.info.uuid && !force) {
             Some(sb) => Err(MdError::Member {
@@ -350,7 +362,17 @@ impl Inner {
             None => Ok(()),
         }
     }
+}
 
+/// `members::erase_other_metadata` for a device joining the array with --force.
+pub(crate) fn erase_other_metadata(path: &str) -> Result<(), MdError> {
+    crate::members::erase_other_metadata(Path::new(path)).map(drop).map_err(|e| MdError::Member {
+        path: path.to_owned(),
+        message: format!("erasing the other array's metadata on it: {e}"),
+    })
+}
+
+impl Inner {
     /// Checks a device about to join the array (`add`, `replace`) as md does: it opens, is
     /// no member of this array by any path, and is big enough. Returns its size in bytes.
     pub(crate) fn check_joining(

@@ -28,6 +28,7 @@ impl Inner {
         self.refuse_foreign_member(with, force)?;
         let slot = self.replaceable(&meta, member)?;
         let mut d = self.open_joining(&meta, with, size, Role::Replacement(slot))?;
+        crate::ops::erase_other_metadata(with)?;
         d.recovery_offset = Some(0);
         meta.devices.push(d);
         let i = meta.devices.len() - 1;

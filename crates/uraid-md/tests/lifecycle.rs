@@ -6,6 +6,7 @@
 //! against a model, the member is lost the way the engine loses one (the runtime's failed
 //! set), which the array's monitor must notice.
 
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -385,6 +386,40 @@ fn add_refuses_a_member_of_another_array_unless_forced() {
     assert!(md.status().members.iter().any(|m| m.path == foreign && m.state == "spare"));
     md.stop().unwrap();
     assert_eq!(common::superblock(&other[0]).set_uuid, uraid_format::Uuid([7; 16]));
+}
+
+/// A device holding another format's metadata (md 1.1 at its start, md 1.0 at its end) is
+/// refused the same way, naming the format, and forced it joins with that magic zeroed, so
+/// that no tool finds a second array on it.
+#[test]
+fn add_refuses_other_metadata_unless_forced_and_then_erases_it() {
+    let dir = tempdir("add-other-metadata");
+    let paths = make_array(dir.path(), 4, None);
+    let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+    let size = std::fs::metadata(&paths[0]).unwrap().len();
+    // md's magic, then major_version 1: what the kernel checks first.
+    let magic = [0xfc, 0x4e, 0x2b, 0xa9, 1, 0, 0, 0];
+    for (name, at, words) in [
+        ("v1.1", 0, "md metadata 1.1"),
+        ("v1.0", (size / 512 - 16) / 8 * 8 * 512, "md metadata 1.0"),
+    ] {
+        let device = dir.path().join(format!("{name}.img"));
+        std::fs::File::create(&device).unwrap().set_len(size).unwrap();
+        common::write_member(&device, at, &magic);
+        let device_name = device.display().to_string();
+        let err = md.add(&device_name).unwrap_err().to_string();
+        assert!(err.contains(words) && err.contains("--force"), "{name}: {err}");
+        let err = md.replace(&paths[1].display().to_string(), &device_name).unwrap_err();
+        assert!(err.to_string().contains(words), "{name}: {err}");
+        let mut kept = [0u8; 8];
+        std::fs::File::open(&device).unwrap().read_exact_at(&mut kept, at).unwrap();
+        assert_eq!(kept, magic, "{name}: changed by a refusal");
+        assert!(md.add_forced(&device_name).unwrap().starts_with("added"), "{name}");
+        std::fs::File::open(&device).unwrap().read_exact_at(&mut kept, at).unwrap();
+        assert_eq!(kept, [0; 8], "{name}: the old magic stays");
+        assert_eq!(common::superblock(&device).set_uuid, uraid_format::Uuid([7; 16]), "{name}");
+    }
+    md.stop().unwrap();
 }
 
 /// A pipe given to `add` or `replace` is refused by what it is, at once: the open it took

@@ -3,8 +3,8 @@
 //! (`uraid_format::create`), so that mdadm and the Linux md driver accept the array.
 //!
 //! Everything is decided and every superblock built before the first byte is written: a
-//! refusal (wrong member count, a member too small, a member that already holds md metadata
-//! without --force) leaves every member untouched. Only the metadata area in front of the data
+//! refusal (wrong member count, a member too small, a member that already holds md or
+//! firmware RAID metadata without --force) leaves every member untouched. Only the metadata area in front of the data
 //! is written; the data area is not touched, so the parity of a new array is not initialised:
 //! the array is marked as needing a full resync (resync_offset 0), as md does after create,
 //! unless --assume-clean says the members already agree (all zeros, for example).
@@ -23,8 +23,8 @@ use uraid_format::create::{
     choose_bitmap_space_sectors, default_data_offset_sectors,
 };
 use uraid_format::{
-    BITMAP_SUPER_BYTES, BitmapSuper, DevRole, Level, Superblock1, Uuid, V1_2_SUPER_OFFSET_SECTORS,
-    WriteIntentBitmap,
+    BITMAP_SUPER_BYTES, BitmapSuper, DevRole, Level, OtherMetadata, Superblock1, Uuid,
+    V1_2_SUPER_OFFSET_SECTORS, WriteIntentBitmap,
 };
 use uraid_io::{same_file_message, same_file_twice};
 
@@ -36,8 +36,9 @@ superblocks, and an internal write-intent bitmap with --bitmap internal, onto ex
 files or devices given in role order. Members must exist: make image files first, e.g. with \
 truncate. The data area is not written, so the array is marked as needing a full resync \
 (md does one when it starts the array) unless --assume-clean says the members already agree \
-(for example all zeros). A member that already holds an md superblock is refused unless \
---force. As with mdadm, `missing` in place of a member leaves its slot empty (as many as the \
+(for example all zeros). A member that already holds an md superblock (any version) or \
+firmware RAID metadata (DDF, Intel IMSM) is refused unless --force, which also erases the \
+old format's magic (but not inside the data of an --assume-clean array). As with mdadm, `missing` in place of a member leaves its slot empty (as many as the \
 level survives): the array starts degraded and a device added later is rebuilt into it; \
 RAID6 with one missing makes one given member a spare, rebuilt at the first start. Sizes take \
 mdadm's units: a bare number is KiB; K, M, G, T, s (sectors), b (bytes).",
@@ -102,7 +103,7 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         args.members.iter().enumerate().filter(|(_, m)| *m != MISSING).collect();
     let paths: Vec<String> = present.iter().map(|(_, m)| (*m).clone()).collect();
     let files = open_members(&paths, args.force)?;
-    let sizes: Vec<u64> = files.iter().map(|(_, size)| size / 512).collect();
+    let sizes: Vec<u64> = files.iter().map(|m| m.size / 512).collect();
     let degraded = roles.iter().any(|r| !matches!(r, DevRole::Active(_)));
     let array = new_array(args, level, layout, chunk_bytes, &sizes, degraded)?;
     let bitmap = choose_bitmap(args, &array)?;
@@ -118,8 +119,12 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("member {index} ({path})"))?;
         superblocks.push(superblock);
     }
-    for ((file, _), (superblock, path)) in files.iter().zip(superblocks.iter().zip(&paths)) {
-        write_metadata(file, superblock, &array, bitmap.as_ref())
+    for (member, (superblock, path)) in files.iter().zip(superblocks.iter().zip(&paths)) {
+        if let Some(other) = member.other {
+            erase_other_metadata(member, other, path, &array)
+                .with_context(|| format!("erasing {} on {path}", other.0.describe()))?;
+        }
+        write_metadata(&member.file, superblock, &array, bitmap.as_ref())
             .with_context(|| format!("writing metadata to {path}"))?;
     }
     tell_created(args, &array, layout, chunk_bytes, bitmap.as_ref(), degraded);
@@ -223,11 +228,20 @@ fn check_counts_and_name(args: &CreateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A member opened for create.
+struct OpenMember {
+    file: File,
+    size: u64,
+    /// Another format's metadata on it, and where (`--force` given).
+    other: Option<(OtherMetadata, u64)>,
+}
+
 /// Opens every member for writing and measures it; refuses a member given twice (by any
 /// path), one a running `uraid serve` holds (even --force must not rewrite a live array's
 /// superblocks: the files keep the lock until create returns), and members holding md
-/// metadata.
-fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)>> {
+/// metadata of any version, or firmware RAID metadata (mdadm asks before it creates over
+/// those).
+fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<OpenMember>> {
     if let Some((i, j)) = same_file_twice(paths) {
         bail!(same_file_message(&paths[i], &paths[j]));
     }
@@ -251,7 +265,17 @@ fn open_members(paths: &[String], force: bool) -> anyhow::Result<Vec<(File, u64)
         if has_md && !force {
             bail!("{path} already holds an md superblock; use --force to overwrite it");
         }
-        files.push((file, size));
+        // Probed beside a v1.2 superblock too, so that --force erases both.
+        let other = uraid_md::members::other_metadata(&file, size);
+        if let Some((found, _)) = other
+            && !force
+        {
+            bail!(
+                "{path} holds {}: a member of another array? use --force to create over it",
+                found.describe()
+            );
+        }
+        files.push(OpenMember { file, size, other });
     }
     Ok(files)
 }
@@ -414,6 +438,34 @@ fn write_metadata(
         file.write_all_at(&bytes, at)?;
     }
     file.sync_all()?;
+    Ok(())
+}
+
+/// With --force over another format's metadata: its magic is zeroed, so that mdadm, the
+/// kernel and blkid do not find a second array on the device. Left in place (and said) where
+/// it lies in the data of an array created --assume-clean: the members are said to agree
+/// with their parity there, and zeroing bytes would break that. Without it, the data area
+/// is not in sync anyway (the resync makes parity from the data as it is).
+fn erase_other_metadata(
+    member: &OpenMember,
+    (found, at): (OtherMetadata, u64),
+    path: &str,
+    array: &NewArray<'_>,
+) -> anyhow::Result<()> {
+    let len = OtherMetadata::PROBE_BYTES.min(usize::try_from(member.size - at)?);
+    let start = array.data_offset_sectors * 512;
+    let end = start + array.size_sectors * 512;
+    if array.clean && at < end && at + len as u64 > start {
+        say!(
+            "uraid create: {path}: the old {} is left in place: it lies in the new array's \
+             data, which --assume-clean says matches its parity (`mdadm --zero-superblock` \
+             before create erases it)",
+            found.describe()
+        );
+        return Ok(());
+    }
+    member.file.write_all_at(&vec![0u8; len], at)?;
+    say!("uraid create: {path}: erased the old {} (its magic at byte {at})", found.describe());
     Ok(())
 }
 

@@ -37,10 +37,7 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for path in &args.members {
         let candidate = read_candidate(path);
-        let decoded = match &candidate.superblock_area {
-            Ok(area) => Superblock1::decode(area).map_err(|e| format!("no md superblock: {e}")),
-            Err(reason) => Err(format!("cannot read: {reason}")),
-        };
+        let decoded = decode(&candidate);
         match decoded {
             Ok(superblock) if args.badblocks => {
                 match crate::cmd::examine_badblocks::examine(path, &superblock) {
@@ -124,6 +121,21 @@ fn role_text(role: DevRole) -> String {
 }
 
 /// One member's fields, keyed by mdadm's labels, in mdadm's order.
+/// The member's v1.2 superblock, or why not: another format's metadata named when found.
+fn decode(candidate: &uraid_format::assemble::Candidate) -> Result<Superblock1, String> {
+    match &candidate.superblock_area {
+        Ok(area) => Superblock1::decode(area).map_err(|e| match candidate.other_metadata {
+            Some(found) => format!(
+                "no md v1.2 superblock, but {}: uraid reads v1.2 only (mdadm --examine \
+                 reads this one)",
+                found.describe()
+            ),
+            None => format!("no md superblock: {e}"),
+        }),
+        Err(reason) => Err(format!("cannot read: {reason}")),
+    }
+}
+
 fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
     let state = if sb.resync_offset_sectors == MAX_SECTOR { "clean" } else { "active" };
     let mut fields = vec![

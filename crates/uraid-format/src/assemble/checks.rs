@@ -2,6 +2,7 @@
 //! `mod.rs`). They only look at the superblocks and sizes they are given.
 
 use super::{AssembleError, AssemblyPlan, Candidate};
+use crate::error::SuperblockError;
 use crate::feature;
 use crate::level::Level;
 use crate::superblock::{Superblock1, V1_2_SUPER_OFFSET_SECTORS};
@@ -19,8 +20,13 @@ pub(super) fn decode_all(candidates: &[Candidate]) -> Result<Vec<Superblock1>, A
                     return Err(AssembleError::Unreadable { member, reason: reason.clone() });
                 }
             };
-            let superblock = Superblock1::decode(area)
-                .map_err(|source| AssembleError::Corrupt { member: member.clone(), source })?;
+            let superblock =
+                Superblock1::decode(area).map_err(|source| match candidate.other_metadata {
+                    Some(found) if matches!(source, SuperblockError::BadMagic { .. }) => {
+                        AssembleError::OtherMetadata { member: member.clone(), found }
+                    }
+                    _ => AssembleError::Corrupt { member: member.clone(), source },
+                })?;
             let super_offset_sectors = superblock.super_offset_sectors;
             if super_offset_sectors != V1_2_SUPER_OFFSET_SECTORS {
                 return Err(AssembleError::WrongSuperOffset { member, super_offset_sectors });

@@ -5,6 +5,7 @@
 use thiserror::Error;
 
 use crate::error::SuperblockError;
+use crate::other_metadata::OtherMetadata;
 use crate::uuid::Uuid;
 
 /// Why [`crate::assemble::plan`] refused to assemble. Nothing has been written when this is
@@ -22,6 +23,12 @@ pub enum AssembleError {
         #[source]
         source: SuperblockError,
     },
+    #[error(
+        "{member}: no md v1.2 superblock, but {}: uraid assembles v1.2 arrays only (mdadm and \
+         Linux md assemble this one)",
+        found.describe()
+    )]
+    OtherMetadata { member: String, found: OtherMetadata },
     #[error(
         "{member}: superblock read at sector 8 says super_offset {super_offset_sectors} \
          (not v1.2 metadata, or a copy)"

@@ -42,6 +42,7 @@ use checks::{check_consistent, check_redundancy, check_size, check_supported, de
 use crate::dev_roles::DevRole;
 use crate::feature;
 use crate::level::Level;
+use crate::other_metadata::OtherMetadata;
 use crate::superblock::{MAX_SECTOR, Superblock1};
 use crate::uuid::Uuid;
 
@@ -53,6 +54,9 @@ pub struct Candidate {
     pub size_bytes: u64,
     /// The 4 KiB superblock area at byte 4096, or why it could not be read.
     pub superblock_area: Result<Vec<u8>, String>,
+    /// Another format's metadata found on the device (`OtherMetadata::places`): named when
+    /// the area holds no v1.2 superblock.
+    pub other_metadata: Option<OtherMetadata>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]

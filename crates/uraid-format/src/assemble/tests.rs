@@ -63,6 +63,7 @@ fn candidates(superblocks: &[Superblock1]) -> Vec<Candidate> {
                 name: format!("m{index}"),
                 size_bytes: DEVICE_BYTES,
                 superblock_area: Ok(area),
+                other_metadata: None,
             }
         })
         .collect()
