@@ -184,6 +184,34 @@ fn metadata_of(members: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
     members.iter().map(|m| std::fs::read(m).unwrap()[..8192].to_vec()).collect()
 }
 
+/// Nothing to serve on, or a Unix socket path that cannot be bound (too long, in no
+/// directory): refused before the array starts (each came up, bumped its events and stopped
+/// again). The path refused leaves no socket file.
+#[test]
+fn unservable_listeners_are_refused_before_the_array_starts() {
+    let dir = tempdir("unservable");
+    let a = member_files(&dir.join("a").tap_mkdir(), 4, 8);
+    create_raid6("a", &a);
+    let before = metadata_of(&a);
+    let long = dir.join("s".repeat(120));
+    for (extra, says) in [
+        (vec!["--no-tcp"], "nothing to serve on"),
+        (vec!["--no-tcp", "--unix", long.to_str().unwrap()], "at most 107 bytes"),
+        (
+            vec!["--no-tcp", "--unix", "/nonexistent/x.sock"],
+            "cannot serve NBD on /nonexistent/x.sock",
+        ),
+    ] {
+        let mut args = vec!["serve"];
+        args.extend(extra);
+        args.extend(a.iter().map(|p| p.to_str().unwrap()));
+        let err = text(&uraid(&dir, &args).stderr);
+        assert!(err.contains(says), "{err}");
+        assert!(metadata_of(&a) == before, "a refused serve wrote to a member: {err}");
+    }
+    assert!(!long.exists());
+}
+
 #[test]
 fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     let dir = tempdir("bad");
@@ -195,13 +223,15 @@ fn bad_starts_fail_clearly_and_leave_the_members_as_they_were() {
     // A member of another array.
     let mixed = [a[0].clone(), a[1].clone(), a[2].clone(), b[3].clone()];
     let before = metadata_of(&mixed);
-    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+    let socket = dir.join("x.sock");
+    let mut args = vec!["serve", "--no-tcp", "--unix", socket.to_str().unwrap()];
     args.extend(mixed.iter().map(|p| p.to_str().unwrap()));
     let out = uraid(&dir, &args);
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains(b[3].to_str().unwrap()), "the refusal names the member: {err}");
     assert_eq!(metadata_of(&mixed), before, "a refused serve wrote to a member");
+    assert!(!socket.exists(), "the socket bound before the refusal is left behind");
 
     // A consistency policy uraid does not run (journal: md's, with a journal device).
     let before = metadata_of(&a);
@@ -277,7 +307,9 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
         ["--workers", "0"],
     ];
     for bad in bad_options {
-        let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+        // A path that binds: the refusal must come from the members.
+        let never = dir.join("never-x.sock");
+        let mut args = vec!["serve", "--no-tcp", "--unix", never.to_str().unwrap()];
         args.extend(bad);
         args.extend(a.iter().map(|p| p.to_str().unwrap()));
         let out = uraid(&dir, &args);
@@ -292,7 +324,9 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     let _ = std::fs::remove_file(&link); // left by an earlier run
     std::os::unix::fs::symlink(&a[1], &link).unwrap();
     let twice = [a[0].clone(), a[1].clone(), a[2].clone(), link.clone()];
-    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+    // A path that binds: the refusal must come from the members.
+    let never = dir.join("never-x.sock");
+    let mut args = vec!["serve", "--no-tcp", "--unix", never.to_str().unwrap()];
     args.extend(twice.iter().map(|p| p.to_str().unwrap()));
     let out = uraid(&dir, &args);
     assert!(!out.status.success());
@@ -309,7 +343,9 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     // The bitmap's array runs one worker, and says so.
     let said = "engine workers: 1, not 2: the write-intent bitmap's updates take one";
     assert!(served.log_text().contains(said), "{}", served.log_text());
-    let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/y.sock"];
+    // A path that binds: the refusal must come from the members.
+    let never = dir.join("never-y.sock");
+    let mut args = vec!["serve", "--no-tcp", "--unix", never.to_str().unwrap()];
     args.extend(b.iter().map(|p| p.to_str().unwrap()));
     let out = uraid(&dir, &args);
     assert!(!out.status.success());
@@ -487,7 +523,9 @@ fn read_only_serves_a_crashed_array_and_writes_nothing() {
     let guard = Immutable(members.clone());
     if Command::new("chattr").arg("+i").args(&members).status().is_ok_and(|s| s.success()) {
         // Served writable, such members are refused, with the way to read them.
-        let mut args = vec!["serve", "--no-tcp", "--unix", "/nonexistent/x.sock"];
+        // A path that binds: the refusal must come from the members.
+        let never = dir.join("never-x.sock");
+        let mut args = vec!["serve", "--no-tcp", "--unix", never.to_str().unwrap()];
         args.extend(members.iter().map(|p| p.to_str().unwrap()));
         let out = uraid(&dir, &args);
         assert!(!out.status.success());

@@ -116,8 +116,14 @@ impl Server {
     pub fn serve_unix(&self, path: impl AsRef<Path>) -> io::Result<ServerHandle> {
         uraid_io::unix_socket::remove_stale(path.as_ref())?;
         let listener = UnixListener::bind(path.as_ref())?;
-        let local = ListenAddr::Unix(path.as_ref().to_path_buf());
-        self.start(local, move || Ok(Socket::Unix(listener.accept()?.0)))
+        self.serve_unix_on(listener, path.as_ref().to_path_buf())
+    }
+
+    /// As `serve_unix` on a listener bound already at `path` (so that a caller learns of a
+    /// path it cannot bind before it does anything else); the socket file is removed when
+    /// the handle stops.
+    pub fn serve_unix_on(&self, listener: UnixListener, path: PathBuf) -> io::Result<ServerHandle> {
+        self.start(ListenAddr::Unix(path), move || Ok(Socket::Unix(listener.accept()?.0)))
     }
 
     #[must_use]

@@ -11,7 +11,8 @@ use crate::cmd::serving::Serving;
 use anyhow::{Context, bail};
 use clap::Args;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use uraid_io::held_by_a_server;
 use uraid_md::control::{self, ControlServer};
@@ -154,6 +155,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let serving = Arc::new(Serving::new());
     let signals = serving.catch_signals().context("installing SIGINT/SIGTERM/SIGHUP handlers")?;
     refuse_a_name_in_use(args.name.as_deref(), &paths)?;
+    if args.no_tcp && args.unix.is_none() && !args.ublk {
+        bail!("nothing to serve on: --no-tcp without --unix or --ublk");
+    }
     // The port before the array: a port taken (a second array on the default one) is refused
     // before the assembly marks the superblocks active.
     let tcp = (!args.no_tcp).then(|| TcpListener::bind(args.listen.as_str())).transpose().map_err(
@@ -167,17 +171,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             anyhow::Error::new(e).context(format!("cannot serve NBD on {}{hint}", args.listen))
         },
     )?;
-    if let Some(path) = &args.unix {
-        uraid_io::unix_socket::remove_stale(path)
-            .with_context(|| format!("cannot serve NBD on {}", path.display()))?;
-    }
+    // The Unix socket too: a path that cannot be bound (too long, no such directory) is
+    // refused before the array starts.
+    let unix = args.unix.as_deref().map(BoundUnix::bind).transpose()?;
     let md = MdArray::assemble(&paths, &options).context("cannot start the array")?;
     // The control socket's name, and how messages name the array (`MdOptions::label`).
     let name = md.info().label.clone();
     let info = md.info().clone();
     tell_started(args, &md, &paths);
     serving.set_array(md);
-    let served = serve_until_stopped(args, &serving, (&name, &info), tcp);
+    let served = serve_until_stopped(args, &serving, (&name, &info), (tcp, unix));
     // Whatever happened to the frontends, the array is stopped cleanly.
     let stopped = serving.stop_array();
     signals.close();
@@ -185,6 +188,41 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let message = stopped?;
     say!("uraid serve: {name}: {message}");
     Ok(())
+}
+
+/// `--unix`'s socket, bound before the array starts; its file goes if it is never served.
+struct BoundUnix {
+    listener: Option<UnixListener>,
+    path: PathBuf,
+}
+
+impl BoundUnix {
+    fn bind(path: &Path) -> anyhow::Result<BoundUnix> {
+        let context = || format!("cannot serve NBD on {}", path.display());
+        uraid_io::unix_socket::remove_stale(path).with_context(context)?;
+        // sun_path holds 108 bytes with the terminating NUL; std's "path must be shorter
+        // than SUN_LEN" does not say how long either is.
+        let len = path.as_os_str().len();
+        if len > 107 {
+            bail!("{}: a Unix socket path is at most 107 bytes, this one {len}", context());
+        }
+        let listener = UnixListener::bind(path).with_context(context)?;
+        Ok(BoundUnix { listener: Some(listener), path: path.to_owned() })
+    }
+
+    fn serve(mut self, server: &Server) -> std::io::Result<ServerHandle> {
+        let listener = self.listener.take().expect("served once");
+        server.serve_unix_on(listener, self.path.clone())
+    }
+}
+
+impl Drop for BoundUnix {
+    fn drop(&mut self) {
+        if self.listener.is_some() {
+            // Ours, made by bind; the server's handle removes it once served.
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 /// What the start did that an operator should hear of: sparse members, discard off, fewer
@@ -263,7 +301,7 @@ fn serve_until_stopped(
     args: &ServeArgs,
     serving: &Arc<Serving>,
     (name, info): (&str, &ArrayInfo),
-    tcp: Option<TcpListener>,
+    (tcp, unix): (Option<TcpListener>, Option<BoundUnix>),
 ) -> anyhow::Result<()> {
     let socket = control::socket_path(name)?;
     let control = ControlServer::start(&socket, Arc::clone(serving) as _).with_context(|| {
@@ -294,14 +332,12 @@ fn serve_until_stopped(
             .with_context(|| format!("cannot serve NBD on {}", args.listen))?;
         listeners.push(handle);
     }
-    if let Some(path) = &args.unix {
-        let handle = server
-            .serve_unix(path)
+    if let Some(bound) = unix {
+        let path = bound.path.clone();
+        let handle = bound
+            .serve(&server)
             .with_context(|| format!("cannot serve NBD on {}", path.display()))?;
         listeners.push(handle);
-    }
-    if listeners.is_empty() && ublk.is_none() {
-        bail!("nothing to serve on: --no-tcp without --unix or --ublk");
     }
     // The server holds the runtime only through its listeners from here on.
     drop(server);
