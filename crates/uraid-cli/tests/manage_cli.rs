@@ -66,7 +66,11 @@ impl FakeArray {
             array_size_bytes: 4000 * 512 * 2,
             component_size_bytes: 4000 * 512,
             state: if sync.is_some() { "active, checking" } else { "clean" }.into(),
-            members: (0..4).map(|slot| member(slot, "active sync")).collect(),
+            members: (0..4)
+                .map(|slot| {
+                    member(slot, if faulty(state, slot) { "faulty" } else { "active sync" })
+                })
+                .collect(),
             sync,
             last_sync: state.last_sync.clone(),
             sync_speed_min_kib: state.speed_kib.0,
@@ -74,6 +78,22 @@ impl FakeArray {
             ..ArrayStatus::default()
         }
     }
+}
+
+/// Failed by a request (by slot or path) and not removed since.
+fn faulty(state: &FakeState, slot: u32) -> bool {
+    let path = format!("/img/m{slot}.img");
+    let mut faulty = false;
+    for r in &state.seen {
+        match r {
+            ControlRequest::Fail { member } if *member == slot.to_string() || *member == path => {
+                faulty = true;
+            }
+            ControlRequest::Remove { member } if *member == path => faulty = false,
+            _ => {}
+        }
+    }
+    faulty
 }
 
 fn finished(action: &str) -> SyncResult {
@@ -237,8 +257,9 @@ fn text_output_names_the_array() {
     );
     let mdstat = f.ok(&["status"]);
     assert!(mdstat.starts_with("Personalities : "), "{mdstat}");
-    assert!(mdstat.contains("md0 : active raid6 m3.img[3] m2.img[2] m1.img[1] m0.img[0]\n"));
-    assert!(mdstat.contains("md1 : active raid6 "), "{mdstat}");
+    // md0's member 3 is faulty now (the fake keeps the failure).
+    assert!(mdstat.contains("md0 : active raid6 m3.img[3](F) m2.img[2] m1.img[1] m0.img[0]\n"));
+    assert!(mdstat.contains("md1 : active raid6 m3.img[3] m2.img[2] m1.img[1] m0.img[0]\n"));
     assert!(mdstat.contains("algorithm 2 [4/4] [UUUU]"), "{mdstat}");
     let detail = f.ok(&["detail", "md1"]);
     assert!(detail.contains("        Raid Level : raid6\n"), "{detail}");
@@ -279,6 +300,33 @@ fn not_running_is_exit_1_with_the_reason() {
         assert!(stderr.contains(&expected), "uraid {args:?}: {stderr}");
         assert!(out.stdout.is_empty());
     }
+}
+
+/// mdadm takes several members: each in order, stopping at the first refused; `remove
+/// failed` removes every faulty member.
+#[test]
+fn several_members_go_in_order_and_stop_at_the_first_refused() {
+    let f = Fixture::new(&["md0"]);
+    let fail = |m: &str| ControlRequest::Fail { member: m.into() };
+    let remove = |m: &str| ControlRequest::Remove { member: m.into() };
+    let add = |p: &str| ControlRequest::Add { path: p.into(), force: false };
+    let out = f.ok(&["fail", "md0", "2", "/img/m1.img"]);
+    assert_eq!(out, "md0: did Fail { member: \"2\" }\nmd0: did Fail { member: \"/img/m1.img\" }\n");
+    assert_eq!(f.seen(), [fail("2"), fail("/img/m1.img")]);
+    f.ok(&["remove", "md0", "failed"]);
+    assert_eq!(
+        f.seen()[2..],
+        [ControlRequest::Status, remove("/img/m1.img"), remove("/img/m2.img")]
+    );
+    assert_eq!(f.ok(&["remove", "md0", "failed"]), "md0: no faulty member to remove\n");
+    f.ok(&["add", "md0", "a.img", "b.img"]);
+    assert_eq!(f.seen()[6..], [add("a.img"), add("b.img")]);
+
+    let out = f.uraid(&["fail", "md0", "3", "9", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no member in slot 9"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "md0: did Fail { member: \"3\" }\n");
+    assert_eq!(f.seen()[8..], [fail("3"), fail("9")], "nothing after the refusal");
 }
 
 #[test]

@@ -1,9 +1,10 @@
 //! The verbs that change a running array's members or its run: `fail`, `remove`, `add`,
-//! `replace`, `stop` and `sync-speed`. Each is one request over the array's control socket;
+//! `replace`, `stop` and `sync-speed`. Each is one request over the array's control socket
+//! (`fail`, `remove` and `add` one per member given, in order, as mdadm takes several);
 //! the array does the work and says what it did.
 
 use crate::args::parse_size;
-use crate::cmd::control_client::{run_simple, send_ok};
+use crate::cmd::control_client::{run_simple, send_ok, status_of};
 use anyhow::ensure;
 use clap::Args;
 use uraid_md::control::ControlRequest;
@@ -14,21 +15,26 @@ use uraid_md::control::ControlRequest;
     long_about = "Mark a member of a running array faulty, as mdadm --fail does: the array \
 stops using it and runs degraded; a hot spare, if any, is rebuilt in its place in the \
 background. Refused when the array would lose more members than its redundancy allows. \
-MEMBER is the path given at assemble or a slot number.",
-    after_help = "Example:\n  uraid fail md0 /dev/sdc\n  uraid fail md0 2"
+MEMBER is the path given at assemble or a slot number. Several are failed in the order \
+given, stopping at the first the array refuses (as mdadm does).",
+    after_help = "Example:\n  uraid fail md0 /dev/sdc\n  uraid fail md0 2\n  uraid fail md0 /dev/sdc /dev/sdd"
 )]
 pub struct FailArgs {
-    /// Print the array's answer as JSON.
+    /// Print the array's answer as JSON (one object per member).
     #[arg(long)]
     json: bool,
     /// The running array's name.
     name: String,
-    /// The member: its path as given at assemble, or its slot number.
-    member: String,
+    /// The members: each its path as given at assemble, or its slot number.
+    #[arg(required = true, value_name = "MEMBER")]
+    members: Vec<String>,
 }
 
 pub fn run_fail(args: &FailArgs) -> anyhow::Result<()> {
-    run_simple(&args.name, &ControlRequest::Fail { member: args.member.clone() }, args.json)
+    for member in &args.members {
+        run_simple(&args.name, &ControlRequest::Fail { member: member.clone() }, args.json)?;
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -36,22 +42,44 @@ pub fn run_fail(args: &FailArgs) -> anyhow::Result<()> {
     about = "Remove a failed member or a spare from a running array (mdadm --remove)",
     long_about = "Remove a member from a running array, as mdadm --remove does: only a member \
 marked faulty or a hot spare can be removed; an active member must be failed first. Its \
-superblock is left as it was, so it can be examined or added back.",
-    after_help = "Example:\n  uraid remove md0 /dev/sdc"
+superblock is left as it was, so it can be examined or added back. Several are removed in \
+the order given, stopping at the first the array refuses; `failed` stands for every member \
+marked faulty (mdadm's --remove failed).",
+    after_help = "Example:\n  uraid remove md0 /dev/sdc\n  uraid remove md0 failed"
 )]
 pub struct RemoveArgs {
-    /// Print the array's answer as JSON.
+    /// Print the array's answer as JSON (one object per member).
     #[arg(long)]
     json: bool,
     /// The running array's name.
     name: String,
-    /// The member: its path as given at assemble, or its slot number.
-    member: String,
+    /// The members: each its path as given at assemble, its slot number, or `failed`.
+    #[arg(required = true, value_name = "MEMBER")]
+    members: Vec<String>,
 }
 
 pub fn run_remove(args: &RemoveArgs) -> anyhow::Result<()> {
-    run_simple(&args.name, &ControlRequest::Remove { member: args.member.clone() }, args.json)
+    let mut members = Vec::new();
+    for member in &args.members {
+        if member == FAILED {
+            let faulty = status_of(&args.name)?.members.into_iter().filter(|m| m.state == "faulty");
+            let found: Vec<String> = faulty.map(|m| m.path).collect();
+            if found.is_empty() && !args.json {
+                println!("{}: no faulty member to remove", args.name);
+            }
+            members.extend(found);
+        } else {
+            members.push(member.clone());
+        }
+    }
+    for member in members {
+        run_simple(&args.name, &ControlRequest::Remove { member }, args.json)?;
+    }
+    Ok(())
 }
+
+/// `remove`'s word for every faulty member, as mdadm's.
+const FAILED: &str = "failed";
 
 #[derive(Args)]
 #[command(
@@ -65,24 +93,28 @@ it whole. Rebuilds run at once, in the background, within the sync speed limits 
 status --watch` follows them).",
     after_help = "Example:\n  uraid remove md0 /dev/sdc   # after it failed\n  uraid add md0 /dev/sdc      \
 # re-added: rebuilt where it missed writes\n  uraid add md0 /dev/sdg      # a hot spare\n  uraid \
-status --watch md0"
+add md0 /dev/sdg /dev/sdh   # two, in this order\n  uraid status --watch md0"
 )]
 pub struct AddArgs {
-    /// Print the array's answer as JSON.
+    /// Print the array's answer as JSON (one object per device).
     #[arg(long)]
     json: bool,
     /// The running array's name.
     name: String,
-    /// The device or image file to add.
-    path: String,
+    /// The devices or image files to add, in order (stopping at the first refused).
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<String>,
     /// Add it even if it holds a member of another md array (that array loses it).
     #[arg(short, long)]
     force: bool,
 }
 
 pub fn run_add(args: &AddArgs) -> anyhow::Result<()> {
-    let request = ControlRequest::Add { path: args.path.clone(), force: args.force };
-    run_simple(&args.name, &request, args.json)
+    for path in &args.paths {
+        let request = ControlRequest::Add { path: path.clone(), force: args.force };
+        run_simple(&args.name, &request, args.json)?;
+    }
+    Ok(())
 }
 
 #[derive(Args)]
