@@ -58,9 +58,10 @@ pub struct MdOptions {
     pub consistency_policy: ConsistencyPolicy,
     /// Assemble the array with this UUID (default: the first member's).
     pub uuid: Option<Uuid>,
-    /// md's stripe_size and stripe_cache_size.
+    /// md's stripe_size and stripe_cache_size (None: `stripe_cache::default_stripe_cache_size`,
+    /// 1024 heads within 64 MiB).
     pub stripe_size_bytes: u64,
-    pub stripe_cache_size: usize,
+    pub stripe_cache_size: Option<usize>,
     pub workers: Option<usize>,
     pub speed: SyncSpeed,
     pub file_options: FileOptions,
@@ -88,7 +89,7 @@ impl Default for MdOptions {
             consistency_policy: ConsistencyPolicy::Ppl,
             uuid: None,
             stripe_size_bytes: 4096,
-            stripe_cache_size: 1024,
+            stripe_cache_size: None,
             workers: None,
             speed: SyncSpeed::default(),
             file_options: FileOptions { ring_entries: 128, ..FileOptions::default() },
@@ -811,10 +812,17 @@ fn mem_available_bytes() -> Option<u64> {
 }
 
 fn array_config(info: &ArrayInfo, options: &MdOptions) -> Result<ArrayConfig, MdError> {
+    let stripe_cache_size = options.stripe_cache_size.unwrap_or_else(|| {
+        crate::stripe_cache::default_stripe_cache_size(
+            u64::from(info.raid_disks),
+            info.chunk_sectors * 512,
+            options.stripe_size_bytes,
+        )
+    });
     Ok(ArrayConfig {
         geometry: geometry_of(info)?,
         stripe_size_bytes: options.stripe_size_bytes,
-        stripe_cache_size: options.stripe_cache_size,
+        stripe_cache_size,
         member_sectors: info.member_sectors,
     })
 }

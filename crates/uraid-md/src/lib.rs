@@ -34,6 +34,7 @@ mod report;
 mod runner;
 mod safe_mode;
 pub mod status;
+pub mod stripe_cache;
 pub mod sync;
 
 pub use array::{ArrayInfo, ConsistencyPolicy, MdArray, MdError, MdOptions};

@@ -97,9 +97,10 @@ pub struct ServeArgs {
     /// md's stripe_size: the unit the stripe cache works in.
     #[arg(long, default_value = "4K")]
     pub(crate) stripe_size: String,
-    /// md's stripe_cache_size: stripe heads in the cache.
-    #[arg(long, default_value_t = 1024)]
-    pub(crate) stripe_cache_size: usize,
+    /// md's stripe_cache_size: stripe heads in the cache, each a stripe unit of every member
+    /// (default: 1024, fewer on wide arrays to stay within 64 MiB, never below two chunk rows).
+    #[arg(long)]
+    pub(crate) stripe_cache_size: Option<usize>,
     /// Print the "serving" report as one JSON object on standard output instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -190,6 +191,23 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A default stripe cache cut below 1024 heads (wide arrays, large stripe units; it is
+/// allocated whole): said, with the knob.
+fn tell_stripe_cache(name: &str, info: &ArrayInfo, stripe_size_bytes: u64) {
+    use uraid_md::stripe_cache::{DEFAULT_STRIPE_CACHE_SIZE, default_stripe_cache_size};
+    let members = u64::from(info.raid_disks);
+    let heads = default_stripe_cache_size(members, info.chunk_sectors * 512, stripe_size_bytes);
+    if heads < DEFAULT_STRIPE_CACHE_SIZE {
+        let mib = (heads as u64 * members * stripe_size_bytes) >> 20;
+        say!(
+            "uraid serve: {name}: stripe cache: {heads} heads of {members} x {} KiB ({mib} MiB): \
+             the default 1024 cut to stay within 64 MiB, never below two chunk rows \
+             (--stripe-cache-size sets it)",
+            stripe_size_bytes >> 10
+        );
+    }
+}
+
 /// `--unix`'s socket, bound before the array starts; its file goes if it is never served.
 struct BoundUnix {
     listener: Option<UnixListener>,
@@ -250,6 +268,9 @@ fn tell_started(args: &ServeArgs, md: &MdArray, paths: &[PathBuf]) {
             "each writes one of the partial parity log's rings"
         };
         say!("uraid serve: {name}: engine workers: {workers}, not {asked}: {why}");
+    }
+    if args.stripe_cache_size.is_none() {
+        tell_stripe_cache(name, info, parse_size(&args.stripe_size).unwrap_or(4096));
     }
     for device in &info.left_out {
         say!("uraid serve: {name}: left out {device}");
