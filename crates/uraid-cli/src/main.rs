@@ -20,6 +20,30 @@ macro_rules! tell {
     }};
 }
 
+/// `println!` for the short verbs' output. `println!` panicked ("failed printing to stdout:
+/// Broken pipe", exit 101) when the reader had gone (`uraid status | head -1`: Rust ignores
+/// SIGPIPE); this ends the process quietly with the status a shell shows for SIGPIPE, as
+/// `ls | head` ends. SIGPIPE itself stays ignored: a write to a closed socket must come back
+/// as an error, not kill the process.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            crate::stdout_failed(&e);
+        }
+    }};
+}
+
+/// `print!` as `out!` does `println!`.
+macro_rules! out_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout(), $($arg)*) {
+            crate::stdout_failed(&e);
+        }
+    }};
+}
+
 mod args;
 mod cmd;
 
@@ -91,6 +115,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Standard output failed under `out!`: its reader went away (exit 141, a shell's 128 +
+/// SIGPIPE, with nothing said), or another error (said, exit 1).
+fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    say!("uraid: error: writing standard output: {e}");
+    std::process::exit(1)
 }
 
 /// The error and its causes, as anyhow's `{:#}` prints them, less a cause whose text the

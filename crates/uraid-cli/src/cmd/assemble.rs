@@ -93,7 +93,7 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     if to_stdout {
         eprint!("{report}");
     } else {
-        print!("{report}");
+        out_part!("{report}");
     }
     let Some(path) = &args.output else { return Ok(()) };
     // md's own members cannot be assembled twice; a served array's members could be read, but

@@ -98,7 +98,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             "chunk_bytes": g.chunk_bytes(),
         });
         if args.output.is_some() {
-            println!("{report}");
+            out!("{report}");
         } else {
             say!("{report}");
         }

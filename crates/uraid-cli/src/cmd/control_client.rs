@@ -35,7 +35,7 @@ pub fn send(name: &str, req: &ControlRequest) -> anyhow::Result<ControlResponse>
 pub fn send_ok(name: &str, req: &ControlRequest, json: bool) -> anyhow::Result<ControlResponse> {
     let response = send(name, req)?;
     if json {
-        println!("{}", serde_json::to_string(&response)?);
+        out!("{}", serde_json::to_string(&response)?);
     }
     if !response.ok {
         let why = response.error.as_deref().unwrap_or("no reason given");
@@ -69,7 +69,7 @@ pub fn run_simple(name: &str, req: &ControlRequest, json: bool) -> anyhow::Resul
     let response = send_ok(name, req, json)?;
     if !json {
         let message = response.message.unwrap_or_else(|| format!("{} done", verb(req)));
-        println!("{name}: {message}");
+        out!("{name}: {message}");
     }
     Ok(())
 }

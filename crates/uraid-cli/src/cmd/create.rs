@@ -164,7 +164,7 @@ fn tell_created(
             "clean": array.clean,
             "members": args.members,
         });
-        println!("{report}");
+        out!("{report}");
         return;
     }
     let state = match (array.clean, degraded) {

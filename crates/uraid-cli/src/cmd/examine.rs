@@ -91,7 +91,7 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        out!("{}", serde_json::to_string_pretty(&reports)?);
     }
     if !failed.is_empty() {
         bail!("no valid md superblock on {}", failed.join(", "));
@@ -270,9 +270,9 @@ fn report(path: &str, sb: &Superblock1, fields: Vec<(&'static str, String)>) -> 
 }
 
 fn print_text(path: &str, fields: &[(&'static str, String)]) {
-    println!("{path}:");
+    out!("{path}:");
     for (key, value) in fields {
-        println!("{key:>15} : {value}");
+        out!("{key:>15} : {value}");
     }
-    println!();
+    out!();
 }

@@ -65,7 +65,7 @@ pub fn run_remove(args: &RemoveArgs) -> anyhow::Result<()> {
             let faulty = status_of(&args.name)?.members.into_iter().filter(|m| m.state == "faulty");
             let found: Vec<String> = faulty.map(|m| m.path).collect();
             if found.is_empty() && !args.json {
-                println!("{}: no faulty member to remove", args.name);
+                out!("{}: no faulty member to remove", args.name);
             }
             members.extend(found);
         } else {
@@ -227,12 +227,14 @@ pub fn run_sync_speed(args: &SyncSpeedArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     match (response.status, response.message) {
-        (Some(s), _) => println!(
+        (Some(s), _) => out!(
             "{}: sync speed min {}K/sec, max {}K/sec",
-            args.name, s.sync_speed_min_kib, s.sync_speed_max_kib
+            args.name,
+            s.sync_speed_min_kib,
+            s.sync_speed_max_kib
         ),
-        (None, Some(message)) => println!("{}: {message}", args.name),
-        (None, None) => println!("{}: sync-speed done", args.name),
+        (None, Some(message)) => out!("{}: {message}", args.name),
+        (None, None) => out!("{}: sync-speed done", args.name),
     }
     Ok(())
 }

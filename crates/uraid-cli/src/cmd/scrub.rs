@@ -64,7 +64,7 @@ fn run(args: &ScrubArgs, req: &ControlRequest, action: &str) -> anyhow::Result<(
         let response = send_ok(name, req, args.json)?;
         if !args.json {
             let message = response.message.unwrap_or_else(|| format!("{action} started"));
-            println!("{name}: {message}");
+            out!("{name}: {message}");
         }
         return Ok(());
     }
@@ -74,9 +74,9 @@ fn run(args: &ScrubArgs, req: &ControlRequest, action: &str) -> anyhow::Result<(
     let follow = Follow { name: name.clone(), action: action.to_owned(), before };
     let result = follow.run(&bar_for(name, action, std::io::stdout().is_terminal()))?;
     if args.json {
-        println!("{}", serde_json::to_string(&result)?);
+        out!("{}", serde_json::to_string(&result)?);
     } else {
-        print!("{}", result_text(name, &result));
+        out_part!("{}", result_text(name, &result));
     }
     if result.outcome != "done" {
         bail!("{name}: the {action} did not complete: {}", result.outcome);

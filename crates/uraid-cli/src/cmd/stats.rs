@@ -38,20 +38,25 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
         (None, None) => unreachable!("clap requires a name or --file"),
     };
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        out!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
     let e = &report.engine;
     let c = &report.cache;
-    println!(
+    out!(
         "stripe cache: {} of {} heads active, {} hits, {} misses, {} waits for a head",
-        c.stripe_cache_active, c.stripe_cache_size, c.hits, c.misses, c.exhausted
+        c.stripe_cache_active,
+        c.stripe_cache_size,
+        c.hits,
+        c.misses,
+        c.exhausted
     );
-    println!(
+    out!(
         "reads bypassing the cache: {}   bytes copied through it: {}",
-        e.reads_bypassed, e.bytes_copied
+        e.reads_bypassed,
+        e.bytes_copied
     );
-    println!(
+    out!(
         "stripe writes: full {} ({} whole stripes batched)  rmw {}  rcw {}  degraded {}   \
          discards {}   read errors corrected {}   mismatch_cnt {}",
         e.stripe_writes_full,
@@ -63,40 +68,55 @@ pub fn run(args: &StatsArgs) -> anyhow::Result<()> {
         e.read_errors_corrected,
         e.mismatch_cnt
     );
-    println!(
+    out!(
         "{:>4}  {:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
-        "slot", "member", "reads", "read bytes", "writes", "write bytes", "errors"
+        "slot",
+        "member",
+        "reads",
+        "read bytes",
+        "writes",
+        "write bytes",
+        "errors"
     );
     // Counted per slot since the start: a slot's figures include devices it held before.
     for (slot, m) in report.members.iter().enumerate() {
         let name = if m.failed { format!("{} (failed)", m.name) } else { m.name.clone() };
-        println!(
+        out!(
             "{slot:>4}  {name:<24} {:>12} {:>14} {:>12} {:>14} {:>8}",
-            m.io.read_ios, m.io.read_bytes, m.io.write_ios, m.io.write_bytes, m.io.errors
+            m.io.read_ios,
+            m.io.read_bytes,
+            m.io.write_ios,
+            m.io.write_bytes,
+            m.io.errors
         );
     }
     if let Some(n) = &report.nbd {
-        let limit = n.connections_max.map_or("no limit".into(), |m| format!("limit {m}"));
-        println!(
-            "nbd connections: open {} ({limit})  accepted {}  turned away over the limit {}  \
-             closed for protocol errors {}",
-            n.connections_active,
-            n.connections_accepted,
-            n.connections_over_limit,
-            n.connections_refused
-        );
-        println!(
-            "nbd requests: reads {} ({} bytes)  writes {} ({} bytes)  flushes {}  trims {}  \
-             write zeroes {}  errors {}",
-            n.reads,
-            n.read_bytes,
-            n.writes,
-            n.written_bytes,
-            n.flushes,
-            n.trims,
-            n.write_zeroes,
-            n.errors
-        );
+        print_nbd(n);
     }
     Ok(())
+}
+
+/// The NBD server's counters.
+fn print_nbd(n: &uraid_io::stats::NbdReport) {
+    let limit = n.connections_max.map_or("no limit".into(), |m| format!("limit {m}"));
+    out!(
+        "nbd connections: open {} ({limit})  accepted {}  turned away over the limit {}  \
+         closed for protocol errors {}",
+        n.connections_active,
+        n.connections_accepted,
+        n.connections_over_limit,
+        n.connections_refused
+    );
+    out!(
+        "nbd requests: reads {} ({} bytes)  writes {} ({} bytes)  flushes {}  trims {}  \
+         write zeroes {}  errors {}",
+        n.reads,
+        n.read_bytes,
+        n.writes,
+        n.written_bytes,
+        n.flushes,
+        n.trims,
+        n.write_zeroes,
+        n.errors
+    );
 }

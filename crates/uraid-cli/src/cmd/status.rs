@@ -29,9 +29,9 @@ pub struct DetailArgs {
 pub fn run_detail(args: &DetailArgs) -> anyhow::Result<()> {
     let status = status_of(&args.name)?;
     if args.json {
-        println!("{}", serde_json::to_string(&status)?);
+        out!("{}", serde_json::to_string(&status)?);
     } else {
-        print!("{}", render_detail(&status));
+        out_part!("{}", render_detail(&status));
     }
     Ok(())
 }
@@ -72,9 +72,9 @@ pub fn run_status(args: &StatusArgs) -> anyhow::Result<()> {
         return watch(&statuses, args.json);
     }
     if args.json {
-        println!("{}", serde_json::to_string(&statuses)?);
+        out!("{}", serde_json::to_string(&statuses)?);
     } else {
-        print!("{}", render_mdstat(&statuses));
+        out_part!("{}", render_mdstat(&statuses));
     }
     Ok(())
 }
@@ -110,16 +110,17 @@ fn watch(statuses: &[ArrayStatus], json: bool) -> anyhow::Result<()> {
     reports.sort_by(|a, b| a.0.cmp(&b.0));
     if json {
         let list: Vec<_> = reports.iter().map(|(n, r)| json!({"name": n, "result": r})).collect();
-        println!("{}", serde_json::to_string(&list)?);
+        out!("{}", serde_json::to_string(&list)?);
         return Ok(());
     }
     if reports.is_empty() {
-        println!("no running arrays");
+        out!("no running arrays");
     }
     for (name, result) in &reports {
-        match result {
-            Some(result) => print!("{}", result_text(name, result)),
-            None => println!("{name}: no sync action running"),
+        if let Some(result) = result {
+            out_part!("{}", result_text(name, result));
+        } else {
+            out!("{name}: no sync action running");
         }
     }
     Ok(())
