@@ -105,6 +105,57 @@ fn raid6_repair_corrects_the_data_block_the_syndrome_names() {
     assert_eq!(a.mismatches().1, 0);
 }
 
+/// RAID6 missing one member still checks the parity it has left (md's handle_parity_checks6):
+/// Q lost, P against the data; data or P lost, Q against the data (a lost data block computed
+/// from P). A mismatch names no member (one parity cannot locate it); repair rewrites the
+/// parity checked. Such stripes were skipped, and the check said 0 mismatches.
+#[test]
+fn raid6_missing_one_member_checks_the_parity_left() {
+    let (level, disks) = (Level::Raid6, 7);
+    let at = 3 * (CHUNK / 512) + 8; // stripe 3, unit 1
+    let (p, q) = (parity_member(level, disks, at, false), parity_member(level, disks, at, true));
+    let (d0, d2) = (member_of(level, disks, at, 0), member_of(level, disks, at, 2));
+    // (lost, corrupted, rewritten by repair)
+    for (lost, bad, rewritten) in [(d0, d2, q), (p, d2, q), (q, p, p), (d0, q, q)] {
+        let mut a = array(level, disks, CHUNK, 4096);
+        let mut mem = Mem::new(disks);
+        let bytes = (a.size_sectors() * 512) as usize;
+        write(&mut a, &mut mem, 0, pattern(3, bytes));
+        // The lost member's blocks must not be read: make them garbage.
+        mem.disks[lost].iter_mut().for_each(|b| *b = !*b);
+        let degraded = || {
+            let mut a = array(level, disks, CHUNK, 4096);
+            a.fail_member(DiskIndex(lost as u16));
+            a
+        };
+        let mut a = degraded();
+        sync(&mut a, &mut mem, SyncKind::Check, 0, MEMBER_SECTORS);
+        assert_eq!(a.mismatches().1, 0, "lost {lost}: consistent");
+        for i in 0..20 {
+            mem.disks[bad][(at * 512) as usize + i * 7] ^= 0x3c;
+        }
+        let before_repair = mem.disks[rewritten].clone();
+        let mut a = degraded();
+        sync(&mut a, &mut mem, SyncKind::Check, 0, MEMBER_SECTORS);
+        let (found, count) = a.mismatches();
+        assert_eq!((count, found.len()), (8, 1), "lost {lost}, {bad} corrupted");
+        assert_eq!((found[0].member_sector, found[0].member), (Sector(at), None));
+        let mut a = degraded();
+        sync(&mut a, &mut mem, SyncKind::Repair, 0, MEMBER_SECTORS);
+        assert_eq!(a.mismatches().1, 8);
+        let changed: Vec<usize> = (0..before_repair.len())
+            .filter(|&i| before_repair[i] != mem.disks[rewritten][i])
+            .collect();
+        assert!(
+            changed.iter().all(|&i| (i as u64 / 4096) == at / 8) && !changed.is_empty(),
+            "lost {lost}: repair rewrote member {rewritten} in that unit only"
+        );
+        let mut a = degraded();
+        sync(&mut a, &mut mem, SyncKind::Check, 0, MEMBER_SECTORS);
+        assert_eq!(a.mismatches().1, 0, "lost {lost}: repaired");
+    }
+}
+
 /// Resync after an unclean shutdown: parity follows the data.
 #[test]
 fn resync_makes_parity_follow_the_data() {

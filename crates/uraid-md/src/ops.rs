@@ -433,6 +433,15 @@ impl Inner {
     /// Queues check or repair (md's sync_action), refused while one is queued or running.
     pub fn start_scrub(&self, repair: bool) -> Result<String, MdError> {
         self.info.refuse_if_read_only(if repair { "repair" } else { "check" })?;
+        // md runs it and skips every stripe, then reports 0 mismatches: nothing was compared.
+        let missing = self.runtime.failed_members().len();
+        if missing >= self.info.max_degraded as usize {
+            return Err(MdError::Refused(format!(
+                "{missing} member(s) missing, as many as {} survives: no parity is left to \
+                 compare (a RAID6 missing one still checks its other parity); rebuild first",
+                self.info.level
+            )));
+        }
         let action = if repair { Action::Repair } else { Action::Check };
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if q.running.is_some() || !q.pending.is_empty() {

@@ -11,13 +11,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use uraid_format::DevRole;
+use uraid_format::{DevRole, Level};
 use uraid_md::{MdArray, MdOptions, SyncSpeed};
 
 mod common;
 use common::{
     DATA_OFFSET_SECTORS, MEMBER_BYTES, Rng, assert_same, examine_with_mdadm, fill, make_array,
-    reads_with_two_failed, superblock, tempdir, wait_for, write_member,
+    make_array_at, reads_with_two_failed, superblock, tempdir, wait_for, write_member,
 };
 
 /// Random 4 KiB..64 KiB writes and reads, every read checked against the model, until `stop`;
@@ -357,6 +357,30 @@ fn check_then_repair_each_list_only_what_they_found() {
     }
     assert_same(&md.runtime().read_at(0, size).unwrap(), &model, "after the repair");
     md.stop().unwrap();
+}
+
+/// A check or repair with no parity left to compare (RAID5 missing one, RAID6 missing two)
+/// is refused, saying why: md runs it, skips every stripe and reports 0 mismatches. RAID6
+/// missing one checks the parity it has left.
+#[test]
+fn check_with_no_redundancy_left_is_refused() {
+    let dir = tempdir("scrub-degraded");
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
+        let paths = make_array_at(&dir.path().join(format!("{level:?}")), level, n, None);
+        let md = MdArray::assemble(&paths, &MdOptions::default()).unwrap();
+        md.fail(&paths[1].display().to_string()).unwrap();
+        if level == Level::Raid6 {
+            assert!(md.scrub(false).unwrap().contains("check started"));
+            let r = md.wait_sync_idle(Duration::from_secs(60)).expect("the check ran");
+            assert_eq!((r.outcome.as_str(), r.mismatch_sectors), ("done", 0), "{r:?}");
+            md.fail(&paths[2].display().to_string()).unwrap();
+        }
+        for repair in [false, true] {
+            let err = md.scrub(repair).unwrap_err().to_string();
+            assert!(err.contains("no parity is left to compare"), "{level:?}: {err}");
+        }
+        md.stop().unwrap();
+    }
 }
 
 /// A device that holds a member of another md array is not taken as a spare (or a

@@ -207,8 +207,12 @@ impl Array {
         let lost_count = lost.iter().filter(|l| **l).count();
         let recovering = self.recovering_here(id);
         let ok = match kind {
-            // Comparing needs every block.
-            SyncKind::Check | SyncKind::Repair | SyncKind::Resync => lost_count == 0,
+            // RAID6 with one block lost still has a parity to check (md's
+            // handle_parity_checks6); otherwise comparing needs every block.
+            SyncKind::Check | SyncKind::Repair => {
+                lost_count == 0 || (lost_count == 1 && self.geometry.level() == Level::Raid6)
+            }
+            SyncKind::Resync => lost_count == 0,
             SyncKind::Recovery | SyncKind::Replace => lost_count <= self.geometry.max_degraded(),
         };
         if !ok {
@@ -313,6 +317,13 @@ impl Array {
     /// Computes P (and Q) from the data, compares with what the members hold, records a
     /// mismatch, and returns the blocks to write for `kind`.
     fn compare_parity(&mut self, id: HeadId, kind: SyncKind) -> Vec<DiskIndex> {
+        if self.geometry.level() == Level::Raid6 && kind != SyncKind::Resync {
+            let lost = self.lost(id);
+            if lost.iter().filter(|l| **l).count() == 1 {
+                let member = lost.iter().position(|l| *l).expect("one is lost");
+                return self.compare_remaining_parity(id, kind, member);
+            }
+        }
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let head = self.cache.head(id);
         let len = head.buffers[0].len();
@@ -377,6 +388,69 @@ impl Array {
             writes.push(qd);
         }
         writes
+    }
+}
+
+impl Array {
+    /// RAID6 check or repair with one block (`lost`) missing, as md's handle_parity_checks6
+    /// does it: Q lost, P is checked against the data; otherwise Q is, the lost block (if
+    /// data) computed from P first. With one parity left a mismatch cannot be pinned on a
+    /// block, so it names none; repair rewrites the parity checked. It used to skip such
+    /// stripes, and a check of a RAID6 missing one member said "0 mismatched sectors" having
+    /// compared nothing.
+    fn compare_remaining_parity(
+        &mut self,
+        id: HeadId,
+        kind: SyncKind,
+        lost: usize,
+    ) -> Vec<DiskIndex> {
+        let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
+        let head = self.cache.head(id);
+        let len = head.buffers[0].len();
+        let p_idx = map.p_disk.expect("RAID6 has P").get();
+        let q_idx = map.q_disk.expect("RAID6 has Q").get();
+        // The lost data block from P, in scratch: put in the head, a wrong P would leave a
+        // wrong block in the cache for reads.
+        let rebuilt = matches!(map.roles[lost], DiskRole::Data { .. }).then(|| {
+            let sources: Vec<&[u8]> = map
+                .data_disk
+                .iter()
+                .map(|d| d.get())
+                .filter(|&d| d != lost)
+                .chain([p_idx])
+                .map(|d| &head.buffers[d][..])
+                .collect();
+            let mut block = vec![0u8; len];
+            uraid_parity::xor_gen(&mut block, &sources);
+            block
+        });
+        let data: Vec<Option<&[u8]>> = map
+            .syndrome
+            .iter()
+            .map(|d| {
+                d.map(|d| match &rebuilt {
+                    Some(block) if d.get() == lost => &block[..],
+                    _ => &head.buffers[d.get()][..],
+                })
+            })
+            .collect();
+        let (mut p, mut q) = (vec![0u8; len], vec![0u8; len]);
+        uraid_parity::gen_syndrome(&mut p, &mut q, &data);
+        let (checked, computed) = if lost == q_idx { (p_idx, p) } else { (q_idx, q) };
+        if computed[..] == head.buffers[checked][..] {
+            return Vec::new();
+        }
+        self.stats.mismatch_sectors += len as u64 / SECTOR_BYTES;
+        if self.mismatches.len() < MISMATCHES_KEPT {
+            let start = self.head_member_end(id) - self.unit_sectors;
+            let sectors = self.unit_sectors;
+            self.mismatches.push(Mismatch { member_sector: Sector(start), sectors, member: None });
+        }
+        if kind == SyncKind::Check {
+            return Vec::new();
+        }
+        self.cache.head_mut(id).buffers[checked].copy_from_slice(&computed);
+        vec![DiskIndex(checked as u16)]
     }
 }
 
