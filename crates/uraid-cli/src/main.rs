@@ -89,6 +89,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A wide array takes more descriptors than the usual soft limit (`uraid_io::fd_limit`);
+    // failing to raise it leaves the limit as it was, and an open that meets it says so.
+    let _ = uraid_io::fd_limit::raise_open_files_limit();
     let result = match cli.command {
         Command::Create(a) => cmd::create::run(&a),
         Command::Assemble(a) => cmd::assemble::run(&a),
@@ -131,6 +134,7 @@ fn stdout_failed(e: &std::io::Error) -> ! {
 /// message before it already ends with (errors like "assembly refused: {0}" quote their
 /// source, and `{:#}` would print it twice).
 fn error_text(err: &anyhow::Error) -> String {
+    use std::fmt::Write as _;
     let mut text = String::new();
     for cause in err.chain() {
         let cause = cause.to_string();
@@ -142,8 +146,23 @@ fn error_text(err: &anyhow::Error) -> String {
         }
         text.push_str(&cause);
     }
+    let out_of_files = err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|e| e.raw_os_error() == Some(EMFILE))
+    });
+    if out_of_files && !text.contains("ulimit -n") {
+        let limit = uraid_io::fd_limit::open_files_limit()
+            .map_or_else(String::new, |l| format!(", the limit is {l}"));
+        let _ = write!(
+            text,
+            " (an array takes about 2 + 3 x workers descriptors per member{limit}: raise \
+             `ulimit -n`)"
+        );
+    }
     text
 }
+
+/// Linux's "Too many open files".
+const EMFILE: i32 = 24;
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,7 @@ pub mod clock;
 pub mod counters;
 pub mod driver;
 pub mod faulty;
+pub mod fd_limit;
 mod file_open;
 pub mod file_space;
 mod file_sync;
