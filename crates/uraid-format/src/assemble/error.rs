@@ -55,7 +55,8 @@ pub enum AssembleError {
     DuplicateRole { slot: u32, first: String, second: String },
     #[error(
         "{level} with {raid_disks} devices survives {max_degraded} missing, but slots \
-         {missing_slots:?} have no usable member{left_out}"
+         {} have no usable member{left_out}",
+        slot_list(missing_slots)
     )]
     TooManyMissing {
         level: String,
@@ -67,8 +68,39 @@ pub enum AssembleError {
     },
     #[error(
         "cannot start dirty degraded array: {reference} says resync_offset \
-         {resync_offset_sectors} (not clean) and slots {missing_slots:?} are missing; parity \
-         may not match the data (the write hole), use --force to start it anyway"
+         {resync_offset_sectors} (not clean) and slots {} are missing; parity may not match \
+         the data (the write hole), use --force to start it anyway",
+        slot_list(missing_slots)
     )]
     DirtyDegraded { reference: String, resync_offset_sectors: u64, missing_slots: Vec<u32> },
+}
+
+/// Slots as `[0, 3, 5]`, runs of three or more as `a-b`: a wide array missing most of its
+/// members (the wrong ones given) listed 226 slots one by one.
+fn slot_list(slots: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < slots.len() {
+        let mut j = i;
+        while j + 1 < slots.len() && slots[j + 1] == slots[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}-{}", slots[i], slots[j]));
+        } else {
+            parts.extend(slots[i..=j].iter().map(u32::to_string));
+        }
+        i = j + 1;
+    }
+    format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slot_lists_fold_runs_of_three_or_more() {
+        assert_eq!(super::slot_list(&[]), "[]");
+        assert_eq!(super::slot_list(&[3, 4]), "[3, 4]");
+        assert_eq!(super::slot_list(&[0, 29, 30, 31, 32, 40, 41, 50]), "[0, 29-32, 40, 41, 50]");
+    }
 }
