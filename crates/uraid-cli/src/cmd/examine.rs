@@ -94,7 +94,7 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         out!("{}", serde_json::to_string_pretty(&reports)?);
     }
     if !failed.is_empty() {
-        bail!("no valid md superblock on {}", failed.join(", "));
+        bail!("no valid md v1.2 superblock on {}", failed.join(", "));
     }
     Ok(())
 }
