@@ -94,7 +94,8 @@ pub struct ServeArgs {
     /// does by default, and saves the log's cost (see docs/write-hole.md).
     #[arg(long, value_enum, default_value_t = Policy::Ppl)]
     pub(crate) consistency_policy: Policy,
-    /// md's stripe_size: the unit the stripe cache works in.
+    /// md's stripe_size: the unit the stripe cache works in, a power of two from 4K up to the
+    /// chunk (mdadm's units: a bare number is KiB, where md's sysfs file takes bytes).
     #[arg(long, default_value = "4K")]
     pub(crate) stripe_size: String,
     /// md's stripe_cache_size: stripe heads in the cache, each a stripe unit of every member

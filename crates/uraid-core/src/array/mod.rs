@@ -75,7 +75,7 @@ pub enum ArrayError {
     OutOfRange { sector: u64, sectors: u64, size: u64 },
     #[error("request buffer of {bytes} bytes is not a whole number of 512-byte sectors")]
     Unaligned { bytes: usize },
-    #[error("stripe_size {bytes} must be a power of two from 4 KiB up to the chunk size")]
+    #[error("stripe_size {bytes} bytes must be a power of two from 4 KiB up to the chunk size")]
     BadStripeSize { bytes: u64 },
     #[error("stripe_cache_size must be 1 to 32768 stripe heads (md's largest is 32768)")]
     BadCacheSize,
