@@ -101,14 +101,43 @@ fn show(bar: &ProgressBar, sync: &SyncStatus) {
     bar.set_message(format!("{}/s, {eta}{throttled}", HumanBytes(sync.speed_kib * 1024)));
 }
 
-/// The result as text: the summary line, then one line per mismatch found.
+/// Mismatches a text result lists: a check of an array never resynced (created
+/// --assume-clean over old contents) listed all of the 1024 kept, a screen's worth many times.
+const MISMATCH_LINES_SHOWN: usize = 16;
+
+/// The result as text: the summary line, then a line per mismatch found (the first
+/// `MISMATCH_LINES_SHOWN`, and how many more).
 pub fn result_text(name: &str, result: &SyncResult) -> String {
     let mut text = format!("{name}: {}\n", sync_result_summary(result));
-    for line in mismatch_lines(result) {
+    let lines = mismatch_lines(result);
+    for line in lines.iter().take(MISMATCH_LINES_SHOWN) {
         let _ = writeln!(text, "  mismatch at {line}");
+    }
+    if lines.len() > MISMATCH_LINES_SHOWN {
+        let more = lines.len() - MISMATCH_LINES_SHOWN;
+        let _ = writeln!(text, "  and {more} more (--json lists every one the array kept)");
     }
     if result.mismatch_sectors > 0 && result.mismatches.is_empty() {
         text.push_str("  (where: not recorded)\n");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uraid_md::status::MismatchAt;
+
+    #[test]
+    fn a_long_list_of_mismatches_is_cut_with_a_count() {
+        let mismatches: Vec<MismatchAt> =
+            (0..40).map(|i| MismatchAt { member_sector: i * 8, sectors: 8, slot: None }).collect();
+        let result = SyncResult { mismatch_sectors: 320, mismatches, ..SyncResult::default() };
+        let text = result_text("md0", &result);
+        assert_eq!(text.lines().filter(|l| l.starts_with("  mismatch at")).count(), 16);
+        assert!(
+            text.ends_with("  and 24 more (--json lists every one the array kept)\n"),
+            "{text}"
+        );
+    }
 }
