@@ -1,9 +1,9 @@
 //! The open files limit. A served array takes about 2 + 3 x workers descriptors per member
 //! (counted on a RAID6 of 256: 1,289 with one worker, 2,057 with two, 3,593 with four), so a
 //! wide array outgrows the soft limit most shells start with (1024): that array failed to
-//! start at member 168 with "Too many open files". The commands raise the soft limit to the hard one, as
-//! servers commonly do (Go's runtime does it for every program); the hard limit is the
-//! administrator's.
+//! start at member 168 with "Too many open files". The commands raise the soft limit to the
+//! hard one, as servers commonly do (Go's runtime does it for every program); the hard limit
+//! is the administrator's.
 
 use std::io;
 

@@ -4,10 +4,12 @@
 //!
 //! Everything is decided and every superblock built before the first byte is written: a
 //! refusal (wrong member count, a member too small, a member that already holds md or
-//! firmware RAID metadata without --force) leaves every member untouched. Only the metadata area in front of the data
-//! is written; the data area is not touched, so the parity of a new array is not initialised:
-//! the array is marked as needing a full resync (resync_offset 0), as md does after create,
-//! unless --assume-clean says the members already agree (all zeros, for example).
+//! firmware RAID metadata without --force) leaves every member untouched. Only the metadata
+//! area in front of the data is written; the data area is not touched (but for the magic of
+//! another format's superblock, zeroed with --force), so the parity of a new array is not
+//! initialised: the array is marked as needing a full resync (resync_offset 0), as md does
+//! after create, unless --assume-clean says the members already agree (all zeros, for
+//! example).
 
 use crate::args::parse_size;
 use crate::cmd::md_meta::{SUPERBLOCK_AREA_BYTES, SUPERBLOCK_OFFSET_BYTES, device_size_bytes};
@@ -38,10 +40,11 @@ truncate. The data area is not written, so the array is marked as needing a full
 (md does one when it starts the array) unless --assume-clean says the members already agree \
 (for example all zeros). A member that already holds an md superblock (any version) or \
 firmware RAID metadata (DDF, Intel IMSM) is refused unless --force, which also erases the \
-old format's magic (but not inside the data of an --assume-clean array). As with mdadm, `missing` in place of a member leaves its slot empty (as many as the \
-level survives): the array starts degraded and a device added later is rebuilt into it; \
-RAID6 with one missing makes one given member a spare, rebuilt at the first start. Sizes take \
-mdadm's units: a bare number is KiB; K, M, G, T, s (sectors), b (bytes).",
+old format's magic (but not inside the data of an --assume-clean array). As with mdadm, \
+`missing` in place of a member leaves its slot empty (as many as the level survives): the \
+array starts degraded and a device added later is rebuilt into it; RAID6 with one missing \
+makes one given member a spare, rebuilt at the first start. Sizes take mdadm's units: a bare \
+number is KiB; K, M, G, T, s (sectors), b (bytes).",
     after_help = "Example:\n  truncate -s 64M m0.img m1.img m2.img m3.img\n  uraid create \
 --level 5 --raid-devices 4 --chunk 64K --name demo --bitmap internal --bitmap-chunk 1M m0.img m1.img m2.img m3.img"
 )]

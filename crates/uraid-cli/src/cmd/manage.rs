@@ -17,7 +17,8 @@ stops using it and runs degraded; a hot spare, if any, is rebuilt in its place i
 background. Refused when the array would lose more members than its redundancy allows. \
 MEMBER is the path given at assemble or a slot number. Several are failed in the order \
 given, stopping at the first the array refuses (as mdadm does).",
-    after_help = "Example:\n  uraid fail md0 /dev/sdc\n  uraid fail md0 2\n  uraid fail md0 /dev/sdc /dev/sdd"
+    after_help = "Example:\n  uraid fail md0 /dev/sdc\n  uraid fail md0 2\n  uraid fail md0 \
+/dev/sdc /dev/sdd"
 )]
 pub struct FailArgs {
     /// Print the array's answer as JSON (one object per member).
