@@ -47,7 +47,8 @@ impl OtherMetadata {
     pub const PROBE_BYTES: usize = 32;
 
     /// Where each format would sit on a device of `size_bytes`: the byte offsets to read
-    /// `PROBE_BYTES` at, for `recognise`. Places that do not fit the device are left out.
+    /// `PROBE_BYTES` at, for `recognise`. Places without `PROBE_BYTES` before the end are
+    /// left out, so that callers read and erase whole probes.
     #[must_use]
     pub fn places(size_bytes: u64) -> Vec<(OtherMetadata, u64)> {
         let sectors = size_bytes / SECTOR;
@@ -64,7 +65,10 @@ impl OtherMetadata {
             places.push((OtherMetadata::Imsm, (sectors - 2) * SECTOR));
             places.push((OtherMetadata::Ddf, (sectors - 1) * SECTOR));
         }
-        places.retain(|&(_, at)| at != V1_2_SUPER_OFFSET_SECTORS * SECTOR);
+        let probe = Self::PROBE_BYTES as u64;
+        places.retain(|&(_, at)| {
+            at != V1_2_SUPER_OFFSET_SECTORS * SECTOR && at + probe <= size_bytes
+        });
         places
     }
 
@@ -110,7 +114,8 @@ mod tests {
         assert_eq!(at(OtherMetadata::V0_90), Some(100 * 1024 * 1024 - 65536));
         assert_eq!(at(OtherMetadata::Imsm), Some(size - 1024));
         assert_eq!(at(OtherMetadata::Ddf), Some(size - 512));
-        // A device too small for md's formats at the end.
+        // A device too small for md's formats at the end; none at all too small for a probe.
+        assert_eq!(OtherMetadata::places(31), vec![]);
         let small =
             [(OtherMetadata::V1_1, 0), (OtherMetadata::Imsm, 3072), (OtherMetadata::Ddf, 3584)];
         assert_eq!(OtherMetadata::places(4096), small);

@@ -76,10 +76,8 @@ const MD_MAGIC_BYTES: [u8; 4] = 0xa92b_4efc_u32.to_le_bytes();
 pub fn other_metadata(file: &File, size_bytes: u64) -> Option<(OtherMetadata, u64)> {
     OtherMetadata::places(size_bytes).into_iter().find_map(|(found, at)| {
         let mut bytes = [0u8; OtherMetadata::PROBE_BYTES];
-        let len = usize::try_from(size_bytes.saturating_sub(at))
-            .map_or(bytes.len(), |left| left.min(bytes.len()));
-        file.read_exact_at(&mut bytes[..len], at).ok()?;
-        found.recognise(&bytes[..len]).then_some((found, at))
+        file.read_exact_at(&mut bytes, at).ok()?;
+        found.recognise(&bytes).then_some((found, at))
     })
 }
 
@@ -104,9 +102,7 @@ pub fn erase_other_metadata(path: &Path) -> io::Result<Option<OtherMetadata>> {
     let file = uraid_io::open_member_path(path, true)?;
     let size_bytes = device_size_bytes(&file)?;
     let Some((found, at)) = other_metadata(&file, size_bytes) else { return Ok(None) };
-    let len = usize::try_from(size_bytes - at)
-        .map_or(OtherMetadata::PROBE_BYTES, |left| left.min(OtherMetadata::PROBE_BYTES));
-    file.write_all_at(&vec![0u8; len], at)?;
+    file.write_all_at(&[0u8; OtherMetadata::PROBE_BYTES], at)?;
     file.sync_data()?;
     Ok(Some(found))
 }

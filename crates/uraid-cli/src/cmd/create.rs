@@ -455,10 +455,9 @@ fn erase_other_metadata(
     path: &str,
     array: &NewArray<'_>,
 ) -> anyhow::Result<()> {
-    let len = OtherMetadata::PROBE_BYTES.min(usize::try_from(member.size - at)?);
     let start = array.data_offset_sectors * 512;
     let end = start + array.size_sectors * 512;
-    if array.clean && at < end && at + len as u64 > start {
+    if array.clean && at < end && at + OtherMetadata::PROBE_BYTES as u64 > start {
         say!(
             "uraid create: {path}: the old {} is left in place: it lies in the new array's \
              data, which --assume-clean says matches its parity (`mdadm --zero-superblock` \
@@ -467,7 +466,7 @@ fn erase_other_metadata(
         );
         return Ok(());
     }
-    member.file.write_all_at(&vec![0u8; len], at)?;
+    member.file.write_all_at(&[0u8; OtherMetadata::PROBE_BYTES], at)?;
     say!("uraid create: {path}: erased the old {} (its magic at byte {at})", found.describe());
     Ok(())
 }

@@ -389,9 +389,7 @@ impl Array {
         }
         writes
     }
-}
 
-impl Array {
     /// RAID6 check or repair with one block (`lost`) missing, as md's handle_parity_checks6
     /// does it: Q lost, P is checked against the data; otherwise Q is, the lost block (if
     /// data) computed from P first. With one parity left a mismatch cannot be pinned on a
