@@ -75,6 +75,23 @@ pub fn set_wide_tuning(on: bool) {
     let _ = on;
 }
 
+/// Names, for the whole process, whether the kernels take the figures measured on AMD's
+/// family 0x1a, Zen 5 (`on`, `off`); unset, the CPU decides (that family only). For measuring
+/// one against the other with the same binary; results never depend on it.
+pub const ZEN5_TUNING_ENV: &str = "URAID_PARITY_ZEN5_TUNING";
+
+/// Overrides, for the whole process, whether the kernels take the figures measured on Zen 5
+/// (P+Q of wide stripes with more vectors a step when they missed the caches, XOR of 4 and 8
+/// sources in L2 and L3 source by source; by default that CPU family only, or as
+/// `URAID_PARITY_ZEN5_TUNING` says): for tests, which must reach both paths on any CPU, and
+/// for measuring. Results never depend on it.
+pub fn set_zen5_tuning(on: bool) {
+    #[cfg(target_arch = "x86_64")]
+    x86::set_zen5_tuning(on);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = on;
+}
+
 #[must_use]
 pub fn stores() -> Stores {
     match STORES.load(std::sync::atomic::Ordering::Relaxed) {

@@ -11,7 +11,7 @@ mod generic;
 mod probe;
 mod vectors;
 
-pub(crate) use probe::set_wide_tuning;
+pub(crate) use probe::{set_wide_tuning, set_zen5_tuning};
 
 use crate::scalar::Delta;
 use vectors::{Avx2, Avx512, Gfni, Vector};
@@ -68,9 +68,12 @@ macro_rules! backend_module {
             unsafe fn xor_4(dst: &mut [u8], srcs: [&[u8]; 4], stream: bool) {
                 // SAFETY: as above.
                 unsafe {
-                    generic::xor_k::<$vector, 4, { LINE / <$vector as Vector>::BYTES }>(
-                        dst, srcs, stream,
-                    )
+                    generic::xor_k::<
+                        $vector,
+                        4,
+                        { LINE / <$vector as Vector>::BYTES },
+                        { 2 * LINE / <$vector as Vector>::BYTES },
+                    >(dst, srcs, stream)
                 }
             }
 
@@ -78,7 +81,14 @@ macro_rules! backend_module {
             #[inline(never)]
             unsafe fn xor_8(dst: &mut [u8], srcs: [&[u8]; 8], stream: bool) {
                 // SAFETY: as above.
-                unsafe { generic::xor_k::<$vector, 8, $xor_many>(dst, srcs, stream) }
+                unsafe {
+                    generic::xor_k::<
+                        $vector,
+                        8,
+                        $xor_many,
+                        { 2 * LINE / <$vector as Vector>::BYTES },
+                    >(dst, srcs, stream)
+                }
             }
 
             /// Few sources in a function of its own: inlined beside the general loop, the

@@ -202,11 +202,13 @@ fn placed(len: usize, skew: usize) -> (Vec<u8>, usize) {
 /// of at least `ORDINARY_STORES_BELOW` bytes with vector-aligned outputs), with aligned and
 /// misaligned outputs, and each kind of store forced (whether the probe would choose
 /// non-temporal stores depends on what the caches hold), with and without the tuning for wide
-/// stripes (which CPUs take it by default).
+/// stripes (which CPUs take it by default) and for Zen 5 (XOR of 4 and 8 sources past L1 source
+/// by source, P+Q of wide stripes).
 #[test]
 fn large_and_wide_calls_match_reference() {
-    for tuned in [true, false] {
+    for (tuned, zen5) in [(true, false), (false, false), (false, true)] {
         uraid_parity::set_wide_tuning(tuned);
+        uraid_parity::set_zen5_tuning(zen5);
         for stores in [Stores::NonTemporal, Stores::Ordinary, Stores::Probe] {
             uraid_parity::set_stores(stores);
             large_and_wide_calls(stores);
@@ -214,23 +216,30 @@ fn large_and_wide_calls_match_reference() {
     }
 }
 
+/// (sources, block length) of `large_and_wide_calls`.
+const LARGE_AND_WIDE: &[(usize, usize)] = &[
+    (9, 8192 * 2),
+    (9, 8192 * 2 + 77),
+    (16, 65536),
+    (17, 65536 + 5),
+    (16, (1 << 20) / 16 + 64),
+    (33, 40_000),
+    (8, 1 << 17),
+    (4, (1 << 20) / 4 + 31),
+    // XOR of 4 and 8 sources source by source from 32 KiB, two lines a step: tails of
+    // a line and less.
+    (4, (32 << 10) + 64 + 7),
+    (8, 32 << 10),
+    (254, 4096 + 3),
+    // AVX2 takes wide P+Q in chunks of slots from 4 KiB blocks.
+    (16, 4096),
+    (10, 4096 + 64),
+    (4, 4096),
+    (3, 8192 + 32),
+];
+
 fn large_and_wide_calls(stores: Stores) {
-    let cases = [
-        (9, 8192 * 2),
-        (9, 8192 * 2 + 77),
-        (16, 65536),
-        (17, 65536 + 5),
-        (16, (1 << 20) / 16 + 64),
-        (33, 40_000),
-        (8, 1 << 17),
-        (4, (1 << 20) / 4 + 31),
-        (254, 4096 + 3),
-        // AVX2 takes wide P+Q in chunks of slots from 4 KiB blocks.
-        (16, 4096),
-        (10, 4096 + 64),
-        (4, 4096),
-        (3, 8192 + 32),
-    ];
+    let cases = LARGE_AND_WIDE;
     for (i, &(n, len)) in cases.iter().enumerate() {
         let src = blocks(i as u64 + 1, n, len, 0);
         let srcs: Vec<&[u8]> = src.iter().map(Vec::as_slice).collect();

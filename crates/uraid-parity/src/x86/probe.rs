@@ -158,9 +158,32 @@ pub(crate) fn set_wide_tuning(on: bool) {
 /// missed, against 4 for both: P+Q of 16 x 4 KiB streamed from 23.2-24.2 GB/s (85-87% of the
 /// reference, 1.18-1.19x ISA-L) to 26.0-26.9 (96-97%, 1.32-1.33x), in cache 153-160 against
 /// 156-162 (three runs of `uraid bench parity --only pq` each, alternated).
+///
+/// XOR of 4 and 8 sources in L2 and L3 goes source by source there too
+/// (`generic::xor_by_source`).
+#[inline(always)]
 pub(crate) fn zen5() -> bool {
-    static ZEN5: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ZEN5.get_or_init(|| amd_family() == Some(0x1a))
+    match ZEN5.load(Ordering::Relaxed) {
+        0 => {
+            let yes = match std::env::var(crate::ZEN5_TUNING_ENV).as_deref() {
+                Err(_) => amd_family() == Some(0x1a),
+                Ok("on") => true,
+                Ok("off") => false,
+                Ok(other) => panic!("{}={other}: not one of on, off", crate::ZEN5_TUNING_ENV),
+            };
+            ZEN5.store(1 + u8::from(yes), Ordering::Relaxed);
+            yes
+        }
+        z => z == 2,
+    }
+}
+
+/// [`zen5`]: 0 not read yet, 1 no, 2 yes.
+static ZEN5: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Overrides [`zen5`] for the whole process.
+pub(crate) fn set_zen5_tuning(on: bool) {
+    ZEN5.store(1 + u8::from(on), Ordering::Relaxed);
 }
 
 /// The CPU family (base plus extended, as AMD numbers them) when the vendor is AMD.
