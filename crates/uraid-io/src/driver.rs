@@ -9,11 +9,13 @@
 //! reads of old data, P and Q each. The driver sorts a turn's I/Os by member, then by kind and
 //! offset (write-intent bitmap page writes first: see `Part::rank`), and submits each run that is
 //! exactly contiguous on its member, of the same kind (Read, or Write with the same fua) and within
-//! `MergeLimits`, as ONE vectored member I/O: 3 + 3 member I/Os of 64 KiB instead of 48 + 48. Flush
-//! and Discard are never merged, and a Flush stays after every I/O the engine issued to its member
-//! before it in the turn (sorting happens only between flushes). On a disk that seeks, a run that
-//! continues where the member's last I/O ended goes first (`seek_order`). Each member I/O carries
-//! the engine I/Os it merged; each is reported on completion.
+//! `MergeLimits`, as ONE vectored member I/O: 3 + 3 member I/Os of 64 KiB instead of 48 + 48.
+//! Contiguous discards merge too, up to [`DISCARD_MERGE_BYTES`] (the engine discards a stripe head,
+//! 4 KiB a member, at a time: a 200 MiB discard of RAID5 x 5 was 12,800 hole punches on each
+//! member and took 3.4 s, 0.38 s merged). Flushes are never merged, and a Flush stays after every I/O the engine issued to
+//! its member before it in the turn (sorting happens only between flushes). On a disk that seeks, a
+//! run that continues where the member's last I/O ended goes first (`seek_order`). Each member I/O
+//! carries the engine I/Os it merged; each is reported on completion.
 //! A merged I/O that fails is resubmitted as its parts, one member I/O each, and each part is
 //! reported with its own result: the engine's read-error correction then sees exactly which block
 //! failed and rewrites only that one.
@@ -130,7 +132,7 @@ impl Part {
 
     /// Whether `next` (sorted after this run's last part `self`) extends the run.
     fn continued_by(&self, next: &Part) -> bool {
-        matches!(self.op, IoOp::Read | IoOp::Write { .. })
+        matches!(self.op, IoOp::Read | IoOp::Write { .. } | IoOp::Discard)
             && (next.member, next.epoch, next.op, next.to_replacement, next.before_replacement)
                 == (self.member, self.epoch, self.op, self.to_replacement, self.before_replacement)
             && next.offset_bytes == self.end_bytes()
@@ -159,9 +161,18 @@ impl Part {
 /// The engine I/Os one member I/O carries (one unless merged), in device order.
 type Parts = SmallVec<[Part; INLINE_SEGMENTS]>;
 
+/// How far contiguous discards merge into one member discard: it carries no memory, so only
+/// the number of its parts, which the driver keeps until it completes, bounds it.
+pub const DISCARD_MERGE_BYTES: usize = 64 << 20;
+
 /// How many of `sorted`'s first parts make one member I/O: a run exactly contiguous on one
-/// member, of one mergeable kind, within `limits`.
+/// member, of one mergeable kind, within `limits` (discards within [`DISCARD_MERGE_BYTES`]).
 fn run_len(sorted: &[Part], limits: MergeLimits) -> usize {
+    let limits = if sorted[0].op == IoOp::Discard && limits.max_segments > 1 {
+        MergeLimits { max_bytes: DISCARD_MERGE_BYTES, max_segments: usize::MAX }
+    } else {
+        limits
+    };
     let mut bytes = sorted[0].len_bytes;
     let mut n = 1;
     while let Some(next) = sorted.get(n) {
@@ -488,9 +499,12 @@ impl<M: Member + ?Sized> Driver<M> {
                 req
             }
             IoOp::Flush => IoRequest::flush(tag as u64),
-            IoOp::Discard => IoRequest::discard(tag as u64, first.offset_bytes, first.len_bytes),
+            IoOp::Discard => {
+                let len_bytes = parts.iter().map(|p| p.len_bytes).sum();
+                IoRequest::discard(tag as u64, first.offset_bytes, len_bytes)
+            }
         };
-        assert!(parts.len() == 1 || req.has_data(), "only reads and writes merge");
+        assert!(parts.len() == 1 || first.op != IoOp::Flush, "flushes never merge");
         assert_eq!(req.end_bytes(), parts[parts.len() - 1].end_bytes(), "the parts are contiguous");
         if tag == self.flights.len() {
             self.flights.push(None);
@@ -717,9 +731,15 @@ mod tests {
     }
 
     #[test]
-    fn discards_never_merge() {
-        let ios = [(0, IoOp::Discard, 0, 4), (0, IoOp::Discard, 4, 4)];
-        assert_eq!(runs(&ios), vec![vec![0], vec![1]]);
+    fn contiguous_discards_merge_past_the_data_caps() {
+        let ios = [(0, IoOp::Discard, 0, 4), (0, IoOp::Discard, 4, 4), (0, IoOp::Discard, 12, 4)];
+        assert_eq!(runs(&ios), vec![vec![0, 1], vec![2]], "a gap ends the run");
+        let many: Vec<Io> = (0..20_000).map(|i| (0, IoOp::Discard, 4 * i, 4)).collect();
+        let cap = super::DISCARD_MERGE_BYTES / (4 * KIB);
+        assert_eq!(run_lens(&many, MergeLimits::default()), vec![cap, 20_000 - cap]);
+        assert_eq!(run_lens(&many[..3], MergeLimits::OFF), vec![1; 3], "merging off");
+        let mixed = [(0, IoOp::Discard, 0, 4), (0, WRITE, 4, 4), (1, IoOp::Discard, 8, 4)];
+        assert_eq!(run_lens(&mixed, MergeLimits::default()), vec![1, 1, 1]);
     }
 
     #[test]
