@@ -1,6 +1,8 @@
 //! `uraid serve --ublk` in a real kernel: the array as /dev/ublkb0 carries an ext4 file
 //! system through mkfs, mount, writes, remount, reads and a clean fsck, and SIGTERM stops it
-//! cleanly (exit 0, the device gone, every member's superblock clean).
+//! cleanly (exit 0, the device gone, every member's superblock clean). Before the file
+//! system, a hole punched in the device (util-linux `fallocate -p`: the kernel's write of
+//! zeros that may unmap) reads back as zeros and reached the array as a discard.
 //!
 //! Method: the host kernel has no ublk_drv, so this runs in the md VM (scripts/mdvm: qemu
 //! TCG, Debian's 6.12 kernel, which has ublk_drv, ext4 and e2fsprogs in the kit). The host
@@ -50,6 +52,13 @@ fn ext4_on_uraid_serve_ublk_in_the_kernel() {
 
     assert_eq!(result(&results, "size_bytes"), ARRAY_BYTES.to_string(), "/dev/ublkb0's size");
     assert_eq!(result(&results, "banner_ublk"), "/dev/ublkb0", "serve --json names the device");
+    assert_eq!(result(&results, "punch_rc"), "0", "fallocate -p of /dev/ublkb0");
+    assert_eq!(result(&results, "punched"), result(&results, "zeros"), "the hole reads zeros");
+    let beside = result(&results, "after_punch");
+    assert_eq!(beside, result(&results, "pattern_after_punch"), "the MiB after the hole");
+    let discards: u64 = result(&results, "engine_discards").parse().expect("a count");
+    // 4 MiB of RAID5 x 5, 64 KiB chunks: 16 whole stripes of 256 KiB.
+    assert!(discards >= 16, "the hole reached the array as {discards} stripe discards");
     for (name, bytes) in FILES {
         let written = result(&results, &format!("written.{name}"));
         assert_eq!(written.len(), 64, "{name}: no sha256 reported: {written:?}");
@@ -127,9 +136,17 @@ dd if=/tmp/pattern of=/dev/ublkb0 bs=1M oflag=direct 2>/dev/null
 t1=$(now)
 dd if=/dev/ublkb0 of=/dev/null bs=1M count=32 iflag=direct 2>/dev/null
 t2=$(now)
-rm /tmp/pattern
 r dd_write_s $(echo "$t0 $t1" | awk '{ print $2 - $1 }')
 r dd_read_s $(echo "$t1 $t2" | awk '{ print $2 - $1 }')
+rc=0
+/job/fallocate -p -o 1048576 -l 4194304 /dev/ublkb0 || rc=$?
+r punch_rc $rc
+sha() { sha256sum | cut -d' ' -f1; }
+r punched $(dd if=/dev/ublkb0 bs=1M skip=1 count=4 iflag=direct 2>/dev/null | sha)
+r zeros $(head -c 4194304 /dev/zero | sha)
+r after_punch $(dd if=/dev/ublkb0 bs=1M skip=5 count=1 iflag=direct 2>/dev/null | sha)
+r pattern_after_punch $(dd if=/tmp/pattern bs=1M skip=5 count=1 2>/dev/null | sha)
+r engine_discards $(/job/uraid stats ublk | sed -n 's/.* discards \([0-9]*\) .*/\1/p')
 mkfs.ext4 -q /dev/ublkb0
 mkdir -p /mnt
 mount -t ext4 /dev/ublkb0 /mnt
@@ -193,8 +210,11 @@ fn uraid(args: &[&str], files: &[PathBuf]) {
 /// the libraries go to /job, which the job puts on LD_LIBRARY_PATH).
 fn vm_files() -> Vec<PathBuf> {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_uraid"));
+    // util-linux's, for `fallocate -p` (busybox's only allocates); it loads only libc.
+    let fallocate = ["/usr/bin/fallocate", "/bin/fallocate"].map(PathBuf::from);
+    let fallocate = fallocate.into_iter().find(|p| p.exists()).expect("util-linux's fallocate");
     let out = Command::new("ldd").arg(&bin).output().expect("running ldd");
-    let mut files = vec![bin];
+    let mut files = vec![bin, fallocate];
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         // "libm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x...)"; the loader and the vdso
         // have no "=>" path.

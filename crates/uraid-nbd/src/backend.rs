@@ -77,6 +77,14 @@ pub trait BlockBackend: Send + Sync + 'static {
         true
     }
 
+    /// Whether a discard now makes its range read back as zeros. Then a write of zeros that
+    /// may leave holes (NBD without NO_HOLE, ublk without NOUNMAP) is a discard, which frees
+    /// what sparse members hold instead of filling it. Asked per request: an array may stop
+    /// taking discards while it runs.
+    fn discard_zeroes(&self) -> bool {
+        false
+    }
+
     /// Where to cut a read or write of `len_bytes` at `offset_bytes` so that
     /// `submit_segments` moves it without copying: the segments' lengths, in order. By
     /// default one segment.
@@ -148,6 +156,13 @@ impl BlockBackend for Runtime {
 
     fn can_discard(&self) -> bool {
         self.discard_refused_by().is_none()
+    }
+
+    /// The engine's discard zeroes: whole stripes are discarded on members that read
+    /// discarded ranges back as zeros (the only members it takes discards on), the partial
+    /// stripes at the ends are written with zeros.
+    fn discard_zeroes(&self) -> bool {
+        self.can_discard()
     }
 
     fn preferred_block_bytes(&self) -> u32 {
@@ -281,6 +296,10 @@ impl BlockBackend for MemoryBackend {
 
     fn preferred_block_bytes(&self) -> u32 {
         self.preferred_block_bytes
+    }
+
+    fn discard_zeroes(&self) -> bool {
+        true
     }
 
     fn submit(&self, op: BackendOp, done: BackendDone) {

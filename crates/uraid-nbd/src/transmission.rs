@@ -172,10 +172,19 @@ impl Reader {
             io::copy(&mut (&mut self.input).take(payload), &mut io::sink())
                 .and_then(|n| if n == payload { Ok(()) } else { Err(eof()) })?;
         }
+        // Zeros the client allows holes in, where the backend's discard reads back as zeros:
+        // a discard, which frees what sparse members hold instead of filling it. Fast zeroing
+        // (NBD_FLAG_SEND_FAST_ZERO) stays unoffered: the array discards through its stripe
+        // heads at about the speed of writing, and qemu-img convert would zero a whole array
+        // with it before copying.
+        let zeros_by_discard = r.command == wire::CMD_WRITE_ZEROES
+            && r.flags & wire::CMD_FLAG_NO_HOLE == 0
+            && self.shared.backend.discard_zeroes();
         // A write of zeros holds a buffer of zeros as long as a write's payload (it went
         // uncharged: 256 of 32 MiB in flight grew one connection's server to 10 GB).
         let charge_bytes = match r.command {
-            wire::CMD_READ | wire::CMD_WRITE_ZEROES => len,
+            wire::CMD_READ => len,
+            wire::CMD_WRITE_ZEROES if !zeros_by_discard => len,
             _ => payload,
         };
         if let Err(error) = check {
@@ -206,8 +215,13 @@ impl Reader {
                 let (offset_bytes, fua) = (r.offset_bytes, fua(r));
                 Submission::Segments(SegmentsOp::Write { offset_bytes, bufs, fua })
             }
+            wire::CMD_WRITE_ZEROES if zeros_by_discard => {
+                let (offset_bytes, len_bytes) = (r.offset_bytes, len);
+                Submission::Whole(BackendOp::Discard { offset_bytes, len_bytes })
+            }
             wire::CMD_WRITE_ZEROES => {
-                // Zeros written, not discarded: a trim need not read back as zeros everywhere.
+                // Zeros written: the client wants them allocated (NO_HOLE), or the backend's
+                // discard does not read back as zeros.
                 let buf = vec![0; r.len_bytes as usize];
                 Submission::Whole(BackendOp::Write {
                     offset_bytes: r.offset_bytes,
@@ -245,8 +259,9 @@ impl Reader {
     fn submit(&self, r: &Request, op: Submission, charge_bytes: u64) {
         let (out, shared, handle) = (self.output.clone(), self.shared.clone(), r.handle);
         let (read, offset_bytes) = (r.command == wire::CMD_READ, r.offset_bytes);
-        // A trim with FUA: the discard, then a flush, then the reply.
-        let flush_after = r.command == wire::CMD_TRIM && fua(r);
+        // A trim (or a write of zeros done as a discard) with FUA: the discard, then a flush,
+        // then the reply.
+        let flush_after = matches!(op, Submission::Whole(BackendOp::Discard { .. })) && fua(r);
         if r.len_bytes == 0 && r.command != wire::CMD_FLUSH {
             // Nothing to do, and the runtime wants at least a sector.
             let body = if read { Body::Data { offset_bytes, data: Vec::new() } } else { ok() };

@@ -229,6 +229,15 @@ impl Queue {
             (sys::OP_DISCARD, Some(offset_bytes), _) => {
                 BackendOp::Discard { offset_bytes, len_bytes: u64::from(d.nr_sectors) * 512 }
             }
+            // Zeros that may be unmapped, where the backend's discard reads back as zeros: a
+            // discard (the kernel's BLKZEROOUT and mkfs's zeroing then free what sparse members
+            // hold). With FUA, written: a discard is not made durable on its own.
+            (sys::OP_WRITE_ZEROES, Some(offset_bytes), Some(len))
+                if d.flags & (sys::IO_F_NOUNMAP | sys::IO_F_FUA) == 0
+                    && self.s.backend.discard_zeroes() =>
+            {
+                BackendOp::Discard { offset_bytes, len_bytes: u64::from(len) }
+            }
             (sys::OP_WRITE_ZEROES, Some(offset_bytes), Some(len)) => {
                 BackendOp::Write { offset_bytes, buf: vec![0; len as usize], fua }
             }

@@ -32,6 +32,8 @@ pub const OP_DISCARD: u8 = 3;
 pub const OP_WRITE_ZEROES: u8 = 5;
 /// `UBLK_IO_F_FUA`: the write must be durable when completed.
 pub const IO_F_FUA: u32 = 1 << 13;
+/// `UBLK_IO_F_NOUNMAP`: a write of zeros that must stay allocated (no discard).
+pub const IO_F_NOUNMAP: u32 = 1 << 15;
 
 /// `UBLK_F_CMD_IOCTL_ENCODE`: tells the driver we speak the ioctl-encoded opcodes.
 pub const F_CMD_IOCTL_ENCODE: u64 = 1 << 6;
