@@ -219,3 +219,73 @@ fn a_take_over_drops_log_writes_queued_before_the_replacement_began() {
     run_all(&mut a, &mut mem);
     assert!(finished(&mut a).contains(&ReqId(1)));
 }
+
+/// The member being replaced cannot read some blocks (why it is replaced) and another member
+/// cannot read its blocks of the same stripes: neither copied nor rebuilt. As md's
+/// `handle_failed_sync` does, they are listed on the replacement (the other unreadable blocks
+/// on their own member) and the copy goes on; everything else is copied. Before, the copy
+/// failed at the first such stripe (BeyondRedundancy) and the member could not be replaced.
+#[test]
+fn a_block_neither_readable_nor_rebuildable_is_listed_on_the_replacement() {
+    for level in [Level::Raid5, Level::Raid6] {
+        let disks = 5;
+        let mut a = array(level, disks, CHUNK, 4096);
+        let mut mem = Mem::new(disks);
+        let bytes = (a.size_sectors() * 512) as usize;
+        write(&mut a, &mut mem, 0, pattern(6, bytes));
+        mem.replacements[1] = Some(vec![0u8; mem.disks[1].len()]);
+        a.start_replacement(DiskIndex(1));
+        // Member 1 cannot read 200..264 (8 blocks); RAID5: member 3 cannot read 232..296
+        // (4 blocks in common); RAID6: members 3 and 4 (the same 4 blocks beyond its parity).
+        let others: &[u16] = if level == Level::Raid5 { &[3] } else { &[3, 4] };
+        mem.bad_reads.extend((200..264).map(|s| (1, s)));
+        for &m in others {
+            mem.bad_reads.extend((232..296).map(|s| (m, s)));
+        }
+        let window = 128;
+        for at in (0..MEMBER_SECTORS).step_by(window as usize) {
+            a.submit_sync(ReqId(1000 + at), SyncKind::Replace, Sector(at), window);
+            let done = run(&mut a, &mut mem);
+            assert!(done.iter().all(|d| d.1.is_ok()), "{level:?} at {at}: {done:?}");
+        }
+        let listed: Vec<(u16, u64)> = (232..264).map(|s| (1, s)).collect();
+        assert_eq!(mem.replacement_listed, listed, "{level:?}: the replacement's list");
+        assert_eq!(a.stats().sectors_listed_bad, 32, "{level:?}");
+        for &m in others {
+            let own: Vec<u64> = mem.listed.iter().filter(|l| l.0 == m).map(|l| l.1).collect();
+            assert_eq!(own, (232..264).collect::<Vec<_>>(), "{level:?}: member {m}'s list");
+        }
+        assert!(mem.listed.iter().all(|l| l.0 != 1), "{level:?}: the leaving member lists none");
+        // Every other block of member 1 was copied (read, or rebuilt from the rest).
+        let new = mem.replacements[1].as_ref().unwrap();
+        for s in 0..MEMBER_SECTORS {
+            let at = (s * 512) as usize;
+            let same = new[at..at + 512] == mem.disks[1][at..at + 512];
+            let rebuilt = (200..232).contains(&s);
+            assert!(same || (232..264).contains(&s) || rebuilt, "{level:?}: sector {s}");
+            if !(200..264).contains(&s) {
+                assert!(same, "{level:?}: sector {s} copied");
+            }
+        }
+        assert_eq!(a.failed_members(), vec![], "{level:?}: no member failed");
+    }
+}
+
+/// Where the replacement's log cannot take such a block, the copy stops there, as before
+/// (md gives the replacement up: `recovery_disabled`).
+#[test]
+fn a_replacement_that_cannot_list_stops_the_copy_there() {
+    let mut a = array(Level::Raid5, 4, CHUNK, 4096);
+    let mut mem = Mem::new(4);
+    let bytes = (a.size_sectors() * 512) as usize;
+    write(&mut a, &mut mem, 0, pattern(7, bytes));
+    mem.replacements[1] = Some(vec![0u8; mem.disks[1].len()]);
+    mem.replacement_without_log.insert(1);
+    a.start_replacement(DiskIndex(1));
+    mem.bad_reads.extend((200..208).flat_map(|s| [(1, s), (2, s)]));
+    a.submit_sync(ReqId(1), SyncKind::Replace, Sector(0), 128);
+    assert!(run(&mut a, &mut mem)[0].1.is_ok());
+    a.submit_sync(ReqId(2), SyncKind::Replace, Sector(128), 128);
+    assert_eq!(run(&mut a, &mut mem)[0].1, Err(ArrayError::CannotListBadBlock));
+    assert!(mem.replacement_listed.is_empty());
+}

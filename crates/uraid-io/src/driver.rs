@@ -402,7 +402,7 @@ impl<M: Member + ?Sized> Driver<M> {
         loop {
             let mut listings = Vec::new();
             while let Some(io) = array.next_io() {
-                if io.op == MemberOp::ListBad {
+                if matches!(io.op, MemberOp::ListBad | MemberOp::ListBadReplacement) {
                     listings.push(io);
                 } else {
                     let part = self.part(array, &io);
@@ -416,7 +416,12 @@ impl<M: Member + ?Sized> Driver<M> {
             for io in listings {
                 let start = self.data_offset_bytes + io.sector.bytes();
                 let span = start..start + io.bytes() as u64;
-                let ok = self.members[io.member.get()].list_bad(span);
+                let member = &mut self.members[io.member.get()];
+                let ok = if io.op == MemberOp::ListBadReplacement {
+                    member.list_bad_replacement(span)
+                } else {
+                    member.list_bad(span)
+                };
                 array.complete_io(io.tag, ok);
                 listed += 1;
             }
@@ -452,7 +457,9 @@ impl<M: Member + ?Sized> Driver<M> {
             MemberOp::CopyWrite => (IoOp::Write { fua: false }, BufPtr::from_ref(array.io_buf(io))),
             MemberOp::Flush => (IoOp::Flush, BufPtr::null()),
             MemberOp::Discard => (IoOp::Discard, BufPtr::null()),
-            MemberOp::ListBad => unreachable!("listings are done in submit_ready"),
+            MemberOp::ListBad | MemberOp::ListBadReplacement => {
+                unreachable!("listings are done in submit_ready")
+            }
         };
         let offset_bytes = match (io.op, io.area) {
             (MemberOp::Flush, _) => 0,

@@ -168,10 +168,20 @@ impl BadBlockList {
     /// counts as done). Also for writes made outside the runtime's members (the log's replay
     /// at assemble, `uraid_md::ppl`).
     pub fn list_failed_write(&self, span: &Range<u64>) -> bool {
+        self.listable(span) && self.list(span)
+    }
+
+    /// Lists `span` durably whether or not failed writes are listed now (`set_listing`): a
+    /// block the array can neither read nor rebuild, which a copy onto this device must mark
+    /// rather than leave blank (md's replace, `MemberOp::ListBadReplacement`).
+    pub fn list_unproducible(&self, span: &Range<u64>) -> bool {
+        let in_data = self.recording.as_ref().is_some_and(|rec| span.start >= rec.from_byte);
+        in_data && self.list(span)
+    }
+
+    /// Lists `span` durably if the log can take it.
+    fn list(&self, span: &Range<u64>) -> bool {
         let Some(rec) = &self.recording else { return false };
-        if !self.listable(span) {
-            return false;
-        }
         let mut st = self.state();
         let mut durable = st.durable.clone();
         durable.push(span.clone());
@@ -357,6 +367,10 @@ impl<M: Member> Member for KnownBad<M> {
 
     fn list_bad(&mut self, span: Range<u64>) -> bool {
         self.list.list_failed_write(&span)
+    }
+
+    fn list_unproducible(&mut self, span: Range<u64>) -> bool {
+        self.list.list_unproducible(&span)
     }
 }
 

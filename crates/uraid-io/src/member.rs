@@ -358,6 +358,21 @@ pub trait Member: Send {
         let _ = span;
         false
     }
+
+    /// `list_bad` for a block the array cannot produce at all, even while this device's
+    /// failed writes are not listed (a device being copied onto: `BadBlockList::set_listing`).
+    /// By default `list_bad`.
+    fn list_unproducible(&mut self, span: Range<u64>) -> bool {
+        self.list_bad(span)
+    }
+
+    /// `list_unproducible` on the device replacing this member (md's replace: a block the copy
+    /// can neither read nor rebuild; `MemberOp::ListBadReplacement`). False where there is
+    /// none: only `Replacing` has one.
+    fn list_bad_replacement(&mut self, span: Range<u64>) -> bool {
+        let _ = span;
+        false
+    }
 }
 
 /// A boxed member is a member (so that wrappers like `KnownBad` can sit over any of them).
@@ -393,6 +408,14 @@ impl Member for Box<dyn Member> {
 
     fn list_bad(&mut self, span: Range<u64>) -> bool {
         (**self).list_bad(span)
+    }
+
+    fn list_unproducible(&mut self, span: Range<u64>) -> bool {
+        (**self).list_unproducible(span)
+    }
+
+    fn list_bad_replacement(&mut self, span: Range<u64>) -> bool {
+        (**self).list_bad_replacement(span)
     }
 }
 

@@ -61,6 +61,14 @@ impl<M: Member + ?Sized> Member for Pullable<M> {
         !self.pulled.load(Ordering::Acquire) && self.inner.list_bad(span)
     }
 
+    fn list_unproducible(&mut self, span: std::ops::Range<u64>) -> bool {
+        !self.pulled.load(Ordering::Acquire) && self.inner.list_unproducible(span)
+    }
+
+    fn list_bad_replacement(&mut self, span: std::ops::Range<u64>) -> bool {
+        !self.pulled.load(Ordering::Acquire) && self.inner.list_bad_replacement(span)
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         if self.failed.is_empty() { self.inner.next_due_ns() } else { Some(0) }
     }

@@ -383,6 +383,10 @@ impl Member for Replacing {
         side.as_mut().is_some_and(|m| m.list_bad(span))
     }
 
+    fn list_bad_replacement(&mut self, span: std::ops::Range<u64>) -> bool {
+        self.new.as_mut().is_some_and(|m| m.list_unproducible(span))
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         let due = [&self.old, &self.new].into_iter().flatten().filter(|m| m.in_flight() > 0);
         due.filter_map(|m| Member::next_due_ns(&**m)).min()

@@ -194,6 +194,14 @@ impl<M: Member, C: Clock> Member for Throttled<M, C> {
         self.inner.list_bad(span)
     }
 
+    fn list_unproducible(&mut self, span: std::ops::Range<u64>) -> bool {
+        self.inner.list_unproducible(span)
+    }
+
+    fn list_bad_replacement(&mut self, span: std::ops::Range<u64>) -> bool {
+        self.inner.list_bad_replacement(span)
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         self.held.keys().next().map(|&(finish, _)| finish)
     }

@@ -141,7 +141,7 @@ fn run(inner: &Inner) {
             say!("uraid: {}: {} {}", inner.info.label, result.action, result.outcome);
         }
         if result.listed_bad_sectors > 0 {
-            let what = crate::status::listed_bad_text(result.listed_bad_sectors);
+            let what = crate::status::listed_bad_text(result.listed_bad_sectors, &result.action);
             say!("uraid: {}: {} {}: {what}", inner.info.label, result.action, result.outcome);
         }
         let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);

@@ -408,7 +408,7 @@ fn sync_rows(s: &ArrayStatus) -> Vec<(&'static str, String)> {
 pub fn sync_result_summary(r: &SyncResult) -> String {
     let listed = match r.listed_bad_sectors {
         0 => String::new(),
-        sectors => format!("; {}", listed_bad_text(sectors)),
+        sectors => format!("; {}", listed_bad_text(sectors, &r.action)),
     };
     format!(
         "{} {}: {} mismatched sectors in {} sectors, {:.1} s{listed}",
@@ -416,13 +416,19 @@ pub fn sync_result_summary(r: &SyncResult) -> String {
     )
 }
 
-/// What a recovery that listed blocks it could not rebuild says about them.
+/// What a recovery (or a replace, `action` "replace") that listed blocks it could not
+/// rebuild says about them.
 #[must_use]
-pub fn listed_bad_text(sectors: u64) -> String {
+pub fn listed_bad_text(sectors: u64, action: &str) -> String {
+    let (done, whose) = if action == "replace" {
+        ("copied nor rebuilt (unreadable on the member and on another)", "new device's")
+    } else {
+        ("rebuilt (unreadable on another member too)", "rebuilt member's")
+    };
     format!(
-        "{sectors} sectors could not be rebuilt (unreadable on another member too) and are \
-         listed in the rebuilt member's bad block log: they read as errors until rewritten \
-         (`uraid examine --badblocks` lists them, with the array bytes they held)"
+        "{sectors} sectors could not be {done} and are listed in the {whose} bad block log: \
+         they read as errors until rewritten (`uraid examine --badblocks` lists them, with the \
+         array bytes they held)"
     )
 }
 

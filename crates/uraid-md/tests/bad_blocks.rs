@@ -324,3 +324,70 @@ fn a_rebuild_whose_log_fills_stops_and_says_where() {
     drop(rt);
     md.stop().unwrap();
 }
+
+/// md's replace of a member that cannot read some blocks (why it is replaced) while another
+/// member cannot read its blocks of some of the same stripes: those blocks can be neither
+/// copied nor rebuilt. md lists them on the replacement and goes on (`handle_failed_sync`);
+/// uraid stopped the copy there ("beyond redundancy"), so the member could not be replaced at
+/// all. Now the copy ends, the new device takes the slot with those blocks in its bad block
+/// log (mdadm reads them), the other member lists its own, and exactly the lost blocks read as
+/// errors; the rest reads back.
+#[test]
+fn a_replace_lists_what_it_can_neither_copy_nor_rebuild_and_goes_on() {
+    let dir = tempdir("bad-blocks-replace");
+    let paths: Vec<PathBuf> = make_array_at(dir.path(), Level::Raid5, 4, None);
+    // m1.img (being replaced) cannot read 64 KiB, m2.img 32 KiB in the middle of that:
+    // fewer read errors than fail a member (20 a member; md's max_corrected_read_errors).
+    let m1_bad = DATA + (2 << 20)..DATA + (2 << 20) + (64 << 10);
+    let both = DATA + (2 << 20) + (16 << 10)..DATA + (2 << 20) + (48 << 10);
+    let (b1, b2) = (m1_bad.clone(), both.clone());
+    let faults = MemberFaults(Arc::new(move |_slot, file| {
+        let name = file.info().name.clone();
+        let mut f = Faulty::new(file, 1);
+        if name.ends_with("m1.img") {
+            f.fail_reads(b1.clone());
+        } else if name.ends_with("m2.img") {
+            f.fail_reads(b2.clone());
+        }
+        Box::new(f) as Box<dyn Member>
+    }));
+    let options =
+        MdOptions { member_faults: Some(faults), workers: Some(2), ..MdOptions::default() };
+    let md = MdArray::assemble(&paths, &options).unwrap();
+    let rt = md.runtime().clone();
+    let size = rt.size_bytes() as usize;
+    let data = fill(9, size);
+    rt.write_at(0, &data).unwrap();
+    let with = dir.path().join("new.img");
+    std::fs::File::create(&with).unwrap().set_len(common::MEMBER_BYTES).unwrap();
+    md.replace(&paths[1].display().to_string(), &with.display().to_string()).unwrap();
+    let result = md.wait_sync_idle(Duration::from_secs(120)).expect("a replace");
+    assert_eq!((result.action.as_str(), result.outcome.as_str()), ("replace", "done"));
+    let sectors = (both.end - both.start) / 512;
+    assert_eq!(result.listed_bad_sectors, sectors, "{result:?}");
+    let summary = uraid_md::status::sync_result_summary(&result);
+    assert!(summary.contains(&format!("{sectors} sectors could not be copied nor rebuilt")));
+    assert!(summary.contains("the new device's bad block log"), "{summary}");
+    let st = md.status();
+    let new = st.members.iter().find(|m| m.path.ends_with("new.img")).expect("the new device");
+    assert_eq!(new.state, "active sync", "{st:#?}");
+    assert_eq!(known_bad_bytes(&with).unwrap(), vec![both.clone()], "the new device's log");
+    assert_eq!(known_bad_bytes(&paths[2]).unwrap(), vec![both.clone()], "m2.img's log");
+
+    // Lost: the data of slots 1 and 2 in those rows (not P).
+    let raid5 = uraid_core::Level::Raid5;
+    let geometry = uraid_core::Geometry::new(raid5, raid5.default_layout(), 4, 64 << 10).unwrap();
+    let member_range = (both.start - DATA) / 512..(both.end - DATA) / 512;
+    let lost = |at: usize| {
+        let a = geometry.map_sector(uraid_core::Sector(at as u64 / 512));
+        [1, 2].contains(&a.disk.0) && member_range.contains(&a.member_sector.0)
+    };
+    let lost_blocks = (0..size).step_by(4096).filter(|&at| lost(at)).count();
+    assert!((8..=16).contains(&lost_blocks), "{lost_blocks}");
+    assert_eq!(reads_but_lost(&rt, &data, lost, "after the replace"), lost_blocks);
+    drop(rt);
+    md.stop().unwrap();
+    if let Some(entries) = mdadm_bad_blocks(&with) {
+        assert_eq!(entries, vec![(both.start / 512, sectors)], "mdadm reads the new log");
+    }
+}

@@ -382,7 +382,10 @@ impl Sim {
                 match io.op {
                     MemberOp::Read => self.data_read_sectors += io.sectors,
                     MemberOp::Write | MemberOp::Discard => self.data_written_sectors += io.sectors,
-                    MemberOp::Flush | MemberOp::CopyWrite | MemberOp::ListBad => {}
+                    MemberOp::Flush
+                    | MemberOp::CopyWrite
+                    | MemberOp::ListBad
+                    | MemberOp::ListBadReplacement => {}
                 }
             }
             self.stats.member_ios += 1;
@@ -470,6 +473,11 @@ impl Sim {
                 true
             }
             MemberOp::ListBad => member.list(offset, io.bytes()),
+            MemberOp::ListBadReplacement => {
+                let m = io.member.get();
+                let r = self.replacement.as_mut().filter(|r| r.member == m && !r.failed);
+                r.is_some_and(|r| r.disk.list(offset, io.bytes()))
+            }
             MemberOp::Flush if sabotage == Some(Sabotage::FlushesDoNothing) => !member.pulled,
             MemberOp::Flush => member.flush(f.flush_mark),
         };
@@ -514,7 +522,7 @@ impl Sim {
                 self.replacement_flush(io.member.get(), mark);
                 None
             }
-            MemberOp::Read | MemberOp::ListBad => None,
+            MemberOp::Read | MemberOp::ListBad | MemberOp::ListBadReplacement => None,
         };
         if let Some(data) = data
             && !self.replacement_write(io.member.get(), offset, &data, io.fua)
@@ -777,5 +785,6 @@ fn op_code(op: MemberOp) -> u64 {
         MemberOp::Discard => 4,
         MemberOp::CopyWrite => 5,
         MemberOp::ListBad => 6,
+        MemberOp::ListBadReplacement => 7,
     }
 }

@@ -81,7 +81,11 @@ impl Array {
         let at = self.queue.iter().position(|io| match io.op {
             MemberOp::Read => true,
             MemberOp::Flush => !behind_write,
-            MemberOp::Write | MemberOp::Discard | MemberOp::CopyWrite | MemberOp::ListBad => {
+            MemberOp::Write
+            | MemberOp::Discard
+            | MemberOp::CopyWrite
+            | MemberOp::ListBad
+            | MemberOp::ListBadReplacement => {
                 behind_write = true;
                 false
             }

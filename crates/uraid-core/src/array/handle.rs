@@ -62,10 +62,11 @@ pub(super) enum Phase {
     Discarding {
         outstanding: usize,
     },
-    /// A recovery's listings of blocks it cannot rebuild in flight (`list_bad.rs`);
-    /// `refused`: a member being rebuilt could not list its block.
+    /// Listings of blocks a recovery cannot rebuild, or a replace cannot copy, in flight
+    /// (`list_bad.rs`); `required` of them must succeed, and `refused`: one did not.
     ListingBad {
         outstanding: usize,
+        required: usize,
         refused: bool,
     },
     /// Writes planned and computed, waiting for their write-intent bits to be durable.
@@ -591,7 +592,13 @@ impl Array {
                 (MemberOp::Read | MemberOp::Write | MemberOp::CopyWrite, _) => {
                     IoBuf::Head { head: id, member, offset: 0 }
                 }
-                (MemberOp::Flush | MemberOp::Discard | MemberOp::ListBad, _) => IoBuf::None,
+                (
+                    MemberOp::Flush
+                    | MemberOp::Discard
+                    | MemberOp::ListBad
+                    | MemberOp::ListBadReplacement,
+                    _,
+                ) => IoBuf::None,
             };
             self.queue.push_back(MemberIo {
                 tag,

@@ -34,6 +34,11 @@ pub enum MemberOp {
     /// good again). A recovery lists what it cannot rebuild (`list_bad.rs`). Fails where the
     /// member keeps no log or its log is full. No buffer.
     ListBad,
+    /// `ListBad` on the device replacing the member (md's replace), not on the member: a
+    /// copy lists the block it can neither read nor rebuild there (`list_bad.rs`), even while
+    /// that device's failed writes are not listed. Fails where it keeps no log, its log is
+    /// full, or the member has no replacement.
+    ListBadReplacement,
 }
 
 /// Whose memory a member I/O reads into or writes from.

@@ -12,6 +12,14 @@
 //! and the recovery stops there saying where. A member whose read failed and whose log
 //! cannot take it keeps the block unlisted: reads of it fail on the device instead.
 //!
+//! md's replace meets the same: the member being replaced cannot read a block (why it is
+//! replaced) and another member cannot read its block of that stripe, so the block can be
+//! neither copied nor rebuilt. md lists it on the replacement (`handle_failed_sync` lists on
+//! `conf->disks[i].replacement` too) and goes on; uraid stopped the copy there, so that such
+//! a member could not be replaced at all. Now `MemberOp::ListBadReplacement` lists it on the
+//! device replacing the member, the other unreadable blocks on their members, and the copy
+//! goes on; where the replacement cannot list it, the copy stops there as before.
+//!
 //! Read errors on a survivor while the array is degraded to its limit are not counted
 //! towards failing it (`note_read_error`): none of them can be corrected, and failing the
 //! member would fail the array for a few sectors, where md keeps it (with a log) and so does
@@ -36,16 +44,62 @@ impl Array {
         if targets.is_empty() {
             return false;
         }
-        let unreadable: Vec<DiskIndex> =
-            st.suspect.iter().copied().filter(|m| !self.failed[m.get()]).collect();
+        let listings: Vec<_> = targets.iter().map(|&m| (m, MemberOp::ListBad, true)).collect();
+        self.list_bad(id, listings, &[]);
+        self.state(id).rebuilt = targets;
+        true
+    }
+
+    /// A replace batch (md's replace) whose member's block could not be read, and could not
+    /// be rebuilt either (another read failed in the stripe): as md's `handle_failed_sync`
+    /// does for a replacement, lists the block on the device replacing the member, and the
+    /// other unreadable ones on their members, and the copy goes on. Where the replacement
+    /// cannot list it, the batch fails and the copy stops there, as before. False where
+    /// listing would not help (failed members alone put the array beyond its redundancy, or
+    /// the replaced blocks were read).
+    pub(super) fn list_uncopyable(&mut self, id: HeadId) -> bool {
+        if self.heads[&id].suspect.is_empty() || self.beyond_redundancy() {
+            return false;
+        }
+        let lost = self.lost(id);
+        let head = self.cache.head(id);
+        let targets: Vec<DiskIndex> = self
+            .replacing_here(id)
+            .into_iter()
+            .filter(|t| lost[t.get()] && !head.devs[t.get()].uptodate)
+            .collect();
+        if targets.is_empty() {
+            return false;
+        }
+        let listings: Vec<_> =
+            targets.iter().map(|&m| (m, MemberOp::ListBadReplacement, true)).collect();
+        // The replaced members' own blocks: they are leaving, and md does not list there.
+        self.list_bad(id, listings, &targets);
+        true
+    }
+
+    /// Queues `listings` (member, op, required) and a `ListBad` for every member whose read
+    /// failed here but those of `skip`; the head waits for them (`Phase::ListingBad`).
+    fn list_bad(
+        &mut self,
+        id: HeadId,
+        mut listings: Vec<(DiskIndex, MemberOp, bool)>,
+        skip: &[DiskIndex],
+    ) {
+        let unreadable = self.heads[&id]
+            .suspect
+            .iter()
+            .copied()
+            .filter(|m| !self.failed[m.get()] && !skip.contains(m));
+        listings.extend(unreadable.map(|m| (m, MemberOp::ListBad, false)).collect::<Vec<_>>());
         let sector = Sector(self.head_member_range(id).0);
-        let members: Vec<DiskIndex> = targets.iter().chain(&unreadable).copied().collect();
-        for &member in &members {
+        let required = listings.iter().filter(|l| l.2).count();
+        for &(member, op, required) in &listings {
             let tag = self.new_tag();
             self.queue.push_back(MemberIo {
                 tag,
                 member,
-                op: MemberOp::ListBad,
+                op,
                 sector,
                 sectors: self.unit_sectors,
                 buf: super::IoBuf::None,
@@ -53,37 +107,34 @@ impl Array {
                 area: IoArea::Data,
                 before_replacement: false,
             });
-            self.inflight.insert(tag, member, Pending::ListBad { head: id, member });
+            self.inflight.insert(tag, member, Pending::ListBad { head: id, required });
         }
         let st = self.state(id);
         // Neither is rewritten: the lost block is not rebuilt, the unreadable one is listed.
         st.suspect.clear();
-        st.rebuilt = targets;
-        st.phase = Phase::ListingBad { outstanding: members.len(), refused: false };
-        true
+        st.phase = Phase::ListingBad { outstanding: listings.len(), required, refused: false };
     }
 
-    /// One listing of `list_unrebuildable` completed (`ok`: durable in the member's log).
-    pub(super) fn list_bad_done(&mut self, id: HeadId, member: DiskIndex, ok: bool) {
+    /// One listing of `list_bad` completed (`ok`: durable in the log).
+    pub(super) fn list_bad_done(&mut self, id: HeadId, required_one: bool, ok: bool) {
         let st = self.state(id);
-        let Phase::ListingBad { outstanding, refused } = &mut st.phase else {
+        let Phase::ListingBad { outstanding, required, refused } = &mut st.phase else {
             unreachable!("a listing completes on a head that lists")
         };
         *outstanding -= 1;
-        *refused |= !ok && st.rebuilt.contains(&member);
+        *refused |= !ok && required_one;
         if *outstanding > 0 {
             return;
         }
-        let refused = *refused;
+        let (refused, required) = (*refused, *required as u64);
         st.phase = Phase::Idle;
         st.writes_done = true;
         if refused {
-            // Counted as rebuilt it would serve its blank or stale block as data.
+            // Counted as rebuilt (or copied) it would serve its blank or stale block as data.
             st.rebuilt.clear();
             st.error = Some(ArrayError::CannotListBadBlock);
         } else {
-            let listed = st.rebuilt.len() as u64;
-            self.stats.sectors_listed_bad += listed * self.unit_sectors;
+            self.stats.sectors_listed_bad += required * self.unit_sectors;
         }
         self.handle(id);
     }

@@ -168,10 +168,11 @@ enum Pending {
         index: usize,
         member: DiskIndex,
     },
-    /// A listing in a member's bad block log (`list_bad.rs`).
+    /// A listing in a member's bad block log, or its replacement's (`list_bad.rs`).
+    /// `required`: refused, the batch fails (the block would pass for rebuilt or copied).
     ListBad {
         head: HeadId,
-        member: DiskIndex,
+        required: bool,
     },
     /// A write-intent bitmap page write.
     Bitmap {
@@ -580,7 +581,7 @@ impl Array {
             Pending::DirectWrite { slot, member } => self.direct_write_done(slot, member, ok),
             Pending::Flush { slot, member } => self.flush_done(slot, member, ok),
             Pending::Batch { index, member } => self.batch_write_done(index, member, ok),
-            Pending::ListBad { head, member } => self.list_bad_done(head, member, ok),
+            Pending::ListBad { head, required } => self.list_bad_done(head, required, ok),
             Pending::Bitmap { member } => self.bitmap_write_done(member, ok),
             Pending::BitmapFlush { member } => self.bitmap_flush_done(member, ok),
             Pending::Log { member, flight } => self.log_io_done(member, flight, ok),

@@ -273,6 +273,9 @@ impl Array {
             if kind == SyncKind::Recovery && self.list_unrebuildable(id) {
                 return;
             }
+            if kind == SyncKind::Replace && self.list_uncopyable(id) {
+                return;
+            }
             self.state(id).error = Some(ArrayError::BeyondRedundancy);
             self.state(id).writes_done = true;
             return;

@@ -45,6 +45,11 @@ pub struct Mem {
     /// A device replacing the member (md's replace), as the member layer pairs them: it gets
     /// the member's data writes and copy-writes alone.
     pub replacements: Vec<Option<Vec<u8>>>,
+    /// Sectors listed in replacements' bad block logs (`MemberOp::ListBadReplacement`):
+    /// (member replaced, sector), in order.
+    pub replacement_listed: Vec<(u16, u64)>,
+    /// Members whose replacement's bad block log refuses listings.
+    pub replacement_without_log: HashSet<u16>,
 }
 
 /// Sectors of each member's log ring (`Mem::rings`).
@@ -65,6 +70,8 @@ impl Mem {
             bitmaps: vec![vec![0u8; 8192]; members],
             rings: vec![vec![0u8; (LOG_RING_SECTORS * 512) as usize]; members],
             replacements: vec![None; members],
+            replacement_listed: Vec::new(),
+            replacement_without_log: HashSet::new(),
         }
     }
 
@@ -157,15 +164,29 @@ impl Mem {
                 let r = self.replacements[m].as_mut().expect("a copy-write goes to a replacement");
                 r[at..at + len].copy_from_slice(array.io_buf(io));
             }
-            MemberOp::ListBad => {
-                if self.no_bad_block_log.contains(&io.member.0) {
-                    return false;
-                }
-                for s in io.sector.0..io.sector.0 + io.sectors {
-                    self.listed.push((io.member.0, s));
-                    self.known_bad.insert((io.member.0, s));
-                }
+            MemberOp::ListBad | MemberOp::ListBadReplacement => return self.list(io),
+        }
+        true
+    }
+
+    /// A listing in the member's bad block log, or its replacement's.
+    fn list(&mut self, io: &MemberIo) -> bool {
+        let (m, sectors) = (io.member.0, io.sector.0..io.sector.0 + io.sectors);
+        if io.op == MemberOp::ListBadReplacement {
+            if self.replacements[usize::from(m)].is_none()
+                || self.replacement_without_log.contains(&m)
+            {
+                return false;
             }
+            self.replacement_listed.extend(sectors.map(|s| (m, s)));
+            return true;
+        }
+        if self.no_bad_block_log.contains(&m) {
+            return false;
+        }
+        for s in sectors {
+            self.listed.push((m, s));
+            self.known_bad.insert((m, s));
         }
         true
     }
