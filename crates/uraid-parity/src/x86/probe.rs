@@ -9,7 +9,7 @@
 //! is the probe's typical cost plus [`MISS_NS`], measured once in ticks.
 
 use std::arch::x86_64::{_MM_HINT_T0, _mm_lfence, _mm_mfence, _mm_prefetch, _rdtsc};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a load that missed every cache takes at least beyond a hit: DRAM is ~70-100 ns away
@@ -127,16 +127,23 @@ pub(crate) fn l2_bytes() -> usize {
 /// faster with 4 vectors than with 8; the Intel Xeon met its streaming goals without).
 #[inline(always)]
 pub(crate) fn tuned_for_wide_stripes() -> bool {
-    match WIDE.load(Ordering::Relaxed) {
+    switch(&WIDE, crate::WIDE_TUNING_ENV, || amd_family() == Some(0x19))
+}
+
+/// A choice for the whole process: `cell` is 0 until read, then 1 (no) or 2 (yes), from the
+/// environment variable `env` (`on`, `off`) or, unset, from `default`.
+#[inline(always)]
+fn switch(cell: &AtomicU8, env: &str, default: impl FnOnce() -> bool) -> bool {
+    match cell.load(Ordering::Relaxed) {
         0 => {
-            let yes = match std::env::var(crate::WIDE_TUNING_ENV).as_deref() {
-                Err(_) => amd_family() == Some(0x19),
+            let yes = match std::env::var(env).as_deref() {
+                Err(_) => default(),
                 Ok("on") => true,
                 Ok("off") => false,
                 // As with URAID_PARITY_STORES: never silently measure something else.
-                Ok(other) => panic!("{}={other}: not one of on, off", crate::WIDE_TUNING_ENV),
+                Ok(other) => panic!("{env}={other}: not one of on, off"),
             };
-            WIDE.store(1 + u8::from(yes), Ordering::Relaxed);
+            cell.store(1 + u8::from(yes), Ordering::Relaxed);
             yes
         }
         w => w == 2,
@@ -144,7 +151,7 @@ pub(crate) fn tuned_for_wide_stripes() -> bool {
 }
 
 /// [`tuned_for_wide_stripes`]: 0 not read yet, 1 no, 2 yes.
-static WIDE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+static WIDE: AtomicU8 = AtomicU8::new(0);
 
 /// Overrides [`tuned_for_wide_stripes`] for the whole process.
 pub(crate) fn set_wide_tuning(on: bool) {
@@ -163,23 +170,11 @@ pub(crate) fn set_wide_tuning(on: bool) {
 /// (`generic::xor_by_source`).
 #[inline(always)]
 pub(crate) fn zen5() -> bool {
-    match ZEN5.load(Ordering::Relaxed) {
-        0 => {
-            let yes = match std::env::var(crate::ZEN5_TUNING_ENV).as_deref() {
-                Err(_) => amd_family() == Some(0x1a),
-                Ok("on") => true,
-                Ok("off") => false,
-                Ok(other) => panic!("{}={other}: not one of on, off", crate::ZEN5_TUNING_ENV),
-            };
-            ZEN5.store(1 + u8::from(yes), Ordering::Relaxed);
-            yes
-        }
-        z => z == 2,
-    }
+    switch(&ZEN5, crate::ZEN5_TUNING_ENV, || amd_family() == Some(0x1a))
 }
 
 /// [`zen5`]: 0 not read yet, 1 no, 2 yes.
-static ZEN5: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+static ZEN5: AtomicU8 = AtomicU8::new(0);
 
 /// Overrides [`zen5`] for the whole process.
 pub(crate) fn set_zen5_tuning(on: bool) {
