@@ -230,8 +230,9 @@ impl Queue {
                 BackendOp::Discard { offset_bytes, len_bytes: u64::from(d.nr_sectors) * 512 }
             }
             // Zeros that may be unmapped, where the backend's discard reads back as zeros: a
-            // discard (the kernel's BLKZEROOUT and mkfs's zeroing then free what sparse members
-            // hold). With FUA, written: a discard is not made durable on its own.
+            // discard (a hole punched in the device, `fallocate -p`, then frees what sparse
+            // members hold; BLKZEROOUT asks for NOUNMAP and writes zeros). With FUA, written:
+            // a discard is not made durable on its own.
             (sys::OP_WRITE_ZEROES, Some(offset_bytes), Some(len))
                 if d.flags & (sys::IO_F_NOUNMAP | sys::IO_F_FUA) == 0
                     && self.s.backend.discard_zeroes() =>
