@@ -479,7 +479,7 @@ impl Harness {
                 }
                 MemberOp::Write => disk[at..at + len].copy_from_slice(self.array.io_buf(&io)),
                 MemberOp::Discard => disk[at..at + len].fill(0),
-                MemberOp::Flush | MemberOp::ListBad => {}
+                MemberOp::Flush | MemberOp::ListBad | MemberOp::ListBadReplacement => {}
                 MemberOp::CopyWrite => unreachable!("copy writes are the new device's"),
             }
         }

@@ -109,7 +109,8 @@ impl Harness {
         match io.op {
             MemberOp::Write | MemberOp::CopyWrite => block.copy_from_slice(self.array.io_buf(io)),
             MemberOp::Discard => block.fill(0),
-            MemberOp::Read | MemberOp::Flush | MemberOp::ListBad => {}
+            MemberOp::Read | MemberOp::Flush | MemberOp::ListBad | MemberOp::ListBadReplacement => {
+            }
         }
     }
 
