@@ -11,11 +11,12 @@
 //! exactly contiguous on its member, of the same kind (Read, or Write with the same fua) and within
 //! `MergeLimits`, as ONE vectored member I/O: 3 + 3 member I/Os of 64 KiB instead of 48 + 48.
 //! Contiguous discards merge too, up to [`DISCARD_MERGE_BYTES`] (the engine discards a stripe head,
-//! 4 KiB a member, at a time: a 200 MiB discard of RAID5 x 5 was 12,800 hole punches on each
-//! member and took 3.4 s, 0.38 s merged). Flushes are never merged, and a Flush stays after every I/O the engine issued to
-//! its member before it in the turn (sorting happens only between flushes). On a disk that seeks, a
-//! run that continues where the member's last I/O ended goes first (`seek_order`). Each member I/O
-//! carries the engine I/Os it merged; each is reported on completion.
+//! 4 KiB a member, at a time: a 200 MiB discard of RAID5 x 5 was 12,800 hole punches on each member
+//! and took 3.4 s, 0.38 s merged). Flushes are never merged, and a Flush stays after every I/O the
+//! engine issued to its member before it in the turn (sorting happens only between flushes). On a
+//! disk that seeks, a run that continues where the member's last I/O ended goes first
+//! (`seek_order`). Each member I/O carries the engine I/Os it merged; each is reported on
+//! completion.
 //! A merged I/O that fails is resubmitted as its parts, one member I/O each, and each part is
 //! reported with its own result: the engine's read-error correction then sees exactly which block
 //! failed and rewrites only that one.
