@@ -147,22 +147,13 @@ fn error_text(err: &anyhow::Error) -> String {
         text.push_str(&cause);
     }
     let out_of_files = err.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|e| e.raw_os_error() == Some(EMFILE))
+        c.downcast_ref::<std::io::Error>().is_some_and(uraid_io::fd_limit::is_out_of_files)
     });
     if out_of_files && !text.contains("ulimit -n") {
-        let limit = uraid_io::fd_limit::open_files_limit()
-            .map_or_else(String::new, |l| format!(", the limit is {l}"));
-        let _ = write!(
-            text,
-            " (an array takes about 2 + 3 x workers descriptors per member{limit}: raise \
-             `ulimit -n`)"
-        );
+        let _ = write!(text, " ({})", uraid_io::fd_limit::out_of_files_hint());
     }
     text
 }
-
-/// Linux's "Too many open files".
-const EMFILE: i32 = 24;
 
 #[cfg(test)]
 mod tests {

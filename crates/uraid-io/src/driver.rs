@@ -169,6 +169,7 @@ pub const DISCARD_MERGE_BYTES: usize = 64 << 20;
 /// How many of `sorted`'s first parts make one member I/O: a run exactly contiguous on one
 /// member, of one mergeable kind, within `limits` (discards within [`DISCARD_MERGE_BYTES`]).
 fn run_len(sorted: &[Part], limits: MergeLimits) -> usize {
+    // `MergeLimits::OFF` (one segment a member I/O) keeps discards apart too.
     let limits = if sorted[0].op == IoOp::Discard && limits.max_segments > 1 {
         MergeLimits { max_bytes: DISCARD_MERGE_BYTES, max_segments: usize::MAX }
     } else {

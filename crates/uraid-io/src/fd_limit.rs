@@ -30,6 +30,19 @@ pub fn raise_open_files_limit() -> io::Result<u64> {
     Ok(raised.rlim_cur)
 }
 
+/// Whether `e` is the open files limit met (EMFILE, "Too many open files").
+#[must_use]
+pub fn is_out_of_files(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EMFILE)
+}
+
+/// What to say beside EMFILE: what an array takes, the limit in force, and the knob.
+#[must_use]
+pub fn out_of_files_hint() -> String {
+    let limit = open_files_limit().map_or_else(String::new, |l| format!(", the limit is {l}"));
+    format!("an array takes about 2 + 3 x workers descriptors per member{limit}: raise `ulimit -n`")
+}
+
 /// The soft RLIMIT_NOFILE in force, if it can be read.
 #[must_use]
 pub fn open_files_limit() -> Option<u64> {

@@ -584,13 +584,9 @@ fn heads_per_worker(total: usize, workers: usize) -> usize {
 
 fn open_error(worker: usize, member: usize, e: std::io::Error) -> RuntimeError {
     // The limit met: say how far it went and which knobs move it.
-    let e = if e.raw_os_error() == Some(libc::EMFILE) {
-        let limit = uraid_io::fd_limit::open_files_limit()
-            .map_or_else(String::new, |l| format!(", the limit is {l}"));
-        std::io::Error::other(format!(
-            "{e}: an array takes about 2 + 3 x workers descriptors per member{limit} (raise \
-             `ulimit -n`, or serve with fewer --workers)"
-        ))
+    let e = if uraid_io::fd_limit::is_out_of_files(&e) {
+        let hint = uraid_io::fd_limit::out_of_files_hint();
+        std::io::Error::other(format!("{e}: {hint}, or serve with fewer --workers"))
     } else {
         e
     };

@@ -61,13 +61,7 @@ impl Array {
         if self.heads[&id].suspect.is_empty() || self.beyond_redundancy() {
             return false;
         }
-        let lost = self.lost(id);
-        let head = self.cache.head(id);
-        let targets: Vec<DiskIndex> = self
-            .replacing_here(id)
-            .into_iter()
-            .filter(|t| lost[t.get()] && !head.devs[t.get()].uptodate)
-            .collect();
+        let targets = self.replaced_blocks_unread(id, &self.replacing_here(id), &self.lost(id));
         if targets.is_empty() {
             return false;
         }
@@ -91,7 +85,7 @@ impl Array {
             .iter()
             .copied()
             .filter(|m| !self.failed[m.get()] && !skip.contains(m));
-        listings.extend(unreadable.map(|m| (m, MemberOp::ListBad, false)).collect::<Vec<_>>());
+        listings.extend(unreadable.map(|m| (m, MemberOp::ListBad, false)));
         let sector = Sector(self.head_member_range(id).0);
         let required = listings.iter().filter(|l| l.2).count();
         for &(member, op, required) in &listings {

@@ -73,7 +73,7 @@ impl Array {
     pub(super) fn replace_reads(&self, id: HeadId) -> Vec<DiskIndex> {
         let lost = self.lost(id);
         let targets = self.replacing_here(id);
-        let rebuild = self.replaced_block_unread(id, &targets, &lost);
+        let rebuild = !self.replaced_blocks_unread(id, &targets, &lost).is_empty();
         let head = self.cache.head(id);
         (0..lost.len())
             .filter(|&m| !lost[m] && !head.devs[m].uptodate)
@@ -82,10 +82,15 @@ impl Array {
             .collect()
     }
 
-    /// Whether a block of `targets` failed to read here and is not rebuilt yet.
-    fn replaced_block_unread(&self, id: HeadId, targets: &[DiskIndex], lost: &[bool]) -> bool {
+    /// The members of `targets` whose block failed to read here and is not rebuilt yet.
+    pub(super) fn replaced_blocks_unread(
+        &self,
+        id: HeadId,
+        targets: &[DiskIndex],
+        lost: &[bool],
+    ) -> Vec<DiskIndex> {
         let head = self.cache.head(id);
-        targets.iter().any(|t| lost[t.get()] && !head.devs[t.get()].uptodate)
+        targets.iter().copied().filter(|t| lost[t.get()] && !head.devs[t.get()].uptodate).collect()
     }
 
     /// The batch has what it copies: rebuild a block whose read failed, then copy-write.
@@ -97,7 +102,7 @@ impl Array {
             return;
         }
         let targets = self.replacing_here(id);
-        if self.replaced_block_unread(id, &targets, &self.lost(id)) {
+        if !self.replaced_blocks_unread(id, &targets, &self.lost(id)).is_empty() {
             self.rebuild_lost_blocks(id);
         }
         // The member's own bad block stays as it is: the member is leaving.
