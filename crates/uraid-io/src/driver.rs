@@ -42,6 +42,7 @@ use crate::member::{
 };
 use smallvec::SmallVec;
 use std::io;
+use std::ops::Range;
 use thiserror::Error;
 use uraid_core::SECTOR_BYTES;
 use uraid_core::array::{Array, IoArea, IoTag, MemberIo, MemberOp};
@@ -293,6 +294,17 @@ impl<M: Member + ?Sized> Driver<M> {
     #[must_use]
     pub fn members(&self) -> &[Box<M>] {
         &self.members
+    }
+
+    /// The parts of data-area sectors `sectors` that `member` holds data in (its holes read
+    /// back as zeros), sectors rounded outward; None where the member cannot say.
+    #[must_use]
+    pub fn allocated(&self, member: usize, sectors: Range<u64>) -> Option<Vec<Range<u64>>> {
+        let base = self.data_offset_bytes;
+        let span = base + sectors.start * SECTOR_BYTES..base + sectors.end * SECTOR_BYTES;
+        let ranges = self.members[member].allocated(span)?;
+        let sector = |b: u64| (b - base) / SECTOR_BYTES;
+        Some(ranges.iter().map(|r| sector(r.start)..sector(r.end + SECTOR_BYTES - 1)).collect())
     }
 
     pub fn member_mut(&mut self, member: usize) -> &mut M {

@@ -361,6 +361,15 @@ impl<M: Member> Member for KnownBad<M> {
         self.inner.in_flight() + self.failed.len()
     }
 
+    /// A listed range reads as an error, not zeros, whatever the device holds there: it
+    /// counts as data (the array rebuilds it from the other members).
+    fn allocated(&self, span: Range<u64>) -> Option<Vec<Range<u64>>> {
+        let mut ranges = self.inner.allocated(span.clone())?;
+        let bad = self.list.bad();
+        ranges.extend(bad.iter().map(|b| b.start.max(span.start)..b.end.min(span.end)));
+        Some(normalized(ranges))
+    }
+
     fn next_due_ns(&self) -> Option<u64> {
         if self.failed.is_empty() { self.inner.next_due_ns() } else { Some(0) }
     }

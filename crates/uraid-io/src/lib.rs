@@ -26,6 +26,7 @@ macro_rules! say {
     }};
 }
 
+mod allocation;
 pub mod buffer_pool;
 pub mod clock;
 pub mod counters;

@@ -373,6 +373,14 @@ pub trait Member: Send {
         let _ = span;
         false
     }
+
+    /// The parts of device bytes `span` that hold data, in order and apart: the rest reads
+    /// back as zeros (holes of a sparse file; NBD block status). None where the member cannot
+    /// say (memory, block devices, a pulled member), which counts as data throughout.
+    fn allocated(&self, span: Range<u64>) -> Option<Vec<Range<u64>>> {
+        let _ = span;
+        None
+    }
 }
 
 /// A boxed member is a member (so that wrappers like `KnownBad` can sit over any of them).
@@ -416,6 +424,10 @@ impl Member for Box<dyn Member> {
 
     fn list_bad_replacement(&mut self, span: Range<u64>) -> bool {
         (**self).list_bad_replacement(span)
+    }
+
+    fn allocated(&self, span: Range<u64>) -> Option<Vec<Range<u64>>> {
+        (**self).allocated(span)
     }
 }
 

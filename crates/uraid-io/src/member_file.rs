@@ -86,6 +86,8 @@ pub struct FileMember {
     file: File,
     buffered: File,
     direct: bool,
+    /// A regular file (holes are asked for by `allocated`), not a block device.
+    regular: bool,
     queue: Queue,
     slots: Vec<Option<Slot>>,
     /// Indexed as `slots`.
@@ -111,6 +113,7 @@ impl FileMember {
     pub fn open(path: &Path, opts: FileOptions) -> io::Result<FileMember> {
         let Opened { info, file, buffered, direct } =
             open_member(path, opts.direct, !opts.read_only)?;
+        let regular = buffered.metadata()?.file_type().is_file();
         let queue = match opts.io_uring.then(|| Ring::new(opts.ring_entries)) {
             Some(Ok(ring)) => Queue::Uring(Box::new(ring)),
             Some(Err(e)) => {
@@ -124,6 +127,7 @@ impl FileMember {
             file,
             buffered,
             direct,
+            regular,
             queue,
             slots: Vec::new(),
             iovecs: Vec::new(),
@@ -357,6 +361,14 @@ impl Member for FileMember {
 
     fn in_flight(&self) -> usize {
         self.slots.len() - self.free_slots.len() + self.rejected.len()
+    }
+
+    /// A block device may be thin, but lseek cannot tell: only files are asked.
+    fn allocated(&self, span: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+        if !self.regular {
+            return None;
+        }
+        crate::allocation::data_ranges(&self.buffered, span)
     }
 }
 

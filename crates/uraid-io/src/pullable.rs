@@ -57,6 +57,13 @@ impl<M: Member + ?Sized> Member for Pullable<M> {
         self.inner.in_flight() + self.failed.len()
     }
 
+    fn allocated(&self, span: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+        if self.pulled.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.inner.allocated(span)
+    }
+
     fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
         !self.pulled.load(Ordering::Acquire) && self.inner.list_bad(span)
     }

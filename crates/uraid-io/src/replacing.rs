@@ -377,6 +377,15 @@ impl Member for Replacing {
         self.outstanding
     }
 
+    /// Of the device reads go to: the member while it is copied (or kept), then the new one.
+    fn allocated(&self, span: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+        match (self.control.mode(), &self.old, &self.new) {
+            (Mode::New, _, Some(new)) | (_, None, Some(new)) => new.allocated(span),
+            (_, Some(old), _) => old.allocated(span),
+            (_, None, None) => None,
+        }
+    }
+
     fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
         // The device holding the slot's data: the member until the replacement takes over.
         let side = if self.control.mode() == Mode::New { &mut self.new } else { &mut self.old };

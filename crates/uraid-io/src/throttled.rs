@@ -190,6 +190,10 @@ impl<M: Member, C: Clock> Member for Throttled<M, C> {
         self.inner.in_flight() + self.held.len()
     }
 
+    fn allocated(&self, span: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
+        self.inner.allocated(span)
+    }
+
     fn list_bad(&mut self, span: std::ops::Range<u64>) -> bool {
         self.inner.list_bad(span)
     }

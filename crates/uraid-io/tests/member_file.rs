@@ -300,3 +300,36 @@ fn discard_to_zeros_is_probed_without_changing_the_file() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Which bytes a sparse member file holds (`Member::allocated`, lseek SEEK_DATA/SEEK_HOLE):
+/// what was written, at the file system's block size, and nothing else; clipped to the span
+/// asked; a range its bad block log lists counts as data whatever the file holds there.
+#[test]
+fn allocated_finds_what_was_written() {
+    let dir = test_dir("allocated");
+    let path = dir.join("m.img");
+    let mut m = FileMember::create(&path, MEMBER_BYTES, FileOptions::default()).unwrap();
+    assert_eq!(m.allocated(0..MEMBER_BYTES), Some(vec![]), "a new sparse file is one hole");
+    let data = pattern(3, 8192);
+    for at in [65536, 3 << 20] {
+        // SAFETY: `data` outlives the I/O, reaped below.
+        unsafe { m.submit(IoRequest::write(at, at, &data, false)) };
+    }
+    m.flush_submissions().unwrap();
+    assert!(reap_all(&mut m).iter().all(|c| c.result.is_ok()));
+    let got = m.allocated(0..MEMBER_BYTES).unwrap();
+    let covers = |at: u64| got.iter().any(|r| r.start <= at && at + 8192 <= r.end);
+    assert!(covers(65536) && covers(3 << 20), "{got:?}");
+    let total: u64 = got.iter().map(|r| r.end - r.start).sum();
+    assert!(total <= 2 << 20, "only the written blocks and their file system blocks: {got:?}");
+    assert_eq!(m.allocated(1 << 20..2 << 20), Some(vec![]), "a hole between");
+    let inside = m.allocated(65536 + 512..65536 + 1024).unwrap();
+    assert_eq!(inside, vec![65536 + 512..65536 + 1024], "clipped to the span");
+    let listed = (2 << 20)..(2 << 20) + 4096;
+    let list = uraid_io::known_bad::BadBlockList::fixed(vec![listed.clone()]);
+    let bad = uraid_io::known_bad::KnownBad::new(m, list);
+    let with_bad = bad.allocated(1 << 20..(2 << 20) + 8192).unwrap();
+    assert_eq!(with_bad, vec![listed], "a listed range is data");
+    drop(bad);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
