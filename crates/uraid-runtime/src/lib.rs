@@ -30,6 +30,7 @@ pub mod runtime;
 pub mod safe_mode;
 pub mod shared_memory;
 pub mod source;
+mod status;
 mod wide;
 mod worker;
 
@@ -42,6 +43,8 @@ pub use runtime::{
 };
 pub use shared_memory::{SharedMemory, SharedMemoryMember};
 pub use source::{FileSource, MemberSource, SharedMemorySource};
+pub use status::STATUS_BYTES_MAX;
+pub use uraid_core::array::Extent;
 
 use std::sync::Arc;
 use thiserror::Error;

@@ -75,6 +75,11 @@ pub(crate) enum PieceOp {
     Discard {
         sectors: u64,
     },
+    /// Block status of `sectors` (`status`): answered from the engine's state and the
+    /// members' holes, with no member I/O.
+    Status {
+        sectors: u64,
+    },
     /// md's sync work over member sectors `[piece.sector, +sectors)` (one row's share).
     Sync {
         kind: uraid_core::array::SyncKind,

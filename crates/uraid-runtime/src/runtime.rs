@@ -78,7 +78,7 @@ pub struct Runtime {
     pub(crate) wide: Arc<ArrayWide>,
     /// [worker][member].
     counters: Vec<Vec<Arc<MemberCounters>>>,
-    row_sectors: u64,
+    pub(crate) row_sectors: u64,
     size_sectors: u64,
     pub(crate) raid_disks: usize,
     pub(crate) copied: Arc<AtomicU64>,
@@ -361,7 +361,11 @@ impl Runtime {
     }
 
     /// The request's sectors when it is whole sectors inside the array; else why not.
-    fn check(&self, offset_bytes: u64, len_bytes: u64) -> Result<(u64, u64), RuntimeError> {
+    pub(crate) fn check(
+        &self,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(u64, u64), RuntimeError> {
         let whole = |b: u64| b.is_multiple_of(SECTOR_BYTES);
         if !whole(offset_bytes) || !whole(len_bytes) {
             return Err(RuntimeError::Unaligned { offset_bytes, len_bytes });

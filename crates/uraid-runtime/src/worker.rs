@@ -376,6 +376,12 @@ impl Worker {
         // Failures seen elsewhere apply before this piece is planned, so it is never planned
         // against a member another worker has already failed.
         self.sync_failures();
+        if let PieceOp::Status { sectors } = piece.op {
+            let answer =
+                crate::status::piece_status(&self.array, &self.driver, piece.sector, sectors);
+            piece.parent.piece_done(piece.index, Ok(()), answer);
+            return;
+        }
         let id = ReqId(self.next_id);
         self.next_id += 1;
         let buf = std::mem::take(&mut piece.buf);
@@ -388,6 +394,7 @@ impl Worker {
             PieceOp::Sync { kind, sectors } => {
                 self.array.submit_sync(id, kind, piece.sector, sectors);
             }
+            PieceOp::Status { .. } => unreachable!("answered above"),
         }
         let old = self.pieces.insert(id.0, piece);
         assert!(old.is_none(), "request id {} reused", id.0);

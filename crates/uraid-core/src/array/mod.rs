@@ -11,6 +11,7 @@
 //! `io_buf`/`io_buf_mut`, and report `complete_io`; finished requests come out of
 //! `take_completed`. Nothing here blocks, sleeps or reads a clock.
 
+mod allocation;
 mod batch_write;
 mod compute;
 mod direct_write;
@@ -28,6 +29,7 @@ mod write_back;
 mod write_behind;
 mod write_intent;
 
+pub use allocation::{Extent, ReadSource, part_extents};
 pub use io::{ArrayStats, IoArea, IoBuf, IoTag, MemberIo, MemberOp, ReqId};
 pub use ppl::PartialParityLogConfig;
 pub use sync::{MISMATCHES_KEPT, Mismatch, SyncKind};
