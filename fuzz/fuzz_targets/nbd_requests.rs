@@ -1,14 +1,17 @@
 //! The NBD server's transmission phase: arbitrary request bytes after a valid handshake, over a
 //! real Unix socket pair, against a 64 KiB `MemoryBackend`.
 //!
-//! The first byte picks structured replies and a read-only export; the rest is the stream of
-//! requests (any command, flags, offsets, lengths; payloads may be cut short). The target
+//! The first byte picks structured replies, a read-only export and (with structured replies)
+//! base:allocation; the rest is the stream of requests (any command, flags, offsets,
+//! lengths; payloads may be cut short). The target
 //! parses the same bytes as the server must and keeps a model of the export (a flat `Vec`).
 //! Invariants: no panic, no hang; exactly one well-formed reply per request read whole, in
 //! order (the memory backend completes inline, so replies cannot overtake each other), with
 //! its handle; a request outside the export, misaligned, of an unknown command or with
 //! unknown flags is refused, and so is any change to a read-only export; a successful read
-//! returns what the model holds (every write acknowledged is readable); at the end the
+//! returns what the model holds (every write acknowledged is readable); block status is
+//! answered only with base:allocation selected, with descriptors from the offset, within the
+//! request (one with REQ_ONE), and a range said to be zeros holds zeros; at the end the
 //! backend holds exactly the model (nothing unacknowledged, nothing cut short, was written).
 #![no_main]
 
@@ -33,11 +36,12 @@ fuzz_target!(|data: &[u8]| {
     });
     let Some((&cfg, requests)) = data.split_first() else { return };
     let (structured, read_only) = (cfg & 1 != 0, cfg & 2 != 0);
+    let allocation = structured && cfg & 4 != 0;
     let backend = Arc::new(MemoryBackend::new(SIZE_BYTES, 4096));
     let config =
         ServerConfig { read_only, block_bytes_max: BLOCK_BYTES_MAX, ..ServerConfig::default() };
     let server = Server::new(backend.clone(), config).unwrap();
-    let mut client = handshake_bytes(structured);
+    let mut client = handshake_bytes(structured, allocation);
     client.extend_from_slice(requests);
     let out = converse(&server, &client);
     let mut b = Bytes { rest: &out };
@@ -52,14 +56,19 @@ fuzz_target!(|data: &[u8]| {
     let mut model = vec![0u8; SIZE_BYTES];
     for (r, payload) in parse_requests(requests) {
         let (error, data) = reply(&mut b, &r, structured);
+        if r.command == wire::CMD_BLOCK_STATUS {
+            check_status(&r, error, data, allocation, &model);
+            continue;
+        }
         check(&r, payload, error, data, read_only, &mut model);
     }
     assert!(b.rest.is_empty(), "{} bytes after the last reply", b.rest.len());
     assert!(backend.snapshot(0, SIZE_BYTES) == model, "the export holds what was acknowledged");
 });
 
-/// Client flags, NBD_OPT_STRUCTURED_REPLY if asked, NBD_OPT_GO for the default export.
-fn handshake_bytes(structured: bool) -> Vec<u8> {
+/// Client flags, NBD_OPT_STRUCTURED_REPLY if asked, NBD_OPT_SET_META_CONTEXT for
+/// base:allocation if asked, NBD_OPT_GO for the default export.
+fn handshake_bytes(structured: bool, allocation: bool) -> Vec<u8> {
     let mut c = (wire::FLAG_C_FIXED_NEWSTYLE | wire::FLAG_C_NO_ZEROES).to_be_bytes().to_vec();
     let mut option = |option: u32, data: &[u8]| {
         c.extend_from_slice(&wire::IHAVEOPT.to_be_bytes());
@@ -69,6 +78,11 @@ fn handshake_bytes(structured: bool) -> Vec<u8> {
     };
     if structured {
         option(wire::OPT_STRUCTURED_REPLY, &[]);
+    }
+    if allocation {
+        let mut data = vec![0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 15];
+        data.extend_from_slice(wire::CONTEXT_ALLOCATION.as_bytes());
+        option(wire::OPT_SET_META_CONTEXT, &data);
     }
     option(wire::OPT_GO, &[0; 6]);
     c
@@ -142,6 +156,12 @@ fn reply<'a>(b: &mut Bytes<'a>, r: &Request, structured: bool) -> (u32, Option<&
             assert_eq!(payload.rest.len(), r.len_bytes as usize, "the read's length");
             (0, Some(payload.rest))
         }
+        wire::REPLY_TYPE_BLOCK_STATUS => {
+            assert_eq!(r.command, wire::CMD_BLOCK_STATUS, "block status for block status only");
+            assert_eq!(payload.u32(), Some(wire::CONTEXT_ALLOCATION_ID), "the context's id");
+            assert!(!payload.rest.is_empty() && payload.rest.len() % 8 == 0, "descriptors");
+            (0, Some(payload.rest))
+        }
         wire::REPLY_TYPE_ERROR => {
             let error = payload.u32().expect("error value");
             let message_len = payload.u16().expect("message length") as usize;
@@ -151,6 +171,45 @@ fn reply<'a>(b: &mut Bytes<'a>, r: &Request, structured: bool) -> (u32, Option<&
         }
         other => panic!("reply chunk type {other}"),
     }
+}
+
+/// Checks a block status reply: refused unless base:allocation was selected and the request
+/// is good; else descriptors from the offset, nonzero, within the request (exactly one with
+/// REQ_ONE), and every range said to be zeros holds zeros in the model.
+fn check_status(r: &Request, error: u32, data: Option<&[u8]>, allocation: bool, m: &[u8]) {
+    let (offset, len) = (r.offset_bytes, u64::from(r.len_bytes));
+    let bad = !allocation
+        || len == 0
+        || offset.checked_add(len).is_none_or(|end| end > SIZE_BYTES as u64)
+        || offset % 512 != 0
+        || len % 512 != 0
+        || r.flags & !(wire::CMD_FLAG_REQ_ONE | wire::CMD_FLAG_FUA) != 0;
+    if bad {
+        assert_eq!(error, wire::EINVAL, "block status {r:?}");
+        return;
+    }
+    assert_eq!(error, 0, "block status {r:?} refused");
+    let descriptors: Vec<(u64, u32)> = data
+        .expect("descriptors")
+        .chunks_exact(8)
+        .map(|d| (u64::from(be32(&d[..4])), be32(&d[4..])))
+        .collect();
+    if r.flags & wire::CMD_FLAG_REQ_ONE != 0 {
+        assert_eq!(descriptors.len(), 1, "REQ_ONE");
+    }
+    let mut at = offset;
+    for (n, flags) in descriptors {
+        assert!(n > 0 && at + n <= offset + len, "a descriptor within the request");
+        if flags & wire::STATE_ZERO != 0 {
+            let range = at as usize..(at + n) as usize;
+            assert!(m[range].iter().all(|b| *b == 0), "said zeros at {at}+{n}, holds data");
+        }
+        at += n;
+    }
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b.try_into().unwrap())
 }
 
 /// Checks the reply against the protocol's rules and the model, and applies what succeeded.

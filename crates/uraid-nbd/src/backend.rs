@@ -47,6 +47,20 @@ pub enum SegmentsOp {
 /// segments come back on error too, for reuse.
 pub type SegmentsDone = Box<dyn FnOnce(Result<(), BackendError>, Vec<Vec<u8>>) + Send>;
 
+/// A run of bytes with one block status (NBD's base:allocation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockExtent {
+    pub len_bytes: u64,
+    /// Reads back as zeros.
+    pub zero: bool,
+    /// Not allocated in the backend's storage (implies nothing about reads unless `zero`).
+    pub hole: bool,
+}
+
+/// Called once with the extents from the asked offset on, in order (they may cover less than
+/// was asked, never nothing), or the error.
+pub type StatusDone = Box<dyn FnOnce(Result<Vec<BlockExtent>, BackendError>) + Send>;
+
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BackendError {
@@ -83,6 +97,18 @@ pub trait BlockBackend: Send + Sync + 'static {
     /// taking discards while it runs.
     fn discard_zeroes(&self) -> bool {
         false
+    }
+
+    /// Whether `block_status` says anything: only then is base:allocation offered.
+    fn reports_allocation(&self) -> bool {
+        false
+    }
+
+    /// The block status of `len_bytes` at `offset_bytes` (checked against the export), as
+    /// `StatusDone` says. A range said to be zeros must read back as zeros at that moment.
+    fn block_status(&self, offset_bytes: u64, len_bytes: u64, done: StatusDone) {
+        let _ = offset_bytes;
+        done(Ok(vec![BlockExtent { len_bytes, zero: false, hole: false }]));
     }
 
     /// Where to cut a read or write of `len_bytes` at `offset_bytes` so that
@@ -167,6 +193,24 @@ impl BlockBackend for Runtime {
 
     fn preferred_block_bytes(&self) -> u32 {
         4096
+    }
+
+    fn reports_allocation(&self) -> bool {
+        true
+    }
+
+    /// From the engine (no newer data in its stripe heads) and the members' holes.
+    fn block_status(&self, offset_bytes: u64, len_bytes: u64, done: StatusDone) {
+        Runtime::block_status(self, offset_bytes, len_bytes, move |r| {
+            let extents = r.map_err(|e| runtime_error(&e)).map(|extents| {
+                let bytes = |e: &uraid_runtime::Extent| e.sectors * 512;
+                extents
+                    .iter()
+                    .map(|e| BlockExtent { len_bytes: bytes(e), zero: e.zero, hole: e.hole })
+                    .collect()
+            });
+            done(extents);
+        });
     }
 
     fn submit(&self, op: BackendOp, done: BackendDone) {
@@ -304,6 +348,37 @@ impl BlockBackend for MemoryBackend {
 
     fn submit(&self, op: BackendOp, done: BackendDone) {
         done(self.run(op));
+    }
+
+    fn reports_allocation(&self) -> bool {
+        true
+    }
+
+    /// Zeros by looking, a 4 KiB block at a time (from `offset_bytes`); nothing is a hole.
+    fn block_status(&self, offset_bytes: u64, len_bytes: u64, done: StatusDone) {
+        if self.failing.load(Ordering::SeqCst) {
+            return done(Err(BackendError::Io("memory backend set to fail".into())));
+        }
+        let data = self.data.lock().unwrap_or_else(PoisonError::into_inner);
+        let end = offset_bytes.saturating_add(len_bytes);
+        if end > data.len() as u64 {
+            return done(Err(BackendError::OutOfRange { offset_bytes, len_bytes }));
+        }
+        let mut extents: Vec<BlockExtent> = Vec::new();
+        let mut at = offset_bytes;
+        while at < end {
+            let next = (at / 4096 + 1) * 4096;
+            let piece = at as usize..next.min(end) as usize;
+            let zero = data[piece.clone()].iter().all(|b| *b == 0);
+            let len_bytes = piece.len() as u64;
+            match extents.last_mut() {
+                Some(last) if last.zero == zero => last.len_bytes += len_bytes,
+                _ => extents.push(BlockExtent { len_bytes, zero, hole: false }),
+            }
+            at = next;
+        }
+        drop(data);
+        done(Ok(extents));
     }
 }
 

@@ -14,7 +14,7 @@ use std::os::unix::net::UnixStream;
 /// or the server closed the connection for the reason given.
 #[derive(Debug, PartialEq, Eq)]
 pub enum HandshakeEnd {
-    Transmission { structured: bool },
+    Transmission { structured: bool, allocation: bool },
     Aborted,
     Closed(String),
 }
@@ -25,7 +25,9 @@ pub enum HandshakeEnd {
 pub fn handshake(server: &Server, client: &[u8]) -> (Vec<u8>, HandshakeEnd) {
     let mut stream = Memory { input: client, output: Vec::new() };
     let end = match handshake::negotiate(&mut stream, &server.shared.export) {
-        Ok(Outcome::Transmission { structured }) => HandshakeEnd::Transmission { structured },
+        Ok(Outcome::Transmission { structured, allocation }) => {
+            HandshakeEnd::Transmission { structured, allocation }
+        }
         Ok(Outcome::Aborted) => HandshakeEnd::Aborted,
         Err(e) => HandshakeEnd::Closed(e.to_string()),
     };
@@ -38,7 +40,9 @@ pub fn handshake(server: &Server, client: &[u8]) -> (Vec<u8>, HandshakeEnd) {
 pub fn refusal(client: &[u8], reason: &str) -> (Vec<u8>, HandshakeEnd) {
     let mut stream = Memory { input: client, output: Vec::new() };
     let end = match handshake::refuse(&mut stream, reason) {
-        Ok(Outcome::Transmission { structured }) => HandshakeEnd::Transmission { structured },
+        Ok(Outcome::Transmission { structured, allocation }) => {
+            HandshakeEnd::Transmission { structured, allocation }
+        }
         Ok(Outcome::Aborted) => HandshakeEnd::Aborted,
         Err(e) => HandshakeEnd::Closed(e.to_string()),
     };
@@ -89,7 +93,7 @@ mod tests {
         client.extend_from_slice(&6u32.to_be_bytes());
         client.extend_from_slice(&[0; 6]); // name "", no info requests
         let (out, end) = handshake(&server, &client);
-        assert_eq!(end, HandshakeEnd::Transmission { structured: false });
+        assert_eq!(end, HandshakeEnd::Transmission { structured: false, allocation: false });
         assert_eq!(out[..8], wire::NBD_MAGIC.to_be_bytes());
         let (_, end) = handshake(&server, &client[..client.len() - 1]);
         assert!(matches!(end, HandshakeEnd::Closed(_)), "a client cut short: {end:?}");

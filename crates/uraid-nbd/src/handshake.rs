@@ -24,12 +24,15 @@ pub(crate) struct Export {
     pub block_bytes_min: u32,
     pub block_bytes_preferred: u32,
     pub block_bytes_max: u32,
+    /// The base:allocation metadata context is offered (block status).
+    pub allocation: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Transmission starts; `structured`: NBD_OPT_STRUCTURED_REPLY was acknowledged.
-    Transmission { structured: bool },
+    /// Transmission starts; `structured`: NBD_OPT_STRUCTURED_REPLY was acknowledged;
+    /// `allocation`: the last NBD_OPT_SET_META_CONTEXT selected base:allocation.
+    Transmission { structured: bool, allocation: bool },
     /// The client sent NBD_OPT_ABORT (answered).
     Aborted,
 }
@@ -58,6 +61,7 @@ pub(crate) fn negotiate(
 ) -> Result<Outcome, HandshakeError> {
     let no_zeroes = greet(s)?;
     let mut structured = false;
+    let mut allocation = false;
     loop {
         let (option, data) = read_option(s)?;
         match option {
@@ -67,7 +71,7 @@ pub(crate) fn negotiate(
                     return Err(HandshakeError::UnknownExport(name));
                 }
                 export_name_reply(s, export, no_zeroes)?;
-                return Ok(Outcome::Transmission { structured });
+                return Ok(Outcome::Transmission { structured, allocation });
             }
             wire::OPT_ABORT => {
                 write_option_reply(s, option, wire::REP_ACK, &[])?;
@@ -75,7 +79,7 @@ pub(crate) fn negotiate(
             }
             wire::OPT_INFO | wire::OPT_GO => {
                 if info(s, option, &data, export)? && option == wire::OPT_GO {
-                    return Ok(Outcome::Transmission { structured });
+                    return Ok(Outcome::Transmission { structured, allocation });
                 }
             }
             wire::OPT_LIST | wire::OPT_STRUCTURED_REPLY if !data.is_empty() => {
@@ -90,6 +94,12 @@ pub(crate) fn negotiate(
             wire::OPT_STRUCTURED_REPLY => {
                 structured = true;
                 write_option_reply(s, option, wire::REP_ACK, &[])?;
+            }
+            wire::OPT_LIST_META_CONTEXT => {
+                crate::meta_context::answer(s, option, &data, export, structured)?;
+            }
+            wire::OPT_SET_META_CONTEXT => {
+                allocation = crate::meta_context::answer(s, option, &data, export, structured)?;
             }
             wire::OPT_STARTTLS => {
                 write_option_reply(s, option, wire::REP_ERR_POLICY, b"TLS is not offered")?;

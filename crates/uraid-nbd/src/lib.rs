@@ -3,7 +3,9 @@
 //!
 //! - `wire`: the protocol's numbers and fixed-size messages.
 //! - `handshake`: fixed newstyle negotiation (EXPORT_NAME, INFO, GO, LIST, ABORT,
-//!   STRUCTURED_REPLY; anything else is NBD_REP_ERR_UNSUP).
+//!   STRUCTURED_REPLY, LIST_ and SET_META_CONTEXT with `meta_context`; anything else is
+//!   NBD_REP_ERR_UNSUP).
+//! - `meta_context`: the base:allocation metadata context (NBD_CMD_BLOCK_STATUS).
 //! - `transmission`: one connection's requests, pipelined; replies as completions arrive.
 //! - `output`: a connection's replies, sent by the threads that complete them, in batches.
 //! - `server`: listeners, threads, shutdown with drain, stats.
@@ -22,6 +24,7 @@ pub mod client;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handshake;
+mod meta_context;
 mod output;
 mod pool;
 mod reply;
@@ -33,7 +36,8 @@ mod window;
 pub mod wire;
 
 pub use backend::{
-    BackendDone, BackendError, BackendOp, BlockBackend, MemoryBackend, SegmentsDone, SegmentsOp,
+    BackendDone, BackendError, BackendOp, BlockBackend, BlockExtent, MemoryBackend, SegmentsDone,
+    SegmentsOp, StatusDone,
 };
 pub use server::{ListenAddr, Server, ServerHandle, StatsSource};
 pub use stats::ServerStats;

@@ -22,6 +22,8 @@ pub(crate) enum Body {
     Data { offset_bytes: u64, data: Vec<Vec<u8>> },
     /// Success without data, or an error (never zero) with a message for structured replies.
     Status { error: u32, message: String },
+    /// Block status descriptors for base:allocation: (length, flags) each (structured only).
+    BlockStatus { extents: Vec<(u32, u32)> },
 }
 
 /// Replies encoded for the wire, and how far their sending got.
@@ -79,6 +81,21 @@ impl Batch {
             }
             (Body::Status { error, .. }, false) => self.put(&wire::simple_reply(*error, handle)),
             (Body::Status { error: 0, .. }, true) => self.put(&wire::simple_reply(0, handle)),
+            (Body::BlockStatus { extents }, true) => {
+                let len = u32::try_from(4 + 8 * extents.len()).expect("extents are capped");
+                let kind = wire::REPLY_TYPE_BLOCK_STATUS;
+                self.put(&wire::structured_reply(wire::REPLY_FLAG_DONE, kind, handle, len));
+                self.put(&wire::CONTEXT_ALLOCATION_ID.to_be_bytes());
+                for (len, flags) in extents {
+                    self.put(&len.to_be_bytes());
+                    self.put(&flags.to_be_bytes());
+                }
+            }
+            // Never built: block status needs a metadata context, which needs structured
+            // replies. Said as the protocol's error, not as a reply the client cannot parse.
+            (Body::BlockStatus { .. }, false) => {
+                self.put(&wire::simple_reply(wire::EINVAL, handle));
+            }
             (Body::Status { error, message }, true) => {
                 let message = &message.as_bytes()[..message.len().min(wire::STRING_BYTES_MAX)];
                 let len = 6 + message.len() as u32;
@@ -115,7 +132,9 @@ impl Batch {
             Part::Head(r) => &self.head[r.clone()],
             Part::Data { reply, segment } => match &self.replies[*reply].body {
                 Body::Data { data, .. } => &data[*segment],
-                Body::Status { .. } => unreachable!("data parts belong to data replies"),
+                Body::Status { .. } | Body::BlockStatus { .. } => {
+                    unreachable!("data parts belong to data replies")
+                }
             },
         }
     }

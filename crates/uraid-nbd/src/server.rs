@@ -59,6 +59,7 @@ impl Shared {
             wire::CMD_WRITE => &c.writes,
             wire::CMD_FLUSH => &c.flushes,
             wire::CMD_TRIM => &c.trims,
+            wire::CMD_BLOCK_STATUS => &c.block_status,
             _ => &c.write_zeroes,
         };
         bump(counter, 1);
@@ -357,13 +358,15 @@ pub(crate) fn serve_connection(mut socket: Socket, shared: &Arc<Shared>) {
         None => handshake::negotiate(&mut socket, &shared.export),
     };
     match negotiated {
-        Ok(Outcome::Transmission { structured }) => {
+        Ok(Outcome::Transmission { structured, allocation }) => {
             // Transmission waits on the client as long as it likes (an idle mount).
             if shared.handshake_limit.is_some() && socket.set_timeouts(None).is_err() {
                 return;
             }
             bump(&shared.counters.connections_transmitting, 1);
-            if let Ok(End::BadMagic(_)) = transmission::transmit(socket, shared, structured) {
+            if let Ok(End::BadMagic(_)) =
+                transmission::transmit(socket, shared, structured, allocation)
+            {
                 refused();
             }
         }
@@ -411,6 +414,7 @@ fn export(backend: &dyn BlockBackend, config: ServerConfig) -> Result<Export, Se
         block_bytes_min: BLOCK_BYTES_MIN,
         block_bytes_preferred: preferred,
         block_bytes_max: max,
+        allocation: backend.reports_allocation(),
     })
 }
 

@@ -19,6 +19,8 @@ pub struct ServerStats {
     pub flushes: u64,
     pub trims: u64,
     pub write_zeroes: u64,
+    /// NBD_CMD_BLOCK_STATUS requests.
+    pub block_status: u64,
     /// Replies that carried an error, whatever the command.
     pub errors: u64,
     pub read_bytes: u64,
@@ -37,6 +39,7 @@ pub(crate) struct Counters {
     pub flushes: AtomicU64,
     pub trims: AtomicU64,
     pub write_zeroes: AtomicU64,
+    pub block_status: AtomicU64,
     pub errors: AtomicU64,
     pub read_bytes: AtomicU64,
     pub written_bytes: AtomicU64,
@@ -60,6 +63,7 @@ impl Counters {
             flushes: get(&self.flushes),
             trims: get(&self.trims),
             write_zeroes: get(&self.write_zeroes),
+            block_status: get(&self.block_status),
             errors: get(&self.errors),
             read_bytes: get(&self.read_bytes),
             written_bytes: get(&self.written_bytes),

@@ -19,7 +19,7 @@
 //! payload is read from the socket straight into its segments, a read's reply is sent from
 //! them.
 
-use crate::backend::{BackendError, BackendOp, SegmentsOp};
+use crate::backend::{BackendError, BackendOp, BlockExtent, SegmentsOp};
 use crate::output::Output;
 use crate::pool::BufferPool;
 use crate::reply::{Body, Reply};
@@ -47,7 +47,12 @@ pub(crate) enum End {
 
 /// Serves requests on `socket` until the client disconnects, then drains: returns once every
 /// request read has been answered (or the client is gone).
-pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -> io::Result<End> {
+pub(crate) fn transmit(
+    socket: Socket,
+    shared: &Arc<Shared>,
+    structured: bool,
+    allocation: bool,
+) -> io::Result<End> {
     let window = Arc::new(Window::new(IN_FLIGHT_REQUESTS_MAX));
     let pool = Arc::new(BufferPool::default());
     socket.enlarge_send_buffer();
@@ -72,6 +77,7 @@ pub(crate) fn transmit(socket: Socket, shared: &Arc<Shared>, structured: bool) -
         window,
         pool,
         after_large_payload: false,
+        allocation,
     };
     let end = reader.run();
     if end != End::Closed {
@@ -117,6 +123,8 @@ struct Reader {
     /// read alone, so that the read-ahead does not pull the next payload into the buffer only
     /// to copy it out again (large writes come in streams; small ones keep the read-ahead).
     after_large_payload: bool,
+    /// The client selected base:allocation: NBD_CMD_BLOCK_STATUS is answered.
+    allocation: bool,
 }
 
 impl Reader {
@@ -161,6 +169,10 @@ impl Reader {
     /// Reads the payload (if any), then answers or submits the request. An `Err` means the
     /// client vanished in the middle of the payload.
     fn request(&mut self, r: &Request) -> io::Result<()> {
+        if r.command == wire::CMD_BLOCK_STATUS {
+            self.block_status(r);
+            return Ok(());
+        }
         let len = u64::from(r.len_bytes);
         let payload = if r.command == wire::CMD_WRITE { len } else { 0 };
         self.after_large_payload = payload >= INPUT_BUFFER_BYTES as u64;
@@ -301,9 +313,77 @@ impl Reader {
         );
     }
 
+    /// Answers NBD_CMD_BLOCK_STATUS: refused (EINVAL) unless base:allocation was selected
+    /// and the range is valid; else the backend's extents, at most `STATUS_EXTENTS_MAX` of
+    /// them (the client asks again from where they end), one with NBD_CMD_FLAG_REQ_ONE.
+    fn block_status(&self, r: &Request) {
+        let (offset_bytes, len_bytes) = (r.offset_bytes, u64::from(r.len_bytes));
+        let min = u64::from(self.shared.export.block_bytes_min);
+        let valid = self.allocation
+            && r.flags & !(wire::CMD_FLAG_REQ_ONE | wire::CMD_FLAG_FUA) == 0
+            && len_bytes > 0
+            && offset_bytes
+                .checked_add(len_bytes)
+                .is_some_and(|e| e <= self.shared.export.size_bytes)
+            && offset_bytes.is_multiple_of(min)
+            && len_bytes.is_multiple_of(min);
+        self.acquire(if valid { STATUS_REPLY_BYTES_MAX } else { 0 });
+        if !valid {
+            bump(&self.shared.counters.errors, 1);
+            let message = if self.allocation {
+                "request refused: EINVAL: bad flags, range, alignment or length".to_string()
+            } else {
+                "request refused: EINVAL: no metadata context was selected".to_string()
+            };
+            let body = Body::Status { error: wire::EINVAL, message };
+            return self.reply(r.handle, body, 0);
+        }
+        self.shared.count(r);
+        let (out, shared, handle) = (self.output.clone(), self.shared.clone(), r.handle);
+        let one = r.flags & wire::CMD_FLAG_REQ_ONE != 0;
+        let done = move |result: Result<Vec<BlockExtent>, BackendError>| {
+            let body = match result {
+                Ok(extents) => Body::BlockStatus { extents: descriptors(&extents, len_bytes, one) },
+                Err(e) => {
+                    bump(&shared.counters.errors, 1);
+                    Body::Status { error: nbd_error(&e), message: e.to_string() }
+                }
+            };
+            out.push(Reply { handle, body, charge_bytes: STATUS_REPLY_BYTES_MAX });
+        };
+        self.shared.backend.block_status(offset_bytes, len_bytes, Box::new(done));
+    }
+
     fn reply(&self, handle: u64, body: Body, charge_bytes: u64) {
         self.output.push(Reply { handle, body, charge_bytes });
     }
+}
+
+/// The most descriptors one block status reply carries (the protocol asks for at most 2^20;
+/// this keeps a reply within 128 KiB), and what a reply is charged to the window.
+const STATUS_EXTENTS_MAX: usize = 16 << 10;
+const STATUS_REPLY_BYTES_MAX: u64 = 4 + 8 * STATUS_EXTENTS_MAX as u64;
+
+/// The wire's descriptors for `extents` of a request of `len_bytes`: lengths fit in 32 bits
+/// (the request's own does), empty ones dropped, at most `STATUS_EXTENTS_MAX` (one with
+/// `one`), none beyond the request. A backend that answered nothing is answered as data.
+fn descriptors(extents: &[BlockExtent], len_bytes: u64, one: bool) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut covered = 0;
+    for e in extents.iter().filter(|e| e.len_bytes > 0) {
+        let len = e.len_bytes.min(len_bytes - covered);
+        let flags =
+            if e.zero { wire::STATE_ZERO } else { 0 } | if e.hole { wire::STATE_HOLE } else { 0 };
+        out.push((u32::try_from(len).expect("within the request's length"), flags));
+        covered += len;
+        if covered == len_bytes || out.len() == STATUS_EXTENTS_MAX || one {
+            break;
+        }
+    }
+    if out.is_empty() {
+        out.push((u32::try_from(len_bytes).expect("a request's length"), 0));
+    }
+    out
 }
 
 /// What goes to the backend: reads and writes in segments, the rest whole.

@@ -39,11 +39,14 @@ pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 // Option replies; errors have bit 31 set.
 pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
+pub const REP_META_CONTEXT: u32 = 4;
 pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
 pub const REP_ERR_POLICY: u32 = (1 << 31) + 2;
 pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
@@ -62,14 +65,23 @@ pub const CMD_DISC: u16 = 2;
 pub const CMD_FLUSH: u16 = 3;
 pub const CMD_TRIM: u16 = 4;
 pub const CMD_WRITE_ZEROES: u16 = 6;
+pub const CMD_BLOCK_STATUS: u16 = 7;
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 
 // Structured reply chunks.
 pub const REPLY_FLAG_DONE: u16 = 1 << 0;
 pub const REPLY_TYPE_NONE: u16 = 0;
 pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
 pub const REPLY_TYPE_ERROR: u16 = (1 << 15) + 1;
+
+// The base:allocation metadata context: its name, the id this server gives it, its flags.
+pub const CONTEXT_ALLOCATION: &str = "base:allocation";
+pub const CONTEXT_ALLOCATION_ID: u32 = 1;
+pub const STATE_HOLE: u32 = 1 << 0;
+pub const STATE_ZERO: u32 = 1 << 1;
 
 // Error values (the protocol's own, chosen to equal the common errno values).
 pub const EPERM: u32 = 1;

@@ -1,5 +1,6 @@
 //! A minimal blocking NBD client: fixed newstyle, NBD_OPT_GO (asking for the block sizes),
-//! optionally structured replies; then read, write (FUA), flush, trim, write zeroes.
+//! optionally structured replies and base:allocation; then read, write (FUA), flush, trim,
+//! write zeroes, block status.
 //!
 //! The blocking calls send one request and wait for its reply. `send` and `receive` pipeline
 //! instead (crash tests use them to know exactly which writes and flushes were acknowledged
@@ -54,6 +55,8 @@ pub struct Client {
     transmission_flags: u16,
     block_sizes: BlockSizes,
     structured: bool,
+    /// The id the server gave base:allocation, when selected.
+    allocation_id: Option<u32>,
     next_handle: u64,
     /// Requests sent and not answered yet, by handle.
     pending: HashMap<u64, Request>,
@@ -63,11 +66,28 @@ impl Client {
     pub fn connect_tcp(addr: impl ToSocketAddrs, export_name: &str) -> Result<Client, ClientError> {
         let s = TcpStream::connect(addr)?;
         s.set_nodelay(true)?;
-        Client::handshake(Box::new(s), export_name, false)
+        Client::handshake(Box::new(s), export_name, false, false)
     }
 
     pub fn connect_unix(path: impl AsRef<Path>, export_name: &str) -> Result<Client, ClientError> {
-        Client::handshake(Box::new(UnixStream::connect(path)?), export_name, false)
+        Client::handshake(Box::new(UnixStream::connect(path)?), export_name, false, false)
+    }
+
+    /// As `connect_tcp`, with structured replies and the base:allocation metadata context
+    /// selected (NBD_OPT_SET_META_CONTEXT) where the server has it (`allocation_id`).
+    pub fn connect_tcp_allocation(
+        addr: impl ToSocketAddrs,
+        export_name: &str,
+    ) -> Result<Client, ClientError> {
+        Client::handshake(Box::new(TcpStream::connect(addr)?), export_name, true, true)
+    }
+
+    /// `connect_tcp_allocation` on a Unix socket.
+    pub fn connect_unix_allocation(
+        path: impl AsRef<Path>,
+        export_name: &str,
+    ) -> Result<Client, ClientError> {
+        Client::handshake(Box::new(UnixStream::connect(path)?), export_name, true, true)
     }
 
     /// As `connect_tcp`, negotiating structured replies first (NBD_OPT_STRUCTURED_REPLY).
@@ -75,13 +95,14 @@ impl Client {
         addr: impl ToSocketAddrs,
         export_name: &str,
     ) -> Result<Client, ClientError> {
-        Client::handshake(Box::new(TcpStream::connect(addr)?), export_name, true)
+        Client::handshake(Box::new(TcpStream::connect(addr)?), export_name, true, false)
     }
 
     fn handshake(
         mut s: Box<dyn Stream>,
         name: &str,
         structured: bool,
+        allocation: bool,
     ) -> Result<Client, ClientError> {
         let (magic, opt_magic) = (read_u64(&mut s)?, read_u64(&mut s)?);
         if magic != wire::NBD_MAGIC || opt_magic != wire::IHAVEOPT {
@@ -102,6 +123,7 @@ impl Client {
             transmission_flags: 0,
             block_sizes: BlockSizes { min: 1, preferred: 4096, max: u32::MAX },
             structured: false,
+            allocation_id: None,
             next_handle: 1,
             pending: HashMap::new(),
         };
@@ -109,6 +131,9 @@ impl Client {
             c.send_option(wire::OPT_STRUCTURED_REPLY, &[])?;
             let (reply, _) = c.option_reply(wire::OPT_STRUCTURED_REPLY)?;
             c.structured = reply == wire::REP_ACK;
+        }
+        if allocation {
+            c.select_allocation(name)?;
         }
         c.go(name)?;
         Ok(c)
@@ -136,6 +161,33 @@ impl Client {
                     });
                 }
                 r => return Err(protocol(format!("reply type {r} to NBD_OPT_GO"))),
+            }
+        }
+    }
+
+    /// NBD_OPT_SET_META_CONTEXT for base:allocation: its id, if the server selected it.
+    fn select_allocation(&mut self, name: &str) -> Result<(), ClientError> {
+        let option = wire::OPT_SET_META_CONTEXT;
+        let mut data = (name.len() as u32).to_be_bytes().to_vec();
+        data.extend_from_slice(name.as_bytes());
+        data.extend_from_slice(&1u32.to_be_bytes());
+        data.extend_from_slice(&(wire::CONTEXT_ALLOCATION.len() as u32).to_be_bytes());
+        data.extend_from_slice(wire::CONTEXT_ALLOCATION.as_bytes());
+        self.send_option(option, &data)?;
+        loop {
+            let (reply, data) = self.option_reply(option)?;
+            match reply {
+                wire::REP_ACK => return Ok(()),
+                wire::REP_META_CONTEXT if data.len() >= 4 => {
+                    if &data[4..] == wire::CONTEXT_ALLOCATION.as_bytes() {
+                        self.allocation_id = Some(wire::be32(&data[..4]));
+                    }
+                }
+                r if r & (1 << 31) != 0 => {
+                    let message = String::from_utf8_lossy(&data).into_owned();
+                    return Err(ClientError::OptionRefused { option, reply, message });
+                }
+                r => return Err(protocol(format!("reply type {r} to NBD_OPT_SET_META_CONTEXT"))),
             }
         }
     }

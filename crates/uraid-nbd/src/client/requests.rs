@@ -48,6 +48,29 @@ impl Client {
         self.call(wire::CMD_WRITE_ZEROES, 0, offset_bytes, len_bytes, &[]).map(drop)
     }
 
+    /// The id of base:allocation, when the server selected it (`connect_unix_allocation`).
+    #[must_use]
+    pub fn allocation_id(&self) -> Option<u32> {
+        self.allocation_id
+    }
+
+    /// NBD_CMD_BLOCK_STATUS: base:allocation's descriptors from `offset_bytes`, as (length,
+    /// flags) pairs; with `one`, NBD_CMD_FLAG_REQ_ONE.
+    pub fn block_status(
+        &mut self,
+        offset_bytes: u64,
+        len_bytes: u32,
+        one: bool,
+    ) -> Result<Vec<(u32, u32)>, ClientError> {
+        let flags = if one { wire::CMD_FLAG_REQ_ONE } else { 0 };
+        let raw = self.call(wire::CMD_BLOCK_STATUS, flags, offset_bytes, len_bytes, &[])?;
+        let id = raw.get(..4).map(wire::be32);
+        if id.is_none() || id != self.allocation_id || (raw.len() - 4) % 8 != 0 {
+            return Err(protocol(format!("block status chunk of {} bytes", raw.len())));
+        }
+        Ok(raw[4..].chunks_exact(8).map(|d| (wire::be32(&d[..4]), wire::be32(&d[4..]))).collect())
+    }
+
     /// NBD_CMD_DISC, the soft disconnect: the server answers what was pending, then closes.
     pub fn disconnect(mut self) -> Result<(), ClientError> {
         let r =
@@ -162,6 +185,10 @@ impl Client {
                     let end = at.checked_add(len - 8).filter(|&e| e <= data.len());
                     let end = end.ok_or_else(|| protocol("data chunk outside the read".into()))?;
                     data[at..end].copy_from_slice(&payload[8..]);
+                }
+                // The context id and the descriptors, raw (`block_status` reads them).
+                wire::REPLY_TYPE_BLOCK_STATUS if r.command == wire::CMD_BLOCK_STATUS => {
+                    data = payload;
                 }
                 k if k & 0x8000 != 0 && len >= 6 => error = wire::be32(&payload[..4]),
                 k => return Err(protocol(format!("chunk type {k} of {len} bytes"))),
