@@ -153,19 +153,18 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.resync_sectors as f64 / t.resync_capacity as f64
     };
     if json {
-        let mut v = serde_json::to_value(t).expect("serializable");
-        v["seeds"] = seeds.into();
-        v["seconds"] = secs.into();
-        v["faults"] = t.faults().into();
-        println!("{v}");
-        return;
+        return print_json(t, seeds, secs);
     }
     println!("uraid-sim: {seeds} seeds passed in {secs:.1} s");
     println!(
         "  requests: {} reads, {} writes, {} flushes, {} discards, {} refused (out of range)",
         t.reads, t.writes, t.flushes, t.discards, t.refused
     );
-    println!("  sectors verified by reads: {}; member I/Os: {}", t.sectors_verified, t.member_ios);
+    println!(
+        "  sectors verified by reads: {}; block status: {} answers, {} sectors called zeros \
+         (each allowed); member I/Os: {}",
+        t.sectors_verified, t.status_checks, t.status_zero_sectors, t.member_ios
+    );
     println!(
         "  faults injected: {} ({} members pulled, {} write errors, {} latent bad sectors, {} \
          power cuts), {} slowdowns",
@@ -215,6 +214,15 @@ fn print_summary(t: &SimStats, seeds: u64, secs: f64, json: bool) {
         t.held_back
     );
     print_lifecycle(t);
+}
+
+/// The counters as one JSON object, with the seeds, the time and the faults' total.
+fn print_json(t: &SimStats, seeds: u64, secs: f64) {
+    let mut v = serde_json::to_value(t).expect("serializable");
+    v["seeds"] = seeds.into();
+    v["seconds"] = secs.into();
+    v["faults"] = t.faults().into();
+    println!("{v}");
 }
 
 /// The summary's lines on spares, re-adds, replacements and safe mode.

@@ -189,6 +189,33 @@ impl Oracle {
         Ok(())
     }
 
+    /// Whether every sector of the range may read as zeros now (block status said so): its
+    /// last acknowledged write is zeros (a discard, or none since it held zeros), a write of
+    /// zeros is in flight, or it may hold anything (a sector a power cut left unknown and not
+    /// yet read otherwise). Changes nothing: a status is not a read.
+    pub fn zeros_allowed(&self, sector: u64, sectors: u64) -> Result<(), String> {
+        for s in sector..sector + sectors {
+            let h = &self.history[s as usize];
+            if h.iter().any(|e| e.id == 0 && e.completed.is_none()) {
+                continue;
+            }
+            let acked = h.iter().filter(|e| e.completed.is_some()).max_by_key(|e| e.completed);
+            let before = acked.map_or(self.base[s as usize], |e| e.id);
+            let allowed = match before {
+                0 => true,
+                UNKNOWN => {
+                    !h.is_empty()
+                        || self.unknown_read.get(&s).is_none_or(|d| d.iter().all(|b| *b == 0))
+                }
+                _ => acked.is_none() && self.base_choices[s as usize].contains(&0),
+            };
+            if !allowed {
+                return Err(format!("array sector {s} holds write {before}, not zeros"));
+            }
+        }
+        Ok(())
+    }
+
     /// A sector that may hold anything read again with no write since the restart: it must
     /// hold what it held at its first read.
     fn unknown_read_again(&mut self, s: u64, got: &[u8]) -> Result<(), String> {

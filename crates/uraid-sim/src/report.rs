@@ -14,6 +14,10 @@ pub struct SimStats {
     pub refused: u64,
     /// Sectors whose contents a read returned and the oracle accepted.
     pub sectors_verified: u64,
+    /// Block status answers checked (one before each read, of its range), and the sectors
+    /// they called zeros, each one the oracle allowed to read as zeros.
+    pub status_checks: u64,
+    pub status_zero_sectors: u64,
     pub member_ios: u64,
     pub power_cuts: u64,
     /// Power cuts with members lost (before the cut and not yet rebuilt, or pulled right
@@ -115,6 +119,8 @@ impl SimStats {
         self.discards += o.discards;
         self.refused += o.refused;
         self.sectors_verified += o.sectors_verified;
+        self.status_checks += o.status_checks;
+        self.status_zero_sectors += o.status_zero_sectors;
         self.member_ios += o.member_ios;
         self.power_cuts += o.power_cuts;
         self.power_cuts_degraded += o.power_cuts_degraded;

@@ -303,7 +303,7 @@ impl Sim {
             } else if roll < 20 {
                 self.background()?;
             } else if room && (self.inflight.is_empty() || roll < 450) {
-                self.submit_random();
+                self.submit_random()?;
                 submitted += 1;
             } else if !self.inflight.is_empty() {
                 self.complete_one()?;
@@ -615,7 +615,7 @@ impl Sim {
 
     /// One random user request: reads, writes (some FUA, some whole stripes), flushes,
     /// discards, and now and then one out of range.
-    fn submit_random(&mut self) {
+    fn submit_random(&mut self) -> Result<(), SimFailure> {
         let id = self.next_id;
         self.next_id += 1;
         if !self.plugged && self.rng.random_bool(0.05) {
@@ -635,7 +635,7 @@ impl Sim {
             self.user.insert(id, User::Invalid);
             let len = self.rng.random_range(1..=16u64) * SECTOR_BYTES;
             self.array.submit_read(ReqId(id), Sector(size - 1), vec![0; len as usize + 512]);
-            return;
+            return Ok(());
         }
         if (85..92).contains(&roll) {
             self.note(|| format!("flush {id} submitted"));
@@ -643,7 +643,7 @@ impl Sim {
             self.user.insert(id, User::Flush(t));
             self.array.submit_flush(ReqId(id));
             self.stats.flushes += 1;
-            return;
+            return Ok(());
         }
         let (mut sector, mut sectors) = self.random_range(size, roll >= 92);
         let plain_write = roll >= 40 && !(92..96).contains(&roll);
@@ -662,6 +662,8 @@ impl Sim {
         }
         let write = roll >= 40 && !self.oracle.write_in_flight(sector, sectors);
         if !write {
+            // What NBD's block status would say of the range now, checked before the read.
+            self.check_status(sector, sectors)?;
             let watch = self.oracle.read_submitted(sector, sectors);
             self.user.insert(id, User::Read(watch));
             self.array.submit_read(ReqId(id), Sector(sector), vec![0; (sectors * 512) as usize]);
@@ -687,6 +689,52 @@ impl Sim {
             }
             self.stats.writes += 1;
         }
+        Ok(())
+    }
+
+    /// Block status of array sectors `[sector, +sectors)` as the runtime would answer it now
+    /// (`Array::read_sources`, each member's holes taken as its sectors of zeros, an
+    /// unreadable sector as data, a pulled member as unknown): every range said to be zeros
+    /// must be one that a read now may return as zeros.
+    fn check_status(&mut self, sector: u64, sectors: u64) -> Result<(), SimFailure> {
+        let members = &self.members;
+        let data = |m: DiskIndex, from: u64, n: u64| -> Option<Vec<std::ops::Range<u64>>> {
+            let member = &members[m.get()];
+            if member.pulled {
+                return None;
+            }
+            let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+            for s in from..from + n {
+                let at = member.offset(IoArea::Data, s);
+                let len = SECTOR_BYTES as usize;
+                if !member.readable(at, len) || member.data(at, len).iter().any(|b| *b != 0) {
+                    match ranges.last_mut() {
+                        Some(r) if r.end == s => r.end = s + 1,
+                        _ => ranges.push(s..s + 1),
+                    }
+                }
+            }
+            Some(ranges)
+        };
+        let mut at = sector;
+        let mut zeros = Vec::new();
+        for part in self.array.read_sources(Sector(sector), sectors) {
+            let (from, n) = (part.member_sector.0, part.sectors);
+            for e in uraid_core::array::part_extents(&part, |m| data(m, from, n)) {
+                if e.zero {
+                    zeros.push((at, e.sectors));
+                }
+                at += e.sectors;
+            }
+        }
+        for (at, n) in zeros {
+            if let Err(why) = self.oracle.zeros_allowed(at, n) {
+                return Err(self.fail(format!("block status said zeros: {why}")));
+            }
+            self.stats.status_zero_sectors += n;
+        }
+        self.stats.status_checks += 1;
+        Ok(())
     }
 
     /// Aligned to stripe units half the time, any sector otherwise; a whole stripe now and
