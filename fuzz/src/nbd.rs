@@ -63,6 +63,7 @@ pub fn option_reply<'a>(b: &mut Bytes<'a>) -> Option<OptionReply<'a>> {
         wire::REP_ACK,
         wire::REP_SERVER,
         wire::REP_INFO,
+        wire::REP_META_CONTEXT,
         wire::REP_ERR_UNSUP,
         wire::REP_ERR_POLICY,
         wire::REP_ERR_INVALID,
@@ -71,6 +72,9 @@ pub fn option_reply<'a>(b: &mut Bytes<'a>) -> Option<OptionReply<'a>> {
     assert!(known.contains(&kind), "option reply type {kind:#x}");
     if kind == wire::REP_ACK {
         assert!(data.is_empty(), "NBD_REP_ACK carries no data");
+    }
+    if kind == wire::REP_META_CONTEXT {
+        assert_eq!(&data[4.min(data.len())..], wire::CONTEXT_ALLOCATION.as_bytes(), "the context");
     }
     Some(OptionReply { option, kind, data })
 }
