@@ -88,6 +88,9 @@ fn clients_see_holes_and_copy_sparse() {
     let m = map(&uri);
     assert_eq!(data(&m), written, "{m:?}");
     assert!(m.iter().all(|e| e.2 == 0 || e.2 == 3), "the rest is holes of zeros: {m:?}");
+    let stats: serde_json::Value =
+        serde_json::from_str(&uraid_ok(&dir, &["stats", "b", "--json"])).unwrap();
+    assert!(stats["nbd"]["block_status"].as_u64() >= Some(2), "counted: {}", stats["nbd"]);
 
     let copy = dir.join("copy.img");
     run(Command::new("nbdcopy").arg(&uri).arg(&copy));

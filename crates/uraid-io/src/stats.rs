@@ -37,6 +37,9 @@ pub struct NbdReport {
     pub flushes: u64,
     pub trims: u64,
     pub write_zeroes: u64,
+    /// NBD_CMD_BLOCK_STATUS requests answered (absent from reports before them).
+    #[serde(default)]
+    pub block_status: u64,
     /// Replies that carried an error.
     pub errors: u64,
     pub read_bytes: u64,

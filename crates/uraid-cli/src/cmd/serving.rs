@@ -76,6 +76,7 @@ impl Serving {
             flushes: s.flushes,
             trims: s.trims,
             write_zeroes: s.write_zeroes,
+            block_status: s.block_status,
             errors: s.errors,
             read_bytes: s.read_bytes,
             written_bytes: s.written_bytes,

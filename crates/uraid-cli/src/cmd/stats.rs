@@ -109,7 +109,7 @@ fn print_nbd(n: &uraid_io::stats::NbdReport) {
     );
     out!(
         "nbd requests: reads {} ({} bytes)  writes {} ({} bytes)  flushes {}  trims {}  \
-         write zeroes {}  errors {}",
+         write zeroes {}  block status {}  errors {}",
         n.reads,
         n.read_bytes,
         n.writes,
@@ -117,6 +117,7 @@ fn print_nbd(n: &uraid_io::stats::NbdReport) {
         n.flushes,
         n.trims,
         n.write_zeroes,
+        n.block_status,
         n.errors
     );
 }
