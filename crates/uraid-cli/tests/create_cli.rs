@@ -103,6 +103,9 @@ fn assemble_zeros(members: &[PathBuf], extra: &[&str]) -> Result<u64, String> {
     }
     let bytes = std::fs::read(&out).unwrap();
     assert!(bytes.iter().all(|b| *b == 0), "an all-zero array reads back zeros");
+    // Written sparse: its zeros are holes of the output file.
+    let allocated = std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(&out).unwrap());
+    assert!(allocated * 512 < 1 << 20, "{} of {} bytes allocated", allocated * 512, bytes.len());
     Ok(bytes.len() as u64)
 }
 

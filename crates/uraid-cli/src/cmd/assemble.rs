@@ -8,7 +8,6 @@ use anyhow::{Context, bail, ensure};
 use clap::Args;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
 use uraid_format::Uuid;
@@ -110,9 +109,12 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
         ensure!(!stdout.is_terminal(), "refusing to write array contents to a terminal");
         read_array(&plan, &mut BufWriter::with_capacity(4 << 20, stdout.lock()))?
     } else {
-        let file = File::create(path)
-            .with_context(|| format!("cannot create output {}", path.display()))?;
-        read_array(&plan, &mut BufWriter::with_capacity(4 << 20, file))?
+        let mut bytes = 0;
+        super::output::write_file(path, |out| {
+            bytes = read_array(&plan, out)?;
+            Ok(())
+        })?;
+        bytes
     };
     say!("uraid assemble: wrote {bytes} bytes of array contents");
     Ok(())

@@ -75,9 +75,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     let bytes =
         plan.geometry.array_sectors(plan.stripes * plan.geometry.chunk_sectors()) * SECTOR_BYTES;
     if let Some(path) = &args.output {
-        let file = File::create(path)
-            .with_context(|| format!("cannot create output {}", path.display()))?;
-        plan.write_contents(&mut BufWriter::with_capacity(4 << 20, file))?;
+        super::output::write_file(path, |out| plan.write_contents(out))?;
     } else {
         let stdout = std::io::stdout();
         ensure!(
