@@ -80,8 +80,7 @@ fn handshake_bytes(structured: bool, allocation: bool) -> Vec<u8> {
         option(wire::OPT_STRUCTURED_REPLY, &[]);
     }
     if allocation {
-        let mut data = vec![0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 15];
-        data.extend_from_slice(wire::CONTEXT_ALLOCATION.as_bytes());
+        let data = wire::meta_context_request("", &[wire::CONTEXT_ALLOCATION]);
         option(wire::OPT_SET_META_CONTEXT, &data);
     }
     option(wire::OPT_GO, &[0; 6]);

@@ -90,29 +90,19 @@ pub(crate) fn answer(
 mod tests {
     use super::*;
 
-    fn request(name: &str, queries: &[&str]) -> Vec<u8> {
-        let mut b = (name.len() as u32).to_be_bytes().to_vec();
-        b.extend_from_slice(name.as_bytes());
-        b.extend_from_slice(&(queries.len() as u32).to_be_bytes());
-        for q in queries {
-            b.extend_from_slice(&(q.len() as u32).to_be_bytes());
-            b.extend_from_slice(q.as_bytes());
-        }
-        b
-    }
-
     #[test]
     fn requests_parse_and_malformed_ones_do_not() {
-        let ok = parse(&request("x", &["base:allocation", "qemu:dirty"])).unwrap();
+        let ok =
+            parse(&wire::meta_context_request("x", &["base:allocation", "qemu:dirty"])).unwrap();
         assert_eq!((ok.name.as_str(), ok.queries.len()), ("x", 2));
-        let good = request("", &["base:allocation"]);
+        let good = wire::meta_context_request("", &["base:allocation"]);
         for cut in 0..good.len() {
             assert!(parse(&good[..cut]).is_none(), "cut at {cut}");
         }
         let mut long = good.clone();
         long.push(0);
         assert!(parse(&long).is_none(), "trailing bytes");
-        let mut huge = request("", &[]);
+        let mut huge = wire::meta_context_request("", &[]);
         huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
         assert!(parse(&huge).is_none(), "a count no data backs");
     }

@@ -149,6 +149,20 @@ pub fn simple_reply(error: u32, handle: u64) -> [u8; SIMPLE_REPLY_BYTES] {
     b
 }
 
+/// The data of NBD_OPT_LIST_META_CONTEXT and NBD_OPT_SET_META_CONTEXT: the export's name and
+/// the query count, each query, every one after its 32-bit length (`meta_context` parses it).
+#[must_use]
+pub fn meta_context_request(name: &str, queries: &[&str]) -> Vec<u8> {
+    let mut b = (name.len() as u32).to_be_bytes().to_vec();
+    b.extend_from_slice(name.as_bytes());
+    b.extend_from_slice(&(queries.len() as u32).to_be_bytes());
+    for q in queries {
+        b.extend_from_slice(&(q.len() as u32).to_be_bytes());
+        b.extend_from_slice(q.as_bytes());
+    }
+    b
+}
+
 /// A structured reply chunk header: magic, flags, type, handle, payload length.
 #[must_use]
 pub fn structured_reply(

@@ -12,17 +12,6 @@ use common::*;
 use uraid_nbd::client::{Client, ClientError};
 use uraid_nbd::{BackendOp, BlockBackend, wire};
 
-fn meta_request(name: &str, queries: &[&str]) -> Vec<u8> {
-    let mut b = (name.len() as u32).to_be_bytes().to_vec();
-    b.extend_from_slice(name.as_bytes());
-    b.extend_from_slice(&(queries.len() as u32).to_be_bytes());
-    for q in queries {
-        b.extend_from_slice(&(q.len() as u32).to_be_bytes());
-        b.extend_from_slice(q.as_bytes());
-    }
-    b
-}
-
 /// The replies to one option up to its final one: (type, data) each.
 fn replies(s: &mut std::net::TcpStream) -> Vec<(u32, Vec<u8>)> {
     let mut out = Vec::new();
@@ -46,25 +35,41 @@ fn base_allocation_is_listed_and_selected_as_the_protocol_says() {
     let (_b, _s, _h, addr) = memory_server(MIB);
     let mut s = raw_greeted(addr);
     let ack = (wire::REP_ACK, Vec::new());
-    send_option(&mut s, wire::OPT_LIST_META_CONTEXT, &meta_request("", &[]));
+    send_option(&mut s, wire::OPT_LIST_META_CONTEXT, &wire::meta_context_request("", &[]));
     assert_eq!(replies(&mut s), vec![context(0), ack.clone()], "no query: everything");
-    send_option(&mut s, wire::OPT_LIST_META_CONTEXT, &meta_request("uraid", &["base:"]));
+    send_option(
+        &mut s,
+        wire::OPT_LIST_META_CONTEXT,
+        &wire::meta_context_request("uraid", &["base:"]),
+    );
     assert_eq!(replies(&mut s), vec![context(0), ack.clone()], "base: lists the namespace");
-    send_option(&mut s, wire::OPT_SET_META_CONTEXT, &meta_request("", &["base:allocation"]));
+    send_option(
+        &mut s,
+        wire::OPT_SET_META_CONTEXT,
+        &wire::meta_context_request("", &["base:allocation"]),
+    );
     let refused = replies(&mut s);
     assert_eq!(refused[0].0, wire::REP_ERR_INVALID, "SET before structured replies");
     send_option(&mut s, wire::OPT_STRUCTURED_REPLY, &[]);
     assert_eq!(option_reply(&mut s).1, wire::REP_ACK);
-    send_option(&mut s, wire::OPT_SET_META_CONTEXT, &meta_request("", &["qemu:x", "base:"]));
+    send_option(
+        &mut s,
+        wire::OPT_SET_META_CONTEXT,
+        &wire::meta_context_request("", &["qemu:x", "base:"]),
+    );
     assert_eq!(replies(&mut s), vec![ack.clone()], "unknown and wildcard queries select none");
-    send_option(&mut s, wire::OPT_SET_META_CONTEXT, &meta_request("other", &["base:allocation"]));
+    send_option(
+        &mut s,
+        wire::OPT_SET_META_CONTEXT,
+        &wire::meta_context_request("other", &["base:allocation"]),
+    );
     assert_eq!(replies(&mut s)[0].0, wire::REP_ERR_UNKNOWN, "another export");
-    let mut bad = meta_request("", &["base:allocation"]);
+    let mut bad = wire::meta_context_request("", &["base:allocation"]);
     bad.pop();
     send_option(&mut s, wire::OPT_SET_META_CONTEXT, &bad);
     assert_eq!(replies(&mut s)[0].0, wire::REP_ERR_INVALID, "a query cut short");
     let both = ["qemu:dirty-bitmap:a", "base:allocation"];
-    send_option(&mut s, wire::OPT_SET_META_CONTEXT, &meta_request("uraid", &both));
+    send_option(&mut s, wire::OPT_SET_META_CONTEXT, &wire::meta_context_request("uraid", &both));
     assert_eq!(replies(&mut s), vec![context(wire::CONTEXT_ALLOCATION_ID), ack]);
     send_option(&mut s, wire::OPT_ABORT, &[]);
     assert_eq!(option_reply(&mut s).1, wire::REP_ACK);

@@ -48,9 +48,7 @@ impl Runtime {
             self.send(s.worker, op, Sector(s.sector), Vec::new(), i, &parent);
         }
     }
-}
 
-impl Runtime {
     /// `block_status`, waited for.
     pub fn status_at(
         &self,

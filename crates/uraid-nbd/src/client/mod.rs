@@ -168,12 +168,7 @@ impl Client {
     /// NBD_OPT_SET_META_CONTEXT for base:allocation: its id, if the server selected it.
     fn select_allocation(&mut self, name: &str) -> Result<(), ClientError> {
         let option = wire::OPT_SET_META_CONTEXT;
-        let mut data = (name.len() as u32).to_be_bytes().to_vec();
-        data.extend_from_slice(name.as_bytes());
-        data.extend_from_slice(&1u32.to_be_bytes());
-        data.extend_from_slice(&(wire::CONTEXT_ALLOCATION.len() as u32).to_be_bytes());
-        data.extend_from_slice(wire::CONTEXT_ALLOCATION.as_bytes());
-        self.send_option(option, &data)?;
+        self.send_option(option, &wire::meta_context_request(name, &[wire::CONTEXT_ALLOCATION]))?;
         loop {
             let (reply, data) = self.option_reply(option)?;
             match reply {
