@@ -8,6 +8,7 @@
 //! - `control`: the control socket the `uraid` verbs talk to.
 //! - `ppl`: the partial parity log's place on the members and its replay after a crash.
 //! - `status`: what a running array reports.
+//! - `monitor`: mdadm --monitor's events, from one status to the next.
 
 /// `eprintln!` that never panics. eprintln! panics when stderr is gone (a closed pipe:
 /// EPIPE, since Rust ignores SIGPIPE); in a serve whose log reader went away that killed the
@@ -26,6 +27,7 @@ mod log_start;
 pub mod md_ppl;
 pub mod members;
 pub mod meta;
+pub mod monitor;
 mod ops;
 pub mod ppl;
 mod readd;
