@@ -84,6 +84,7 @@ enum Command {
     Repair(cmd::scrub::RepairArgs),
     Stop(cmd::manage::StopArgs),
     SyncSpeed(cmd::manage::SyncSpeedArgs),
+    Monitor(cmd::monitor::MonitorArgs),
     Serve(cmd::serve::ServeArgs),
 }
 
@@ -109,6 +110,7 @@ fn main() -> ExitCode {
         Command::Repair(a) => cmd::scrub::run_repair(&a),
         Command::Stop(a) => cmd::manage::run_stop(&a),
         Command::SyncSpeed(a) => cmd::manage::run_sync_speed(&a),
+        Command::Monitor(a) => cmd::monitor::run(&a),
         Command::Serve(a) => cmd::serve::run(&a),
     };
     match result {

@@ -11,6 +11,7 @@ pub mod examine;
 mod examine_badblocks;
 pub mod manage;
 mod md_meta;
+pub mod monitor;
 mod output;
 mod progress;
 pub mod scrub;

@@ -500,7 +500,8 @@ fn print_banner(
         }
     }
     tell!(
-        "manage: uraid status | uraid detail {name} | uraid stop {name}   (control {})",
+        "manage: uraid status | uraid detail {name} | uraid monitor {name} | uraid stop {name}   \
+         (control {})",
         control.display()
     );
     if info.read_only {

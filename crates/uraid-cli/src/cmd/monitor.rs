@@ -1,0 +1,144 @@
+//! `uraid monitor`: mdadm --monitor for arrays uraid runs. It looks at every running array
+//! (or the ones named) through its control socket, finds events by comparing each look with
+//! the one before (`uraid_md::monitor`), prints each one and runs the alert program with
+//! mdadm's arguments, so that scripts written for mdadm's PROGRAM work unchanged.
+//!
+//! md wakes mdadm when /proc/mdstat changes; uraid's arrays have no such wake-up, so the
+//! monitor polls (every 2 s by default, against mdadm's 60 s between its wake-ups). A look is
+//! one small request per array. No mail (mdadm's MAILADDR): a program can send it.
+
+use crate::cmd::control_client::status_of;
+use anyhow::{bail, ensure};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+use uraid_md::control::running_arrays;
+use uraid_md::monitor::{DEFAULT_INCREMENT, Event, Monitor};
+use uraid_md::status::ArrayStatus;
+
+#[derive(Args)]
+#[command(
+    about = "Report events of running arrays and run an alert program (mdadm --monitor)",
+    long_about = "Watch running arrays (every one under $URAID_RUN_DIR, default /run/uraid, \
+including arrays started later; or only the NAMEs given) and report mdadm's events: Fail, \
+FailSpare, SpareActive, DegradedArray, NewArray, DeviceDisappeared, RebuildStarted, RebuildNN, \
+RebuildFinished, TestMessage. Each is printed as a line (time, event, array, member) and, with \
+--program, given to PROGRAM as mdadm gives it: PROGRAM EVENT ARRAY [MEMBER], one run at a \
+time, in order. DegradedArray is said of an array degraded when first seen; a failure seen \
+happening is Fail. Runs until killed, or with --oneshot looks once and exits (for cron).",
+    after_help = "Example:\n  uraid monitor --program /usr/local/sbin/raid-alert\n  \
+uraid monitor --oneshot --test md0\n  uraid monitor --json --delay 10"
+)]
+pub struct MonitorArgs {
+    /// Seconds between looks (mdadm's --delay; fractions allowed).
+    #[arg(long, short = 'd', default_value = "2", value_parser = parse_delay)]
+    delay: Duration,
+    /// Look once, report degraded arrays (and test messages), and exit.
+    #[arg(long, short = '1')]
+    oneshot: bool,
+    /// A TestMessage for every array found at the first look, to try the alert path.
+    #[arg(long, short = 't')]
+    test: bool,
+    /// Run PROGRAM EVENT ARRAY [MEMBER] for each event (mdadm's --program; --alert too).
+    #[arg(long, short = 'p', alias = "alert", value_name = "PROGRAM")]
+    program: Option<PathBuf>,
+    /// RebuildNN events every this many percent of a running action (mdadm's --increment).
+    #[arg(long, short = 'r', default_value_t = DEFAULT_INCREMENT,
+          value_parser = clap::value_parser!(u32).range(1..=99))]
+    increment: u32,
+    /// One JSON object per event: time, event, array, member.
+    #[arg(long)]
+    json: bool,
+    /// Only these arrays (default: every running array, and any that starts later).
+    names: Vec<String>,
+}
+
+fn parse_delay(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text.parse().map_err(|_| format!("not a number of seconds: {text}"))?;
+    if !(0.01..=86_400.0).contains(&seconds) {
+        return Err(format!("{text} s: the delay is from 0.01 to 86400 seconds"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
+    if let Some(program) = &args.program {
+        ensure!(
+            runnable(program),
+            "no program {} to run (not an executable file, nor one on PATH)",
+            program.display()
+        );
+    }
+    let mut monitor = Monitor::new(args.increment);
+    let first = look(&args.names);
+    if args.oneshot {
+        let missing: Vec<&String> =
+            args.names.iter().filter(|n| !first.iter().any(|s| &s.name == *n)).collect();
+        if !missing.is_empty() {
+            let list: Vec<&str> = missing.iter().map(|n| n.as_str()).collect();
+            bail!("not running: {}", list.join(", "));
+        }
+    }
+    for name in args.names.iter().filter(|n| !first.iter().any(|s| &s.name == *n)) {
+        say!("uraid monitor: {name} is not running; watching for it to start");
+    }
+    report(args, monitor.look(first, args.test));
+    if args.oneshot {
+        return Ok(());
+    }
+    loop {
+        std::thread::sleep(args.delay);
+        report(args, monitor.look(look(&args.names), false));
+    }
+}
+
+/// The statuses of the arrays watched that answer now. An array that stops between the
+/// listing and its question is not there (its events say so at the next look anyway).
+fn look(names: &[String]) -> Vec<ArrayStatus> {
+    let names = if names.is_empty() { running_arrays() } else { names.to_vec() };
+    names.iter().filter_map(|name| status_of(name).ok()).collect()
+}
+
+fn report(args: &MonitorArgs, events: Vec<Event>) {
+    for event in events {
+        let time = humantime::format_rfc3339_seconds(SystemTime::now());
+        if args.json {
+            let mut line = serde_json::to_value(&event).expect("an event serializes");
+            line["time"] = time.to_string().into();
+            out!("{line}");
+        } else {
+            let member = event.member.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
+            out!("{time}: {} on {}{member}", event.event.name(), event.array);
+        }
+        if let Some(program) = &args.program {
+            run_program(program, &event);
+        }
+    }
+}
+
+/// mdadm's PROGRAM call, waited for so that events reach it in order. Its failure is said and
+/// the monitor goes on: the next event may reach it.
+fn run_program(program: &Path, event: &Event) {
+    let mut command = Command::new(program);
+    command.arg(event.event.name()).arg(&event.array).args(event.member.as_deref());
+    let what = format!("{} {} {}", program.display(), event.event.name(), event.array);
+    match command.stdin(Stdio::null()).status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => say!("uraid monitor: {what}: {status}"),
+        Err(e) => say!("uraid monitor: cannot run {what}: {e}"),
+    }
+}
+
+/// An executable file at `program`, or on PATH for a bare name, as the OS would find it.
+fn runnable(program: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.components().count() > 1 {
+        return executable(program);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
+}

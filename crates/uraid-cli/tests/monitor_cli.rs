@@ -1,0 +1,198 @@
+//! Goal: `uraid monitor` tells an alert program (with mdadm's arguments) and its own output
+//! every event of a served array's life: a member failing, a spare rebuilt into its slot, a
+//! check that finds mismatches, the array stopping; `--oneshot` reports a degraded array for
+//! cron and refuses what it cannot watch.
+//!
+//! Method: the built `uraid` binary serving a RAID6 of four files plus a spare, driven by the
+//! verbs; `uraid monitor --program` runs beside it with a shell script that appends its
+//! arguments to a file, which the test waits on line by line.
+
+mod serve_common;
+
+use serve_common::{BIN, Served, create_raid6, member_files, tempdir, text, uraid, uraid_ok};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A monitor process, killed when dropped.
+struct Monitoring {
+    child: Child,
+    alerts: PathBuf,
+}
+
+impl Monitoring {
+    fn start(dir: &Path, options: &[&str]) -> Monitoring {
+        let alerts = dir.join("alerts.log");
+        let script = dir.join("alert.sh");
+        std::fs::write(&script, format!("#!/bin/sh\necho \"$@\" >> {}\n", alerts.display()))
+            .unwrap();
+        Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+        let child = Command::new(BIN)
+            .args(["monitor", "--delay", "0.1", "--json", "--program"])
+            .arg(&script)
+            .args(options)
+            .env("URAID_RUN_DIR", dir.join("run"))
+            .stdout(std::fs::File::create(dir.join("monitor.out")).unwrap())
+            .stderr(std::fs::File::create(dir.join("monitor.err")).unwrap())
+            .spawn()
+            .unwrap();
+        Monitoring { child, alerts }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.alerts).unwrap_or_default();
+        text.lines().map(str::to_owned).collect()
+    }
+
+    /// Waits until the program has been run with `line` (after the `from`th run).
+    fn wait_for(&self, from: usize, line: &str) -> usize {
+        let start = Instant::now();
+        loop {
+            let lines = self.lines();
+            if let Some(i) = lines.iter().skip(from).position(|l| l == line) {
+                return from + i + 1;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no alert {line:?}; the program was run with {lines:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Monitoring {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Overwrites 4 KiB of a member's data area behind the array's back (the check's mismatch).
+fn corrupt(member: &Path, member_byte: u64) {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::OpenOptions::new().write(true).open(member).unwrap();
+    file.write_all_at(&[0x5a; 4096], (2048 << 9) + member_byte).unwrap();
+}
+
+#[test]
+fn the_program_hears_a_failure_a_rebuild_a_check_and_a_stop_with_mdadms_arguments() {
+    let dir = tempdir("monitor-life");
+    let files = member_files(&dir, 5, 32);
+    let (members, spare) = (&files[..4], &files[4]);
+    create_raid6("life", members);
+    let served = Served::start(&dir, "life", members);
+    let monitor = Monitoring::start(&dir, &["--test"]);
+    let mut at = monitor.wait_for(0, "TestMessage life");
+
+    let failed = members[2].to_str().unwrap();
+    uraid_ok(&dir, &["fail", "life", failed]);
+    at = monitor.wait_for(at, &format!("Fail life {failed}"));
+    uraid_ok(&dir, &["add", "life", spare.to_str().unwrap()]);
+    // In either order: the spare may show in sync a look before or after the result.
+    let active = monitor.wait_for(at, &format!("SpareActive life {}", spare.display()));
+    at = active.max(monitor.wait_for(at, "RebuildFinished life"));
+
+    corrupt(&members[1], 1 << 20);
+    uraid_ok(&dir, &["check", "life", "--wait"]);
+    at = monitor.wait_for(at, "RebuildFinished life mismatches found: 8 (on raid level 6)");
+    uraid_ok(&dir, &["stop", "life"]);
+    served.wait(Duration::from_secs(30));
+    monitor.wait_for(at, "DeviceDisappeared life");
+
+    // Every run, in order: each action started before it finished, nothing unexpected.
+    let lines = monitor.lines();
+    let names: Vec<&str> = lines.iter().map(|l| l.split(' ').next().unwrap()).collect();
+    let allowed = ["TestMessage", "Fail", "RebuildStarted", "SpareActive", "RebuildFinished"];
+    for name in &names {
+        let progress = name.strip_prefix("Rebuild").is_some_and(|n| n.parse::<u32>().is_ok());
+        assert!(allowed.contains(name) || progress || *name == "DeviceDisappeared", "{lines:?}");
+    }
+    let started = names.iter().filter(|n| **n == "RebuildStarted").count();
+    let finished = names.iter().filter(|n| **n == "RebuildFinished").count();
+    assert_eq!((started, finished), (2, 2), "a recovery and a check: {lines:?}");
+    // The same events on standard output, as JSON lines with a time.
+    let out = std::fs::read_to_string(dir.join("monitor.out")).unwrap();
+    let printed: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(printed.len(), lines.len(), "{out}");
+    assert_eq!(printed[1]["event"], "Fail");
+    assert_eq!(printed[1]["member"], failed);
+    assert!(printed[1]["time"].as_str().unwrap().ends_with('Z'), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn oneshot_reports_a_degraded_array_and_refuses_what_it_cannot_watch() {
+    let dir = tempdir("monitor-oneshot");
+    let members = member_files(&dir, 4, 32);
+    create_raid6("once", &members);
+    // Started without one member: degraded from the first look.
+    let served = Served::start(&dir, "once", &members[..3]);
+    let out = uraid(&dir, &["monitor", "--oneshot"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.ends_with(": DegradedArray on once\n") && stdout.lines().count() == 1,
+        "{stdout}"
+    );
+    let out = uraid_ok(&dir, &["monitor", "-1", "--test", "once"]);
+    let events: Vec<&str> = out.lines().map(|l| l.split(": ").nth(1).unwrap()).collect();
+    assert_eq!(events, ["DegradedArray on once", "TestMessage on once"]);
+
+    let out = uraid(&dir, &["monitor", "--oneshot", "once", "md9"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not running: md9"), "{}", text(&out.stderr));
+    let out = uraid(&dir, &["monitor", "--program", "/nonexistent/alert"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no program /nonexistent/alert"), "{}", text(&out.stderr));
+    for delay in ["0", "soon"] {
+        let out = uraid(&dir, &["monitor", "--delay", delay]);
+        assert_eq!(out.status.code(), Some(2), "--delay {delay}");
+    }
+    drop(served);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until `file` holds `text`; what it holds.
+fn wait_text(file: &Path, text: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let held = std::fs::read_to_string(file).unwrap_or_default();
+        if held.contains(text) || start.elapsed() > Duration::from_secs(30) {
+            return held;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_program_that_fails_is_said_and_the_monitor_goes_on() {
+    let dir = tempdir("monitor-failing-program");
+    let members = member_files(&dir, 4, 32);
+    create_raid6("prog", &members);
+    let served = Served::start(&dir, "prog", &members);
+    let (out, err) = (dir.join("monitor.out"), dir.join("monitor.err"));
+    let mut child = Command::new(BIN)
+        .args(["monitor", "--delay", "0.1", "--program", "false", "prog"])
+        .env("URAID_RUN_DIR", dir.join("run"))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    uraid_ok(&dir, &["fail", "prog", "0"]);
+    let failed = "uraid monitor: false Fail prog: exit status: 1";
+    assert!(wait_text(&err, failed).contains(failed), "{}", wait_text(&out, ""));
+    uraid_ok(&dir, &["stop", "prog"]);
+    served.wait(Duration::from_secs(30));
+    let gone = "uraid monitor: false DeviceDisappeared prog: exit status: 1";
+    assert!(wait_text(&err, gone).contains(gone), "{}", wait_text(&out, ""));
+    let _ = child.kill();
+    let _ = child.wait();
+    let stdout = wait_text(&out, "");
+    let lines: Vec<&str> = stdout.lines().map(|l| l.split(": ").nth(1).unwrap()).collect();
+    let member = members[0].display();
+    assert_eq!(lines, [format!("Fail on prog {member}"), "DeviceDisappeared on prog".into()]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
