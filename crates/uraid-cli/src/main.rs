@@ -85,6 +85,7 @@ enum Command {
     Stop(cmd::manage::StopArgs),
     SyncSpeed(cmd::manage::SyncSpeedArgs),
     Monitor(cmd::monitor::MonitorArgs),
+    ZeroSuperblock(cmd::zero::ZeroArgs),
     Serve(cmd::serve::ServeArgs),
 }
 
@@ -111,6 +112,7 @@ fn main() -> ExitCode {
         Command::Stop(a) => cmd::manage::run_stop(&a),
         Command::SyncSpeed(a) => cmd::manage::run_sync_speed(&a),
         Command::Monitor(a) => cmd::monitor::run(&a),
+        Command::ZeroSuperblock(a) => cmd::zero::run(&a),
         Command::Serve(a) => cmd::serve::run(&a),
     };
     match result {

@@ -116,3 +116,27 @@ fn create_over_it_needs_force_and_then_erases_the_old_magic() {
         assert!(text(&out.stdout).contains("Version : 1.2"), "{name}");
     }
 }
+
+#[test]
+fn zero_superblock_erases_each_format_and_then_nothing_names_it() {
+    for (name, words, at) in FORMATS {
+        let m = members("zero", name, 1);
+        let out = uraid(["zero-superblock".as_ref(), m[0].as_os_str()]);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert!(
+            stdout.contains(words) && stdout.contains(&format!("byte {at}")),
+            "{name}: {stdout}"
+        );
+        assert_eq!(magic_at(&m[0], at), [0; 4], "{name}: the magic is still there");
+        // Nothing left for uraid, mdadm or a second zeroing to find.
+        let out = uraid(["examine".as_ref(), m[0].as_os_str()]);
+        assert!(!text(&out.stderr).contains(words), "{name}: {}", text(&out.stderr));
+        let mdadm = std::process::Command::new("mdadm").arg("--examine").arg(&m[0]).output();
+        let mdadm = mdadm.expect("mdadm (the CI installs it)");
+        assert!(!mdadm.status.success(), "{name}: mdadm still finds {}", text(&mdadm.stdout));
+        let out = uraid(["zero-superblock".as_ref(), m[0].as_os_str()]);
+        assert_eq!(out.status.code(), Some(1), "{name}: zeroed twice");
+        assert!(text(&out.stderr).contains("nothing zeroed"), "{name}");
+    }
+}

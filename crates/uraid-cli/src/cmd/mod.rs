@@ -20,3 +20,4 @@ mod serving;
 pub mod stats;
 pub mod status;
 mod watch;
+pub mod zero;
