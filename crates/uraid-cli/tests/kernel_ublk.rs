@@ -206,24 +206,13 @@ fn uraid(args: &[&str], files: &[PathBuf]) {
     assert!(out.status.success(), "uraid {args:?} failed ({}): {stderr}", out.status);
 }
 
-/// The `uraid` binary and the shared libraries it loads (the kit carries glibc's loader;
-/// the libraries go to /job, which the job puts on LD_LIBRARY_PATH).
+/// `uraid` and its libraries, and util-linux's `fallocate` for `fallocate -p` (busybox's
+/// only allocates; it loads only libc).
 fn vm_files() -> Vec<PathBuf> {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_uraid"));
-    // util-linux's, for `fallocate -p` (busybox's only allocates); it loads only libc.
     let fallocate = ["/usr/bin/fallocate", "/bin/fallocate"].map(PathBuf::from);
     let fallocate = fallocate.into_iter().find(|p| p.exists()).expect("util-linux's fallocate");
-    let out = Command::new("ldd").arg(&bin).output().expect("running ldd");
-    let mut files = vec![bin, fallocate];
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        // "libm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x...)"; the loader and the vdso
-        // have no "=>" path.
-        if let Some((_, rest)) = line.split_once("=> ")
-            && let Some(path) = rest.split_whitespace().next()
-        {
-            files.push(PathBuf::from(path));
-        }
-    }
+    let mut files = mdvm::binary_and_libraries(Path::new(env!("CARGO_BIN_EXE_uraid")));
+    files.push(fallocate);
     files
 }
 

@@ -81,3 +81,20 @@ pub fn results(job_output: &str) -> Results {
 pub fn result<'a>(results: &'a Results, key: &str) -> &'a str {
     results.get(key).unwrap_or_else(|| panic!("the VM reported no {key}: {results:#?}"))
 }
+
+/// A binary (the `uraid` one) and the shared libraries it loads, for `run --add` (the kit
+/// carries glibc's loader; the libraries go to /job, which a job puts on LD_LIBRARY_PATH).
+pub fn binary_and_libraries(bin: &Path) -> Vec<PathBuf> {
+    let out = Command::new("ldd").arg(bin).output().expect("running ldd");
+    let mut files = vec![bin.to_owned()];
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // "libm.so.6 => /lib/x86_64-linux-gnu/libm.so.6 (0x...)"; the loader and the vdso
+        // have no "=>" path.
+        if let Some((_, rest)) = line.split_once("=> ")
+            && let Some(path) = rest.split_whitespace().next()
+        {
+            files.push(PathBuf::from(path));
+        }
+    }
+    files
+}
