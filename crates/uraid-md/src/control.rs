@@ -68,6 +68,8 @@ pub enum ControlRequest {
     },
     Check,
     Repair,
+    /// md's sync_action "idle": stop a running check or repair.
+    Idle,
     Stop,
     /// md's sync_speed_min / sync_speed_max in KiB/s per member; None leaves a limit as it
     /// is, so both None only reports the limits.
@@ -454,6 +456,7 @@ mod tests {
             ControlRequest::Replace { member: "1".into(), with: None, force: false },
             ControlRequest::Check,
             ControlRequest::Repair,
+            ControlRequest::Idle,
             ControlRequest::Stop,
             ControlRequest::SyncSpeed { min_kib: Some(51_200), max_kib: None },
             ControlRequest::SyncSpeed { min_kib: None, max_kib: None },

@@ -455,6 +455,33 @@ impl Inner {
         self.wake.notify_all();
         Ok(if repair { "repair started".into() } else { "check started".into() })
     }
+
+    /// md's sync_action "idle" for a check or repair: the running one stops where it is (its
+    /// result says interrupted, with what it covered) and a queued one is dropped. A resync,
+    /// recovery or replacement is refused: md starts one again at once, and stopping it would
+    /// only leave the array longer without the redundancy it restores.
+    pub fn stop_scrub(&self) -> Result<String, MdError> {
+        let scrub = |a: &Action| matches!(a, Action::Check | Action::Repair);
+        let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let queued = q.pending.len();
+        q.pending.retain(|a| !scrub(a));
+        let dropped = queued - q.pending.len();
+        match &q.running {
+            Some(running) if scrub(running) => {
+                // Under the queue's lock: the runner clears the flag only as it takes the
+                // next action from the queue.
+                self.control.abort.store(true, Ordering::Release);
+                Ok(format!("stopping {}", running.describe()))
+            }
+            _ if dropped > 0 => Ok("dropped the queued check or repair".into()),
+            Some(running) => Err(MdError::Refused(format!(
+                "{} is running: idle stops only a check or a repair (md starts a resync or \
+                 recovery again at once)",
+                running.describe()
+            ))),
+            None => Ok("idle already: no check or repair is running".into()),
+        }
+    }
 }
 
 pub(crate) fn random_uuid() -> std::io::Result<Uuid> {

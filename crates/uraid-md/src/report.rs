@@ -206,6 +206,11 @@ impl MdArray {
         self.inner.start_scrub(repair)
     }
 
+    /// md's sync_action "idle": stops a running check or repair (`Inner::stop_scrub`).
+    pub fn stop_scrub(&self) -> Result<String, MdError> {
+        self.inner.stop_scrub()
+    }
+
     pub fn set_sync_speed(&self, speed: SyncSpeed) {
         *self.inner.control.speed.lock().unwrap_or_else(PoisonError::into_inner) = speed;
     }

@@ -116,6 +116,9 @@ fn run(inner: &Inner) {
                 }
                 if let Some(a) = q.pending.pop_front() {
                     q.running = Some(a.clone());
+                    // Cleared under the queue's lock: a stop asked for once this action shows
+                    // as running (idle, a failed member) must not be lost.
+                    inner.control.abort.store(false, Ordering::Release);
                     break a;
                 }
                 // Idle: md's safe mode, off the queue's lock (it flushes and writes).
@@ -134,7 +137,6 @@ fn run(inner: &Inner) {
                     .0;
             }
         };
-        inner.control.abort.store(false, Ordering::Release);
         let result = run_action(inner, &action);
         // md logs an interrupted sync in the kernel's log; a failed one says where here.
         if result.outcome.starts_with("failed") {

@@ -17,6 +17,7 @@ fn verb(req: &ControlRequest) -> &'static str {
         ControlRequest::Replace { .. } => "replace",
         ControlRequest::Check => "check",
         ControlRequest::Repair => "repair",
+        ControlRequest::Idle => "idle",
         ControlRequest::Stop => "stop",
         ControlRequest::SyncSpeed { .. } => "sync-speed",
     }

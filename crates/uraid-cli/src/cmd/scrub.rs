@@ -1,5 +1,6 @@
 //! `uraid check` and `uraid repair`: md's scrub of a running array (sync_action "check" and
-//! "repair"), started in the background and, with --wait, followed to its result.
+//! "repair"), started in the background and, with --wait, followed to its result; `uraid
+//! idle` stops one (sync_action "idle").
 
 use crate::cmd::control_client::{send_ok, status_of};
 use crate::cmd::watch::{Follow, bar_for, result_text};
@@ -80,6 +81,45 @@ fn run(args: &ScrubArgs, req: &ControlRequest, action: &str) -> anyhow::Result<(
     }
     if result.outcome != "done" {
         bail!("{name}: the {action} did not complete: {}", result.outcome);
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+#[command(
+    about = "Stop a running check or repair (md's sync_action idle)",
+    long_about = "Stop the check or repair a running array is doing (or has queued), where it \
+is, as writing idle to md's sync_action does, and print what it covered and found. A resync, \
+recovery or replacement is refused: md would start it again at once. Stopping when nothing \
+runs is not an error.",
+    after_help = "Example:\n  uraid check md0 && uraid idle md0"
+)]
+pub struct IdleArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+}
+
+pub fn run_idle(args: &IdleArgs) -> anyhow::Result<()> {
+    let name = &args.name;
+    let before = status_of(name)?;
+    let response = send_ok(name, &ControlRequest::Idle, args.json)?;
+    let message = response.message.unwrap_or_default();
+    if !args.json {
+        out!("{name}: {message}");
+    }
+    let scrub = |action: &str| action == "check" || action == "repair";
+    let Some(sync) = before.sync.filter(|s| message.starts_with("stopping") && scrub(&s.action))
+    else {
+        return Ok(());
+    };
+    // What it covered and found before it stopped.
+    let follow = Follow { name: name.clone(), action: sync.action, before: before.last_sync };
+    let result = follow.run(&indicatif::ProgressBar::hidden())?;
+    if !args.json {
+        out_part!("{}", result_text(name, &result));
     }
     Ok(())
 }

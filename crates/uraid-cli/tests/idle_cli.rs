@@ -1,0 +1,45 @@
+//! Goal: `uraid idle` stops a running check where it is (md's sync_action idle), says what it
+//! covered, and leaves the array free for the next action; it refuses to stop a recovery and
+//! is no error when nothing runs.
+//!
+//! Method: the built `uraid` binary serving a RAID6 of four 64 MiB files, its sync speed held
+//! at 2 MiB/s a member so that a check or recovery is still running when idle comes.
+
+mod serve_common;
+
+use serve_common::{Served, create_raid6, detail, member_files, tempdir, text, uraid, uraid_ok};
+
+#[test]
+fn idle_stops_a_check_but_not_a_recovery() {
+    let dir = tempdir("idle");
+    let files = member_files(&dir, 5, 64);
+    let (members, spare) = (&files[..4], files[4].to_str().unwrap());
+    create_raid6("idl", members);
+    let served = Served::start(&dir, "idl", members);
+    let out = uraid_ok(&dir, &["idle", "idl"]);
+    assert_eq!(out, "idl: idle already: no check or repair is running\n");
+
+    uraid_ok(&dir, &["sync-speed", "idl", "--min", "1000", "--max", "2000"]);
+    uraid_ok(&dir, &["check", "idl"]);
+    let out = uraid_ok(&dir, &["idle", "idl"]);
+    assert!(out.starts_with("idl: stopping a check\nidl: check interrupted: "), "{out}");
+    let status = detail(&dir, "idl");
+    assert!(status["sync"].is_null(), "still running: {status}");
+    assert_eq!(status["last_sync"]["outcome"], "interrupted");
+    let covered = status["last_sync"]["sectors"].as_u64().unwrap();
+    assert!(covered < 131_072 - 2048, "a 64 MiB member checked whole at 2 MiB/s: {covered}");
+    // Free again: a check starts (and is stopped, for the recovery below).
+    uraid_ok(&dir, &["check", "idl"]);
+    assert!(uraid_ok(&dir, &["idle", "idl"]).starts_with("idl: stopping a check\n"));
+
+    uraid_ok(&dir, &["fail", "idl", "1"]);
+    uraid_ok(&dir, &["add", "idl", spare]);
+    let out = uraid(&dir, &["idle", "idl"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("the recovery of slot 1 is running: idle stops only"), "{stderr}");
+    assert_eq!(detail(&dir, "idl")["sync"]["action"], "recover");
+    uraid_ok(&dir, &["stop", "idl"]);
+    served.wait(std::time::Duration::from_secs(60));
+    let _ = std::fs::remove_dir_all(&dir);
+}
