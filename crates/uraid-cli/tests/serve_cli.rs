@@ -300,6 +300,8 @@ fn refused_options_and_a_member_given_twice_write_nothing() {
     let bad_options = [
         ["--stripe-size", "3K"],
         ["--stripe-size", "128K"],
+        // Bytes to md's sysfs, KiB to mdadm: ambiguous, so refused (was 4 MiB).
+        ["--stripe-size", "4096"],
         ["--stripe-cache-size", "0"],
         // Past md's largest: it was allocated until the machine ran out of memory.
         ["--stripe-cache-size", "100000000"],

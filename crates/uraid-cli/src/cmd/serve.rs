@@ -95,7 +95,8 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = Policy::Ppl)]
     pub(crate) consistency_policy: Policy,
     /// md's stripe_size: the unit the stripe cache works in, a power of two from 4K up to the
-    /// chunk (mdadm's units: a bare number is KiB, where md's sysfs file takes bytes).
+    /// chunk, with its unit (4K, 16K, 16384b): md's sysfs file takes bytes and mdadm's sizes
+    /// KiB, so a bare number is refused.
     #[arg(long, default_value = "4K")]
     pub(crate) stripe_size: String,
     /// md's stripe_cache_size: stripe heads in the cache, each a stripe unit of every member
@@ -144,7 +145,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             Policy::Resync => ConsistencyPolicy::Resync,
         },
         uuid: args.uuid.as_deref().map(str::parse).transpose()?,
-        stripe_size_bytes: parse_size(&args.stripe_size)?,
+        stripe_size_bytes: parse_stripe_size(&args.stripe_size)?,
         stripe_cache_size: args.stripe_cache_size,
         workers: args.workers.map(usize::from),
         write_back: !args.no_write_back,
@@ -271,7 +272,7 @@ fn tell_started(args: &ServeArgs, md: &MdArray, paths: &[PathBuf]) {
         say!("uraid serve: {name}: engine workers: {workers}, not {asked}: {why}");
     }
     if args.stripe_cache_size.is_none() {
-        tell_stripe_cache(name, info, parse_size(&args.stripe_size).unwrap_or(4096));
+        tell_stripe_cache(name, info, parse_stripe_size(&args.stripe_size).unwrap_or(4096));
     }
     for device in &info.left_out {
         say!("uraid serve: {name}: left out {device}");
@@ -509,6 +510,20 @@ fn print_banner(
     } else {
         tell!("stop with Ctrl-C or SIGTERM: the array is flushed and marked clean");
     }
+}
+
+/// `--stripe-size`, which must say its unit: md's sysfs stripe_size is in bytes (`echo 16384`)
+/// and mdadm's bare sizes are KiB, so `4096` meant 4 MiB here to one reader and 4 KiB to the
+/// other (it was taken as 4 MiB, a stripe unit that also turned the write-hole log off).
+fn parse_stripe_size(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit()) {
+        anyhow::bail!(
+            "--stripe-size {t} has no unit: md's stripe_size file takes bytes ({t} bytes: \
+             {t}b) and mdadm's sizes are KiB ({t} KiB: {t}K); say which"
+        );
+    }
+    parse_size(t)
 }
 
 /// The banner for scripts: where to connect (the real port when --listen asked for port 0).
