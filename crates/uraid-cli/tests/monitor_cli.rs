@@ -140,6 +140,34 @@ fn oneshot_reports_a_degraded_array_and_refuses_what_it_cannot_watch() {
     let events: Vec<&str> = out.lines().map(|l| l.split(": ").nth(1).unwrap()).collect();
     assert_eq!(events, ["DegradedArray on once", "TestMessage on once"]);
 
+    // Mailed as mdadm mails them: through sendmail -t, the array's status in the body.
+    let (sendmail, mailbox) = (dir.join("sendmail"), dir.join("mailbox"));
+    let script = format!("#!/bin/sh\necho \"$@\" >> {0}\ncat >> {0}\n", mailbox.display());
+    std::fs::write(&sendmail, script).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&sendmail).status().unwrap();
+    let sendmail = sendmail.to_str().unwrap();
+    let mail = ["monitor", "-1", "-t", "--mail", "ops@example.com", "--sendmail", sendmail];
+    uraid_ok(&dir, &mail);
+    let mails = std::fs::read_to_string(&mailbox).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    for event in ["DegradedArray", "TestMessage"] {
+        let head = "-t\nFrom: uraid monitor <root>\nTo: ops@example.com\nSubject: ";
+        let subject = format!("{head}{event} event on once:{}\n", host.trim());
+        assert!(mails.contains(&subject), "{mails}");
+        assert!(mails.contains(&format!("A {event} event had been detected on array once.")));
+    }
+    assert_eq!(mails.matches("once : active raid6 ").count(), 2, "{mails}");
+    assert!(mails.contains("[4/3] [UUU_]"), "{mails}");
+    let mut no_mta = mail.to_vec();
+    no_mta[6] = "/nonexistent/sendmail";
+    let out = uraid(&dir, &no_mta);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--mail needs a mail transfer agent"),
+        "{}",
+        text(&out.stderr)
+    );
+
     let out = uraid(&dir, &["monitor", "--oneshot", "once", "md9"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("not running: md9"), "{}", text(&out.stderr));

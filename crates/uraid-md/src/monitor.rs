@@ -53,15 +53,16 @@ impl EventKind {
         }
     }
 
-    /// The events mdadm mails: a person should look now.
+    /// The events mdadm mails (the others go to the program only): a member lost, an array
+    /// found degraded, and the test message that proves the mail path.
     #[must_use]
-    pub fn critical(&self) -> bool {
+    pub fn mailed(&self) -> bool {
         matches!(
             self,
-            EventKind::DeviceDisappeared
-                | EventKind::DegradedArray
-                | EventKind::Fail
+            EventKind::Fail
                 | EventKind::FailSpare
+                | EventKind::DegradedArray
+                | EventKind::TestMessage
         )
     }
 }

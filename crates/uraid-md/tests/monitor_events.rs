@@ -285,8 +285,8 @@ fn events_serialize_with_mdadms_names() {
         serde_json::to_string(&events[0]).unwrap(),
         r#"{"event":"Fail","array":"md0","member":"/dev/d2"}"#
     );
-    assert!(events[0].event.critical());
-    assert!(!EventKind::SpareActive.critical());
+    assert!(events[0].event.mailed() && EventKind::TestMessage.mailed());
+    assert!(!EventKind::SpareActive.mailed() && !EventKind::RebuildFinished.mailed());
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod examine_badblocks;
 pub mod manage;
 mod md_meta;
 pub mod monitor;
+mod monitor_mail;
 mod output;
 mod progress;
 pub mod scrub;

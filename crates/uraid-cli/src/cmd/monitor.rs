@@ -5,9 +5,11 @@
 //!
 //! md wakes mdadm when /proc/mdstat changes; uraid's arrays have no such wake-up, so the
 //! monitor polls (every 2 s by default, against mdadm's 60 s between its wake-ups). A look is
-//! one small request per array. No mail (mdadm's MAILADDR): a program can send it.
+//! one small request per array. Mail (mdadm's MAILADDR) goes through sendmail
+//! (`monitor_mail.rs`).
 
 use crate::cmd::control_client::status_of;
+use crate::cmd::monitor_mail::{Mail, host_name, message, send};
 use anyhow::{bail, ensure};
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -25,10 +27,12 @@ including arrays started later; or only the NAMEs given) and report mdadm's even
 FailSpare, SpareActive, DegradedArray, NewArray, DeviceDisappeared, RebuildStarted, RebuildNN, \
 RebuildFinished, TestMessage. Each is printed as a line (time, event, array, member) and, with \
 --program, given to PROGRAM as mdadm gives it: PROGRAM EVENT ARRAY [MEMBER], one run at a \
-time, in order. DegradedArray is said of an array degraded when first seen; a failure seen \
-happening is Fail. Runs until killed, or with --oneshot looks once and exits (for cron).",
+time, in order; with --mail, the ones mdadm mails (Fail, FailSpare, DegradedArray, \
+TestMessage) are mailed through sendmail with the array's status. DegradedArray is said of an \
+array degraded when first seen; a failure seen happening is Fail. Runs until killed, or with \
+--oneshot looks once and exits (for cron).",
     after_help = "Example:\n  uraid monitor --program /usr/local/sbin/raid-alert\n  \
-uraid monitor --oneshot --test md0\n  uraid monitor --json --delay 10"
+uraid monitor --oneshot --test --mail ops@example.com\n  uraid monitor --json --delay 10"
 )]
 pub struct MonitorArgs {
     /// Seconds between looks (mdadm's --delay; fractions allowed).
@@ -43,6 +47,16 @@ pub struct MonitorArgs {
     /// Run PROGRAM EVENT ARRAY [MEMBER] for each event (mdadm's --program; --alert too).
     #[arg(long, short = 'p', alias = "alert", value_name = "PROGRAM")]
     program: Option<PathBuf>,
+    /// Mail the events mdadm mails (Fail, FailSpare, DegradedArray, TestMessage) to this
+    /// address through `sendmail -t` (mdadm's --mail, MAILADDR).
+    #[arg(long, short = 'm', value_name = "ADDRESS")]
+    mail: Option<String>,
+    /// The mail's From (mdadm's MAILFROM).
+    #[arg(long, value_name = "ADDRESS", default_value = "uraid monitor <root>")]
+    mail_from: String,
+    /// The mail transfer agent's sendmail.
+    #[arg(long, value_name = "PATH", default_value = "/usr/sbin/sendmail")]
+    sendmail: PathBuf,
     /// RebuildNN events every this many percent of a running action (mdadm's --increment).
     #[arg(long, short = 'r', default_value_t = DEFAULT_INCREMENT,
           value_parser = clap::value_parser!(u32).range(1..=99))]
@@ -70,6 +84,18 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
             program.display()
         );
     }
+    let mail = args.mail.as_ref().map(|to| Mail {
+        to: to.clone(),
+        from: args.mail_from.clone(),
+        sendmail: args.sendmail.clone(),
+    });
+    if let Some(mail) = &mail {
+        ensure!(
+            runnable(&mail.sendmail),
+            "--mail needs a mail transfer agent: no {} (--sendmail names another)",
+            mail.sendmail.display()
+        );
+    }
     let mut monitor = Monitor::new(args.increment);
     let first = look(&args.names);
     if args.oneshot {
@@ -83,13 +109,16 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     for name in args.names.iter().filter(|n| !first.iter().any(|s| &s.name == *n)) {
         say!("uraid monitor: {name} is not running; watching for it to start");
     }
-    report(args, monitor.look(first, args.test));
+    let events = monitor.look(first.clone(), args.test);
+    report(args, mail.as_ref(), events, &first);
     if args.oneshot {
         return Ok(());
     }
     loop {
         std::thread::sleep(args.delay);
-        report(args, monitor.look(look(&args.names), false));
+        let statuses = look(&args.names);
+        let events = monitor.look(statuses.clone(), false);
+        report(args, mail.as_ref(), events, &statuses);
     }
 }
 
@@ -100,7 +129,7 @@ fn look(names: &[String]) -> Vec<ArrayStatus> {
     names.iter().filter_map(|name| status_of(name).ok()).collect()
 }
 
-fn report(args: &MonitorArgs, events: Vec<Event>) {
+fn report(args: &MonitorArgs, mail: Option<&Mail>, events: Vec<Event>, now: &[ArrayStatus]) {
     for event in events {
         let time = humantime::format_rfc3339_seconds(SystemTime::now());
         if args.json {
@@ -113,6 +142,13 @@ fn report(args: &MonitorArgs, events: Vec<Event>) {
         }
         if let Some(program) = &args.program {
             run_program(program, &event);
+        }
+        if let Some(mail) = mail.filter(|_| event.event.mailed()) {
+            let status = now.iter().find(|s| s.name == event.array);
+            let text = message(mail, &event, status, &host_name());
+            if let Err(e) = send(mail, &text) {
+                say!("uraid monitor: mailing {} {}: {e:#}", event.event.name(), event.array);
+            }
         }
     }
 }
