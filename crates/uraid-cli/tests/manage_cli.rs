@@ -244,6 +244,10 @@ fn every_verb_sends_its_request() {
         f.ok(args);
         assert_eq!(f.seen()[before..], *std::slice::from_ref(expected), "uraid {args:?}");
     }
+    // idle asks the status first, to follow a check it stops to its result.
+    let before = f.seen().len();
+    f.ok(&["idle", "md0"]);
+    assert_eq!(f.seen()[before..], [ControlRequest::Status, ControlRequest::Idle]);
 }
 
 #[test]
@@ -279,6 +283,7 @@ fn json_output_parses() {
         &["add", "--json", "md0", "x.img"],
         &["replace", "--json", "md0", "1", "--with", "y.img"],
         &["check", "--json", "md0"],
+        &["idle", "--json", "md0"],
         &["stop", "--json", "md0"],
         &["sync-speed", "--json", "md0", "--min", "1M"],
     ] {
@@ -290,7 +295,8 @@ fn json_output_parses() {
 #[test]
 fn not_running_is_exit_1_with_the_reason() {
     let f = Fixture::new(&["md0"]);
-    for args in [&["detail", "md9"][..], &["fail", "md9", "1"], &["check", "--wait", "md9"]] {
+    let verbs = [&["detail", "md9"][..], &["fail", "md9", "1"], &["check", "--wait", "md9"]];
+    for args in verbs.into_iter().chain([&["idle", "md9"][..]]) {
         let out = f.uraid(args);
         assert_eq!(out.status.code(), Some(1), "uraid {args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
