@@ -293,6 +293,20 @@ fn json_output_parses() {
 }
 
 #[test]
+fn detail_test_exits_as_mdadm_does() {
+    let f = Fixture::new(&["md0"]);
+    assert_eq!(f.uraid(&["detail", "--test", "md0"]).status.code(), Some(0));
+    // Three of the RAID6's four members faulty: past its redundancy.
+    for slot in ["0", "1", "2"] {
+        f.ok(&["fail", "md0", slot]);
+    }
+    let out = f.uraid(&["detail", "--test", "--json", "md0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let status: ArrayStatus = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status.failed());
+}
+
+#[test]
 fn not_running_is_exit_1_with_the_reason() {
     let f = Fixture::new(&["md0"]);
     let verbs = [&["detail", "md9"][..], &["fail", "md9", "1"], &["check", "--wait", "md9"]];

@@ -168,6 +168,13 @@ fn oneshot_reports_a_degraded_array_and_refuses_what_it_cannot_watch() {
         text(&out.stderr)
     );
 
+    // mdadm --detail --test's exit status, for scripts that do not parse: 1 degraded, 4 no
+    // such array (0 and 2 in manage_cli.rs).
+    let out = uraid(&dir, &["detail", "--test", "once"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("State : "), "{}", text(&out.stdout));
+    assert_eq!(uraid(&dir, &["detail", "--test", "md9"]).status.code(), Some(4));
+
     let out = uraid(&dir, &["monitor", "--oneshot", "once", "md9"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("not running: md9"), "{}", text(&out.stderr));

@@ -16,22 +16,40 @@ use uraid_md::status::{ArrayStatus, SyncResult, render_detail, render_mdstat};
     long_about = "Describe a running array as mdadm --detail does: level, sizes, state, \
 member counts, layout and chunk, the progress of a running rebuild, resync or check, the \
 result of the last one, and each member's number, slot and state.",
-    after_help = "Example:\n  uraid detail md0\n  uraid detail --json md0"
+    after_help = "Example:\n  uraid detail md0\n  uraid detail --json md0\n  \
+uraid detail --test md0 >/dev/null || echo \"md0 needs attention\""
 )]
 pub struct DetailArgs {
     /// Print the status as JSON.
     #[arg(long)]
     json: bool,
+    /// Exit status as mdadm --detail --test: 0 working normally, 1 degraded (a member failed
+    /// or missing), 2 failed past its redundancy, 4 no answer from the array.
+    #[arg(long, short = 't')]
+    test: bool,
     /// The running array's name.
     name: String,
 }
 
 pub fn run_detail(args: &DetailArgs) -> anyhow::Result<()> {
-    let status = status_of(&args.name)?;
+    let status = match status_of(&args.name) {
+        Ok(status) => status,
+        Err(e) if args.test => {
+            say!("uraid: error: {e:#}");
+            std::process::exit(4);
+        }
+        Err(e) => return Err(e),
+    };
     if args.json {
         out!("{}", serde_json::to_string(&status)?);
     } else {
         out_part!("{}", render_detail(&status));
+    }
+    if args.test {
+        // mdadm's codes; a missing slot counts as a failed device, as md's degraded count.
+        let code = if status.failed() { 2 } else { i32::from(status.degraded) };
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        std::process::exit(code);
     }
     Ok(())
 }
