@@ -63,6 +63,34 @@ fn the_superblock_goes_the_rest_stays_and_the_device_is_blank_to_create() {
 }
 
 #[test]
+fn a_superblock_s_magic_in_the_array_s_data_is_data() {
+    // A member holding a nested md device: md 1.0's magic where 1.0 would put it, inside the
+    // v1.2 array's data area. It is the array's data and stays.
+    use std::os::unix::fs::FileExt as _;
+    let dir = tempdir("zero-nested");
+    let members = member_files(&dir, 4, 16);
+    create_raid6("nest", &members);
+    let at = (16 << 20) - 8192;
+    let nested = [0xfc, 0x4e, 0x2b, 0xa9, 1, 0, 0, 0];
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&members[0])
+        .unwrap()
+        .write_all_at(&nested, at)
+        .unwrap();
+    let out = uraid(&dir, &["zero-superblock", members[0].to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().count(), 1, "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("left the md metadata 1.0") && stderr.contains("array's data"),
+        "{stderr}"
+    );
+    assert_eq!(bytes(&members[0])[at as usize..at as usize + 8], nested);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_member_a_running_array_holds_is_refused_by_any_path() {
     let dir = tempdir("zero-held");
     let members = member_files(&dir, 4, 16);

@@ -11,6 +11,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::{FileExt as _, FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use uraid_format::{DevRole, OtherMetadata, Superblock1, V1_2_SUPER_OFFSET_SECTORS};
@@ -62,13 +63,17 @@ pub fn run(args: &ZeroArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Erases what `path` holds; what was erased, in words.
+/// Erases what `path` holds; what was erased, in words (and what was left, said).
 fn zero(path: &Path, force: bool) -> anyhow::Result<Vec<String>> {
     let file = open_exclusive(path)?;
     let size = device_size_bytes(&file).context("reading its size")?;
     let mut found: Vec<(String, u64, u64)> = Vec::new();
-    if let Some(words) = v1_2_superblock(&file, size) {
+    // The v1.2 array's data area, whose bytes are the array's whatever they look like (a
+    // member holding a nested md device has a superblock's magic in it).
+    let mut data = 0..0;
+    if let Some((words, data_bytes)) = v1_2_superblock(&file, size) {
         found.push((words, V1_2_AT, SUPERBLOCK_BYTES));
+        data = data_bytes;
     }
     for (kind, at) in OtherMetadata::places(size) {
         let mut probe = [0u8; OtherMetadata::PROBE_BYTES];
@@ -77,7 +82,16 @@ fn zero(path: &Path, force: bool) -> anyhow::Result<Vec<String>> {
                 OtherMetadata::Imsm | OtherMetadata::Ddf => probe.len() as u64,
                 _ => SUPERBLOCK_BYTES.min(size - at),
             };
-            found.push((format!("its {} at byte {at}", kind.describe()), at, len));
+            let words = format!("{} at byte {at}", kind.describe());
+            if at < data.end && data.start < at + len {
+                say!(
+                    "uraid zero-superblock: {}: left the {words}: it lies in the v1.2 array's \
+                     data",
+                    path.display()
+                );
+                continue;
+            }
+            found.push((format!("its {words}"), at, len));
         }
     }
     if found.is_empty() {
@@ -121,9 +135,10 @@ fn open_exclusive(path: &Path) -> anyhow::Result<File> {
     }
 }
 
-/// The v1.2 superblock at 4 KiB, in words, if its magic is there. One that does not decode
-/// (a bad checksum) is still md's, and still erased.
-fn v1_2_superblock(file: &File, size: u64) -> Option<String> {
+/// The v1.2 superblock at 4 KiB, in words, if its magic is there, and the bytes its data
+/// area covers. One that does not decode (a bad checksum) is still md's and still erased; its
+/// data area is then taken to be everything past the superblock, so nothing else is erased.
+fn v1_2_superblock(file: &File, size: u64) -> Option<(String, Range<u64>)> {
     let mut area = vec![0u8; SUPERBLOCK_BYTES as usize];
     if size < V1_2_AT + SUPERBLOCK_BYTES || file.read_exact_at(&mut area, V1_2_AT).is_err() {
         return None;
@@ -133,19 +148,25 @@ fn v1_2_superblock(file: &File, size: u64) -> Option<String> {
     }
     Some(match Superblock1::decode(&area) {
         Ok(sb) => {
+            let from = sb.data_offset_sectors * 512;
+            let data = from..from + sb.data_size_sectors * 512;
             let role = match sb.dev_roles.get(sb.dev_number as usize) {
                 Some(DevRole::Active(slot)) => format!("slot {slot}"),
                 Some(DevRole::Spare) | None => "a spare".to_owned(),
                 Some(DevRole::Faulty) => "faulty".to_owned(),
                 Some(DevRole::Journal) => "a journal".to_owned(),
             };
-            format!(
+            let words = format!(
                 "its md v1.2 superblock (array {} {}, device {}, {role})",
                 sb.name(),
                 sb.set_uuid,
                 sb.dev_number
-            )
+            );
+            (words, data)
         }
-        Err(e) => format!("its md v1.2 superblock (which does not decode: {e})"),
+        Err(e) => {
+            let words = format!("its md v1.2 superblock (which does not decode: {e})");
+            (words, V1_2_AT + SUPERBLOCK_BYTES..u64::MAX)
+        }
     })
 }
