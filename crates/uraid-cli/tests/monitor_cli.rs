@@ -231,3 +231,63 @@ fn a_program_that_fails_is_said_and_the_monitor_goes_on() {
     assert_eq!(lines, [format!("Fail on prog {member}"), "DeviceDisappeared on prog".into()]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A control socket that answers `answers` status questions, then closes every connection
+/// without answering (an array busy past the wait, or its answers cut off), until dropped.
+fn flaky_array(dir: &Path, name: &str, answers: usize) -> std::thread::JoinHandle<()> {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let socket = dir.join("run").join(format!("{name}.sock"));
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let status = uraid_md::status::ArrayStatus {
+        name: name.into(),
+        level: 5,
+        raid_disks: 3,
+        state: "clean".into(),
+        ..Default::default()
+    };
+    let answer = uraid_md::control::ControlResponse::with_status(status);
+    let mut line = serde_json::to_vec(&answer).unwrap();
+    line.push(b'\n');
+    std::thread::spawn(move || {
+        let mut answered = 0;
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut question = String::new();
+            let _ = BufReader::new(&stream).read_line(&mut question);
+            if question.to_ascii_lowercase().contains("stop") {
+                return;
+            }
+            // An empty question is a liveness probe (`running_arrays`).
+            if !question.is_empty() && answered < answers {
+                answered += 1;
+                let _ = stream.write_all(&line);
+            }
+        }
+    })
+}
+
+#[test]
+fn an_array_that_does_not_answer_is_not_reported_gone() {
+    let dir = tempdir("monitor-flaky");
+    let thread = flaky_array(&dir, "flaky", 2);
+    let (out, err) = (dir.join("monitor.out"), dir.join("monitor.err"));
+    let mut child = Command::new(BIN)
+        .args(["monitor", "--delay", "0.1", "--test"])
+        .env("URAID_RUN_DIR", dir.join("run"))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let said = wait_text(&err, "keeping its last status");
+    std::thread::sleep(Duration::from_millis(500));
+    let printed = std::fs::read_to_string(&out).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said.contains("flaky: array flaky closed the control connection without answering"));
+    assert!(printed.ends_with(": TestMessage on flaky\n"), "reported gone: {printed}");
+    assert_eq!(printed.lines().count(), 1, "{printed}");
+    // The fake ends on a stop request (not joined: a test must not hang on it).
+    let _ = uraid(&dir, &["stop", "flaky"]);
+    drop(thread);
+    let _ = std::fs::remove_dir_all(&dir);
+}

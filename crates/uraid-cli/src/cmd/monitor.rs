@@ -12,6 +12,7 @@ use crate::cmd::control_client::status_of;
 use crate::cmd::monitor_mail::{Mail, host_name, message, send};
 use anyhow::{bail, ensure};
 use clap::Args;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
@@ -97,7 +98,8 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
         );
     }
     let mut monitor = Monitor::new(args.increment);
-    let first = look(&args.names);
+    let mut last = BTreeMap::new();
+    let first = look(&args.names, &mut last);
     if args.oneshot {
         let missing: Vec<&String> =
             args.names.iter().filter(|n| !first.iter().any(|s| &s.name == *n)).collect();
@@ -116,17 +118,35 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     }
     loop {
         std::thread::sleep(args.delay);
-        let statuses = look(&args.names);
+        let statuses = look(&args.names, &mut last);
         let events = monitor.look(statuses.clone(), false);
         report(args, mail.as_ref(), events, &statuses);
     }
 }
 
-/// The statuses of the arrays watched that answer now. An array that stops between the
-/// listing and its question is not there (its events say so at the next look anyway).
-fn look(names: &[String]) -> Vec<ArrayStatus> {
+/// The statuses of the arrays watched that run now. An array nothing listens for, or that
+/// refused the question (it is stopping), is not there. One that did not answer (busy past
+/// the control socket's wait, or its answer cut off) is still running: it keeps its last
+/// status, said, rather than being reported gone and then new again. `last`: the look
+/// before's, updated.
+fn look(names: &[String], last: &mut BTreeMap<String, ArrayStatus>) -> Vec<ArrayStatus> {
     let names = if names.is_empty() { running_arrays() } else { names.to_vec() };
-    names.iter().filter_map(|name| status_of(name).ok()).collect()
+    let mut now = Vec::new();
+    for name in &names {
+        match status_of(name) {
+            Ok(status) => now.push(status),
+            Err(e) => {
+                let io = e.downcast_ref::<std::io::Error>();
+                let gone = io.is_none_or(|io| io.kind() == std::io::ErrorKind::NotFound);
+                if let Some(status) = last.get(name).filter(|_| !gone) {
+                    say!("uraid monitor: {name}: {e:#}; keeping its last status");
+                    now.push(status.clone());
+                }
+            }
+        }
+    }
+    *last = now.iter().map(|s| (s.name.clone(), s.clone())).collect();
+    now
 }
 
 fn report(args: &MonitorArgs, mail: Option<&Mail>, events: Vec<Event>, now: &[ArrayStatus]) {
