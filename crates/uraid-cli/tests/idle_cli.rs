@@ -21,6 +21,7 @@ fn idle_stops_a_check_but_not_a_recovery() {
 
     uraid_ok(&dir, &["sync-speed", "idl", "--min", "1000", "--max", "2000"]);
     uraid_ok(&dir, &["check", "idl"]);
+    running(&dir, "check");
     let out = uraid_ok(&dir, &["idle", "idl"]);
     assert!(out.starts_with("idl: stopping a check\nidl: check interrupted: "), "{out}");
     let status = detail(&dir, "idl");
@@ -28,18 +29,41 @@ fn idle_stops_a_check_but_not_a_recovery() {
     assert_eq!(status["last_sync"]["outcome"], "interrupted");
     let covered = status["last_sync"]["sectors"].as_u64().unwrap();
     assert!(covered < 131_072 - 2048, "a 64 MiB member checked whole at 2 MiB/s: {covered}");
-    // Free again: a check starts (and is stopped, for the recovery below).
+    // Free again: a check starts (and is stopped at once, queued or running, for the
+    // recovery below).
     uraid_ok(&dir, &["check", "idl"]);
-    assert!(uraid_ok(&dir, &["idle", "idl"]).starts_with("idl: stopping a check\n"));
+    let out = uraid_ok(&dir, &["idle", "idl"]);
+    let stopped = ["idl: stopping a check\n", "idl: dropped the queued check or repair\n"];
+    assert!(stopped.iter().any(|s| out.starts_with(s)), "{out}");
+    let start = std::time::Instant::now();
+    while detail(&dir, "idl")["sync"].is_object() {
+        assert!(start.elapsed().as_secs() < 30, "the check did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 
     uraid_ok(&dir, &["fail", "idl", "1"]);
     uraid_ok(&dir, &["add", "idl", spare]);
+    // Queued or running, the recovery is refused (asked at once, it may not have started).
     let out = uraid(&dir, &["idle", "idl"]);
     assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("the recovery of slot 1 is "), "{stderr}");
+    assert!(stderr.contains(": idle stops only a check or a repair"), "{stderr}");
+    running(&dir, "recover");
+    let out = uraid(&dir, &["idle", "idl"]);
     let stderr = text(&out.stderr);
     assert!(stderr.contains("the recovery of slot 1 is running: idle stops only"), "{stderr}");
     assert_eq!(detail(&dir, "idl")["sync"]["action"], "recover");
     uraid_ok(&dir, &["stop", "idl"]);
     served.wait(std::time::Duration::from_secs(60));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until the array runs `action` (a queued one starts a moment later).
+fn running(dir: &std::path::Path, action: &str) {
+    let start = std::time::Instant::now();
+    while detail(dir, "idl")["sync"]["action"] != action {
+        assert!(start.elapsed().as_secs() < 30, "no {action} running");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -474,14 +474,22 @@ impl Inner {
                 Ok(format!("stopping {}", running.describe()))
             }
             _ if dropped > 0 => Ok("dropped the queued check or repair".into()),
-            Some(running) => Err(MdError::Refused(format!(
-                "{} is running: idle stops only a check or a repair (md starts a resync or \
-                 recovery again at once)",
-                running.describe()
-            ))),
-            None => Ok("idle already: no check or repair is running".into()),
+            Some(other) => Err(not_scrub(other, "running")),
+            None => match q.pending.front() {
+                Some(queued) => Err(not_scrub(queued, "queued")),
+                None => Ok("idle already: no check or repair is running".into()),
+            },
         }
     }
+}
+
+/// Why idle leaves `action` (`running` or `queued`) alone.
+fn not_scrub(action: &Action, state: &str) -> MdError {
+    MdError::Refused(format!(
+        "{} is {state}: idle stops only a check or a repair (md starts a resync or recovery \
+         again at once)",
+        action.describe()
+    ))
 }
 
 pub(crate) fn random_uuid() -> std::io::Result<Uuid> {
