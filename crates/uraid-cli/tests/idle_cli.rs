@@ -67,3 +67,31 @@ fn running(dir: &std::path::Path, action: &str) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn wait_follows_a_recovery_queued_by_add_to_its_end() {
+    let dir = tempdir("wait");
+    let files = member_files(&dir, 5, 64);
+    let (members, spare) = (&files[..4], files[4].to_str().unwrap());
+    create_raid6("wt", members);
+    let served = Served::start(&dir, "wt", members);
+    // Nothing to wait for: mdadm --wait's failure.
+    let out = uraid(&dir, &["wait", "wt"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout),
+        "wt: nothing to wait for (no resync, recovery, check or repair)\n"
+    );
+    // About 3 s of recovery at 20 MB/s a member; waited for from the moment add returns.
+    uraid_ok(&dir, &["sync-speed", "wt", "--min", "1000", "--max", "20000"]);
+    uraid_ok(&dir, &["fail", "wt", "2"]);
+    uraid_ok(&dir, &["add", "wt", spare]);
+    let out = uraid_ok(&dir, &["wait", "wt"]);
+    assert!(out.starts_with("wt: recover done: "), "{out}");
+    let status = detail(&dir, "wt");
+    assert!(status["sync"].is_null() && status["degraded"] == false, "{status}");
+    assert_eq!(uraid(&dir, &["wait", "wt", "nosuch"]).status.code(), Some(1));
+    uraid_ok(&dir, &["stop", "wt"]);
+    served.wait(std::time::Duration::from_secs(60));
+    let _ = std::fs::remove_dir_all(&dir);
+}

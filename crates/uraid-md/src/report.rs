@@ -36,7 +36,9 @@ impl Inner {
                 "check" => ", checking",
                 _ => ", repairing",
             });
-        } else if !q.pending.is_empty() {
+        } else if !q.pending.is_empty() || q.running.is_some() {
+            // Queued, or taken from the queue and not walking yet: `uraid wait` must not
+            // take that moment for the end.
             state.push_str(", sync pending");
         } else if info.read_only && !meta.is_clean() {
             // md's "resync=PENDING": a dirty array run read-only is resynced when writable.

@@ -123,3 +123,49 @@ pub fn run_idle(args: &IdleArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[derive(Args)]
+#[command(
+    about = "Wait for running arrays' resync, recovery, check or repair to finish (mdadm --wait)",
+    long_about = "For each array named, wait until no resync, recovery, replacement, check or \
+repair runs or is queued, then print what the last one did. As mdadm --wait, the exit status \
+is 0 only if there was something to wait for on every array named (1 otherwise, or if one is \
+not running).",
+    after_help = "Example:\n  uraid add md0 /dev/sdg && uraid wait md0"
+)]
+pub struct WaitArgs {
+    /// The running arrays' names.
+    #[arg(required = true)]
+    names: Vec<String>,
+}
+
+pub fn run_wait(args: &WaitArgs) -> anyhow::Result<()> {
+    // What the array reports while an action runs or waits in its queue.
+    let busy = |s: &uraid_md::status::ArrayStatus| {
+        s.sync.is_some() || s.state.split(", ").any(|part| part == "sync pending")
+    };
+    let mut idle = Vec::new();
+    for name in &args.names {
+        let mut status = status_of(name)?;
+        if !busy(&status) {
+            out!("{name}: nothing to wait for (no resync, recovery, check or repair)");
+            idle.push(name.as_str());
+            continue;
+        }
+        let before = status.last_sync.clone();
+        while busy(&status) {
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            status = status_of(name)?;
+        }
+        let result = status.last_sync.filter(|last| Some(last) != before.as_ref());
+        if let Some(result) = result {
+            out_part!("{}", result_text(name, &result));
+        } else {
+            out!("{name}: done");
+        }
+    }
+    if !idle.is_empty() {
+        bail!("nothing to wait for on {} (mdadm --wait's failure)", idle.join(", "));
+    }
+    Ok(())
+}
