@@ -97,8 +97,27 @@ pub fn run_status(args: &StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `status` once the action it has queued is running (the state says "sync pending" until
+/// then: a check asked for just before the watch, a recovery behind a failure), so that the
+/// watch follows it instead of saying nothing runs. As it is after 10 s.
+fn once_started(mut status: ArrayStatus) -> ArrayStatus {
+    let start = std::time::Instant::now();
+    let pending =
+        |s: &ArrayStatus| s.sync.is_none() && s.state.split(", ").any(|p| p == "sync pending");
+    while pending(&status) && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        match status_of(&status.name) {
+            Ok(now) => status = now,
+            Err(_) => break,
+        }
+    }
+    status
+}
+
 /// Follows every running action at once, one bar each, then prints the results in order.
 fn watch(statuses: &[ArrayStatus], json: bool) -> anyhow::Result<()> {
+    let statuses: Vec<ArrayStatus> = statuses.iter().cloned().map(once_started).collect();
+    let statuses = statuses.as_slice();
     let draw = std::io::stdout().is_terminal();
     let bars = MultiProgress::new();
     let follows: Vec<Follow> = statuses
