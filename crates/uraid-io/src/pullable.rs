@@ -58,7 +58,7 @@ impl<M: Member + ?Sized> Member for Pullable<M> {
     }
 
     fn allocated(&self, span: std::ops::Range<u64>) -> Option<Vec<std::ops::Range<u64>>> {
-        if self.pulled.load(std::sync::atomic::Ordering::Acquire) {
+        if self.pulled.load(Ordering::Acquire) {
             return None;
         }
         self.inner.allocated(span)

@@ -67,7 +67,7 @@ pub fn read_candidate(path: &Path) -> Candidate {
 }
 
 /// md's superblock magic as it starts a v1.x superblock.
-const MD_MAGIC_BYTES: [u8; 4] = 0xa92b_4efc_u32.to_le_bytes();
+pub const MD_MAGIC_BYTES: [u8; 4] = 0xa92b_4efc_u32.to_le_bytes();
 
 /// The first format uraid does not assemble whose magic `file` holds in its place, if any,
 /// and the byte it starts at: a device of another array must not be called blank (nor

@@ -83,6 +83,13 @@ impl ArrayStatus {
         let max_degraded = if self.level == 6 { 2 } else { 1 };
         in_sync + max_degraded < self.raid_disks
     }
+
+    /// An action queued, or taken from the queue, that is not walking yet (`state` says
+    /// "sync pending"; a read-only array's "resync pending" is not one: it waits for writes).
+    #[must_use]
+    pub fn sync_pending(&self) -> bool {
+        self.sync.is_none() && self.state.split(", ").any(|part| part == "sync pending")
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

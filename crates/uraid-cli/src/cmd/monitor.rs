@@ -100,15 +100,16 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     let mut monitor = Monitor::new(args.increment);
     let mut last = BTreeMap::new();
     let first = look(&args.names, &mut last);
-    if args.oneshot {
-        let missing: Vec<&String> =
-            args.names.iter().filter(|n| !first.iter().any(|s| &s.name == *n)).collect();
-        if !missing.is_empty() {
-            let list: Vec<&str> = missing.iter().map(|n| n.as_str()).collect();
-            bail!("not running: {}", list.join(", "));
-        }
+    let missing: Vec<&str> = args
+        .names
+        .iter()
+        .filter(|n| !first.iter().any(|s| &s.name == *n))
+        .map(String::as_str)
+        .collect();
+    if args.oneshot && !missing.is_empty() {
+        bail!("not running: {}", missing.join(", "));
     }
-    for name in args.names.iter().filter(|n| !first.iter().any(|s| &s.name == *n)) {
+    for name in missing {
         say!("uraid monitor: {name} is not running; watching for it to start");
     }
     let events = monitor.look(first.clone(), args.test);

@@ -141,9 +141,7 @@ pub struct WaitArgs {
 
 pub fn run_wait(args: &WaitArgs) -> anyhow::Result<()> {
     // What the array reports while an action runs or waits in its queue.
-    let busy = |s: &uraid_md::status::ArrayStatus| {
-        s.sync.is_some() || s.state.split(", ").any(|part| part == "sync pending")
-    };
+    let busy = |s: &uraid_md::status::ArrayStatus| s.sync.is_some() || s.sync_pending();
     let mut idle = Vec::new();
     for name in &args.names {
         let mut status = status_of(name)?;

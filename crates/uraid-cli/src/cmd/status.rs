@@ -102,9 +102,7 @@ pub fn run_status(args: &StatusArgs) -> anyhow::Result<()> {
 /// watch follows it instead of saying nothing runs. As it is after 10 s.
 fn once_started(mut status: ArrayStatus) -> ArrayStatus {
     let start = std::time::Instant::now();
-    let pending =
-        |s: &ArrayStatus| s.sync.is_none() && s.state.split(", ").any(|p| p == "sync pending");
-    while pending(&status) && start.elapsed() < std::time::Duration::from_secs(10) {
+    while status.sync_pending() && start.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(50));
         match status_of(&status.name) {
             Ok(now) => status = now,

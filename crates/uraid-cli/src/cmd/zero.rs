@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::os::unix::fs::{FileExt as _, FileTypeExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use uraid_format::{DevRole, OtherMetadata, Superblock1, V1_2_SUPER_OFFSET_SECTORS};
-use uraid_md::members::device_size_bytes;
+use uraid_md::members::{MD_MAGIC_BYTES, device_size_bytes};
 
 /// md keeps 4 KiB for a v1.x or 0.90 superblock (with its roles table).
 const SUPERBLOCK_BYTES: u64 = 4096;
@@ -143,7 +143,7 @@ fn v1_2_superblock(file: &File, size: u64) -> Option<(String, Range<u64>)> {
     if size < V1_2_AT + SUPERBLOCK_BYTES || file.read_exact_at(&mut area, V1_2_AT).is_err() {
         return None;
     }
-    if area[..4] != 0xa92b_4efc_u32.to_le_bytes() || area[4..8] != 1u32.to_le_bytes() {
+    if area[..4] != MD_MAGIC_BYTES || area[4..8] != 1u32.to_le_bytes() {
         return None;
     }
     Some(match Superblock1::decode(&area) {
