@@ -4,6 +4,7 @@
 //! - [`BitmapSuper`] and [`WriteIntentBitmap`]: md's internal write-intent bitmap.
 //! - [`assemble`]: which devices form an array and in which slots, or why not (md's rules).
 //! - [`create`]: a fresh superblock for a new array, set the way mdadm 4.x sets it.
+//! - [`grow`]: a larger component size (mdadm --grow --size): its limits and superblocks.
 //! - [`md_ppl`]: the records of md's own partial parity log (RAID5 `--consistency-policy=ppl`).
 //!
 //! No I/O happens here: callers read the bytes (at the offsets this crate documents) and hand
@@ -21,6 +22,7 @@ pub mod create;
 mod dev_roles;
 mod error;
 pub mod feature;
+pub mod grow;
 mod level;
 pub mod md_ppl;
 mod other_metadata;
@@ -32,7 +34,7 @@ pub use badblocks::{
 };
 pub use bitmap::{
     BITMAP_MAGIC, BITMAP_SUPER_BYTES, BITMAP_VERSION, BitmapSuper, DEFAULT_DAEMON_SLEEP_SECONDS,
-    WriteIntentBitmap, bitmap_state, default_chunk_bytes,
+    WriteIntentBitmap, bitmap_state, default_chunk_bytes, grown_bitmap,
 };
 pub use checksum::sb_csum;
 pub use dev_roles::{ArrayState, DevRole, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SlotState};

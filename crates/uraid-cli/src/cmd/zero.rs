@@ -12,10 +12,12 @@ use anyhow::{Context, bail};
 use clap::Args;
 use std::fs::File;
 use std::ops::Range;
-use std::os::unix::fs::{FileExt as _, FileTypeExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use uraid_format::{DevRole, OtherMetadata, Superblock1, V1_2_SUPER_OFFSET_SECTORS};
 use uraid_md::members::{MD_MAGIC_BYTES, device_size_bytes};
+
+use crate::cmd::md_meta::open_exclusive;
 
 /// md keeps 4 KiB for a v1.x or 0.90 superblock (with its roles table).
 const SUPERBLOCK_BYTES: u64 = 4096;
@@ -65,7 +67,7 @@ pub fn run(args: &ZeroArgs) -> anyhow::Result<()> {
 
 /// Erases what `path` holds; what was erased, in words (and what was left, said).
 fn zero(path: &Path, force: bool) -> anyhow::Result<Vec<String>> {
-    let file = open_exclusive(path)?;
+    let file = open_exclusive(path, "stop it, or remove this member from it first")?;
     let size = device_size_bytes(&file).context("reading its size")?;
     let mut found: Vec<(String, u64, u64)> = Vec::new();
     // The v1.2 array's data area, whose bytes are the array's whatever they look like (a
@@ -110,29 +112,6 @@ fn zero(path: &Path, force: bool) -> anyhow::Result<Vec<String>> {
     }
     file.sync_all().context("syncing")?;
     Ok(found.into_iter().map(|(words, ..)| words).collect())
-}
-
-/// Opened for writing, with every claim a running array holds checked: uraid's member lock,
-/// and O_EXCL on a block device (the kernel's: mounted, an md member, another exclusive open).
-fn open_exclusive(path: &Path) -> anyhow::Result<File> {
-    let metadata = std::fs::metadata(path)?;
-    uraid_io::check_member_kind(&metadata)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true);
-    if metadata.file_type().is_block_device() {
-        options.custom_flags(libc::O_EXCL);
-    }
-    let file = options.open(path).map_err(|e| match e.raw_os_error() {
-        Some(libc::EBUSY) => anyhow::anyhow!("in use (mounted, or a member of a running array)"),
-        _ => anyhow::Error::new(e),
-    })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => {
-            bail!("held by a running uraid array: stop it, or remove this member from it first")
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(e).context("locking"),
-    }
 }
 
 /// The v1.2 superblock at 4 KiB, in words, if its magic is there, and the bytes its data

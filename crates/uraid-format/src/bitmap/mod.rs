@@ -22,8 +22,10 @@
 //! | 72 | 64 | cluster_name |
 //! | 136 | 120 | pad (zero) |
 
+mod resize;
 mod write_intent;
 
+pub use resize::grown_bitmap;
 pub use write_intent::WriteIntentBitmap;
 
 use crate::error::BitmapError;

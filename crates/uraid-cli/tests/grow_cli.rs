@@ -1,0 +1,141 @@
+//! `uraid grow --size`: a stopped array takes its members' room, keeps its data, and its new
+//! space is resynced at the next start (members' bytes there are whatever the larger disks
+//! held: a check after that resync finds no mismatch); what cannot grow is refused, naming
+//! why, with every member left as it was.
+
+mod serve_common;
+
+use serve_common::{Served, tempdir, text, uraid, uraid_ok};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+/// mdadm's data offset for these members: 1 MiB.
+const DATA_OFFSET: u64 = MIB;
+
+/// Three 24 MiB members of a RAID5 using 8 MiB of each (with `bitmap`, one of 4 KiB chunks:
+/// growing doubles its chunk twice), written whole with a pattern through the server, stopped.
+fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) {
+    let members = serve_common::member_files(dir, 3, 24);
+    let paths: Vec<&str> = members.iter().map(|p| p.to_str().unwrap()).collect();
+    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "--size", "8M"];
+    if bitmap {
+        create.extend(["--bitmap", "internal", "--bitmap-chunk", "4K"]);
+    }
+    create.extend(["--assume-clean", "-N", name]);
+    create.extend(&paths);
+    uraid_ok(dir, &create);
+    let served = Served::start(dir, name, &members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 16 * MIB);
+    let data: Vec<u8> = (0..16 * MIB).map(|i| (i * 7 + i / 4096) as u8).collect();
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        client.write(i as u64 * MIB, piece, false).unwrap();
+    }
+    client.flush().unwrap();
+    client.disconnect().unwrap();
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    (members, data)
+}
+
+fn strs(members: &[PathBuf]) -> Vec<&str> {
+    members.iter().map(|p| p.to_str().unwrap()).collect()
+}
+
+#[test]
+fn a_grown_array_keeps_its_data_and_resyncs_the_new_space() {
+    grow_and_check(true);
+}
+
+/// Without a bitmap the resync goes from the superblocks' resync_offset, the old size.
+#[test]
+fn a_grown_array_without_a_bitmap_resyncs_from_the_old_size() {
+    grow_and_check(false);
+}
+
+fn grow_and_check(bitmap: bool) {
+    let dir = tempdir(if bitmap { "grow" } else { "grow-no-bitmap" });
+    let (members, data) = small_array(&dir, "gr", bitmap);
+    // What the larger disks held: anything, parity included.
+    for (i, m) in members.iter().enumerate() {
+        let junk: Vec<u8> = (0..15 * MIB).map(|b| (b * 31 + i as u64 * 101 + 5) as u8).collect();
+        let file = std::fs::OpenOptions::new().write(true).open(m).unwrap();
+        file.write_all_at(&junk, DATA_OFFSET + 8 * MIB).unwrap();
+    }
+    let mut grow = vec!["grow", "--size", "max", "--json"];
+    grow.extend(strs(&members));
+    let report: serde_json::Value = serde_json::from_str(&uraid_ok(&dir, &grow)).unwrap();
+    assert_eq!(report["old_component_sectors"], 16384);
+    assert_eq!(report["new_component_sectors"], 47104, "23 MiB: 24 less the data offset");
+    assert_eq!(report["new_array_kib"], 47104);
+    if bitmap {
+        assert_eq!(report["bitmap_chunk_bytes"]["new"], 16384, "md's doubling: {report}");
+    } else {
+        assert!(report["bitmap_chunk_bytes"].is_null(), "{report}");
+    }
+    // mdadm reads the result as md would.
+    let examine = std::process::Command::new("mdadm").arg("--examine").arg(&members[1]).output();
+    let examine = text(&examine.unwrap().stdout);
+    assert!(examine.contains("Avail Dev Size : 47104 sectors"), "{examine}");
+    assert!(examine.contains("Array Size : 47104 KiB"), "{examine}");
+    assert!(examine.contains("State : active"), "resync pending: {examine}");
+
+    let served = Served::start(&dir, "gr", &members);
+    // Exit 1 when the resync was over before the wait asked: its result says what it did.
+    let _ = uraid(&dir, &["wait", "gr"]);
+    let detail = uraid_ok(&dir, &["detail", "gr"]);
+    assert!(detail.contains("resync done:") && detail.contains("in 30720 sectors"), "{detail}");
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 46 * MIB);
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
+    }
+    client.write(40 * MIB, &vec![0xa5; 65536], true).unwrap();
+    assert_eq!(client.read(40 * MIB, 65536).unwrap(), vec![0xa5; 65536]);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(&dir, &["check", "--wait", "gr"]);
+    assert!(checked.contains("0 mismatched sectors in 47104 sectors"), "{checked}");
+    uraid_ok(&dir, &["stop", "gr"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every byte of every member, to show that a refusal wrote nothing.
+fn images(members: &[PathBuf]) -> Vec<Vec<u8>> {
+    members.iter().map(|m| std::fs::read(m).unwrap()).collect()
+}
+
+/// `uraid grow ARGS` fails saying `why`; with `members`, none of them changed.
+fn refused(dir: &Path, members: Option<&[PathBuf]>, args: &[&str], why: &str) {
+    let before = members.map(images);
+    let mut grow = vec!["grow"];
+    grow.extend(args);
+    let out = uraid(dir, &grow);
+    assert!(!out.status.success(), "{args:?} grew");
+    let err = text(&out.stderr);
+    assert!(err.contains(why), "{args:?}: {err}");
+    assert!(members.map(images) == before, "{args:?} wrote to a member");
+}
+
+#[test]
+fn what_cannot_grow_is_refused_and_left_alone() {
+    let dir = tempdir("grow-refused");
+    let (members, _) = small_array(&dir, "gf", true);
+    let all = strs(&members);
+    let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
+    let some = Some(members.as_slice());
+    refused(&dir, some, &with(&["--size", "4M"]), "does not shrink");
+    refused(&dir, some, &with(&["--size", "30M"]), "more than");
+    refused(&dir, some, &["--size", "max", all[0], all[1]], "degraded (slots [2]");
+    // The running array writes its superblocks: only the refusal is checked.
+    let served = Served::start(&dir, "gf", &members);
+    refused(&dir, None, &with(&["--size", "max"]), "held by a running uraid array");
+    uraid_ok(&dir, &["stop", "gf"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    // Grown once, not yet resynced: a second grow waits for that resync.
+    uraid_ok(&dir, &with(&["grow", "--size", "12M"]));
+    refused(&dir, some, &with(&["--size", "max"]), "not clean (resync_offset 16384");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,309 @@
+//! Growing an array's component size (mdadm --grow --size), decided before anything is
+//! written: how far it may grow, and the superblock each member then gets.
+//!
+//! md's rules (md.c `update_size`, raid5.c `raid5_resize`, super_1_rdev_size_change for
+//! v1.2): each member's usable size becomes its device's size past the data offset; the
+//! component size grows to what every member in a slot has (`max`) or to a size asked, in
+//! whole chunks; the array then resyncs from the old component size (`resync_offset`), since
+//! nothing made the new space's parity. The array must be whole (a degraded array cannot
+//! make parity for the new space), clean (a crashed array replays its log and resyncs at
+//! its next start; that comes first) and not in the middle of a recovery or replacement.
+//! Shrinking is refused: data past the new end would go.
+
+use crate::assemble::{AssemblyPlan, PlannedMember};
+use crate::superblock::Superblock1;
+use thiserror::Error;
+
+/// The component size asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeTarget {
+    /// All that every member in a slot holds (mdadm's `--size=max`).
+    Max,
+    /// This many sectors of each member, rounded down to whole chunks.
+    Sectors(u64),
+}
+
+/// The room a member has for data: its device's sectors past the data offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRoom {
+    pub name: String,
+    pub avail_sectors: u64,
+}
+
+/// What a grow changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeChange {
+    pub old_size_sectors: u64,
+    pub new_size_sectors: u64,
+    /// What `max` would have given.
+    pub max_size_sectors: u64,
+}
+
+impl SizeChange {
+    #[must_use]
+    pub fn unchanged(&self) -> bool {
+        self.new_size_sectors == self.old_size_sectors
+    }
+}
+
+/// Why an array's size cannot grow now.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum GrowError {
+    #[error(
+        "the array is degraded (slots {missing_slots:?} have no member in sync): the new \
+         space's parity needs every member; rebuild first"
+    )]
+    Degraded { missing_slots: Vec<u32> },
+    #[error("{member} is left out of the array ({why}): remove it or rebuild onto it first")]
+    LeftOut { member: String, why: &'static str },
+    #[error("{member} is being rebuilt or replaced: let that finish first")]
+    Recovering { member: String },
+    #[error(
+        "the array is not clean (resync_offset {resync_offset_sectors}: a crash, or a resync \
+         not finished): serve it until its resync is done and stop it cleanly, then grow it"
+    )]
+    Dirty { resync_offset_sectors: u64 },
+    #[error(
+        "{asked_sectors} sectors a member is smaller than the current {current_sectors}: \
+         uraid grow does not shrink an array (data past the new end would be lost)"
+    )]
+    Shrink { asked_sectors: u64, current_sectors: u64 },
+    #[error(
+        "{asked_sectors} sectors a member is more than {member} holds past its data offset \
+         ({avail_sectors} sectors, in whole chunks {max_sectors})"
+    )]
+    TooBig { asked_sectors: u64, member: String, avail_sectors: u64, max_sectors: u64 },
+    #[error(
+        "spare {member} holds {avail_sectors} sectors past its data offset, less than the new \
+         component size {new_sectors}: remove it first"
+    )]
+    SpareTooSmall { member: String, avail_sectors: u64, new_sectors: u64 },
+    #[error("the bitmap cannot cover {new_sectors} sectors a member in md's largest chunk")]
+    BitmapTooSmall { new_sectors: u64 },
+}
+
+/// Decides the new component size of the array `plan` describes; `room` gives each planned
+/// member's room.
+pub fn plan_size(
+    plan: &AssemblyPlan,
+    room: &dyn Fn(&PlannedMember) -> MemberRoom,
+    target: SizeTarget,
+) -> Result<SizeChange, GrowError> {
+    refuse_unless_whole_and_clean(plan)?;
+    let chunk = u64::from(plan.chunk_sectors);
+    let in_slots: Vec<MemberRoom> = plan.slots.iter().flatten().map(room).collect();
+    let smallest = in_slots.iter().min_by_key(|r| r.avail_sectors).expect("a whole array");
+    let max_size_sectors = smallest.avail_sectors / chunk * chunk;
+    let old_size_sectors = plan.size_sectors;
+    let new_size_sectors = match target {
+        SizeTarget::Max => max_size_sectors.max(old_size_sectors),
+        SizeTarget::Sectors(asked) => {
+            let asked = asked / chunk * chunk;
+            if asked < old_size_sectors {
+                let current_sectors = old_size_sectors;
+                return Err(GrowError::Shrink { asked_sectors: asked, current_sectors });
+            }
+            if asked > max_size_sectors {
+                return Err(GrowError::TooBig {
+                    asked_sectors: asked,
+                    member: smallest.name.clone(),
+                    avail_sectors: smallest.avail_sectors,
+                    max_sectors: max_size_sectors,
+                });
+            }
+            asked
+        }
+    };
+    for spare in plan.spares.iter().map(room) {
+        if spare.avail_sectors < new_size_sectors {
+            return Err(GrowError::SpareTooSmall {
+                member: spare.name,
+                avail_sectors: spare.avail_sectors,
+                new_sectors: new_size_sectors,
+            });
+        }
+    }
+    Ok(SizeChange { old_size_sectors, new_size_sectors, max_size_sectors })
+}
+
+fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowError> {
+    if let Some(m) = plan.stale.first() {
+        return Err(GrowError::LeftOut { member: m.name.clone(), why: "stale" });
+    }
+    if let Some(m) = plan.faulty.first() {
+        return Err(GrowError::LeftOut { member: m.name.clone(), why: "marked faulty" });
+    }
+    // Before the missing slots, which count a slot being rebuilt.
+    let recovering = plan.slots.iter().flatten().find(|m| m.recovery_offset_sectors.is_some());
+    if let Some(m) = recovering.or(plan.replacements.first()) {
+        return Err(GrowError::Recovering { member: m.name.clone() });
+    }
+    let missing_slots = plan.missing_slots();
+    if !missing_slots.is_empty() {
+        return Err(GrowError::Degraded { missing_slots });
+    }
+    if !plan.is_clean() {
+        return Err(GrowError::Dirty { resync_offset_sectors: plan.resync_offset_sectors });
+    }
+    Ok(())
+}
+
+/// A member's superblock after the grow: the new component size, its own room as its usable
+/// size, a resync from the old size, the event count given; the time (`utime_seconds`) with
+/// whatever mark its microseconds carried, and every other field as it was. Sealed.
+#[must_use]
+pub fn grown_superblock(
+    own: &Superblock1,
+    change: &SizeChange,
+    avail_sectors: u64,
+    events: u64,
+    utime_seconds: u64,
+) -> Superblock1 {
+    let seconds_mask = (1u64 << 40) - 1;
+    let mut sb = own.clone();
+    sb.size_sectors = change.new_size_sectors;
+    sb.data_size_sectors = avail_sectors;
+    sb.resync_offset_sectors = sb.resync_offset_sectors.min(change.old_size_sectors);
+    sb.events = events;
+    sb.utime = (own.utime & !seconds_mask) | (utime_seconds & seconds_mask);
+    sb.seal();
+    sb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DevRole, Level, MAX_SECTOR, Uuid};
+
+    fn member(slot: u16, name: &str) -> PlannedMember {
+        PlannedMember {
+            candidate: usize::from(slot),
+            name: name.to_owned(),
+            dev_number: u32::from(slot),
+            device_uuid: Uuid([slot as u8; 16]),
+            role: DevRole::Active(slot),
+            events: 9,
+            data_offset_sectors: 2048,
+            recovery_offset_sectors: None,
+            forced_from_events: None,
+        }
+    }
+
+    /// A clean RAID5 of three with 64 KiB chunks and 16384-sector components.
+    fn plan() -> AssemblyPlan {
+        AssemblyPlan {
+            uuid: Uuid([1; 16]),
+            name: "g".into(),
+            level: Level::Raid5,
+            layout: 2,
+            chunk_sectors: 128,
+            raid_disks: 3,
+            size_sectors: 16384,
+            events: 9,
+            resync_offset_sectors: MAX_SECTOR,
+            feature_map: 0,
+            slots: (0..3).map(|s| Some(member(s, &format!("m{s}")))).collect(),
+            stale: Vec::new(),
+            spares: Vec::new(),
+            replacements: Vec::new(),
+            faulty: Vec::new(),
+            forced: false,
+        }
+    }
+
+    /// m1 has the least room of the members in slots, and none of it in whole chunks past
+    /// 47104 + 100; a spare "small" has less.
+    fn room(m: &PlannedMember) -> MemberRoom {
+        let avail_sectors = match m.name.as_str() {
+            "m1" => 47104 + 100,
+            "small" => 30000,
+            _ => 90000,
+        };
+        MemberRoom { name: m.name.clone(), avail_sectors }
+    }
+
+    #[test]
+    fn max_is_the_smallest_member_in_whole_chunks() {
+        let change = plan_size(&plan(), &room, SizeTarget::Max).unwrap();
+        assert_eq!(change.new_size_sectors, 47104);
+        assert_eq!(change.old_size_sectors, 16384);
+        let asked = plan_size(&plan(), &room, SizeTarget::Sectors(20000)).unwrap();
+        assert_eq!(asked.new_size_sectors, 19968, "rounded down to 156 chunks");
+        let same = plan_size(&plan(), &room, SizeTarget::Sectors(16400)).unwrap();
+        assert!(same.unchanged());
+    }
+
+    #[test]
+    fn what_cannot_grow_is_refused_with_the_reason() {
+        let err = plan_size(&plan(), &room, SizeTarget::Sectors(47232)).unwrap_err();
+        assert!(
+            matches!(&err, GrowError::TooBig { member, max_sectors: 47104, .. } if member == "m1")
+        );
+        let err = plan_size(&plan(), &room, SizeTarget::Sectors(8192)).unwrap_err();
+        assert!(matches!(err, GrowError::Shrink { .. }));
+        let mut dirty = plan();
+        dirty.resync_offset_sectors = 0;
+        let err = plan_size(&dirty, &room, SizeTarget::Max).unwrap_err();
+        assert_eq!(err, GrowError::Dirty { resync_offset_sectors: 0 });
+        let mut degraded = plan();
+        degraded.slots[2] = None;
+        let err = plan_size(&degraded, &room, SizeTarget::Max).unwrap_err();
+        assert_eq!(err, GrowError::Degraded { missing_slots: vec![2] });
+        let mut recovering = plan();
+        recovering.slots[0].as_mut().unwrap().recovery_offset_sectors = Some(64);
+        let err = plan_size(&recovering, &room, SizeTarget::Max).unwrap_err();
+        assert!(matches!(err, GrowError::Recovering { .. }));
+        let mut stale = plan();
+        stale.stale.push(member(2, "old"));
+        assert!(matches!(
+            plan_size(&stale, &room, SizeTarget::Max),
+            Err(GrowError::LeftOut { .. })
+        ));
+        let mut small_spare = plan();
+        small_spare.spares.push(member(3, "small"));
+        let err = plan_size(&small_spare, &room, SizeTarget::Max).unwrap_err();
+        assert!(matches!(err, GrowError::SpareTooSmall { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_grown_superblock_resyncs_from_the_old_size_and_keeps_the_mark() {
+        use crate::create::{NewArray, NewMember, build_superblock};
+        let array = NewArray {
+            set_uuid: Uuid([2; 16]),
+            name: "g",
+            level: Level::Raid5,
+            layout: 2,
+            chunk_sectors: 128,
+            raid_disks: 3,
+            size_sectors: 16384,
+            data_offset_sectors: 2048,
+            ctime_seconds: 5,
+            utime_seconds: 5,
+            events: 4,
+            clean: true,
+            internal_bitmap: false,
+        };
+        let roles = [DevRole::Active(0), DevRole::Active(1), DevRole::Active(2)];
+        let new = NewMember {
+            dev_number: 1,
+            device_uuid: Uuid([3; 16]),
+            device_sectors: 18432,
+            dev_roles: &roles,
+        };
+        let mut own = build_superblock(&array, &new).unwrap();
+        own.utime |= 0xff_ffff << 40;
+        let change = SizeChange {
+            old_size_sectors: 16384,
+            new_size_sectors: 47104,
+            max_size_sectors: 47104,
+        };
+        let sb = grown_superblock(&own, &change, 47104, 5, 77);
+        assert_eq!((sb.size_sectors, sb.data_size_sectors), (47104, 47104));
+        assert_eq!((sb.resync_offset_sectors, sb.events), (16384, 5));
+        assert_eq!((sb.utime >> 40, sb.utime_seconds()), (0xff_ffff, 77));
+        assert_eq!(sb.checksum(), sb.sb_csum);
+        let decoded = Superblock1::decode(&sb.encode()).unwrap();
+        assert_eq!(decoded.device_uuid, own.device_uuid);
+        assert_eq!(decoded.dev_roles, own.dev_roles);
+    }
+}
