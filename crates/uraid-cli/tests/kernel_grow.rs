@@ -1,0 +1,107 @@
+//! `uraid grow --size` against the kernel's own grow. Two identical arrays (one UUID, RAID5 of
+//! 3 x 24 MiB members using 8 MiB of each, a bitmap of 4 KiB chunks, members zero but for
+//! what the larger disks held past the old size): md grows the first (`mdadm --grow --size=max`)
+//! and uraid the second, stopped. In the VM, md resyncs and checks the first, then assembles
+//! the second: it must take uraid's sizes and bitmap as it made its own (component size,
+//! bitmap chunk), resync the new space by uraid's superblocks and find no mismatch after; the
+//! old space reads back as it was. Back on the host, uraid assembles the array md grew at the
+//! size md gave it. Skips without the VM kit, except under CI=true.
+
+mod mdvm;
+
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const JOB: &str = r#"
+r() { echo "RESULT $*"; }
+md() { cat /sys/block/md0/md/$1; }
+check() {
+  mdadm --wait /dev/md0 || true
+  echo check > /sys/block/md0/md/sync_action
+  mdadm --wait /dev/md0 || true
+  r $1_mismatches $(md mismatch_cnt)
+  r $1_old_space $(head -c 16777216 /dev/md0 | sha256sum | cut -d' ' -f1)
+}
+mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc 2>&1
+mdadm --grow /dev/md0 --size=max 2>&1
+r md_size $(md component_size) $(md bitmap/chunksize)
+check md
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdd /dev/vde /dev/vdf 2>&1
+r uraid_size $(md component_size) $(md bitmap/chunksize)
+r uraid_resync_start $(md resync_start)
+check uraid
+mdadm --stop /dev/md0 2>&1
+"#;
+
+const UUID: &str = "5eed0001:00000000:00000000:00000002";
+
+#[test]
+fn md_takes_uraid_grown_array_as_it_grows_its_own() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel_grow");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating the test directory");
+    let by_md = array(&dir, "a");
+    let by_uraid = array(&dir, "b");
+    let out = uraid(&dir, &["grow", "--size", "max"], &by_uraid);
+    assert!(out.status.success(), "uraid grow: {}", String::from_utf8_lossy(&out.stderr));
+
+    let job = dir.join("grow.sh");
+    std::fs::write(&job, JOB).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", "600"]).arg(&job).args(&by_md).args(&by_uraid);
+    let md = mdvm::results(&mdvm::run(&mut cmd, "grow"));
+    assert_eq!(mdvm::result(&md, "md_size"), "23552 16384", "md's own grow");
+    assert_eq!(mdvm::result(&md, "uraid_size"), "23552 16384", "the kernel reads uraid's");
+    let resync_start = mdvm::result(&md, "uraid_resync_start");
+    assert!(
+        resync_start.parse::<u64>().is_ok_and(|s| (16384..47104).contains(&s)),
+        "md resyncs the new space only: resync_start {resync_start}"
+    );
+    let zeros = sha256_of_zeros(16 << 20);
+    for who in ["md", "uraid"] {
+        assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s grown array");
+        assert_eq!(mdvm::result(&md, &format!("{who}_old_space")), zeros, "{who}'s old space");
+    }
+    // uraid assembles what md grew, at md's size.
+    let out = uraid(&dir, &["assemble", "--json"], &by_md);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the plan");
+    assert_eq!(plan["component_size_sectors"], 47104, "{plan}");
+    assert_eq!(plan["clean"], true, "md resynced it: {plan}");
+    std::fs::remove_dir_all(&dir).expect("removing the test directory");
+}
+
+/// Three members `{prefix}0.img`...: zeros, the array created clean on their first 8 MiB,
+/// and past that what the larger disks held (the same bytes for both arrays).
+fn array(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let members: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("{prefix}{i}.img"))).collect();
+    for (i, path) in members.iter().enumerate() {
+        let file = std::fs::File::create(path).expect("creating a member");
+        file.set_len(24 << 20).expect("sizing a member");
+        let junk: Vec<u8> = (0..15u64 << 20).map(|b| (b * 13 + i as u64 * 7 + 1) as u8).collect();
+        file.write_all_at(&junk, 9 << 20).expect("filling the new space");
+    }
+    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "--size", "8M"];
+    create.extend(["--bitmap", "internal", "--bitmap-chunk", "4K", "--assume-clean"]);
+    create.extend(["--uuid", UUID]);
+    let out = uraid(dir, &create, &members);
+    assert!(out.status.success(), "uraid create: {}", String::from_utf8_lossy(&out.stderr));
+    members
+}
+
+fn uraid(dir: &Path, args: &[&str], members: &[PathBuf]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .args(args)
+        .args(members)
+        .env("URAID_RUN_DIR", dir.join("run"))
+        .output()
+        .expect("running uraid")
+}
+
+fn sha256_of_zeros(len: usize) -> String {
+    use sha2::Digest as _;
+    format!("{:x}", sha2::Sha256::digest(vec![0u8; len]))
+}
