@@ -139,3 +139,53 @@ fn what_cannot_grow_is_refused_and_left_alone() {
     refused(&dir, some, &with(&["--size", "max"]), "not clean (resync_offset 16384");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A bitmap added to a stopped array works as one made at create: after a crash the next start
+/// resyncs only the bitmap chunks being written; once it is removed, a crash resyncs every
+/// sector. The data reads back each time.
+#[test]
+fn an_added_bitmap_narrows_the_resync_after_a_crash_and_a_removed_one_does_not() {
+    let dir = tempdir("grow-bitmap");
+    let (members, data) = small_array(&dir, "gb", false);
+    let add = [&["grow", "--bitmap", "internal", "--bitmap-chunk", "64K"][..], &strs(&members)];
+    let added = uraid_ok(&dir, &add.concat());
+    assert!(added.contains("128 bits of 64 KiB"), "8 MiB a member: {added}");
+    let resynced = crash_and_restart(&dir, &members, &data);
+    assert!((128..16384).contains(&resynced), "{resynced} sectors: the written chunks only");
+    uraid_ok(&dir, &[&["grow", "--bitmap", "none"][..], &strs(&members)].concat());
+    assert_eq!(crash_and_restart(&dir, &members, &data), 16384, "no bitmap: every sector");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Serves the array, kills the server with SIGKILL while a client rewrites one block (the
+/// array is active then: safe mode marks it clean only after writes pause), serves it again
+/// and returns the sectors a member its resync covered, once the data read back whole.
+fn crash_and_restart(dir: &Path, members: &[PathBuf], data: &[u8]) -> u64 {
+    let served = Served::start(dir, "gb", members);
+    let mut client = served.client();
+    let block = data[5 * MIB as usize..5 * MIB as usize + 4096].to_vec();
+    let writer = std::thread::spawn(move || while client.write(5 * MIB, &block, false).is_ok() {});
+    std::thread::sleep(Duration::from_millis(300));
+    served.signal("KILL");
+    assert!(!served.wait(Duration::from_secs(10)).success());
+    writer.join().unwrap();
+    let served = Served::start(dir, "gb", members);
+    let start = std::time::Instant::now();
+    let resync = loop {
+        let d = serve_common::detail(dir, "gb");
+        if d["sync"].is_null() && !d["last_sync"].is_null() {
+            break d["last_sync"].clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no resync: {d:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!((&resync["action"], &resync["outcome"]), (&"resync".into(), &"done".into()));
+    let mut client = served.client();
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
+    }
+    client.disconnect().unwrap();
+    uraid_ok(dir, &["stop", "gb"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    resync["sectors"].as_u64().unwrap()
+}

@@ -1,11 +1,14 @@
-//! `uraid grow --size` against the kernel's own grow. Two identical arrays (one UUID, RAID5 of
+//! `uraid grow` against the kernel's own grow. Two identical arrays (one UUID, RAID5 of
 //! 3 x 24 MiB members using 8 MiB of each, a bitmap of 4 KiB chunks, members zero but for
 //! what the larger disks held past the old size): md grows the first (`mdadm --grow --size=max`)
 //! and uraid the second, stopped. In the VM, md resyncs and checks the first, then assembles
 //! the second: it must take uraid's sizes and bitmap as it made its own (component size,
 //! bitmap chunk), resync the new space by uraid's superblocks and find no mismatch after; the
 //! old space reads back as it was. Back on the host, uraid assembles the array md grew at the
-//! size md gave it. Skips without the VM kit, except under CI=true.
+//! size md gave it. A third array gets a bitmap from uraid: md must find it where and as it
+//! adds its own (8 sectors past the superblock, a 64 MiB chunk, which md's own --grow
+//! --bitmap=internal then gives too), and uraid removes the one md added. Skips without the
+//! VM kit, except under CI=true.
 
 mod mdvm;
 
@@ -33,6 +36,13 @@ r uraid_size $(md component_size) $(md bitmap/chunksize)
 r uraid_resync_start $(md resync_start)
 check uraid
 mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdg /dev/vdh /dev/vdi 2>&1
+r uraid_bitmap $(md bitmap/location) $(md bitmap/chunksize)
+mdadm --grow /dev/md0 --bitmap=none 2>&1
+mdadm --grow /dev/md0 --bitmap=internal 2>&1
+r md_bitmap $(md bitmap/location) $(md bitmap/chunksize)
+check bitmap
+mdadm --stop /dev/md0 2>&1
 "#;
 
 const UUID: &str = "5eed0001:00000000:00000000:00000002";
@@ -47,11 +57,18 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     let by_uraid = array(&dir, "b");
     let out = uraid(&dir, &["grow", "--size", "max"], &by_uraid);
     assert!(out.status.success(), "uraid grow: {}", String::from_utf8_lossy(&out.stderr));
+    // A third: uraid takes its bitmap off and adds one where md would; md replaces it with
+    // its own.
+    let bitmap_added = array(&dir, "c");
+    for args in [&["grow", "--bitmap", "none"][..], &["grow", "--bitmap", "internal"]] {
+        let out = uraid(&dir, args, &bitmap_added);
+        assert!(out.status.success(), "uraid {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
 
     let job = dir.join("grow.sh");
     std::fs::write(&job, JOB).expect("writing the job");
     let mut cmd = Command::new(scripts.join("run"));
-    cmd.args(["--timeout", "600"]).arg(&job).args(&by_md).args(&by_uraid);
+    cmd.args(["--timeout", "600"]).arg(&job).args(&by_md).args(&by_uraid).args(&bitmap_added);
     let md = mdvm::results(&mdvm::run(&mut cmd, "grow"));
     assert_eq!(mdvm::result(&md, "md_size"), "23552 16384", "md's own grow");
     assert_eq!(mdvm::result(&md, "uraid_size"), "23552 16384", "the kernel reads uraid's");
@@ -61,7 +78,10 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
         "md resyncs the new space only: resync_start {resync_start}"
     );
     let zeros = sha256_of_zeros(16 << 20);
-    for who in ["md", "uraid"] {
+    let md_bitmap = mdvm::result(&md, "md_bitmap");
+    assert_eq!(md_bitmap, "+8 67108864", "where md adds a bitmap, and its chunk");
+    assert_eq!(mdvm::result(&md, "uraid_bitmap"), md_bitmap, "uraid adds it there too");
+    for who in ["md", "uraid", "bitmap"] {
         assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s grown array");
         assert_eq!(mdvm::result(&md, &format!("{who}_old_space")), zeros, "{who}'s old space");
     }
@@ -71,6 +91,13 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the plan");
     assert_eq!(plan["component_size_sectors"], 47104, "{plan}");
     assert_eq!(plan["clean"], true, "md resynced it: {plan}");
+    // uraid removes the bitmap md added; mdadm then finds none.
+    let out = uraid(&dir, &["grow", "--bitmap", "none"], &bitmap_added);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("mdadm").arg("--examine").arg(&bitmap_added[2]).output().unwrap();
+    let examine = String::from_utf8_lossy(&out.stdout);
+    assert!(examine.contains("Feature Map : 0x0"), "{examine}");
+    assert!(!examine.contains("Internal Bitmap"), "{examine}");
     std::fs::remove_dir_all(&dir).expect("removing the test directory");
 }
 

@@ -1,9 +1,10 @@
-//! `uraid grow --size`: mdadm --grow --size on a stopped array. After its members were
+//! `uraid grow`: mdadm --grow --size and --bitmap on a stopped array. After its members were
 //! replaced one by one with larger devices (or grown files, or an array created with --size
 //! smaller than its members), the array takes the new room: each member's usable size, the
 //! component size and the bitmap's cover grow in the superblocks as md grows them
 //! (`uraid_format::grow`, `grown_bitmap`), and the new space resyncs at the next start,
-//! uraid's or the kernel's. The data is not touched.
+//! uraid's or the kernel's. `--bitmap internal|none` adds or removes the write-intent bitmap
+//! (`uraid_format::grow::add_bitmap`). The data is not touched.
 //!
 //! Offline on purpose: an NBD client cannot be told its export grew (the protocol has no
 //! resize), so the array is stopped, grown, and served again. A member a running array holds
@@ -11,35 +12,51 @@
 
 use crate::args::parse_size;
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, open_exclusive, read_candidate_to_assemble};
-use anyhow::Context;
+use anyhow::{Context, bail, ensure};
 use clap::Args;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, PlannedMember, plan};
-use uraid_format::grow::{GrowError, MemberRoom, SizeChange, SizeTarget, grown_superblock};
+use uraid_format::grow::{
+    GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
+    refuse_unless_whole_and_clean, with_bitmap_field,
+};
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, Uuid, WriteIntentBitmap};
 
 #[derive(Args)]
 #[command(
-    about = "Grow a stopped array's component size into its members' room (mdadm --grow --size)",
-    long_about = "Let a stopped array use more of its members: after they were replaced with \
-larger devices (or their files grown, or the array created with --size below their room), \
-`--size max` grows each member's used size to what the smallest member in a slot holds past \
-the data offset (in whole chunks), or to the size given. The superblocks and the internal \
-bitmap are updated as md updates them (the bitmap chunk doubles when its bits would not fit \
-its room) and the new space is resynced at the next start, by uraid or by the kernel. Give \
-every member and spare. Refused: a running array's member, a degraded or unclean array, a \
-recovery or replacement not finished, a smaller size (nothing shrinks), a size past a member's \
-room, a spare too small. Sizes take mdadm's units: a bare number is KiB.",
-    after_help = "Example (members replaced by larger disks, array stopped):\n  \
-uraid grow --size max /dev/sdb /dev/sdc /dev/sdd /dev/sde\n  \
-uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)"
+    about = "Grow a stopped array into its members' room, or add or remove its bitmap \
+(mdadm --grow --size, --bitmap)",
+    long_about = "Change a stopped array as mdadm --grow changes a running one. `--size max` \
+lets it use more of its members: after they were replaced with larger devices (or their files \
+grown, or the array created with --size below their room), each member's used size grows to \
+what the smallest member in a slot holds past the data offset (in whole chunks), or to the size \
+given; the internal bitmap follows as md's does (its chunk doubles when its bits would not fit \
+their room) and the new space is resynced at the next start, by uraid or by the kernel. \
+`--bitmap internal` adds a write-intent bitmap where md adds one (8 sectors past the \
+superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
+and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
+replacement not finished, a smaller size (nothing shrinks), a size past a member's room, a \
+spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
+mdadm's units: a bare number is KiB.",
+    after_help = "Examples (the array stopped):\n  \
+uraid grow --size max /dev/sdb /dev/sdc /dev/sdd /dev/sde   (members replaced by larger disks)\n  \
+uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)\n  \
+uraid grow --bitmap internal m?.img"
 )]
+#[command(group(clap::ArgGroup::new("change").required(true).args(["size", "bitmap"])))]
 pub struct GrowArgs {
     /// The new component size (data used on each member): `max`, or a size (64G, 1T, ...).
     #[arg(short = 'z', long, value_name = "max|SIZE")]
-    size: String,
+    size: Option<String>,
+    /// Add (`internal`) or remove (`none`) the write-intent bitmap.
+    #[arg(short, long, value_parser = ["internal", "none"])]
+    bitmap: Option<String>,
+    /// Bytes of member data each bit of an added bitmap covers, a power of two from 4K to 1G
+    /// (mdadm's --bitmap-chunk; default: mdadm's choice, at least 64M).
+    #[arg(long, value_name = "SIZE")]
+    bitmap_chunk: Option<String>,
     /// The array's UUID, when the devices given hold more than one array.
     #[arg(long)]
     uuid: Option<String>,
@@ -60,10 +77,10 @@ struct Grown<'a> {
 }
 
 pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
-    let target = match args.size.as_str() {
-        "max" => SizeTarget::Max,
-        size => SizeTarget::Sectors(parse_size(size)? / 512),
-    };
+    let bitmap_chunk = args.bitmap_chunk.as_deref().map(parse_bitmap_chunk).transpose()?;
+    if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
+        bail!("--bitmap-chunk goes with --bitmap internal");
+    }
     let held = "stop it first (uraid grow works on a stopped array)";
     let files = args
         .members
@@ -74,16 +91,11 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
     let options = AssembleOptions { uuid, ..AssembleOptions::default() };
     let plan = plan(&candidates, &options).context("cannot grow")?;
+    let cannot = || format!("cannot grow {}", plan.name);
+    refuse_unless_whole_and_clean(&plan).with_context(cannot)?;
     let avail = |m: &PlannedMember| {
         (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
     };
-    let room = |m: &PlannedMember| MemberRoom { name: m.name.clone(), avail_sectors: avail(m) };
-    let change = uraid_format::grow::plan_size(&plan, &room, target)
-        .with_context(|| format!("cannot grow {}", plan.name))?;
-    if change.unchanged() {
-        out!("{}: component size unchanged at {} sectors", plan.name, change.old_size_sectors);
-        return Ok(());
-    }
     let members = plan.slots.iter().flatten().chain(&plan.spares);
     let grown: Vec<Grown<'_>> = members
         .map(|member| {
@@ -94,19 +106,111 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
             Ok(Grown { member, file, own, avail_sectors: avail(member) })
         })
         .collect::<anyhow::Result<_>>()?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    match (&args.size, args.bitmap.as_deref()) {
+        (Some(size), _) => grow_size(args, &plan, &grown, size, now).with_context(cannot),
+        (None, Some(bitmap)) => {
+            change_bitmap(args, &plan, &grown, bitmap_chunk, bitmap == "internal", now)
+                .with_context(cannot)
+        }
+        (None, None) => unreachable!("clap requires --size or --bitmap"),
+    }
+}
+
+fn parse_bitmap_chunk(text: &str) -> anyhow::Result<u32> {
+    let chunk = parse_size(text)?;
+    ensure!(
+        chunk.is_power_of_two() && (4096..=1 << 30).contains(&chunk),
+        "--bitmap-chunk {text}: must be a power of two from 4K to 1G"
+    );
+    Ok(u32::try_from(chunk).expect("at most 1G"))
+}
+
+fn grow_size(
+    args: &GrowArgs,
+    plan: &AssemblyPlan,
+    grown: &[Grown<'_>],
+    size: &str,
+    now: u64,
+) -> anyhow::Result<()> {
+    let target = match size {
+        "max" => SizeTarget::Max,
+        size => SizeTarget::Sectors(parse_size(size)? / 512),
+    };
+    let room = |m: &PlannedMember| {
+        let g = grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned");
+        MemberRoom { name: m.name.clone(), avail_sectors: g.avail_sectors }
+    };
+    let change = uraid_format::grow::plan_size(plan, &room, target)?;
+    if change.unchanged() {
+        out!("{}: component size unchanged at {} sectors", plan.name, change.old_size_sectors);
+        return Ok(());
+    }
     let events = plan.events + 1;
     let bitmap = grow_bitmap(&grown[0], &change, events)?;
     if let Some(bitmap) = &bitmap {
-        for g in &grown {
+        for g in grown {
             write_synced(g, &bitmap.image, bitmap_at(&g.own)?).context("writing the bitmap")?;
         }
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    for g in &grown {
+    for g in grown {
         let sb = grown_superblock(&g.own, &change, g.avail_sectors, events, now);
         write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES).context("writing the superblock")?;
     }
-    tell(args, &plan, &change, bitmap.map(|b| b.chunk_bytes));
+    tell(args, plan, &change, bitmap.map(|b| b.chunk_bytes));
+    Ok(())
+}
+
+/// Adds the bitmap (written to every member first, then the superblocks that lead to it) or
+/// removes it (the superblocks only: its bytes stay, as md leaves them).
+fn change_bitmap(
+    args: &GrowArgs,
+    plan: &AssemblyPlan,
+    grown: &[Grown<'_>],
+    chunk_bytes: Option<u32>,
+    internal: bool,
+    now: u64,
+) -> anyhow::Result<()> {
+    let events = plan.events + 1;
+    let base = &grown[0].own;
+    let added = if internal {
+        let (bitmap, bits) = add_bitmap(base, chunk_bytes, events)?;
+        let mut image = bitmap.encode().to_vec();
+        image.extend_from_slice(bits.encode());
+        let at = bitmap_at(&with_bitmap_field(base, true, events, now))?;
+        for g in grown {
+            write_synced(g, &image, at).context("writing the bitmap")?;
+        }
+        Some(bitmap)
+    } else if !base.has_bitmap() {
+        return Err(GrowError::NoBitmap.into());
+    } else {
+        None
+    };
+    for g in grown {
+        let sb = with_bitmap_field(&g.own, internal, events, now);
+        write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES).context("writing the superblock")?;
+    }
+    if args.json {
+        let json = serde_json::json!({
+            "array": plan.name,
+            "uuid": plan.uuid.to_string(),
+            "bitmap": if internal { "internal" } else { "none" },
+            "bitmap_chunk_bytes": added.as_ref().map(|b| b.chunk_bytes),
+            "bitmap_bits": added.as_ref().map(BitmapSuper::chunk_count),
+        });
+        out!("{json}");
+    } else if let Some(b) = added {
+        out!(
+            "{}: internal bitmap added, 8 sectors past the superblock: {} bits of {} KiB, all \
+             clear (the array is clean)",
+            plan.name,
+            b.chunk_count(),
+            b.chunk_bytes / 1024
+        );
+    } else {
+        out!("{}: internal bitmap removed (a crash now resyncs the whole array)", plan.name);
+    }
     Ok(())
 }
 

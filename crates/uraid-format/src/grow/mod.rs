@@ -9,6 +9,12 @@
 //! make parity for the new space), clean (a crashed array replays its log and resyncs at
 //! its next start; that comes first) and not in the middle of a recovery or replacement.
 //! Shrinking is refused: data past the new end would go.
+//!
+//! `bitmap.rs`: adding or removing the internal write-intent bitmap (mdadm --grow --bitmap).
+
+mod bitmap;
+
+pub use bitmap::{add_bitmap, bitmap_room_sectors, with_bitmap_field};
 
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::superblock::Superblock1;
@@ -80,6 +86,25 @@ pub enum GrowError {
     SpareTooSmall { member: String, avail_sectors: u64, new_sectors: u64 },
     #[error("the bitmap cannot cover {new_sectors} sectors a member in md's largest chunk")]
     BitmapTooSmall { new_sectors: u64 },
+    #[error("the array has an internal bitmap already")]
+    HasBitmap,
+    #[error("the array has no internal bitmap to remove")]
+    NoBitmap,
+    #[error(
+        "the array has md's partial parity log (consistency policy ppl), which takes the \
+         bitmap's place in the superblock: md runs one or the other"
+    )]
+    MdPpl,
+    #[error(
+        "no room for a bitmap: {room_sectors} sectors between where md puts it (8 past the \
+         superblock) and the {next}, and md's bitmap takes at least 8"
+    )]
+    NoRoomForBitmap { room_sectors: u64, next: &'static str },
+    #[error(
+        "a bitmap chunk of {chunk_bytes} bytes needs {needed_bytes} bytes of bitmap, more than \
+         the {room_bytes} bytes of room: give a larger --bitmap-chunk"
+    )]
+    BitmapChunkTooSmall { chunk_bytes: u64, needed_bytes: u64, room_bytes: u64 },
 }
 
 /// Decides the new component size of the array `plan` describes; `room` gives each planned
@@ -126,7 +151,8 @@ pub fn plan_size(
     Ok(SizeChange { old_size_sectors, new_size_sectors, max_size_sectors })
 }
 
-fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowError> {
+/// Whole and clean: what every grow needs (see the module comment).
+pub fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowError> {
     if let Some(m) = plan.stale.first() {
         return Err(GrowError::LeftOut { member: m.name.clone(), why: "stale" });
     }
@@ -159,15 +185,21 @@ pub fn grown_superblock(
     events: u64,
     utime_seconds: u64,
 ) -> Superblock1 {
-    let seconds_mask = (1u64 << 40) - 1;
     let mut sb = own.clone();
     sb.size_sectors = change.new_size_sectors;
     sb.data_size_sectors = avail_sectors;
     sb.resync_offset_sectors = sb.resync_offset_sectors.min(change.old_size_sectors);
-    sb.events = events;
-    sb.utime = (own.utime & !seconds_mask) | (utime_seconds & seconds_mask);
-    sb.seal();
+    stamp(&mut sb, events, utime_seconds);
     sb
+}
+
+/// The event count and update time a grow writes, the mark in `utime`'s microseconds kept
+/// (uraid's, when it wrote last: `uraid_md::meta::RUN_MARK_USEC`); sealed.
+fn stamp(sb: &mut Superblock1, events: u64, utime_seconds: u64) {
+    let seconds_mask = (1u64 << 40) - 1;
+    sb.events = events;
+    sb.utime = (sb.utime & !seconds_mask) | (utime_seconds & seconds_mask);
+    sb.seal();
 }
 
 #[cfg(test)]
