@@ -1,0 +1,56 @@
+//! `grown_bitmap` on random bitmaps: every sector that was dirty stays covered by a dirty bit,
+//! every sector of the new space is dirty, the chunk only doubles (and only as far as md's room
+//! rule needs), and the bits never take more sectors than they had.
+
+use proptest::prelude::*;
+use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Uuid, WriteIntentBitmap, grown_bitmap};
+
+fn sectors_of(bytes: usize) -> usize {
+    bytes.div_ceil(512)
+}
+
+proptest! {
+    #[test]
+    fn a_grown_bitmap_loses_no_dirty_sector(
+        chunk_shift in 12u32..27,
+        old_sectors in 1u64..1 << 24,
+        growth in prop_oneof![Just(0u64), 0u64..1 << 26],
+        dirty in proptest::collection::vec(any::<u64>(), 0..40),
+    ) {
+        let old = BitmapSuper::new_internal(Uuid([9; 16]), old_sectors, 1 << chunk_shift);
+        let mut bits = WriteIntentBitmap::new_clean(&old);
+        for d in &dirty {
+            bits.set(d % bits.chunks());
+        }
+        let new_sectors = old_sectors + growth;
+        let (grown, grown_bits) = grown_bitmap(&old, &bits, new_sectors).unwrap();
+        prop_assert_eq!(grown.sync_size_sectors, new_sectors);
+        prop_assert!(grown.chunk_bytes >= old.chunk_bytes);
+        prop_assert!(grown.chunk_bytes.is_power_of_two());
+        let room = sectors_of(BITMAP_SUPER_BYTES + old.bits_bytes());
+        prop_assert!(sectors_of(BITMAP_SUPER_BYTES + grown.bits_bytes()) <= room);
+        if grown.chunk_bytes > old.chunk_bytes {
+            // Half the chunk would not have fitted.
+            let half = BitmapSuper { chunk_bytes: grown.chunk_bytes / 2, ..grown.clone() };
+            prop_assert!(sectors_of(BITMAP_SUPER_BYTES + half.bits_bytes()) > room);
+        }
+        let covers = |sector: u64| grown_bits.is_dirty(sector / grown_bits.chunk_sectors());
+        for chunk in (0..bits.chunks()).filter(|&c| bits.is_dirty(c)) {
+            let first = chunk * bits.chunk_sectors();
+            let last = ((chunk + 1) * bits.chunk_sectors()).min(old_sectors) - 1;
+            prop_assert!(covers(first) && covers(last), "old chunk {} lost", chunk);
+        }
+        if growth > 0 {
+            prop_assert!(covers(old_sectors) && covers(new_sectors - 1), "new space clean");
+        }
+        // Nothing else: a chunk wholly in the old space with no old dirty sector stays clean.
+        let expected = (0..grown_bits.chunks()).filter(|&c| {
+            let size = grown_bits.chunk_sectors();
+            let (start, end) = (c * size, (c + 1) * size);
+            (growth > 0 && end > old_sectors)
+                || (start / bits.chunk_sectors()..end.div_ceil(bits.chunk_sectors()))
+                    .any(|o| o < bits.chunks() && bits.is_dirty(o))
+        });
+        prop_assert_eq!(grown_bits.dirty_count(), expected.count() as u64);
+    }
+}
