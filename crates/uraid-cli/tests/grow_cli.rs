@@ -150,10 +150,15 @@ fn an_added_bitmap_narrows_the_resync_after_a_crash_and_a_removed_one_does_not()
     let add = [&["grow", "--bitmap", "internal", "--bitmap-chunk", "64K"][..], &strs(&members)];
     let added = uraid_ok(&dir, &add.concat());
     assert!(added.contains("128 bits of 64 KiB"), "8 MiB a member: {added}");
+    let examined = uraid_ok(&dir, &["examine", "--bitmap", strs(&members)[2]]);
+    assert!(examined.contains("       Chunksize : 64 KB\n"), "{examined}");
+    assert!(examined.contains("          Bitmap : 128 bits (chunks), 0 dirty (0.0%)\n"));
     let resynced = crash_and_restart(&dir, &members, &data);
     assert!((128..16384).contains(&resynced), "{resynced} sectors: the written chunks only");
     uraid_ok(&dir, &[&["grow", "--bitmap", "none"][..], &strs(&members)].concat());
     assert_eq!(crash_and_restart(&dir, &members, &data), 16384, "no bitmap: every sector");
+    let examined = uraid_ok(&dir, &["examine", "-X", strs(&members)[0]]);
+    assert!(examined.contains("no internal bitmap"), "{examined}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -5,7 +5,8 @@
 //! the second: it must take uraid's sizes and bitmap as it made its own (component size,
 //! bitmap chunk), resync the new space by uraid's superblocks and find no mismatch after; the
 //! old space reads back as it was. Back on the host, uraid assembles the array md grew at the
-//! size md gave it. A third array gets a bitmap from uraid: md must find it where and as it
+//! size md gave it, and `uraid examine --bitmap` prints what `mdadm -X` prints of the
+//! second's bitmap. A third array gets a bitmap from uraid: md must find it where and as it
 //! adds its own (8 sectors past the superblock, a 64 MiB chunk, which md's own --grow
 //! --bitmap=internal then gives too), and uraid removes the one md added. Skips without the
 //! VM kit, except under CI=true.
@@ -43,6 +44,7 @@ mdadm --grow /dev/md0 --bitmap=internal 2>&1
 r md_bitmap $(md bitmap/location) $(md bitmap/chunksize)
 check bitmap
 mdadm --stop /dev/md0 2>&1
+mdadm --examine-bitmap /dev/vdd | sed 's/^/XBITMAP/'
 "#;
 
 const UUID: &str = "5eed0001:00000000:00000000:00000002";
@@ -69,7 +71,8 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     std::fs::write(&job, JOB).expect("writing the job");
     let mut cmd = Command::new(scripts.join("run"));
     cmd.args(["--timeout", "600"]).arg(&job).args(&by_md).args(&by_uraid).args(&bitmap_added);
-    let md = mdvm::results(&mdvm::run(&mut cmd, "grow"));
+    let console = mdvm::run(&mut cmd, "grow");
+    let md = mdvm::results(&console);
     assert_eq!(mdvm::result(&md, "md_size"), "23552 16384", "md's own grow");
     assert_eq!(mdvm::result(&md, "uraid_size"), "23552 16384", "the kernel reads uraid's");
     let resync_start = mdvm::result(&md, "uraid_resync_start");
@@ -85,6 +88,14 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
         assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s grown array");
         assert_eq!(mdvm::result(&md, &format!("{who}_old_space")), zeros, "{who}'s old space");
     }
+    // mdadm -X of the array uraid grew, as md left it, line for line but the file's name.
+    let not_filename = |line: &&str| !line.trim_start().starts_with("Filename");
+    let mdadm_x: Vec<&str> =
+        console.lines().filter_map(|l| l.strip_prefix("XBITMAP")).filter(not_filename).collect();
+    let out = uraid(&dir, &["examine", "--bitmap"], &by_uraid[..1]);
+    let ours = String::from_utf8_lossy(&out.stdout);
+    assert!(mdadm_x.len() >= 11, "mdadm -X in the VM: {console}");
+    assert_eq!(ours.lines().filter(not_filename).collect::<Vec<_>>(), mdadm_x);
     // uraid assembles what md grew, at md's size.
     let out = uraid(&dir, &["assemble", "--json"], &by_md);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -16,7 +16,8 @@ use uraid_format::{DevRole, Level, MAX_SECTOR, Superblock1};
     long_about = "Print the md v1.2 superblock of each member, with the fields and wording of \
 mdadm --examine: array UUID, name, level, layout, chunk, devices, array size, data offset, \
 device role, events, array state and whether the checksum is correct. Members are only read.",
-    after_help = "Example:\n  uraid examine /dev/sdb /dev/sdc\n  uraid examine --json m0.img"
+    after_help = "Example:\n  uraid examine /dev/sdb /dev/sdc\n  uraid examine --json m0.img\n  \
+uraid examine --bitmap m0.img"
 )]
 pub struct ExamineArgs {
     /// Print one JSON array with an object per member.
@@ -27,6 +28,10 @@ pub struct ExamineArgs {
     /// whose parity.
     #[arg(long, alias = "examine-badblocks")]
     badblocks: bool,
+    /// Print each member's internal write-intent bitmap instead, as `mdadm --examine-bitmap`
+    /// (-X) prints a member device's (mdadm cannot show a member file's).
+    #[arg(short = 'X', long, alias = "examine-bitmap", conflicts_with = "badblocks")]
+    bitmap: bool,
     /// Member devices or image files.
     #[arg(required = true)]
     members: Vec<String>,
@@ -39,8 +44,13 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         let candidate = read_candidate(path);
         let decoded = decode(&candidate);
         match decoded {
-            Ok(superblock) if args.badblocks => {
-                match crate::cmd::examine_badblocks::examine(path, &superblock) {
+            Ok(superblock) if args.badblocks || args.bitmap => {
+                let examined = if args.bitmap {
+                    crate::cmd::examine_bitmap::examine(path, &superblock)
+                } else {
+                    crate::cmd::examine_badblocks::examine(path, &superblock)
+                };
+                match examined {
                     Ok((text, value)) => {
                         if !args.json {
                             tell!("{}", text.trim_end());

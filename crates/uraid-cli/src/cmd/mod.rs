@@ -9,6 +9,7 @@ pub mod create;
 mod demo;
 pub mod examine;
 mod examine_badblocks;
+mod examine_bitmap;
 pub mod grow;
 pub mod manage;
 mod md_meta;
