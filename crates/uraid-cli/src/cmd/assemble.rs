@@ -33,6 +33,11 @@ pub struct AssembleArgs {
     /// Assemble the array with this UUID (default: the first member's).
     #[arg(long)]
     uuid: Option<String>,
+    /// Take from the devices given only the members of the array --uuid names (or of the only
+    /// array they hold), passing over the others: give every disk (/dev/disk/by-id/*), since
+    /// device names move between boots and a UUID does not (mdadm's --scan).
+    #[arg(long)]
+    scan: bool,
     /// mdadm's --force: start a dirty degraded array (parity may not match: data rebuilt
     /// from it may be wrong), and when more members are stale than the array survives (they
     /// failed one after another), bring the freshest of them back until it can run (blocks
@@ -63,15 +68,22 @@ fn has_md_ppl(candidates: &[Candidate]) -> bool {
 
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
+    if args.scan {
+        let members = crate::cmd::scan::select_members(&args.members, uuid)?;
+        return run_on(args, &members, uuid);
+    }
+    run_on(args, &args.members, uuid)
+}
+
+fn run_on(args: &AssembleArgs, members: &[String], uuid: Option<Uuid>) -> anyhow::Result<()> {
     let options = AssembleOptions { uuid, force: args.force, force_stale: args.force };
-    if let Some((i, j)) = same_file_twice(&args.members) {
-        bail!("assembly refused: {}", same_file_message(&args.members[i], &args.members[j]));
+    if let Some((i, j)) = same_file_twice(members) {
+        bail!("assembly refused: {}", same_file_message(&members[i], &members[j]));
     }
     if args.output.is_some() {
-        super::output::refuse_output_over_members(args.output.as_deref(), &args.members)?;
+        super::output::refuse_output_over_members(args.output.as_deref(), members)?;
     }
-    let candidates: Vec<_> =
-        args.members.iter().map(|path| read_candidate_to_assemble(path)).collect();
+    let candidates: Vec<_> = members.iter().map(|path| read_candidate_to_assemble(path)).collect();
     let plan = match plan(&candidates, &options) {
         Err(e @ AssembleError::DirtyDegraded { .. }) if has_md_ppl(&candidates) => {
             // --force would read the stripes md's log mends as they are: say what mends them.
@@ -97,7 +109,7 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     let Some(path) = &args.output else { return Ok(()) };
     // md's own members cannot be assembled twice; a served array's members could be read, but
     // they change under the read and the server's cache holds writes not yet on them.
-    if let Some(busy) = args.members.iter().find(|p| uraid_io::held_by_a_server(Path::new(p))) {
+    if let Some(busy) = members.iter().find(|p| uraid_io::held_by_a_server(Path::new(p))) {
         bail!(
             "{busy} is in use: a running uraid serve holds it, so its array's contents would \
              be read torn (writes land during the read, and some are still in the server's \

@@ -8,6 +8,7 @@ use crate::cmd::md_meta::{chunk_text, layout_name, read_candidate};
 use anyhow::bail;
 use clap::Args;
 use serde_json::{Value, json};
+use std::fmt::Write as _;
 use uraid_format::{DevRole, Level, MAX_SECTOR, Superblock1};
 
 #[derive(Args)]
@@ -17,8 +18,10 @@ use uraid_format::{DevRole, Level, MAX_SECTOR, Superblock1};
 mdadm --examine: array UUID, name, level, layout, chunk, devices, array size, data offset, \
 device role, events, array state and whether the checksum is correct. Members are only read.",
     after_help = "Example:\n  uraid examine /dev/sdb /dev/sdc\n  uraid examine --json m0.img\n  \
-uraid examine --bitmap m0.img"
+uraid examine --bitmap m0.img\n  uraid examine --scan /dev/sd*"
 )]
+// mdadm's switches, each a flag; the reports that exclude each other are declared so.
+#[allow(clippy::struct_excessive_bools)]
 pub struct ExamineArgs {
     /// Print one JSON array with an object per member.
     #[arg(long)]
@@ -32,66 +35,38 @@ pub struct ExamineArgs {
     /// (-X) prints a member device's (mdadm cannot show a member file's).
     #[arg(short = 'X', long, alias = "examine-bitmap", conflicts_with = "badblocks")]
     bitmap: bool,
+    /// List the arrays the devices hold instead, as `mdadm --examine --brief --verbose` does:
+    /// an ARRAY line for a configuration, and the devices of each. Devices that hold no md
+    /// v1.2 superblock are passed over (give every disk: `uraid examine --scan /dev/sd*`).
+    #[arg(long, alias = "brief", conflicts_with_all = ["badblocks", "bitmap"])]
+    scan: bool,
     /// Member devices or image files.
     #[arg(required = true)]
     members: Vec<String>,
 }
 
 pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
+    if args.scan {
+        return run_scan(args);
+    }
     let mut reports = Vec::new();
     let mut failed = Vec::new();
     for path in &args.members {
-        let candidate = read_candidate(path);
-        let decoded = decode(&candidate);
-        match decoded {
-            Ok(superblock) if args.badblocks || args.bitmap => {
-                let examined = if args.bitmap {
-                    crate::cmd::examine_bitmap::examine(path, &superblock)
-                } else {
-                    crate::cmd::examine_badblocks::examine(path, &superblock)
-                };
-                match examined {
-                    Ok((text, value)) => {
-                        if !args.json {
-                            tell!("{}", text.trim_end());
-                        }
-                        reports.push(value);
-                    }
-                    Err(reason) => {
-                        say!("uraid examine: {path}: {reason}");
-                        reports.push(json!({ "member": path, "error": reason }));
-                        failed.push(path.clone());
-                    }
-                }
+        let examined = decode(&read_candidate(path)).and_then(|superblock| {
+            if args.bitmap {
+                crate::cmd::examine_bitmap::examine(path, &superblock)
+            } else if args.badblocks {
+                crate::cmd::examine_badblocks::examine(path, &superblock)
+            } else {
+                Ok(examine_superblock(path, &superblock))
             }
-            Ok(superblock) => {
-                let mut fields = fields(&superblock);
-                if uraid_md::members::bad_block_log_in_bitmap(
-                    std::path::Path::new(path),
-                    &superblock,
-                )
-                .unwrap_or(false)
-                    && let Some((_, log)) = fields.iter_mut().find(|f| f.0 == "Bad Block Log")
-                {
-                    log.push_str(" (inside the bitmap: not used)");
-                }
-                // The array as it is, for its areas: md's PPL bit back where uraid took it off.
-                let mut as_array = superblock.clone();
-                if uraid_md::meta::restore_md_ppl(&mut as_array) {
-                    fields.push((
-                        "PPL",
-                        "md's bit taken off while uraid runs the array active (md does not read \
-                         uraid's log, so a crash must not start it dirty and degraded); uraid \
-                         reads it back when it starts the array and writes it again at its stop"
-                            .to_owned(),
-                    ));
-                }
-                fields.extend(md_ppl_fields(path, &as_array));
-                fields.extend(log_fields(path, &as_array));
+        });
+        match examined {
+            Ok((text, value)) => {
                 if !args.json {
-                    print_text(path, &fields);
+                    out_part!("{text}");
                 }
-                reports.push(report(path, &superblock, fields));
+                reports.push(value);
             }
             Err(reason) => {
                 say!("uraid examine: {path}: {reason}");
@@ -105,6 +80,60 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
     }
     if !failed.is_empty() {
         bail!("no valid md v1.2 superblock on {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// mdadm --examine's lines for one member, uraid's rows after them, and the JSON object.
+fn examine_superblock(path: &str, superblock: &Superblock1) -> (String, Value) {
+    let mut fields = fields(superblock);
+    if uraid_md::members::bad_block_log_in_bitmap(std::path::Path::new(path), superblock)
+        .unwrap_or(false)
+        && let Some((_, log)) = fields.iter_mut().find(|f| f.0 == "Bad Block Log")
+    {
+        log.push_str(" (inside the bitmap: not used)");
+    }
+    // The array as it is, for its areas: md's PPL bit back where uraid took it off.
+    let mut as_array = superblock.clone();
+    if uraid_md::meta::restore_md_ppl(&mut as_array) {
+        fields.push((
+            "PPL",
+            "md's bit taken off while uraid runs the array active (md does not read uraid's \
+             log, so a crash must not start it dirty and degraded); uraid reads it back when it \
+             starts the array and writes it again at its stop"
+                .to_owned(),
+        ));
+    }
+    fields.extend(md_ppl_fields(path, &as_array));
+    fields.extend(log_fields(path, &as_array));
+    let text = text_of(path, &fields);
+    (text, report(path, superblock, fields))
+}
+
+fn run_scan(args: &ExamineArgs) -> anyhow::Result<()> {
+    let arrays = crate::cmd::scan::scan(&args.members);
+    if args.json {
+        let list: Vec<Value> = arrays
+            .iter()
+            .map(|a| {
+                json!({
+                    "uuid": a.uuid.to_string(),
+                    "name": a.name,
+                    "level": a.superblock.level.to_string(),
+                    "raid_disks": a.superblock.raid_disks,
+                    "events": a.superblock.events,
+                    "devices": a.devices,
+                })
+            })
+            .collect();
+        out!("{}", serde_json::to_string_pretty(&list)?);
+    } else {
+        for array in &arrays {
+            out!("{}", crate::cmd::scan::array_lines(array));
+        }
+    }
+    if arrays.is_empty() {
+        bail!("no md v1.2 superblock on any device given");
     }
     Ok(())
 }
@@ -279,10 +308,12 @@ fn report(path: &str, sb: &Superblock1, fields: Vec<(&'static str, String)>) -> 
     })
 }
 
-fn print_text(path: &str, fields: &[(&'static str, String)]) {
-    out!("{path}:");
+/// mdadm's layout: the device, then each field right-aligned to 15 columns, then a blank line.
+fn text_of(path: &str, fields: &[(&'static str, String)]) -> String {
+    let mut text = format!("{path}:\n");
     for (key, value) in fields {
-        out!("{key:>15} : {value}");
+        let _ = writeln!(text, "{key:>15} : {value}");
     }
-    out!();
+    text.push('\n');
+    text
 }

@@ -60,6 +60,10 @@ pub struct GrowArgs {
     /// The array's UUID, when the devices given hold more than one array.
     #[arg(long)]
     uuid: Option<String>,
+    /// Take from the devices given only the members of the array --uuid names (or of the only
+    /// array they hold), passing over the others (mdadm's --scan).
+    #[arg(long)]
+    scan: bool,
     /// Print what changed as one JSON object on standard output.
     #[arg(long)]
     json: bool,
@@ -81,14 +85,18 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
+    let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
+    let paths = if args.scan {
+        crate::cmd::scan::select_members(&args.members, uuid)?
+    } else {
+        args.members.clone()
+    };
     let held = "stop it first (uraid grow works on a stopped array)";
-    let files = args
-        .members
+    let files = paths
         .iter()
         .map(|path| open_exclusive(path.as_ref(), held).with_context(|| path.clone()))
         .collect::<anyhow::Result<Vec<File>>>()?;
-    let candidates: Vec<_> = args.members.iter().map(|p| read_candidate_to_assemble(p)).collect();
-    let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
+    let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
     let options = AssembleOptions { uuid, ..AssembleOptions::default() };
     let plan = plan(&candidates, &options).context("cannot grow")?;
     let cannot = || format!("cannot grow {}", plan.name);

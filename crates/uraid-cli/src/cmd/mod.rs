@@ -17,6 +17,7 @@ pub mod monitor;
 mod monitor_mail;
 mod output;
 mod progress;
+mod scan;
 pub mod scrub;
 pub mod serve;
 mod serving;

@@ -1,0 +1,98 @@
+//! Finding arrays among devices (mdadm's --scan): which devices hold an md v1.2 superblock of
+//! which array. `uraid examine --scan` lists the arrays as mdadm --examine --scan does (ARRAY
+//! lines for a configuration, and their devices); `serve`, `assemble` and `grow` with `--scan`
+//! take from the devices given only the members of the array named by `--uuid` (or of the only
+//! array there), so that a unit can name its array by UUID and give every disk
+//! (`/dev/disk/by-id/*`): device names move between boots, a UUID does not. A device reached
+//! by two paths is taken once; devices that hold no superblock, or another array's, are left.
+
+use crate::cmd::md_meta::read_candidate;
+use anyhow::bail;
+use uraid_format::{Superblock1, Uuid};
+use uraid_io::FileIdentity;
+
+/// One array found on the devices scanned.
+pub struct FoundArray {
+    pub uuid: Uuid,
+    /// The freshest superblock's name.
+    pub name: String,
+    /// The freshest superblock (the array's level, devices, events).
+    pub superblock: Superblock1,
+    /// Its devices, in the order given.
+    pub devices: Vec<String>,
+}
+
+/// The arrays `paths` hold, in the order their first device was given; devices that hold none
+/// (no superblock, unreadable, a path to a device already seen) are left out.
+pub fn scan(paths: &[String]) -> Vec<FoundArray> {
+    let mut seen: Vec<FileIdentity> = Vec::new();
+    let mut arrays: Vec<FoundArray> = Vec::new();
+    for path in paths {
+        let Ok(identity) = FileIdentity::of_path(path.as_ref()) else { continue };
+        if seen.contains(&identity) {
+            continue;
+        }
+        seen.push(identity);
+        let candidate = read_candidate(path);
+        let Some(sb) = candidate.superblock_area.ok().and_then(|a| Superblock1::decode(&a).ok())
+        else {
+            continue;
+        };
+        match arrays.iter_mut().find(|a| a.uuid == sb.set_uuid) {
+            Some(found) => {
+                found.devices.push(path.clone());
+                if sb.events > found.superblock.events {
+                    found.name = sb.name();
+                    found.superblock = sb;
+                }
+            }
+            None => arrays.push(FoundArray {
+                uuid: sb.set_uuid,
+                name: sb.name(),
+                superblock: sb,
+                devices: vec![path.clone()],
+            }),
+        }
+    }
+    arrays
+}
+
+/// The devices of the array `uuid` among `paths`, or of the only array they hold.
+pub fn select_members(paths: &[String], uuid: Option<Uuid>) -> anyhow::Result<Vec<String>> {
+    let arrays = scan(paths);
+    let chosen = match uuid {
+        Some(uuid) => arrays.into_iter().find(|a| a.uuid == uuid),
+        None if arrays.len() > 1 => {
+            let list: Vec<String> =
+                arrays.iter().map(|a| format!("{} ({})", a.uuid, a.name)).collect();
+            bail!(
+                "the devices hold {} arrays: {}; name one with --uuid",
+                list.len(),
+                list.join(", ")
+            )
+        }
+        None => arrays.into_iter().next(),
+    };
+    match chosen {
+        Some(array) => Ok(array.devices),
+        None => match uuid {
+            Some(uuid) => bail!("no device given holds a member of array {uuid}"),
+            None => bail!("no device given holds an md v1.2 superblock"),
+        },
+    }
+}
+
+/// mdadm --examine --scan --verbose's lines for one array: the ARRAY line a configuration
+/// takes, and its devices.
+pub fn array_lines(array: &FoundArray) -> String {
+    let sb = &array.superblock;
+    format!(
+        "ARRAY /dev/md/{name}  level={level} metadata=1.2 num-devices={disks} UUID={uuid} \
+         name={name}\n   devices={devices}",
+        name = array.name,
+        level = sb.level,
+        disks = sb.raid_disks,
+        uuid = array.uuid,
+        devices = array.devices.join(","),
+    )
+}

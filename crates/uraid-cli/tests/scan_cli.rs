@@ -1,0 +1,111 @@
+//! `--scan`: arrays found among devices. `uraid examine --scan` prints what `mdadm --examine
+//! --brief --verbose` prints of the same devices; `assemble`, `serve` and `grow` with `--scan`
+//! take only the members of the array --uuid names from every device given (or of the only one
+//! there) and pass over the rest: another array's members, a device with no superblock, a
+//! second path to a device already taken.
+
+mod serve_common;
+
+use serve_common::{Served, tempdir, text, uraid, uraid_ok};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const A: &str = "5ca00000:00000000:00000000:0000000a";
+const B: &str = "5ca00000:00000000:00000000:0000000b";
+
+/// Two RAID5 arrays of three 24 MiB files (A using 8 MiB of each), a file with no superblock
+/// and a symbolic link to one of A's members: every device, in a jumbled order.
+fn devices(dir: &Path) -> Vec<String> {
+    let mut made = Vec::new();
+    for (array, uuid, size) in [("a", A, "8M"), ("b", B, "23M")] {
+        let members: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("{array}{i}.img"))).collect();
+        for m in &members {
+            std::fs::File::create(m).unwrap().set_len(24 << 20).unwrap();
+        }
+        let names: Vec<&str> = members.iter().map(|m| m.to_str().unwrap()).collect();
+        let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "-N", array];
+        create.extend(["--uuid", uuid, "--size", size, "--assume-clean"]);
+        create.extend(&names);
+        uraid_ok(dir, &create);
+        made.push(members);
+    }
+    let blank = dir.join("blank.img");
+    std::fs::File::create(&blank).unwrap().set_len(24 << 20).unwrap();
+    let link = dir.join("link-to-a1.img");
+    std::os::unix::fs::symlink(&made[0][1], &link).unwrap();
+    let order = [&made[1][2], &made[0][0], &blank, &made[1][0], &made[0][1], &link, &made[1][1]];
+    let mut devices: Vec<String> = order.iter().map(|p| p.to_str().unwrap().to_owned()).collect();
+    devices.push(made[0][2].to_str().unwrap().to_owned());
+    devices
+}
+
+/// The ARRAY line and its devices line, per array.
+fn blocks(output: &str) -> BTreeSet<String> {
+    let lines: Vec<&str> = output.lines().collect();
+    lines.chunks(2).map(|pair| pair.join("\n")).collect()
+}
+
+#[test]
+fn examine_scan_prints_what_mdadm_prints() {
+    let dir = tempdir("scan-examine");
+    let all = devices(&dir);
+    let without_link: Vec<&str> =
+        all.iter().map(String::as_str).filter(|d| !d.contains("link")).collect();
+    let mdadm = std::process::Command::new("mdadm")
+        .args(["--examine", "--brief", "--verbose"])
+        .args(&without_link)
+        .output()
+        .unwrap();
+    let ours = uraid_ok(&dir, &[&["examine", "--scan"][..], &without_link].concat());
+    assert_eq!(blocks(&ours), blocks(&text(&mdadm.stdout)), "{ours}");
+    assert_eq!(blocks(&ours).len(), 2);
+    // A second path to a member is that member: listed once.
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let with_link = uraid_ok(&dir, &[&["examine", "--scan"][..], &all].concat());
+    assert_eq!(blocks(&with_link), blocks(&ours));
+    let none = uraid(&dir, &["examine", "--scan", dir.join("blank.img").to_str().unwrap()]);
+    assert!(!none.status.success() && text(&none.stderr).contains("no md v1.2 superblock"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_verbs_take_the_named_array_from_every_device() {
+    let dir = tempdir("scan-verbs");
+    let all = devices(&dir);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let with = |args: &[&'static str]| -> Vec<&str> { [args, &all].concat() };
+    // Two arrays and no UUID: which one is for the operator to say.
+    let out = uraid(&dir, &with(&["assemble", "--scan"]));
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("2 arrays: {B} (b), {A} (a); name one with --uuid")), "{err}");
+    let plan = uraid_ok(&dir, &with(&["assemble", "--scan", "--json", "--uuid", B]));
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let slots: Vec<&str> =
+        plan["slots"].as_array().unwrap().iter().map(|s| s["member"].as_str().unwrap()).collect();
+    assert!(slots.iter().all(|s| s.contains("/b")), "{slots:?}");
+    // Serve A by its UUID from every device: its three members, not the link's second path.
+    let served = Served::start_with(
+        &dir,
+        "sa",
+        &all.iter().map(PathBuf::from).collect::<Vec<_>>(),
+        &dir.join("sa.sock"),
+        &["--scan", "--uuid", A],
+    );
+    let detail = uraid_ok(&dir, &["detail", "sa"]);
+    assert!(detail.contains("Array Size : 16384 "), "{detail}");
+    assert!(!detail.contains("link") && !detail.contains("b0.img"), "{detail}");
+    uraid_ok(&dir, &["stop", "sa"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    // Grow A the same way; B is left as it was.
+    let b_before: Vec<Vec<u8>> =
+        (0..3).map(|i| std::fs::read(dir.join(format!("b{i}.img"))).unwrap()).collect();
+    uraid_ok(&dir, &with(&["grow", "--scan", "--uuid", A, "--size", "max"]));
+    let plan = uraid_ok(&dir, &with(&["assemble", "--scan", "--json", "--uuid", A]));
+    assert!(plan.contains("\"component_size_sectors\": 47104"), "{plan}");
+    for (i, before) in b_before.iter().enumerate() {
+        assert!(std::fs::read(dir.join(format!("b{i}.img"))).unwrap() == *before, "b{i}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
