@@ -2,7 +2,7 @@
 //! --brief --verbose` prints of the same devices; `assemble`, `serve` and `grow` with `--scan`
 //! take only the members of the array --uuid names from every device given (or of the only one
 //! there) and pass over the rest: another array's members, a device with no superblock, a
-//! second path to a device already taken.
+//! second path to a device already taken. A device pattern is expanded by uraid.
 
 mod serve_common;
 
@@ -85,14 +85,11 @@ fn the_verbs_take_the_named_array_from_every_device() {
     let slots: Vec<&str> =
         plan["slots"].as_array().unwrap().iter().map(|s| s["member"].as_str().unwrap()).collect();
     assert!(slots.iter().all(|s| s.contains("/b")), "{slots:?}");
-    // Serve A by its UUID from every device: its three members, not the link's second path.
-    let served = Served::start_with(
-        &dir,
-        "sa",
-        &all.iter().map(PathBuf::from).collect::<Vec<_>>(),
-        &dir.join("sa.sock"),
-        &["--scan", "--uuid", A],
-    );
+    // Serve A by its UUID from a pattern uraid expands (systemd passes it on as written):
+    // its three members, not the link's second path to one of them.
+    let pattern = dir.join("*.img");
+    let served =
+        Served::start_with(&dir, "sa", &[pattern], &dir.join("sa.sock"), &["--scan", "--uuid", A]);
     let detail = uraid_ok(&dir, &["detail", "sa"]);
     assert!(detail.contains("Array Size : 16384 "), "{detail}");
     assert!(!detail.contains("link") && !detail.contains("b0.img"), "{detail}");

@@ -111,7 +111,7 @@ fn examine_superblock(path: &str, superblock: &Superblock1) -> (String, Value) {
 }
 
 fn run_scan(args: &ExamineArgs) -> anyhow::Result<()> {
-    let arrays = crate::cmd::scan::scan(&args.members);
+    let arrays = crate::cmd::scan::scan(&args.members)?;
     if args.json {
         let list: Vec<Value> = arrays
             .iter()

@@ -5,9 +5,11 @@
 //! array there), so that a unit can name its array by UUID and give every disk
 //! (`/dev/disk/by-id/*`): device names move between boots, a UUID does not. A device reached
 //! by two paths is taken once; devices that hold no superblock, or another array's, are left.
+//! A device pattern (`*`, `?`, `[...]`) is expanded here, as mdadm expands its DEVICE lines,
+//! since systemd passes it on as it is written.
 
 use crate::cmd::md_meta::read_candidate;
-use anyhow::bail;
+use anyhow::{Context, bail};
 use uraid_format::{Superblock1, Uuid};
 use uraid_io::FileIdentity;
 
@@ -22,12 +24,30 @@ pub struct FoundArray {
     pub devices: Vec<String>,
 }
 
-/// The arrays `paths` hold, in the order their first device was given; devices that hold none
-/// (no superblock, unreadable, a path to a device already seen) are left out.
-pub fn scan(paths: &[String]) -> Vec<FoundArray> {
+/// The paths `args` give: each pattern replaced by what it matches, sorted (none: nothing).
+fn expand(args: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut paths = Vec::new();
+    for arg in args {
+        if !arg.contains(['*', '?', '[']) {
+            paths.push(arg.clone());
+            continue;
+        }
+        let matches = glob::glob(arg).with_context(|| format!("device pattern {arg:?}"))?;
+        for path in matches {
+            let path = path.with_context(|| format!("device pattern {arg:?}"))?;
+            paths.push(path.to_string_lossy().into_owned());
+        }
+    }
+    Ok(paths)
+}
+
+/// The arrays the devices `args` name (paths or patterns) hold, in the order their first
+/// device comes; devices that hold none (no superblock, unreadable, a path to a device already
+/// seen) are left out.
+pub fn scan(args: &[String]) -> anyhow::Result<Vec<FoundArray>> {
     let mut seen: Vec<FileIdentity> = Vec::new();
     let mut arrays: Vec<FoundArray> = Vec::new();
-    for path in paths {
+    for path in &expand(args)? {
         let Ok(identity) = FileIdentity::of_path(path.as_ref()) else { continue };
         if seen.contains(&identity) {
             continue;
@@ -54,12 +74,13 @@ pub fn scan(paths: &[String]) -> Vec<FoundArray> {
             }),
         }
     }
-    arrays
+    Ok(arrays)
 }
 
-/// The devices of the array `uuid` among `paths`, or of the only array they hold.
+/// The devices of the array `uuid` among `paths` (paths or patterns), or of the only array
+/// they hold.
 pub fn select_members(paths: &[String], uuid: Option<Uuid>) -> anyhow::Result<Vec<String>> {
-    let arrays = scan(paths);
+    let arrays = scan(paths)?;
     let chosen = match uuid {
         Some(uuid) => arrays.into_iter().find(|a| a.uuid == uuid),
         None if arrays.len() > 1 => {
