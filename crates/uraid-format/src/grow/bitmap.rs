@@ -92,38 +92,11 @@ pub fn with_bitmap_field(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::create::{NewArray, NewMember, build_superblock};
-    use crate::{DevRole, Level, Uuid};
+    use crate::grow::tests::superblock;
 
-    /// A clean RAID5 of three 24 MiB members created without a bitmap, as the VM's was.
-    fn superblock(size_sectors: u64, data_offset_sectors: u64) -> Superblock1 {
-        let array = NewArray {
-            set_uuid: Uuid([2; 16]),
-            name: "b",
-            level: Level::Raid5,
-            layout: 2,
-            chunk_sectors: 128,
-            raid_disks: 3,
-            size_sectors,
-            data_offset_sectors,
-            ctime_seconds: 5,
-            utime_seconds: 5,
-            events: 1,
-            clean: true,
-            internal_bitmap: false,
-        };
-        let roles = [DevRole::Active(0), DevRole::Active(1), DevRole::Active(2)];
-        let member = NewMember {
-            dev_number: 0,
-            device_uuid: Uuid([3; 16]),
-            device_sectors: size_sectors + data_offset_sectors,
-            dev_roles: &roles,
-        };
-        build_superblock(&array, &member).unwrap()
-    }
-
-    /// The kernel's figures for that array (mdadm --grow --bitmap=internal): 8 sectors from
-    /// the superblock, a 64 MiB chunk, one bit; the bad block log stays at 16.
+    /// The kernel's figures for such an array of 24 MiB members (mdadm --grow
+    /// --bitmap=internal): 8 sectors from the superblock, a 64 MiB chunk, one bit; the bad
+    /// block log stays at 16.
     #[test]
     fn an_added_bitmap_is_where_and_as_md_adds_it() {
         let sb = superblock(47104, 2048);

@@ -297,8 +297,9 @@ mod tests {
         assert!(matches!(err, GrowError::SpareTooSmall { .. }), "{err}");
     }
 
-    #[test]
-    fn a_grown_superblock_resyncs_from_the_old_size_and_keeps_the_mark() {
+    /// A clean RAID5 of three members created without a bitmap (as the VM's were): member 0's
+    /// superblock.
+    pub(super) fn superblock(size_sectors: u64, data_offset_sectors: u64) -> Superblock1 {
         use crate::create::{NewArray, NewMember, build_superblock};
         let array = NewArray {
             set_uuid: Uuid([2; 16]),
@@ -307,22 +308,27 @@ mod tests {
             layout: 2,
             chunk_sectors: 128,
             raid_disks: 3,
-            size_sectors: 16384,
-            data_offset_sectors: 2048,
+            size_sectors,
+            data_offset_sectors,
             ctime_seconds: 5,
             utime_seconds: 5,
-            events: 4,
+            events: 1,
             clean: true,
             internal_bitmap: false,
         };
         let roles = [DevRole::Active(0), DevRole::Active(1), DevRole::Active(2)];
-        let new = NewMember {
-            dev_number: 1,
+        let member = NewMember {
+            dev_number: 0,
             device_uuid: Uuid([3; 16]),
-            device_sectors: 18432,
+            device_sectors: size_sectors + data_offset_sectors,
             dev_roles: &roles,
         };
-        let mut own = build_superblock(&array, &new).unwrap();
+        build_superblock(&array, &member).unwrap()
+    }
+
+    #[test]
+    fn a_grown_superblock_resyncs_from_the_old_size_and_keeps_the_mark() {
+        let mut own = superblock(16384, 2048);
         own.utime |= 0xff_ffff << 40;
         let change = SizeChange {
             old_size_sectors: 16384,
