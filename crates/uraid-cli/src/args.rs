@@ -26,6 +26,16 @@ pub fn parse_size(text: &str) -> anyhow::Result<u64> {
     value.checked_mul(multiplier).with_context(|| format!("size {text:?} overflows 64 bits"))
 }
 
+/// mdadm's --bitmap-chunk: bytes of member data a bit covers, a power of two from 4K to 1G.
+pub fn parse_bitmap_chunk(text: &str) -> anyhow::Result<u32> {
+    let chunk = parse_size(text)?;
+    anyhow::ensure!(
+        chunk.is_power_of_two() && (4096..=1 << 30).contains(&chunk),
+        "--bitmap-chunk {text}: must be a power of two from 4K to 1G"
+    );
+    Ok(u32::try_from(chunk).expect("at most 1G"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_size;

@@ -11,7 +11,7 @@
 //! after create, unless --assume-clean says the members already agree (all zeros, for
 //! example).
 
-use crate::args::parse_size;
+use crate::args::{parse_bitmap_chunk, parse_size};
 use crate::cmd::md_meta::{SUPERBLOCK_AREA_BYTES, SUPERBLOCK_OFFSET_BYTES, device_size_bytes};
 use anyhow::{Context, bail, ensure};
 use clap::Args;
@@ -384,11 +384,7 @@ fn choose_bitmap(args: &CreateArgs, array: &NewArray<'_>) -> anyhow::Result<Opti
         check_bitmap_before_data(array, &bitmap)?;
         return Ok(Some(bitmap));
     };
-    let chunk = parse_size(text)?;
-    ensure!(
-        chunk.is_power_of_two() && (4096..=1 << 30).contains(&chunk),
-        "--bitmap-chunk {text}: must be a power of two from 4K to 1G"
-    );
+    let chunk = u64::from(parse_bitmap_chunk(text)?);
     let bits = (array.size_sectors * 512).div_ceil(chunk);
     let room_bytes = choose_bitmap_space_sectors(array.size_sectors) * 512;
     let fits = room_bytes.saturating_sub(BITMAP_SUPER_BYTES as u64) * 8;

@@ -10,9 +10,9 @@
 //! resize), so the array is stopped, grown, and served again. A member a running array holds
 //! is refused (the member lock; O_EXCL on a block device).
 
-use crate::args::parse_size;
+use crate::args::{parse_bitmap_chunk, parse_size};
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, open_exclusive, read_candidate_to_assemble};
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, bail};
 use clap::Args;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
@@ -123,15 +123,6 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
         }
         (None, None) => unreachable!("clap requires --size or --bitmap"),
     }
-}
-
-fn parse_bitmap_chunk(text: &str) -> anyhow::Result<u32> {
-    let chunk = parse_size(text)?;
-    ensure!(
-        chunk.is_power_of_two() && (4096..=1 << 30).contains(&chunk),
-        "--bitmap-chunk {text}: must be a power of two from 4K to 1G"
-    );
-    Ok(u32::try_from(chunk).expect("at most 1G"))
 }
 
 fn grow_size(
