@@ -194,3 +194,55 @@ fn crash_and_restart(dir: &Path, members: &[PathBuf], data: &[u8]) -> u64 {
     assert!(served.wait(Duration::from_secs(30)).success());
     resync["sectors"].as_u64().unwrap()
 }
+
+/// The README's way to a larger array: each member replaced by a larger device while the
+/// array serves (`uraid replace`, the old one removed), then the array stopped and grown.
+#[test]
+fn members_replaced_by_larger_ones_then_grown() {
+    let dir = tempdir("grow-replaced");
+    let members = serve_common::member_files(&dir, 3, 16);
+    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "-N", "gw"];
+    create.extend(["--bitmap", "internal", "--assume-clean"]);
+    uraid_ok(&dir, &[create, strs(&members)].concat());
+    let served = Served::start(&dir, "gw", &members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 30 * MIB);
+    let data: Vec<u8> = (0..30 * MIB).map(|i| (i * 11 + i / 4096) as u8).collect();
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        client.write(i as u64 * MIB, piece, false).unwrap();
+    }
+    client.flush().unwrap();
+    let mut larger = Vec::new();
+    for (i, old) in members.iter().enumerate() {
+        let new = dir.join(format!("big{i}.img"));
+        std::fs::File::create(&new).unwrap().set_len(32 * MIB).unwrap();
+        let before = serve_common::detail(&dir, "gw")["last_sync"].clone();
+        uraid_ok(&dir, &["replace", "gw", old.to_str().unwrap(), "--with", new.to_str().unwrap()]);
+        let start = std::time::Instant::now();
+        while serve_common::detail(&dir, "gw")["last_sync"] == before {
+            assert!(start.elapsed() < Duration::from_secs(60), "replace {i} did not end");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        uraid_ok(&dir, &["remove", "gw", old.to_str().unwrap()]);
+        larger.push(new);
+    }
+    client.disconnect().unwrap();
+    uraid_ok(&dir, &["stop", "gw"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    // The old members are out; the array is the larger devices, still 15 MiB of each.
+    let grown = uraid_ok(&dir, &[vec!["grow", "--size", "max"], strs(&larger)].concat());
+    assert!(grown.contains("component size 30720 -> 63488 sectors"), "{grown}");
+    let served = Served::start(&dir, "gw", &larger);
+    let _ = uraid(&dir, &["wait", "gw"]);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 62 * MIB);
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
+    }
+    client.disconnect().unwrap();
+    let checked = uraid_ok(&dir, &["check", "--wait", "gw"]);
+    assert!(checked.contains("0 mismatched sectors in 63488 sectors"), "{checked}");
+    uraid_ok(&dir, &["stop", "gw"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
