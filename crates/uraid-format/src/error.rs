@@ -88,6 +88,12 @@ pub enum BitmapError {
     BadDaemonSleep,
     #[error("bitmap write_behind: {write_behind} exceeds 16383")]
     BadWriteBehind { write_behind: u32 },
+    #[error(
+        "bitmap chunksize {chunk_bytes}: the bits for {size_sectors} sectors a member take \
+         {needed_bytes} bytes with its superblock, past the data offset ({room_bytes} bytes \
+         of room before it)"
+    )]
+    PastData { chunk_bytes: u32, size_sectors: u64, needed_bytes: u64, room_bytes: u64 },
 }
 
 /// Why [`crate::create::build_superblock`] could not build a superblock.

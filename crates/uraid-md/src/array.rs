@@ -635,7 +635,7 @@ fn read_bitmap_of(
         .ok_or("bitmap offset before the device start")?;
     let head = read_at(Path::new(name), at, BITMAP_SUPER_BYTES)
         .map_err(|e| format!("reading the bitmap: {e}"))?;
-    let bitmap = BitmapSuper::decode(&head).map_err(|e| e.to_string())?;
+    let bitmap = BitmapSuper::decode_for(&head, base).map_err(|e| e.to_string())?;
     let len = BITMAP_SUPER_BYTES + bitmap.bits_bytes();
     let image =
         read_at(Path::new(name), at, len).map_err(|e| format!("reading the bitmap: {e}"))?;

@@ -172,7 +172,8 @@ pub fn bad_block_log_in_bitmap(path: &Path, sb: &uraid_format::Superblock1) -> i
         return Ok(false);
     };
     let head = read_at(path, at, uraid_format::BITMAP_SUPER_BYTES)?;
-    Ok(uraid_format::BitmapSuper::decode(&head).is_ok_and(|b| sb.bad_block_log_in_bitmap(&b)))
+    let bitmap = uraid_format::BitmapSuper::decode_for(&head, sb);
+    Ok(bitmap.is_ok_and(|b| sb.bad_block_log_in_bitmap(&b)))
 }
 
 /// A member file, behind `KnownBad` when its bad block log names ranges.

@@ -498,7 +498,7 @@ pub fn examine_member(path: &Path, sb: &Superblock1) -> io::Result<Option<Member
             .ok_or_else(|| io::Error::other("bitmap offset before the device start"))?;
         let mut head = vec![0u8; uraid_format::BITMAP_SUPER_BYTES];
         file.read_exact_at(&mut head, at)?;
-        let bitmap = uraid_format::BitmapSuper::decode(&head).map_err(io::Error::other)?;
+        let bitmap = uraid_format::BitmapSuper::decode_for(&head, sb).map_err(io::Error::other)?;
         Some(bitmap.reserved_bytes() as u64)
     } else {
         None

@@ -17,7 +17,7 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
         let text = format!("{path}: no internal bitmap (md v1.2 superblock without one)\n");
         return Ok((text, json!({ "member": path, "bitmap": null })));
     }
-    let (bitmap, bits) = read(path, sb)?;
+    let (stored_sync_sectors, bitmap, bits) = read(path, sb)?;
     let dirty = bits.dirty_count();
     let chunks = bitmap.chunk_count();
     let mut text = String::new();
@@ -39,10 +39,18 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
         max => format!("Allow write behind, max {max}"),
     };
     line("Write Mode", write_mode);
-    let sync_kib = bitmap.sync_size_sectors / 2;
-    line("Sync Size", format!("{sync_kib}{}", size_text(sync_kib * 1024)));
+    let sync_kib = stored_sync_sectors / 2;
+    line("Sync Size", format!("{sync_kib}{}", size_text(sync_kib.saturating_mul(1024))));
     let percent = if chunks == 0 { 0.0 } else { dirty as f64 * 100.0 / chunks as f64 };
     line("Bitmap", format!("{chunks} bits (chunks), {dirty} dirty ({percent:.1}%)"));
+    if stored_sync_sectors != sb.size_sectors {
+        let _ = writeln!(
+            text,
+            "{:>19}sync size is not the component size ({} sectors): md and uraid count the \
+             bits by the component size",
+            "", sb.size_sectors
+        );
+    }
     if bitmap.events < sb.events {
         let _ = writeln!(
             text,
@@ -60,7 +68,7 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
             "chunk_bytes": bitmap.chunk_bytes,
             "daemon_sleep_seconds": bitmap.daemon_sleep_seconds,
             "write_behind": bitmap.write_behind,
-            "sync_size_sectors": bitmap.sync_size_sectors,
+            "sync_size_sectors": stored_sync_sectors,
             "chunks": chunks,
             "dirty_chunks": dirty,
         },
@@ -68,7 +76,9 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
     Ok((text, value))
 }
 
-fn read(path: &str, sb: &Superblock1) -> Result<(BitmapSuper, WriteIntentBitmap), String> {
+/// The bitmap's stored sync size, and the bitmap and its bits as md loads them (counted over
+/// the component size: `BitmapSuper::decode_for`).
+fn read(path: &str, sb: &Superblock1) -> Result<(u64, BitmapSuper, WriteIntentBitmap), String> {
     let at = SUPERBLOCK_OFFSET_BYTES
         .checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
         .ok_or("the bitmap offset points before the device's start")?;
@@ -78,12 +88,13 @@ fn read(path: &str, sb: &Superblock1) -> Result<(BitmapSuper, WriteIntentBitmap)
         file.read_exact_at(&mut bytes, at).map(|()| bytes)
     };
     let header = read(BITMAP_SUPER_BYTES).map_err(|e| format!("reading the bitmap: {e}"))?;
-    let bitmap = BitmapSuper::decode(&header).map_err(|e| format!("its bitmap: {e}"))?;
+    let stored = BitmapSuper::decode(&header).map_err(|e| format!("its bitmap: {e}"))?;
+    let bitmap = BitmapSuper::decode_for(&header, sb).map_err(|e| format!("its bitmap: {e}"))?;
     let image = read(BITMAP_SUPER_BYTES + bitmap.bits_bytes())
         .map_err(|e| format!("reading the bitmap's bits: {e}"))?;
     let bits = WriteIntentBitmap::decode(&bitmap, &image[BITMAP_SUPER_BYTES..])
         .map_err(|e| format!("its bitmap: {e}"))?;
-    Ok((bitmap, bits))
+    Ok((stored.sync_size_sectors, bitmap, bits))
 }
 
 /// mdadm's chunk size: the largest whole unit ("64 MB", "16 KB", "512 B").

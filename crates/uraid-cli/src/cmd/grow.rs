@@ -237,7 +237,7 @@ fn grow_bitmap(
         first.file.read_exact_at(&mut bytes, at).context("reading the bitmap")?;
         Ok(bytes)
     };
-    let header = BitmapSuper::decode(&read(BITMAP_SUPER_BYTES)?)
+    let header = BitmapSuper::decode_for(&read(BITMAP_SUPER_BYTES)?, &first.own)
         .with_context(|| format!("{}: its bitmap", first.member.name))?;
     let image = read(BITMAP_SUPER_BYTES + header.bits_bytes())?;
     let bits = WriteIntentBitmap::decode(&header, &image[BITMAP_SUPER_BYTES..])?;

@@ -29,6 +29,7 @@ pub use resize::grown_bitmap;
 pub use write_intent::WriteIntentBitmap;
 
 use crate::error::BitmapError;
+use crate::superblock::Superblock1;
 use crate::uuid::Uuid;
 
 /// The bitmap superblock's magic, "bitm" read as a little-endian u32.
@@ -129,6 +130,32 @@ impl BitmapSuper {
         Ok(bitmap)
     }
 
+    /// Decodes the bitmap of the array whose member superblock is `sb`, as md loads it: its
+    /// bits counted over the array's component size, whatever `sync_size` says (md sizes them
+    /// by the array and rewrites `sync_size` at its next write; a crash in the middle of a
+    /// grow leaves the two apart), and refused when they would run past the data offset
+    /// (v1.2 keeps the bitmap between the superblock and the data: md would take data for
+    /// bits there, and a reader would allocate what a corrupt chunk size asks).
+    pub fn decode_for(bytes: &[u8], sb: &Superblock1) -> Result<BitmapSuper, BitmapError> {
+        let mut bitmap = BitmapSuper::decode(bytes)?;
+        bitmap.sync_size_sectors = sb.size_sectors;
+        let start = i128::from(sb.super_offset_sectors) + i128::from(sb.bitmap_offset_sectors);
+        let data = i128::from(sb.data_offset_sectors);
+        if start < data {
+            let room_bytes = u64::try_from((data - start) * 512).unwrap_or(u64::MAX);
+            let needed_bytes = (BITMAP_SUPER_BYTES as u64).saturating_add(bitmap.bits_bytes_u64());
+            if needed_bytes > room_bytes {
+                return Err(BitmapError::PastData {
+                    chunk_bytes: bitmap.chunk_bytes,
+                    size_sectors: sb.size_sectors,
+                    needed_bytes,
+                    room_bytes,
+                });
+            }
+        }
+        Ok(bitmap)
+    }
+
     /// Encodes the 256-byte bitmap superblock.
     #[must_use]
     pub fn encode(&self) -> [u8; BITMAP_SUPER_BYTES] {
@@ -204,7 +231,11 @@ impl BitmapSuper {
     /// Bytes of bits after the superblock: `ceil(chunk_count / 8)`.
     #[must_use]
     pub fn bits_bytes(&self) -> usize {
-        self.chunk_count().div_ceil(8) as usize
+        self.bits_bytes_u64() as usize
+    }
+
+    fn bits_bytes_u64(&self) -> u64 {
+        self.chunk_count().div_ceil(8)
     }
 
     /// Bytes the bitmap occupies on disk, superblock included, rounded up to 4 KiB as mdadm
