@@ -139,10 +139,12 @@ impl BitmapSuper {
     pub fn decode_for(bytes: &[u8], sb: &Superblock1) -> Result<BitmapSuper, BitmapError> {
         let mut bitmap = BitmapSuper::decode(bytes)?;
         bitmap.sync_size_sectors = sb.size_sectors;
+        // Metadata before the data (v1.1, v1.2): the bitmap must end before the data. (v1.0
+        // keeps it after the data, before the superblock at the device's end.)
         let start = i128::from(sb.super_offset_sectors) + i128::from(sb.bitmap_offset_sectors);
         let data = i128::from(sb.data_offset_sectors);
-        if start < data {
-            let room_bytes = u64::try_from((data - start) * 512).unwrap_or(u64::MAX);
+        if sb.super_offset_sectors < sb.data_offset_sectors {
+            let room_bytes = u64::try_from((data - start).max(0) * 512).unwrap_or(u64::MAX);
             let needed_bytes = (BITMAP_SUPER_BYTES as u64).saturating_add(bitmap.bits_bytes_u64());
             if needed_bytes > room_bytes {
                 return Err(BitmapError::PastData {
@@ -284,7 +286,7 @@ pub fn default_chunk_bytes(size_sectors: u64, room_sectors: u64) -> u64 {
     let max_bits = (room_sectors * 512 - BITMAP_SUPER_BYTES as u64) * 8;
     let mut chunk_bytes: u64 = 4096;
     // mdadm counts one spare bit and halves (rounding up) as it doubles the chunk.
-    let mut bits = size_sectors * 512 / chunk_bytes + 1;
+    let mut bits = size_sectors.saturating_mul(512) / chunk_bytes + 1;
     while bits > max_bits {
         chunk_bytes *= 2;
         bits = bits.div_ceil(2);
