@@ -4,12 +4,15 @@
 //! "fixed up" (magic, version, a bounded max_dev, the checksum sealed) to reach the field
 //! checks behind them. Invariants: no panic; whatever decodes re-encodes to the same bytes and
 //! decodes to the same value; `plan` over candidates made from one area with small edits never
-//! panics, and a plan it returns is self-consistent.
+//! panics, and a plan it returns is self-consistent; so is `uraid grow` planned over it.
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use uraid_format::assemble::{AssembleOptions, Candidate, plan};
+use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
+use uraid_format::grow::{
+    MemberRoom, SizeTarget, add_bitmap, grown_superblock, plan_size, with_bitmap_field,
+};
 use uraid_format::{Superblock1, Uuid, sb_csum};
 
 const AREA_BYTES: usize = 4096;
@@ -25,6 +28,8 @@ struct Input {
     force: bool,
     uuid: Option<[u8; 16]>,
     size_bytes: u64,
+    /// `uraid grow --size` in sectors (None: max).
+    grow_to: Option<u64>,
 }
 
 /// Another candidate: the first area with a few bytes changed.
@@ -117,4 +122,38 @@ fuzz_target!(|data: &[u8]| {
         assert!(!seen[m.candidate], "candidate {} placed twice", m.candidate);
         seen[m.candidate] = true;
     }
+    grow(&p, &candidates, input.grow_to);
 });
+
+/// `uraid grow --size` planned over the plan: a size only ever grows, in whole chunks, within
+/// every member's room; each superblock it writes decodes and resyncs from the old size; a
+/// bitmap added fits before the data.
+fn grow(p: &AssemblyPlan, candidates: &[Candidate], grow_to: Option<u64>) {
+    let avail = |m: &PlannedMember| {
+        (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
+    };
+    let room = |m: &PlannedMember| MemberRoom { name: m.name.clone(), avail_sectors: avail(m) };
+    let target = grow_to.map_or(SizeTarget::Max, SizeTarget::Sectors);
+    let first = p.fresh_members().next().expect("checked");
+    let Ok(own) = candidates[first.candidate].superblock_area.as_ref() else { return };
+    let own = Superblock1::decode(own).expect("planned from it");
+    if let Ok((bitmap, bits)) = add_bitmap(&own, None, p.events + 1) {
+        let with = with_bitmap_field(&own, true, p.events + 1, 1);
+        assert!(bitmap.chunk_count() == bits.chunks() && with.has_bitmap());
+        let end = 16 + (256 + bitmap.bits_bytes() as u64).div_ceil(512);
+        assert!(end <= own.data_offset_sectors, "an added bitmap past the data");
+    }
+    let Ok(change) = plan_size(p, &room, target) else { return };
+    let chunk = u64::from(p.chunk_sectors);
+    assert!(change.new_size_sectors >= change.old_size_sectors, "never shrinks");
+    if change.unchanged() {
+        return;
+    }
+    assert_eq!(change.new_size_sectors % chunk, 0, "whole chunks");
+    for m in p.slots.iter().flatten().chain(&p.spares) {
+        assert!(avail(m) >= change.new_size_sectors, "within {}'s room", m.name);
+    }
+    let grown = grown_superblock(&own, &change, avail(first), p.events + 1, 1);
+    let decoded = Superblock1::decode(&grown.encode()).expect("a grown superblock decodes");
+    assert_eq!(decoded.resync_offset_sectors, change.old_size_sectors);
+}
