@@ -79,7 +79,14 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
         out!("{}", serde_json::to_string_pretty(&reports)?);
     }
     if !failed.is_empty() {
-        bail!("no valid md v1.2 superblock on {}", failed.join(", "));
+        let what = if args.bitmap {
+            "no bitmap read"
+        } else if args.badblocks {
+            "no bad block log read"
+        } else {
+            "no valid md v1.2 superblock"
+        };
+        bail!("{what} on {}", failed.join(", "));
     }
     Ok(())
 }
