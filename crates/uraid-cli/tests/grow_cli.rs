@@ -40,6 +40,12 @@ fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) 
     (members, data)
 }
 
+fn superblock_of(member: &Path) -> uraid_format::Superblock1 {
+    let mut area = vec![0u8; 4096];
+    std::fs::File::open(member).unwrap().read_exact_at(&mut area, 4096).unwrap();
+    uraid_format::Superblock1::decode(&area).unwrap()
+}
+
 fn strs(members: &[PathBuf]) -> Vec<&str> {
     members.iter().map(|p| p.to_str().unwrap()).collect()
 }
@@ -134,6 +140,17 @@ fn what_cannot_grow_is_refused_and_left_alone() {
     refused(&dir, None, &with(&["--size", "max"]), "held by a running uraid array");
     uraid_ok(&dir, &["stop", "gf"]);
     assert!(served.wait(Duration::from_secs(30)).success());
+    // Its bitmap taken off, then one member's own bad block log moved to 4 sectors past where
+    // a bitmap would go (md keeps the log per device): no bitmap goes onto the array.
+    let removed = uraid_ok(&dir, &with(&["grow", "--bitmap", "none"]));
+    assert!(removed.contains("bitmap removed"), "{removed}");
+    let mut sb = superblock_of(&members[1]);
+    sb.bblog_offset_sectors = 12;
+    sb.seal();
+    let file = std::fs::OpenOptions::new().write(true).open(&members[1]).unwrap();
+    file.write_all_at(&sb.encode(), 4096).unwrap();
+    let no_room = "m1.img: no room for a bitmap: 4 sectors";
+    refused(&dir, some, &with(&["--bitmap", "internal"]), no_room);
     // Grown once, not yet resynced: a second grow waits for that resync.
     uraid_ok(&dir, &with(&["grow", "--size", "12M"]));
     refused(&dir, some, &with(&["--size", "max"]), "not clean (resync_offset 16384");

@@ -174,6 +174,11 @@ fn change_bitmap(
     let base = &grown[0].own;
     let added = if internal {
         let (bitmap, bits) = add_bitmap(base, chunk_bytes, events)?;
+        // Each member keeps its own bad block log: the bitmap must fit before every one.
+        for g in &grown[1..] {
+            add_bitmap(&g.own, Some(bitmap.chunk_bytes), events)
+                .with_context(|| g.member.name.clone())?;
+        }
         let mut image = bitmap.encode().to_vec();
         image.extend_from_slice(bits.encode());
         let at = bitmap_at(&with_bitmap_field(base, true, events, now))?;
