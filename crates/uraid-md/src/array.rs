@@ -13,8 +13,7 @@
 
 use crate::log_start;
 use crate::members::{
-    MemberFaults, SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_at,
-    read_candidate_to_assemble,
+    MemberFaults, SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_candidate_to_assemble,
 };
 use crate::meta::{Device, Metadata, Role};
 use crate::runner::{Action, SyncQueue};
@@ -630,15 +629,7 @@ fn read_bitmap_of(
     name: &str,
     base: &Superblock1,
 ) -> Result<(Option<BitmapSuper>, Option<Vec<u8>>), String> {
-    let at = SUPERBLOCK_OFFSET_BYTES
-        .checked_add_signed(i64::from(base.bitmap_offset_sectors) * 512)
-        .ok_or("bitmap offset before the device start")?;
-    let head = read_at(Path::new(name), at, BITMAP_SUPER_BYTES)
-        .map_err(|e| format!("reading the bitmap: {e}"))?;
-    let bitmap = BitmapSuper::decode_for(&head, base).map_err(|e| e.to_string())?;
-    let len = BITMAP_SUPER_BYTES + bitmap.bits_bytes();
-    let image =
-        read_at(Path::new(name), at, len).map_err(|e| format!("reading the bitmap: {e}"))?;
+    let (bitmap, image) = crate::members::read_bitmap(Path::new(name), base)?;
     Ok((Some(bitmap), Some(image)))
 }
 

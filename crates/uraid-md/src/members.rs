@@ -133,6 +133,24 @@ pub fn read_at(path: &Path, at: u64, len: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The internal bitmap of the member at `path` whose superblock is `sb`, read as md reads it
+/// (`BitmapSuper::decode_for`: its bits counted over the component size, and none past the
+/// data): its superblock, and its whole image (superblock and bits). Err says why not.
+pub fn read_bitmap(
+    path: &Path,
+    sb: &uraid_format::Superblock1,
+) -> Result<(uraid_format::BitmapSuper, Vec<u8>), String> {
+    let at = SUPERBLOCK_OFFSET_BYTES
+        .checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
+        .ok_or("bitmap offset before the device start")?;
+    let reading = |e: io::Error| format!("reading the bitmap: {e}");
+    let head = read_at(path, at, uraid_format::BITMAP_SUPER_BYTES).map_err(reading)?;
+    let bitmap = uraid_format::BitmapSuper::decode_for(&head, sb).map_err(|e| e.to_string())?;
+    let image = read_at(path, at, uraid_format::BITMAP_SUPER_BYTES + bitmap.bits_bytes())
+        .map_err(reading)?;
+    Ok((bitmap, image))
+}
+
 /// The byte ranges of `path` its md bad block log names (`uraid_format::decode_bad_blocks`),
 /// `normalized`, empty when it names none. An unreadable or malformed log is an error: md refuses
 /// such a superblock, and reading through ranges md knows are bad would return stale data.

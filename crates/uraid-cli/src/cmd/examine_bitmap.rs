@@ -4,11 +4,9 @@
 //! that is an image file; this can. One line of uraid's beneath when the bitmap is older than
 //! the array (md then distrusts its bits and resyncs everything).
 
-use crate::cmd::md_meta::SUPERBLOCK_OFFSET_BYTES;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
-use std::fs::File;
-use std::os::unix::fs::FileExt as _;
+use std::path::Path;
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, WriteIntentBitmap, bitmap_state};
 
 /// mdadm's lines for `path` and the JSON object; Err says what could not be read.
@@ -79,19 +77,9 @@ pub fn examine(path: &str, sb: &Superblock1) -> Result<(String, Value), String> 
 /// The bitmap's stored sync size, and the bitmap and its bits as md loads them (counted over
 /// the component size: `BitmapSuper::decode_for`).
 fn read(path: &str, sb: &Superblock1) -> Result<(u64, BitmapSuper, WriteIntentBitmap), String> {
-    let at = SUPERBLOCK_OFFSET_BYTES
-        .checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
-        .ok_or("the bitmap offset points before the device's start")?;
-    let file = File::open(path).map_err(|e| format!("opening: {e}"))?;
-    let read = |len: usize| {
-        let mut bytes = vec![0u8; len];
-        file.read_exact_at(&mut bytes, at).map(|()| bytes)
-    };
-    let header = read(BITMAP_SUPER_BYTES).map_err(|e| format!("reading the bitmap: {e}"))?;
-    let stored = BitmapSuper::decode(&header).map_err(|e| format!("its bitmap: {e}"))?;
-    let bitmap = BitmapSuper::decode_for(&header, sb).map_err(|e| format!("its bitmap: {e}"))?;
-    let image = read(BITMAP_SUPER_BYTES + bitmap.bits_bytes())
-        .map_err(|e| format!("reading the bitmap's bits: {e}"))?;
+    let (bitmap, image) = uraid_md::members::read_bitmap(Path::new(path), sb)
+        .map_err(|e| format!("its bitmap: {e}"))?;
+    let stored = BitmapSuper::decode(&image).map_err(|e| format!("its bitmap: {e}"))?;
     let bits = WriteIntentBitmap::decode(&bitmap, &image[BITMAP_SUPER_BYTES..])
         .map_err(|e| format!("its bitmap: {e}"))?;
     Ok((stored.sync_size_sectors, bitmap, bits))

@@ -16,6 +16,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, PlannedMember, plan};
 use uraid_format::grow::{
@@ -236,15 +237,9 @@ fn grow_bitmap(
     if !first.own.has_bitmap() {
         return Ok(None);
     }
-    let at = bitmap_at(&first.own)?;
-    let read = |len: usize| -> anyhow::Result<Vec<u8>> {
-        let mut bytes = vec![0u8; len];
-        first.file.read_exact_at(&mut bytes, at).context("reading the bitmap")?;
-        Ok(bytes)
-    };
-    let header = BitmapSuper::decode_for(&read(BITMAP_SUPER_BYTES)?, &first.own)
-        .with_context(|| format!("{}: its bitmap", first.member.name))?;
-    let image = read(BITMAP_SUPER_BYTES + header.bits_bytes())?;
+    let name = &first.member.name;
+    let (header, image) = uraid_md::members::read_bitmap(Path::new(name), &first.own)
+        .map_err(|e| anyhow::anyhow!("{name}: its bitmap: {e}"))?;
     let bits = WriteIntentBitmap::decode(&header, &image[BITMAP_SUPER_BYTES..])?;
     let new_sectors = change.new_size_sectors;
     let (mut grown, grown_bits) = uraid_format::grown_bitmap(&header, &bits, new_sectors)
