@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
-use uraid_format::Uuid;
 use uraid_format::assemble::{
     AssembleError, AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan,
 };
@@ -30,14 +29,8 @@ missing members from parity) and writes it out. Members are never written.",
 assemble --json -o array.img /dev/sdb /dev/sdc /dev/sdd"
 )]
 pub struct AssembleArgs {
-    /// Assemble the array with this UUID (default: the first member's).
-    #[arg(long)]
-    uuid: Option<String>,
-    /// Take from the devices given only the members of the array --uuid names (or of the only
-    /// array they hold), passing over the others: give every disk (/dev/disk/by-id/*), since
-    /// device names move between boots and a UUID does not (mdadm's --scan).
-    #[arg(long)]
-    scan: bool,
+    #[command(flatten)]
+    select: crate::cmd::scan::Selection,
     /// mdadm's --force: start a dirty degraded array (parity may not match: data rebuilt
     /// from it may be wrong), and when more members are stale than the array survives (they
     /// failed one after another), bring the freshest of them back until it can run (blocks
@@ -67,15 +60,8 @@ fn has_md_ppl(candidates: &[Candidate]) -> bool {
 }
 
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
-    let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
-    if args.scan {
-        let members = crate::cmd::scan::select_members(&args.members, uuid)?;
-        return run_on(args, &members, uuid);
-    }
-    run_on(args, &args.members, uuid)
-}
-
-fn run_on(args: &AssembleArgs, members: &[String], uuid: Option<Uuid>) -> anyhow::Result<()> {
+    let uuid = args.select.uuid()?;
+    let members = &args.select.members(&args.members)?;
     let options = AssembleOptions { uuid, force: args.force, force_stale: args.force };
     if let Some((i, j)) = same_file_twice(members) {
         bail!("assembly refused: {}", same_file_message(&members[i], &members[j]));

@@ -23,7 +23,7 @@ use uraid_format::grow::{
     GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
     refuse_unless_whole_and_clean, with_bitmap_field,
 };
-use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, Uuid, WriteIntentBitmap};
+use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, WriteIntentBitmap};
 
 #[derive(Args)]
 #[command(
@@ -58,13 +58,8 @@ pub struct GrowArgs {
     /// (mdadm's --bitmap-chunk; default: mdadm's choice, at least 64M).
     #[arg(long, value_name = "SIZE")]
     bitmap_chunk: Option<String>,
-    /// The array's UUID, when the devices given hold more than one array.
-    #[arg(long)]
-    uuid: Option<String>,
-    /// Take from the devices given only the members of the array --uuid names (or of the only
-    /// array they hold), passing over the others (mdadm's --scan).
-    #[arg(long)]
-    scan: bool,
+    #[command(flatten)]
+    select: crate::cmd::scan::Selection,
     /// Print what changed as one JSON object on standard output.
     #[arg(long)]
     json: bool,
@@ -86,12 +81,8 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
-    let uuid = args.uuid.as_deref().map(str::parse::<Uuid>).transpose()?;
-    let paths = if args.scan {
-        crate::cmd::scan::select_members(&args.members, uuid)?
-    } else {
-        args.members.clone()
-    };
+    let uuid = args.select.uuid()?;
+    let paths = args.select.members(&args.members)?;
     let held = "stop it first (uraid grow works on a stopped array)";
     let files = paths
         .iter()

@@ -10,8 +10,37 @@
 
 use crate::cmd::md_meta::read_candidate;
 use anyhow::{Context, bail};
+use clap::Args;
 use uraid_format::{Superblock1, Uuid};
 use uraid_io::FileIdentity;
+
+/// Which array the devices given form, for the verbs that assemble one (serve, assemble,
+/// grow): its UUID, and whether to take its members from among every device given.
+#[derive(Args)]
+pub struct Selection {
+    /// The array's UUID: with several arrays' devices given, the one to take (default: the
+    /// first device's array; with --scan, the only array the devices hold).
+    #[arg(long)]
+    pub uuid: Option<String>,
+    /// Take from the devices given only the members of the array --uuid names (or of the only
+    /// array they hold), passing over the others: give every disk ('/dev/disk/by-id/*', a
+    /// pattern uraid expands), since device names move between boots and a UUID does not
+    /// (mdadm's --scan).
+    #[arg(long)]
+    pub scan: bool,
+}
+
+impl Selection {
+    /// The UUID given, parsed.
+    pub fn uuid(&self) -> anyhow::Result<Option<Uuid>> {
+        Ok(self.uuid.as_deref().map(str::parse).transpose()?)
+    }
+
+    /// The array's devices: those given, or with --scan its members among them.
+    pub fn members(&self, given: &[String]) -> anyhow::Result<Vec<String>> {
+        if self.scan { select_members(given, self.uuid()?) } else { Ok(given.to_vec()) }
+    }
+}
 
 /// One array found on the devices scanned.
 pub struct FoundArray {
@@ -79,7 +108,7 @@ pub fn scan(args: &[String]) -> anyhow::Result<Vec<FoundArray>> {
 
 /// The devices of the array `uuid` among `paths` (paths or patterns), or of the only array
 /// they hold.
-pub fn select_members(paths: &[String], uuid: Option<Uuid>) -> anyhow::Result<Vec<String>> {
+fn select_members(paths: &[String], uuid: Option<Uuid>) -> anyhow::Result<Vec<String>> {
     let arrays = scan(paths)?;
     let chosen = match uuid {
         Some(uuid) => arrays.into_iter().find(|a| a.uuid == uuid),

@@ -86,14 +86,8 @@ pub struct ServeArgs {
     /// written after they dropped out read back old).
     #[arg(short, long)]
     pub(crate) force: bool,
-    /// Assemble the array with this UUID (default: the first member's).
-    #[arg(long)]
-    pub(crate) uuid: Option<String>,
-    /// Take from the devices given only the members of the array --uuid names (or of the only
-    /// array they hold), passing over the others: give every disk (/dev/disk/by-id/*), since
-    /// device names move between boots and a UUID does not (mdadm's --scan).
-    #[arg(long)]
-    pub(crate) scan: bool,
+    #[command(flatten)]
+    pub(crate) select: crate::cmd::scan::Selection,
     /// mdadm's --consistency-policy: ppl closes the write hole with the partial parity log
     /// (when md's free space before the data has room for it); resync leaves it open, as md
     /// does by default, and saves the log's cost (see docs/write-hole.md).
@@ -138,17 +132,14 @@ pub(crate) enum Policy {
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let demo = args.members.is_empty();
-    let uuid = args.uuid.as_deref().map(str::parse).transpose()?;
     let paths: Vec<PathBuf> = if demo {
         anyhow::ensure!(
-            !args.scan,
+            !args.select.scan,
             "--scan takes the array's members from the devices given: none were"
         );
         demo::prepare(&args.demo_dir)?
-    } else if args.scan {
-        crate::cmd::scan::select_members(&args.members, uuid)?.iter().map(PathBuf::from).collect()
     } else {
-        args.members.iter().map(PathBuf::from).collect()
+        args.select.members(&args.members)?.iter().map(PathBuf::from).collect()
     };
     let options = MdOptions {
         force: args.force,
@@ -156,7 +147,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             Policy::Ppl => ConsistencyPolicy::Ppl,
             Policy::Resync => ConsistencyPolicy::Resync,
         },
-        uuid,
+        uuid: args.select.uuid()?,
         stripe_size_bytes: parse_stripe_size(&args.stripe_size)?,
         stripe_cache_size: args.stripe_cache_size,
         workers: args.workers.map(usize::from),
