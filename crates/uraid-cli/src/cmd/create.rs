@@ -67,8 +67,8 @@ pub struct CreateArgs {
     /// Write-intent bitmap: internal or none.
     #[arg(short, long, default_value = "none", value_parser = ["internal", "none"])]
     pub(crate) bitmap: String,
-    /// Bytes of array data each bitmap bit covers (mdadm's --bitmap-chunk; default: mdadm's
-    /// choice, at least 64M). Smaller chunks make a resync after a crash shorter.
+    /// Bytes of each member's data a bitmap bit covers (mdadm's --bitmap-chunk; default:
+    /// mdadm's choice, at least 64M). Smaller chunks make a resync after a crash shorter.
     #[arg(long, value_name = "SIZE")]
     pub(crate) bitmap_chunk: Option<String>,
     /// The members already agree (parity matches data): mark the array clean, skip the resync.
