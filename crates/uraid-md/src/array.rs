@@ -12,9 +12,7 @@
 //! clears the bitmap.
 
 use crate::log_start;
-use crate::members::{
-    MemberFaults, SUPERBLOCK_OFFSET_BYTES, SlotSource, core_level, read_candidate_to_assemble,
-};
+use crate::members::{MemberFaults, SlotSource, core_level, read_candidate_to_assemble};
 use crate::meta::{Device, Metadata, Role};
 use crate::runner::{Action, SyncQueue};
 use crate::sync::{SyncControl, SyncSpeed};
@@ -829,9 +827,7 @@ fn start_runtime(
 ) -> Result<Runtime, MdError> {
     let write_intent = match (&meta.bitmap, image) {
         (Some(b), Some(mut image)) => {
-            let offset_bytes = SUPERBLOCK_OFFSET_BYTES
-                .checked_add_signed(i64::from(meta.base().bitmap_offset_sectors) * 512)
-                .expect("checked when read");
+            let offset_bytes = meta.base().bitmap_at_bytes().expect("checked when read");
             image[..BITMAP_SUPER_BYTES].copy_from_slice(&meta.bitmap_header().expect("a bitmap"));
             Some(WriteIntentSetup {
                 config: WriteIntentConfig {

@@ -140,9 +140,7 @@ pub fn read_bitmap(
     path: &Path,
     sb: &uraid_format::Superblock1,
 ) -> Result<(uraid_format::BitmapSuper, Vec<u8>), String> {
-    let at = SUPERBLOCK_OFFSET_BYTES
-        .checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
-        .ok_or("bitmap offset before the device start")?;
+    let at = sb.bitmap_at_bytes().ok_or("bitmap offset before the device start")?;
     let reading = |e: io::Error| format!("reading the bitmap: {e}");
     let head = read_at(path, at, uraid_format::BITMAP_SUPER_BYTES).map_err(reading)?;
     let bitmap = uraid_format::BitmapSuper::decode_for(&head, sb).map_err(|e| e.to_string())?;
@@ -184,11 +182,7 @@ pub fn bad_block_log_in_bitmap(path: &Path, sb: &uraid_format::Superblock1) -> i
     if !sb.has_bitmap() || sb.bblog_offset_sectors == 0 {
         return Ok(false);
     }
-    let Some(at) =
-        SUPERBLOCK_OFFSET_BYTES.checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
-    else {
-        return Ok(false);
-    };
+    let Some(at) = sb.bitmap_at_bytes() else { return Ok(false) };
     let head = read_at(path, at, uraid_format::BITMAP_SUPER_BYTES)?;
     let bitmap = uraid_format::BitmapSuper::decode_for(&head, sb);
     Ok(bitmap.is_ok_and(|b| sb.bad_block_log_in_bitmap(&b)))

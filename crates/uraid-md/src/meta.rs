@@ -367,8 +367,7 @@ impl Metadata {
         if let Some(bits) = bits {
             header.extend_from_slice(bits);
         }
-        let at = SUPERBLOCK_OFFSET_BYTES
-            .checked_add_signed(i64::from(self.base.bitmap_offset_sectors) * 512);
+        let at = self.base.bitmap_at_bytes();
         let at = at.ok_or_else(|| io::Error::other("bitmap offset before the device start"))?;
         for d in self.devices.iter().filter(|d| d.role != Role::Faulty) {
             let named =

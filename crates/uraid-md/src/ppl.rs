@@ -493,8 +493,8 @@ pub struct MemberLog {
 pub fn examine_member(path: &Path, sb: &Superblock1) -> io::Result<Option<MemberLog>> {
     let file = File::open(path)?;
     let bitmap_bytes = if sb.has_bitmap() {
-        let at = crate::members::SUPERBLOCK_OFFSET_BYTES
-            .checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512)
+        let at = sb
+            .bitmap_at_bytes()
             .ok_or_else(|| io::Error::other("bitmap offset before the device start"))?;
         let mut head = vec![0u8; uraid_format::BITMAP_SUPER_BYTES];
         file.read_exact_at(&mut head, at)?;

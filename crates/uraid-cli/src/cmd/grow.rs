@@ -246,8 +246,7 @@ fn grow_bitmap(
 }
 
 fn bitmap_at(sb: &Superblock1) -> anyhow::Result<u64> {
-    let at = SUPERBLOCK_OFFSET_BYTES.checked_add_signed(i64::from(sb.bitmap_offset_sectors) * 512);
-    at.context("the bitmap offset points before the device's start")
+    sb.bitmap_at_bytes().context("the bitmap offset points before the device's start")
 }
 
 fn write_synced(g: &Grown<'_>, bytes: &[u8], at: u64) -> anyhow::Result<()> {

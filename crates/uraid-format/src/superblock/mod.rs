@@ -152,6 +152,14 @@ impl Superblock1 {
         self.feature_map & feature::BITMAP_OFFSET != 0
     }
 
+    /// The member byte where the internal bitmap starts: `bitmap_offset` (signed) sectors from
+    /// the superblock. None when that lies before the device's start.
+    #[must_use]
+    pub fn bitmap_at_bytes(&self) -> Option<u64> {
+        let superblock = self.super_offset_sectors.checked_mul(512)?;
+        superblock.checked_add_signed(i64::from(self.bitmap_offset_sectors) * 512)
+    }
+
     /// md's PPL area as (signed offset from the superblock, size), both in sectors, when
     /// `feature::PPL` or `feature::MULTIPLE_PPLS` is set: md stores them as two little-endian
     /// 16-bit halves in the 4 bytes of `bitmap_offset`. The kernel sets MULTIPLE_PPLS in place
