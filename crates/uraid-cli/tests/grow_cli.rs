@@ -18,26 +18,37 @@ const DATA_OFFSET: u64 = MIB;
 /// growing doubles its chunk twice), written whole with a pattern through the server, stopped.
 fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) {
     let members = serve_common::member_files(dir, 3, 24);
-    let paths: Vec<&str> = members.iter().map(|p| p.to_str().unwrap()).collect();
     let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "--size", "8M"];
     if bitmap {
         create.extend(["--bitmap", "internal", "--bitmap-chunk", "4K"]);
     }
     create.extend(["--assume-clean", "-N", name]);
-    create.extend(&paths);
+    create.extend(strs(&members));
     uraid_ok(dir, &create);
     let served = Served::start(dir, name, &members);
     let mut client = served.client();
     assert_eq!(client.size_bytes(), 16 * MIB);
     let data: Vec<u8> = (0..16 * MIB).map(|i| (i * 7 + i / 4096) as u8).collect();
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        client.write(i as u64 * MIB, piece, false).unwrap();
-    }
-    client.flush().unwrap();
+    write_all(&mut client, &data);
     client.disconnect().unwrap();
     uraid_ok(dir, &["stop", name]);
     assert!(served.wait(Duration::from_secs(30)).success());
     (members, data)
+}
+
+/// Writes `data` from the array's start, a MiB at a time, and flushes.
+fn write_all(client: &mut uraid_nbd::client::Client, data: &[u8]) {
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        client.write(i as u64 * MIB, piece, false).unwrap();
+    }
+    client.flush().unwrap();
+}
+
+/// The array's first `data.len()` bytes are `data`.
+fn assert_reads_back(client: &mut uraid_nbd::client::Client, data: &[u8]) {
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
+    }
 }
 
 fn superblock_of(member: &Path) -> uraid_format::Superblock1 {
@@ -95,9 +106,7 @@ fn grow_and_check(bitmap: bool) {
     assert!(detail.contains("resync done:") && detail.contains("in 30720 sectors"), "{detail}");
     let mut client = served.client();
     assert_eq!(client.size_bytes(), 46 * MIB);
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
-    }
+    assert_reads_back(&mut client, &data);
     client.write(40 * MIB, &vec![0xa5; 65536], true).unwrap();
     assert_eq!(client.read(40 * MIB, 65536).unwrap(), vec![0xa5; 65536]);
     client.disconnect().unwrap();
@@ -203,9 +212,7 @@ fn crash_and_restart(dir: &Path, members: &[PathBuf], data: &[u8]) -> u64 {
     };
     assert_eq!((&resync["action"], &resync["outcome"]), (&"resync".into(), &"done".into()));
     let mut client = served.client();
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
-    }
+    assert_reads_back(&mut client, data);
     client.disconnect().unwrap();
     uraid_ok(dir, &["stop", "gb"]);
     assert!(served.wait(Duration::from_secs(30)).success());
@@ -225,10 +232,7 @@ fn members_replaced_by_larger_ones_then_grown() {
     let mut client = served.client();
     assert_eq!(client.size_bytes(), 30 * MIB);
     let data: Vec<u8> = (0..30 * MIB).map(|i| (i * 11 + i / 4096) as u8).collect();
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        client.write(i as u64 * MIB, piece, false).unwrap();
-    }
-    client.flush().unwrap();
+    write_all(&mut client, &data);
     let mut larger = Vec::new();
     for (i, old) in members.iter().enumerate() {
         let new = dir.join(format!("big{i}.img"));
@@ -253,9 +257,7 @@ fn members_replaced_by_larger_ones_then_grown() {
     let _ = uraid(&dir, &["wait", "gw"]);
     let mut client = served.client();
     assert_eq!(client.size_bytes(), 62 * MIB);
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
-    }
+    assert_reads_back(&mut client, &data);
     client.disconnect().unwrap();
     let checked = uraid_ok(&dir, &["check", "--wait", "gw"]);
     assert!(checked.contains("0 mismatched sectors in 63488 sectors"), "{checked}");

@@ -124,8 +124,8 @@ fn run_scan(args: &ExamineArgs) -> anyhow::Result<()> {
             .iter()
             .map(|a| {
                 json!({
-                    "uuid": a.uuid.to_string(),
-                    "name": a.name,
+                    "uuid": a.superblock.set_uuid.to_string(),
+                    "name": a.superblock.name(),
                     "level": a.superblock.level.to_string(),
                     "raid_disks": a.superblock.raid_disks,
                     "events": a.superblock.events,

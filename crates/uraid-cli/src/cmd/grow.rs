@@ -92,7 +92,6 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     let options = AssembleOptions { uuid, ..AssembleOptions::default() };
     let plan = plan(&candidates, &options).context("cannot grow")?;
     let cannot = || format!("cannot grow {}", plan.name);
-    refuse_unless_whole_and_clean(&plan).with_context(cannot)?;
     let avail = |m: &PlannedMember| {
         (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
     };
@@ -162,6 +161,8 @@ fn change_bitmap(
     internal: bool,
     now: u64,
 ) -> anyhow::Result<()> {
+    // `plan_size` refuses these for a size; a bitmap needs the same.
+    refuse_unless_whole_and_clean(plan)?;
     let events = plan.events + 1;
     let base = &grown[0].own;
     let added = if internal {

@@ -44,10 +44,7 @@ impl Selection {
 
 /// One array found on the devices scanned.
 pub struct FoundArray {
-    pub uuid: Uuid,
-    /// The freshest superblock's name.
-    pub name: String,
-    /// The freshest superblock (the array's level, devices, events).
+    /// The freshest superblock (the array's UUID, name, level, devices, events).
     pub superblock: Superblock1,
     /// Its devices, in the order given.
     pub devices: Vec<String>,
@@ -87,20 +84,14 @@ pub fn scan(args: &[String]) -> anyhow::Result<Vec<FoundArray>> {
         else {
             continue;
         };
-        match arrays.iter_mut().find(|a| a.uuid == sb.set_uuid) {
+        match arrays.iter_mut().find(|a| a.superblock.set_uuid == sb.set_uuid) {
             Some(found) => {
                 found.devices.push(path.clone());
                 if sb.events > found.superblock.events {
-                    found.name = sb.name();
                     found.superblock = sb;
                 }
             }
-            None => arrays.push(FoundArray {
-                uuid: sb.set_uuid,
-                name: sb.name(),
-                superblock: sb,
-                devices: vec![path.clone()],
-            }),
+            None => arrays.push(FoundArray { superblock: sb, devices: vec![path.clone()] }),
         }
     }
     Ok(arrays)
@@ -111,10 +102,12 @@ pub fn scan(args: &[String]) -> anyhow::Result<Vec<FoundArray>> {
 fn select_members(paths: &[String], uuid: Option<Uuid>) -> anyhow::Result<Vec<String>> {
     let arrays = scan(paths)?;
     let chosen = match uuid {
-        Some(uuid) => arrays.into_iter().find(|a| a.uuid == uuid),
+        Some(uuid) => arrays.into_iter().find(|a| a.superblock.set_uuid == uuid),
         None if arrays.len() > 1 => {
-            let list: Vec<String> =
-                arrays.iter().map(|a| format!("{} ({})", a.uuid, a.name)).collect();
+            let list: Vec<String> = arrays
+                .iter()
+                .map(|a| format!("{} ({})", a.superblock.set_uuid, a.superblock.name()))
+                .collect();
             bail!(
                 "the devices hold {} arrays: {}; name one with --uuid",
                 list.len(),
@@ -139,10 +132,10 @@ pub fn array_lines(array: &FoundArray) -> String {
     format!(
         "ARRAY /dev/md/{name}  level={level} metadata=1.2 num-devices={disks} UUID={uuid} \
          name={name}\n   devices={devices}",
-        name = array.name,
+        name = sb.name(),
         level = sb.level,
         disks = sb.raid_disks,
-        uuid = array.uuid,
+        uuid = sb.set_uuid,
         devices = array.devices.join(","),
     )
 }
