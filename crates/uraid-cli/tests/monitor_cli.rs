@@ -9,7 +9,9 @@
 
 mod serve_common;
 
-use serve_common::{BIN, Served, create_raid6, member_files, tempdir, text, uraid, uraid_ok};
+use serve_common::{
+    BIN, Served, create_raid6, detail, member_files, tempdir, text, uraid, uraid_ok,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -289,5 +291,124 @@ fn an_array_that_does_not_answer_is_not_reported_gone() {
     // The fake ends on a stop request (not joined: a test must not hang on it).
     let _ = uraid(&dir, &["stop", "flaky"]);
     drop(thread);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two RAID6 arrays of four files, alpha's of `alpha_mib` MiB, beta's of 32 MiB with a fifth
+/// added as its hot spare, each in its own directory; both served. (alpha, beta, spare).
+fn two_arrays(dir: &Path, alpha_mib: u64) -> (Vec<PathBuf>, Vec<PathBuf>, PathBuf, [Served; 2]) {
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let alpha = member_files(&a, 4, alpha_mib);
+    let mut beta = member_files(&b, 5, 32);
+    let spare = beta.pop().unwrap();
+    create_raid6("alpha", &alpha);
+    create_raid6("beta", &beta);
+    let served = [Served::start(dir, "alpha", &alpha), Served::start(dir, "beta", &beta)];
+    uraid_ok(dir, &["add", "beta", spare.to_str().unwrap()]);
+    (alpha, beta, spare, served)
+}
+
+/// The members of a running array in `state`, by path.
+fn members_in(dir: &Path, name: &str, state: &str) -> Vec<String> {
+    let status = detail(dir, name);
+    let members = status["members"].as_array().unwrap().iter();
+    let picked = members.filter(|m| m["state"] == state);
+    picked.map(|m| m["path"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn a_spare_group_lends_a_spare_to_the_array_that_lost_a_member() {
+    let dir = tempdir("monitor-spare-group");
+    let (alpha, _beta, spare, served) = two_arrays(&dir, 32);
+    let uuid = detail(&dir, "beta")["uuid"].as_str().unwrap().to_owned();
+    // alpha by its name, beta by its UUID (under another name), as mdadm --detail --scan
+    // writes ARRAY lines; the options given win over PROGRAM and MONITORDELAY.
+    let conf = dir.join("mdadm.conf");
+    let lines = format!(
+        "PROGRAM /bin/false\nMONITORDELAY 3600\nARRAY /dev/md/alpha spare-group=shelf\n\
+         ARRAY /dev/md/elsewhere metadata=1.2\n  UUID={uuid} spare-group=shelf spares=1\n"
+    );
+    std::fs::write(&conf, lines).unwrap();
+    let monitor = Monitoring::start(&dir, &["--config", conf.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(300));
+
+    let failed = alpha[1].to_str().unwrap();
+    uraid_ok(&dir, &["fail", "alpha", failed]);
+    let at = monitor.wait_for(0, &format!("Fail alpha {failed}"));
+    let at = monitor.wait_for(at, "MoveSpare alpha beta");
+    let spare_path = spare.to_str().unwrap();
+    // In either order: the spare may show in sync a look before or after the result.
+    monitor.wait_for(at, &format!("SpareActive alpha {spare_path}"));
+    monitor.wait_for(at, "RebuildFinished alpha");
+    let lines = monitor.lines();
+    assert_eq!(lines.iter().filter(|l| l.starts_with("MoveSpare")).count(), 1, "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("SparesMissing")), "{lines:?}");
+    assert_eq!(members_in(&dir, "alpha", "active sync").len(), 4);
+    assert!(members_in(&dir, "alpha", "active sync").contains(&spare_path.to_owned()));
+    assert_eq!(members_in(&dir, "beta", "spare"), Vec::<String>::new());
+    let examined = uraid_ok(&dir, &["examine", spare_path]);
+    let alpha_uuid = detail(&dir, "alpha")["uuid"].as_str().unwrap().to_owned();
+    assert!(examined.contains(&alpha_uuid), "{examined}");
+
+    // A monitor that sees beta first now, with fewer spares than the line's spares=1, says
+    // SparesMissing, to the configuration's PROGRAM when no --program is given.
+    let (script, heard) = (dir.join("alert2.sh"), dir.join("alerts2.log"));
+    std::fs::write(&script, format!("#!/bin/sh\necho \"$@\" >> {}\n", heard.display())).unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let lines = format!("PROGRAM {}\nARRAY UUID={uuid} spares=1\n", script.display());
+    std::fs::write(&conf, lines).unwrap();
+    let out = uraid_ok(&dir, &["monitor", "--oneshot", "--config", conf.to_str().unwrap()]);
+    assert!(out.ends_with(": SparesMissing on beta\n") && out.lines().count() == 1, "{out}");
+    assert_eq!(std::fs::read_to_string(&heard).unwrap(), "SparesMissing beta\n");
+    drop(monitor);
+    for name in ["alpha", "beta"] {
+        uraid_ok(&dir, &["stop", name]);
+    }
+    for served in served {
+        served.wait(Duration::from_secs(30));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_spare_the_degraded_array_refuses_goes_back_and_is_not_offered_again() {
+    let dir = tempdir("monitor-spare-refused");
+    // alpha's members are larger: beta's spare is too small to rebuild one of them.
+    let (alpha, _beta, spare, served) = two_arrays(&dir, 48);
+    let conf = dir.join("mdadm.conf");
+    let groups = "ARRAY /dev/md/alpha spare-group=shelf\nARRAY /dev/md/beta spare-group=shelf\n";
+    std::fs::write(&conf, groups).unwrap();
+    let monitor = Monitoring::start(&dir, &["--config", conf.to_str().unwrap()]);
+    let failed = alpha[0].to_str().unwrap();
+    uraid_ok(&dir, &["fail", "alpha", failed]);
+    monitor.wait_for(0, &format!("Fail alpha {failed}"));
+    let err = dir.join("monitor.err");
+    let said = wait_text(&err, "giving it back");
+    // Ten looks more: it stays with beta, and is not taken from it again.
+    std::thread::sleep(Duration::from_secs(1));
+    let said_later = std::fs::read_to_string(&err).unwrap();
+    assert!(said.contains("refused add: ") && said.contains(": too small: "), "{said}");
+    assert_eq!(said_later.matches("giving it back").count(), 1, "{said_later}");
+    assert_eq!(members_in(&dir, "beta", "spare"), [spare.to_str().unwrap()]);
+    assert_eq!(members_in(&dir, "alpha", "active sync").len(), 3);
+    assert!(!monitor.lines().iter().any(|l| l.starts_with("MoveSpare")), "{:?}", monitor.lines());
+
+    // A configuration the monitor would misread is refused with its line, before any look.
+    std::fs::write(&conf, "ARRAY /dev/md/alpha\n spares=two\n").unwrap();
+    let out = uraid(&dir, &["monitor", "--oneshot", "--config", conf.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(e.contains("mdadm.conf: line 1: bad spares=two"), "{e}");
+    let out = uraid(&dir, &["monitor", "--oneshot", "--config", "/nonexistent/mdadm.conf"]);
+    assert!(text(&out.stderr).contains("cannot read the configuration /nonexistent/mdadm.conf"));
+    drop(monitor);
+    for name in ["alpha", "beta"] {
+        uraid_ok(&dir, &["stop", name]);
+    }
+    for served in served {
+        served.wait(Duration::from_secs(30));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

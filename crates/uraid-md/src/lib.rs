@@ -9,6 +9,8 @@
 //! - `ppl`: the partial parity log's place on the members and its replay after a crash.
 //! - `status`: what a running array reports.
 //! - `monitor`: mdadm --monitor's events, from one status to the next.
+//! - `mdadm_conf`: what the monitor takes from an mdadm.conf; `spare_groups`: which spare
+//!   it moves where.
 
 /// `eprintln!` that never panics. eprintln! panics when stderr is gone (a closed pipe:
 /// EPIPE, since Rust ignores SIGPIPE); in a serve whose log reader went away that killed the
@@ -25,6 +27,7 @@ mod bad_blocks;
 pub mod control;
 mod log_start;
 pub mod md_ppl;
+pub mod mdadm_conf;
 pub mod members;
 pub mod meta;
 pub mod monitor;
@@ -35,6 +38,7 @@ mod replace;
 mod report;
 mod runner;
 mod safe_mode;
+pub mod spare_groups;
 pub mod status;
 pub mod stripe_cache;
 pub mod sync;

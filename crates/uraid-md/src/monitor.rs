@@ -12,6 +12,7 @@
 //! running array is reported however quick it was. One the array stopped with before the
 //! next look is not: the stop is (DeviceDisappeared), and the superblocks keep the failure.
 
+use crate::mdadm_conf::MdadmConf;
 use crate::status::{ArrayStatus, MemberStatus, SyncResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -41,6 +42,11 @@ pub enum EventKind {
     RebuildFinished,
     /// `--test`: an array found at the first look.
     TestMessage,
+    /// A hot spare was moved to this array from another of its spare group (the third
+    /// argument), to rebuild a slot this array lost.
+    MoveSpare,
+    /// When first seen, the array has fewer spares than its ARRAY line's `spares=`.
+    SparesMissing,
 }
 
 impl EventKind {
@@ -62,6 +68,7 @@ impl EventKind {
             EventKind::Fail
                 | EventKind::FailSpare
                 | EventKind::DegradedArray
+                | EventKind::SparesMissing
                 | EventKind::TestMessage
         )
     }
@@ -84,6 +91,12 @@ pub struct Event {
 }
 
 impl Event {
+    /// MoveSpare: a spare of `from` now rebuilds in `to`.
+    #[must_use]
+    pub fn move_spare(to: &str, from: &str) -> Event {
+        Event::new(EventKind::MoveSpare, to, Some(from.to_owned()))
+    }
+
     fn new(event: EventKind, array: &str, member: Option<String>) -> Event {
         Event { event, array: array.to_owned(), member }
     }
@@ -107,13 +120,22 @@ pub struct Monitor {
     increment: u32,
     looked: bool,
     arrays: BTreeMap<String, Seen>,
+    /// The spares each array should have (mdadm.conf's `spares=`).
+    conf: MdadmConf,
 }
 
 impl Monitor {
     /// `increment`: the RebuildNN step in percent (mdadm's --increment), 1 to 99.
     #[must_use]
     pub fn new(increment: u32) -> Monitor {
-        Monitor { increment: increment.clamp(1, 99), looked: false, arrays: BTreeMap::new() }
+        let conf = MdadmConf::default();
+        Monitor { increment: increment.clamp(1, 99), looked: false, arrays: BTreeMap::new(), conf }
+    }
+
+    /// Arrays described by `conf` with `spares=N` say SparesMissing when first seen with fewer.
+    #[must_use]
+    pub fn with_config(self, conf: MdadmConf) -> Monitor {
+        Monitor { conf, ..self }
     }
 
     /// One look: the statuses of every array watched that runs now. At the first look the
@@ -147,6 +169,10 @@ impl Monitor {
                 if status.degraded {
                     events.push(Event::new(EventKind::DegradedArray, &name, None));
                 }
+                let expected = self.conf.array_for(&status).and_then(|a| a.spares);
+                if expected.is_some_and(|n| status.spare_members() < n) {
+                    events.push(Event::new(EventKind::SparesMissing, &name, None));
+                }
                 if first && test {
                     events.push(Event::new(EventKind::TestMessage, &name, None));
                 }
@@ -172,11 +198,6 @@ fn step(percent: u32, increment: u32) -> u32 {
     percent / increment * increment
 }
 
-/// In sync in a slot.
-fn in_sync(m: &MemberStatus) -> bool {
-    m.slot.is_some() && m.state == "active sync"
-}
-
 /// Being rebuilt into a slot: a spare taking a slot, or a replace's new device.
 fn rebuilding(m: &MemberStatus) -> bool {
     m.slot.is_some() && (m.state == "spare rebuilding" || m.state == "replacement")
@@ -196,8 +217,8 @@ fn member_events(before: &ArrayStatus, after: &ArrayStatus) -> Vec<Event> {
     let mut events = Vec::new();
     for (key, was) in &old {
         let is = new.get(key);
-        let still_working = is.is_some_and(|m| in_sync(m) || rebuilding(m));
-        if in_sync(was) && !still_working && !replaced(was, &old, &new) {
+        let still_working = is.is_some_and(|m| m.in_sync() || rebuilding(m));
+        if was.in_sync() && !still_working && !replaced(was, &old, &new) {
             events.push(Event::new(EventKind::Fail, name, Some(was.path.clone())));
         }
         if rebuilding(was) && !still_working {
@@ -205,7 +226,7 @@ fn member_events(before: &ArrayStatus, after: &ArrayStatus) -> Vec<Event> {
         }
     }
     for (key, is) in &new {
-        if in_sync(is) && !old.get(key).is_some_and(|m| in_sync(m)) {
+        if is.in_sync() && !old.get(key).is_some_and(|m| m.in_sync()) {
             events.push(Event::new(EventKind::SpareActive, name, Some(is.path.clone())));
         }
     }
@@ -223,7 +244,7 @@ fn replaced(
     old.iter().any(|(key, m)| {
         m.state == "replacement"
             && m.slot == was.slot
-            && new.get(key).is_some_and(|n| in_sync(n) && n.slot == was.slot)
+            && new.get(key).is_some_and(|n| n.in_sync() && n.slot == was.slot)
     })
 }
 

@@ -79,9 +79,21 @@ impl ArrayStatus {
     /// reads of what is lost fail.
     #[must_use]
     pub fn failed(&self) -> bool {
-        let in_sync = self.members.iter().filter(|m| m.state == "active sync").count() as u32;
         let max_degraded = if self.level == 6 { 2 } else { 1 };
-        in_sync + max_degraded < self.raid_disks
+        self.in_sync_members() + max_degraded < self.raid_disks
+    }
+
+    /// Members in sync in their slots (md's active_disks).
+    #[must_use]
+    pub fn in_sync_members(&self) -> u32 {
+        self.members.iter().filter(|m| m.in_sync()).count() as u32
+    }
+
+    /// Hot spares, and devices being rebuilt into a slot (md's spare_disks, which counts both:
+    /// neither is in sync nor faulty).
+    #[must_use]
+    pub fn spare_members(&self) -> u32 {
+        self.members.iter().filter(|m| m.spare_or_rebuilding()).count() as u32
     }
 
     /// An action queued, or taken from the queue, that is not walking yet (`state` says
@@ -109,6 +121,21 @@ pub struct MemberStatus {
     /// from parity. Data writes that failed there kept the member in the array.
     #[serde(default)]
     pub bad_sectors: u64,
+}
+
+impl MemberStatus {
+    /// In sync in its slot.
+    #[must_use]
+    pub fn in_sync(&self) -> bool {
+        self.slot.is_some() && self.state == "active sync"
+    }
+
+    /// A hot spare, or a device being rebuilt into a slot (a spare taking it, or a replace's
+    /// new device).
+    #[must_use]
+    pub fn spare_or_rebuilding(&self) -> bool {
+        self.state.starts_with("spare") || self.state == "replacement"
+    }
 }
 
 /// The sync process's current action.
@@ -163,10 +190,6 @@ fn algorithm_number(layout: &str) -> Option<u32> {
 }
 
 /// A member in sync in its slot ("U" in /proc/mdstat).
-fn in_sync(member: &MemberStatus) -> bool {
-    member.slot.is_some() && member.state.starts_with("active")
-}
-
 /// md's names for its sync actions in /proc/mdstat ("recover" reads "recovery" there).
 fn action_word(action: &str) -> &str {
     // md shows a replacement's copy as a recovery too.
@@ -212,7 +235,7 @@ fn mdstat_array(s: &ArrayStatus) -> String {
     let mut text = format!("{} : active{ro} raid{} {}\n", s.name, s.level, members.join(" "));
     let slots: String = (0..s.raid_disks)
         .map(|slot| {
-            let up = s.members.iter().any(|m| m.slot == Some(slot) && in_sync(m));
+            let up = s.members.iter().any(|m| m.slot == Some(slot) && m.in_sync());
             if up { 'U' } else { '_' }
         })
         .collect();
@@ -324,9 +347,9 @@ fn detail_size(bytes: u64) -> String {
 pub fn render_detail(s: &ArrayStatus) -> String {
     let present: Vec<&MemberStatus> = s.members.iter().filter(|m| m.path != "missing").collect();
     let count = |f: &dyn Fn(&MemberStatus) -> bool| present.iter().filter(|m| f(m)).count();
-    let active = count(&in_sync);
+    let active = count(&MemberStatus::in_sync);
     let failed = count(&|m| m.state == "faulty");
-    let spares = count(&|m| m.state.starts_with("spare") || m.state.starts_with("replacement"));
+    let spares = count(&MemberStatus::spare_or_rebuilding);
     let mut rows: Vec<(&str, String)> = vec![
         ("Version", "1.2".into()),
         ("Raid Level", format!("raid{}", s.level)),

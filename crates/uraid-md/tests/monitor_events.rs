@@ -306,3 +306,30 @@ fn a_device_number_given_again_is_a_new_member() {
     s.last_sync = Some(result("recover", "done", 0));
     assert_eq!(look(&mut m, vec![s]), ["SpareActive md0 /dev/d8", "RebuildFinished md0"]);
 }
+
+#[test]
+fn arrays_first_seen_with_fewer_spares_than_their_config_says_are_sparesmissing() {
+    let conf = uraid_md::mdadm_conf::parse(
+        "ARRAY /dev/md0 spares=1\nARRAY /dev/md1 spares=2\nARRAY /dev/md/md2 spares=0\n",
+    )
+    .unwrap();
+    let mut m = Monitor::new(DEFAULT_INCREMENT).with_config(conf);
+    // md1 has one spare waiting and one being rebuilt: md counts both (spare_disks).
+    let mut md1 = slot_2_failed_named("md1");
+    md1.members.push(member(7, None, "spare"));
+    md1.members[2] = member(8, Some(2), "spare rebuilding");
+    let events = look(&mut m, vec![healthy("md0"), md1.clone(), healthy("md2"), healthy("md3")]);
+    assert_eq!(events, ["SparesMissing md0", "DegradedArray md1"]);
+    // Said once, when first seen, as mdadm says it; an array started later is first seen then.
+    assert_eq!(
+        look(&mut m, vec![healthy("md0"), md1.clone()]),
+        ["DeviceDisappeared md2", "DeviceDisappeared md3"]
+    );
+    let mut md4 = healthy("md4");
+    md4.uuid = "eb42de13:44e23c33:a6be9334:ca81223a".into();
+    let conf =
+        uraid_md::mdadm_conf::parse("ARRAY UUID=eb42de13:44e23c33:a6be9334:ca81223a spares=1\n");
+    let mut m = monitor_of(vec![]).with_config(conf.unwrap());
+    assert_eq!(look(&mut m, vec![md4]), ["NewArray md4", "SparesMissing md4"]);
+    assert!(EventKind::SparesMissing.mailed() && !EventKind::MoveSpare.mailed());
+}

@@ -15,6 +15,7 @@ pub mod manage;
 mod md_meta;
 pub mod monitor;
 mod monitor_mail;
+mod monitor_spares;
 mod output;
 mod progress;
 mod scan;

@@ -6,10 +6,13 @@
 //! md wakes mdadm when /proc/mdstat changes; uraid's arrays have no such wake-up, so the
 //! monitor polls (every 2 s by default, against mdadm's 60 s between its wake-ups). A look is
 //! one small request per array. Mail (mdadm's MAILADDR) goes through sendmail
-//! (`monitor_mail.rs`).
+//! (`monitor_mail.rs`). With `--config`, an mdadm.conf's spare groups move hot spares between
+//! arrays (`monitor_spares.rs`) and its `spares=` say SparesMissing.
 
 use crate::cmd::control_client::status_of;
 use crate::cmd::monitor_mail::{Mail, host_name, message, send};
+use crate::cmd::monitor_spares::SpareMover;
+use anyhow::Context as _;
 use anyhow::{bail, ensure};
 use clap::Args;
 use std::collections::BTreeMap;
@@ -17,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 use uraid_md::control::running_arrays;
+use uraid_md::mdadm_conf::{self, MdadmConf};
 use uraid_md::monitor::{DEFAULT_INCREMENT, Event, Monitor};
 use uraid_md::status::ArrayStatus;
 
@@ -26,19 +30,29 @@ use uraid_md::status::ArrayStatus;
     long_about = "Watch running arrays (every one under $URAID_RUN_DIR, default /run/uraid, \
 including arrays started later; or only the NAMEs given) and report mdadm's events: Fail, \
 FailSpare, SpareActive, DegradedArray, NewArray, DeviceDisappeared, RebuildStarted, RebuildNN, \
-RebuildFinished, TestMessage. Each is printed as a line (time, event, array, member) and, with \
---program, given to PROGRAM as mdadm gives it: PROGRAM EVENT ARRAY [MEMBER], one run at a \
-time, in order; with --mail, the ones mdadm mails (Fail, FailSpare, DegradedArray, \
-TestMessage) are mailed through sendmail with the array's status. DegradedArray is said of an \
-array degraded when first seen; a failure seen happening is Fail. Runs until killed, or with \
---oneshot looks once and exits (for cron).",
+RebuildFinished, TestMessage, MoveSpare, SparesMissing. Each is printed as a line (time, \
+event, array, member) and, with --program, given to PROGRAM as mdadm gives it: PROGRAM EVENT \
+ARRAY [MEMBER], one run at a time, in order; with --mail, the ones mdadm mails (Fail, FailSpare, DegradedArray, \
+TestMessage, SparesMissing) are mailed through sendmail with the array's status. DegradedArray \
+is said of an array degraded when first seen; a failure seen happening is Fail. With --config, \
+an mdadm.conf's ARRAY lines (matched by UUID=, else by device name: /dev/md/NAME) give spare \
+groups: an array that is degraded and has no spare takes one from a whole array of its \
+spare-group= (MoveSpare), as mdadm's monitor moves them; spares=N says SparesMissing of an \
+array first seen with fewer; MAILADDR, MAILFROM, PROGRAM and MONITORDELAY serve where the \
+options are not given. Runs until killed, or with --oneshot looks once and exits (for cron).",
     after_help = "Example:\n  uraid monitor --program /usr/local/sbin/raid-alert\n  \
-uraid monitor --oneshot --test --mail ops@example.com\n  uraid monitor --json --delay 10"
+uraid monitor --oneshot --test --mail ops@example.com\n  uraid monitor --json --delay 10\n  \
+uraid monitor --config /etc/mdadm/mdadm.conf"
 )]
 pub struct MonitorArgs {
-    /// Seconds between looks (mdadm's --delay; fractions allowed).
-    #[arg(long, short = 'd', default_value = "2", value_parser = parse_delay)]
-    delay: Duration,
+    /// Seconds between looks (mdadm's --delay; fractions allowed) [default: MONITORDELAY, else
+    /// 2].
+    #[arg(long, short = 'd', value_parser = parse_delay)]
+    delay: Option<Duration>,
+    /// An mdadm.conf: spare groups, expected spares, MAILADDR, MAILFROM, PROGRAM, MONITORDELAY
+    /// (mdadm's --config).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Look once, report degraded arrays (and test messages), and exit.
     #[arg(long, short = '1')]
     oneshot: bool,
@@ -48,13 +62,13 @@ pub struct MonitorArgs {
     /// Run PROGRAM EVENT ARRAY [MEMBER] for each event (mdadm's --program; --alert too).
     #[arg(long, short = 'p', alias = "alert", value_name = "PROGRAM")]
     program: Option<PathBuf>,
-    /// Mail the events mdadm mails (Fail, FailSpare, DegradedArray, TestMessage) to this
-    /// address through `sendmail -t` (mdadm's --mail, MAILADDR).
+    /// Mail the events mdadm mails (Fail, FailSpare, DegradedArray, SparesMissing, TestMessage)
+    /// to this address through `sendmail -t` (mdadm's --mail) [default: MAILADDR].
     #[arg(long, short = 'm', value_name = "ADDRESS")]
     mail: Option<String>,
-    /// The mail's From (mdadm's MAILFROM).
-    #[arg(long, value_name = "ADDRESS", default_value = "uraid monitor <root>")]
-    mail_from: String,
+    /// The mail's From (mdadm's MAILFROM) [default: MAILFROM, else uraid monitor <root>].
+    #[arg(long, value_name = "ADDRESS")]
+    mail_from: Option<String>,
     /// The mail transfer agent's sendmail.
     #[arg(long, value_name = "PATH", default_value = "/usr/sbin/sendmail")]
     sendmail: PathBuf,
@@ -77,27 +91,57 @@ fn parse_delay(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// What the monitor does with events: the options, else the configuration's.
+struct Alerts {
+    program: Option<PathBuf>,
+    mail: Option<Mail>,
+    json: bool,
+}
+
+impl Alerts {
+    fn of(args: &MonitorArgs, conf: &MdadmConf) -> anyhow::Result<Alerts> {
+        let program = args.program.clone().or_else(|| conf.program.as_ref().map(PathBuf::from));
+        if let Some(program) = &program {
+            ensure!(
+                runnable(program),
+                "no program {} to run (not an executable file, nor one on PATH)",
+                program.display()
+            );
+        }
+        let from = args.mail_from.clone().or_else(|| conf.mail_from.clone());
+        let mail = args.mail.clone().or_else(|| conf.mail_addr.clone()).map(|to| Mail {
+            to,
+            from: from.unwrap_or_else(|| "uraid monitor <root>".to_owned()),
+            sendmail: args.sendmail.clone(),
+        });
+        if let Some(mail) = &mail {
+            ensure!(
+                runnable(&mail.sendmail),
+                "--mail needs a mail transfer agent: no {} (--sendmail names another)",
+                mail.sendmail.display()
+            );
+        }
+        Ok(Alerts { program, mail, json: args.json })
+    }
+}
+
+/// The configuration file's values, its warnings said on stderr.
+fn load_config(path: &Path) -> anyhow::Result<MdadmConf> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the configuration {}", path.display()))?;
+    let conf = mdadm_conf::parse(&text).with_context(|| format!("in {}", path.display()))?;
+    for warning in &conf.warnings {
+        say!("uraid monitor: {}: {warning}", path.display());
+    }
+    Ok(conf)
+}
+
 pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
-    if let Some(program) = &args.program {
-        ensure!(
-            runnable(program),
-            "no program {} to run (not an executable file, nor one on PATH)",
-            program.display()
-        );
-    }
-    let mail = args.mail.as_ref().map(|to| Mail {
-        to: to.clone(),
-        from: args.mail_from.clone(),
-        sendmail: args.sendmail.clone(),
-    });
-    if let Some(mail) = &mail {
-        ensure!(
-            runnable(&mail.sendmail),
-            "--mail needs a mail transfer agent: no {} (--sendmail names another)",
-            mail.sendmail.display()
-        );
-    }
-    let mut monitor = Monitor::new(args.increment);
+    let conf = args.config.as_deref().map(load_config).transpose()?.unwrap_or_default();
+    let alerts = Alerts::of(args, &conf)?;
+    let from_conf = conf.monitor_delay.map(|s| Duration::from_secs(s.into()));
+    let delay = args.delay.or(from_conf).unwrap_or(Duration::from_secs(2));
+    let mut monitor = Monitor::new(args.increment).with_config(conf.clone());
     let mut last = BTreeMap::new();
     let first = look(&args.names, &mut last);
     let missing: Vec<&str> = args
@@ -112,16 +156,19 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     for name in missing {
         say!("uraid monitor: {name} is not running; watching for it to start");
     }
-    let events = monitor.look(first.clone(), args.test);
-    report(args, mail.as_ref(), events, &first);
-    if args.oneshot {
-        return Ok(());
-    }
+    let mut statuses = first;
+    let mut test = args.test;
+    let mut spares = SpareMover::default();
     loop {
-        std::thread::sleep(args.delay);
-        let statuses = look(&args.names, &mut last);
-        let events = monitor.look(statuses.clone(), false);
-        report(args, mail.as_ref(), events, &statuses);
+        let mut events = monitor.look(statuses.clone(), std::mem::take(&mut test));
+        // After the events, as mdadm: a Fail is told before the spare that answers it moves.
+        events.extend(spares.move_spares(&statuses, &conf));
+        report(&alerts, events, &statuses);
+        if args.oneshot {
+            return Ok(());
+        }
+        std::thread::sleep(delay);
+        statuses = look(&args.names, &mut last);
     }
 }
 
@@ -150,10 +197,10 @@ fn look(names: &[String], last: &mut BTreeMap<String, ArrayStatus>) -> Vec<Array
     now
 }
 
-fn report(args: &MonitorArgs, mail: Option<&Mail>, events: Vec<Event>, now: &[ArrayStatus]) {
+fn report(alerts: &Alerts, events: Vec<Event>, now: &[ArrayStatus]) {
     for event in events {
         let time = humantime::format_rfc3339_seconds(SystemTime::now());
-        if args.json {
+        if alerts.json {
             let mut line = serde_json::to_value(&event).expect("an event serializes");
             line["time"] = time.to_string().into();
             out!("{line}");
@@ -161,10 +208,10 @@ fn report(args: &MonitorArgs, mail: Option<&Mail>, events: Vec<Event>, now: &[Ar
             let member = event.member.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
             out!("{time}: {} on {}{member}", event.event.name(), event.array);
         }
-        if let Some(program) = &args.program {
+        if let Some(program) = &alerts.program {
             run_program(program, &event);
         }
-        if let Some(mail) = mail.filter(|_| event.event.mailed()) {
+        if let Some(mail) = alerts.mail.as_ref().filter(|_| event.event.mailed()) {
             let status = now.iter().find(|s| s.name == event.array);
             let text = message(mail, &event, status, &host_name());
             if let Err(e) = send(mail, &text) {
