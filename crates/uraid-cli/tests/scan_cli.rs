@@ -106,3 +106,55 @@ fn the_verbs_take_the_named_array_from_every_device() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_mdadm_conf_names_the_array_and_where_to_look() {
+    let dir = tempdir("scan-config");
+    let all = devices(&dir);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    // mdadm.conf as an administrator makes it: a DEVICE line, then what `examine --scan`
+    // prints (ARRAY lines, each with its devices= continuation line).
+    let lines = uraid_ok(&dir, &[&["examine", "--scan"][..], &all].concat());
+    let conf = dir.join("mdadm.conf");
+    std::fs::write(&conf, format!("DEVICE {}/*.img\n{lines}", dir.display())).unwrap();
+    let conf = conf.to_str().unwrap();
+
+    let out = uraid(&dir, &["assemble", "--config", conf, "--json"]);
+    let err = text(&out.stderr);
+    assert!(err.contains("2 ARRAY lines (/dev/md/b, /dev/md/a): name one with --array"), "{err}");
+    let plan = uraid_ok(&dir, &["assemble", "--config", conf, "--array", "a", "--json"]);
+    let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+    let slots: Vec<&str> =
+        plan["slots"].as_array().unwrap().iter().map(|s| s["member"].as_str().unwrap()).collect();
+    assert_eq!(slots.len(), 3);
+    assert!(slots.iter().all(|s| s.contains("/a") && !s.contains("link")), "{slots:?}");
+    // Served with no device given: the DEVICE line's files, array b's members among them.
+    let options = ["--config", conf, "--array", "b"];
+    let served = Served::start_with(&dir, "sb", &[], &dir.join("sb.sock"), &options);
+    let detail = uraid_ok(&dir, &["detail", "sb"]);
+    assert!(detail.contains("b0.img") && !detail.contains("a0.img"), "{detail}");
+    uraid_ok(&dir, &["stop", "sb"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    uraid_ok(&dir, &["grow", "--config", conf, "--array", "a", "--size", "max"]);
+    let plan = uraid_ok(&dir, &["assemble", "--config", conf, "--array", "a", "--json"]);
+    assert!(plan.contains("\"component_size_sectors\": 47104"), "{plan}");
+
+    // What the file cannot answer is refused with the reason.
+    let refused = |args: &[&str], why: &str| {
+        let out = uraid(&dir, args);
+        assert!(!out.status.success() && text(&out.stderr).contains(why), "{}", text(&out.stderr));
+    };
+    refused(&["assemble", "--config", conf, "--array", "zz"], "no ARRAY line for /dev/md/zz");
+    refused(&["assemble", "--array", "a", "x.img"], "--config <FILE>");
+    let bare = dir.join("bare.conf");
+    std::fs::write(&bare, "ARRAY /dev/md/a level=raid5\n").unwrap();
+    refused(
+        &["assemble", "--config", bare.to_str().unwrap()],
+        "the ARRAY line at line 1 has no UUID=",
+    );
+    // No DEVICE line: mdadm's default, every partition (none of which holds array a).
+    std::fs::write(&bare, format!("ARRAY /dev/md/a UUID={A}\n")).unwrap();
+    let why = format!("no device scanned holds a member of array {A}");
+    refused(&["assemble", "--config", bare.to_str().unwrap()], &why);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

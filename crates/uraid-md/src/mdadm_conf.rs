@@ -1,6 +1,8 @@
-//! mdadm.conf, as far as `uraid monitor` uses it: the ARRAY lines' spare groups and expected
-//! spares, and MAILADDR, MAILFROM, PROGRAM and MONITORDELAY. Pure (text in, values out), so
-//! that an administrator's existing file serves uraid unchanged and every rule is a unit test.
+//! mdadm.conf, as far as uraid uses it: for `uraid monitor`, the ARRAY lines' spare groups and
+//! expected spares, and MAILADDR, MAILFROM, PROGRAM and MONITORDELAY; for the verbs that
+//! assemble an array (`--config`), the DEVICE lines and the ARRAY lines' UUIDs. Pure (text
+//! in, values out), so that an administrator's existing file serves uraid unchanged and every
+//! rule is a unit test.
 //!
 //! The syntax is mdadm's (mdadm.conf(5)): a line that starts with a blank continues the one
 //! before; `#` at the start of a word comments out the rest of the line; quotes group words
@@ -72,11 +74,18 @@ impl ConfArray {
         if let Some(uuid) = self.uuid {
             return status.uuid.parse::<Uuid>().is_ok_and(|u| u == uuid);
         }
+        self.names(&status.name)
+    }
+
+    /// Whether the device name is `name`'s: `/dev/md/NAME`, `/dev/NAME` or NAME (`<ignore>`
+    /// names none).
+    #[must_use]
+    pub fn names(&self, name: &str) -> bool {
         let Some(devname) = self.devname.as_deref().filter(|d| *d != "<ignore>") else {
             return false;
         };
         let short = devname.strip_prefix("/dev/md/").or_else(|| devname.strip_prefix("/dev/"));
-        short.unwrap_or(devname) == status.name
+        short.unwrap_or(devname) == name
     }
 }
 
@@ -84,6 +93,9 @@ impl ConfArray {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MdadmConf {
     pub arrays: Vec<ConfArray>,
+    /// The DEVICE lines' words, in order: paths and patterns (`/dev/sd*`), `partitions` (every
+    /// device in /proc/partitions) and `containers` (none here: uraid has no containers).
+    pub devices: Vec<String>,
     /// MAILADDR (mdadm takes the first address and ignores the rest).
     pub mail_addr: Option<String>,
     /// MAILFROM, its words joined by a space.
@@ -138,6 +150,20 @@ pub fn parse(text: &str) -> Result<MdadmConf, ConfError> {
         let err = |message: String| ConfError { line, message };
         match keyword_of(keyword) {
             Some("array") => array_line(&mut conf, line, rest)?,
+            Some("devices") => {
+                for word in rest {
+                    let keyword =
+                        ["partitions", "containers"].iter().find(|k| k.eq_ignore_ascii_case(word));
+                    if let Some(keyword) = keyword {
+                        conf.devices.push((*keyword).to_owned());
+                    } else if word.starts_with('/') {
+                        conf.devices.push(word.clone());
+                    } else {
+                        conf.warnings
+                            .push(format!("line {line}: unrecognised word on DEVICE line: {word}"));
+                    }
+                }
+            }
             Some("mailaddr") => {
                 conf.mail_addr = conf.mail_addr.take().or_else(|| rest.first().cloned());
                 if rest.len() > 1 {

@@ -4,6 +4,7 @@
 
 use crate::cmd::assemble_read::read_array;
 use crate::cmd::md_meta::{chunk_text, layout_name, read_candidate_to_assemble};
+use crate::cmd::scan::Selected;
 use anyhow::{Context, bail, ensure};
 use clap::Args;
 use serde_json::{Value, json};
@@ -43,8 +44,9 @@ pub struct AssembleArgs {
     /// Read the array's contents and write them to FILE (`-` for standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Member devices or image files, in any order.
-    #[arg(required = true)]
+    /// Member devices or image files, in any order (with --config: its DEVICE lines' when
+    /// none are given).
+    #[arg(required_unless_present = "config")]
     members: Vec<String>,
 }
 
@@ -60,8 +62,8 @@ fn has_md_ppl(candidates: &[Candidate]) -> bool {
 }
 
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
-    let uuid = args.select.uuid()?;
-    let members = &args.select.members(&args.members)?;
+    let Selected { uuid, members } = args.select.resolve(&args.members)?;
+    let members = &members;
     let options = AssembleOptions { uuid, force: args.force, force_stale: args.force };
     if let Some((i, j)) = same_file_twice(members) {
         bail!("assembly refused: {}", same_file_message(&members[i], &members[j]));

@@ -12,6 +12,7 @@
 
 use crate::args::{parse_bitmap_chunk, parse_size};
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, open_exclusive, read_candidate_to_assemble};
+use crate::cmd::scan::Selected;
 use anyhow::{Context, bail};
 use clap::Args;
 use std::fs::File;
@@ -63,8 +64,9 @@ pub struct GrowArgs {
     /// Print what changed as one JSON object on standard output.
     #[arg(long)]
     json: bool,
-    /// Every member and spare of the array, in any order.
-    #[arg(required = true)]
+    /// Every member and spare of the array, in any order (with --config: its DEVICE lines'
+    /// when none are given).
+    #[arg(required_unless_present = "config")]
     members: Vec<String>,
 }
 
@@ -81,8 +83,7 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
-    let uuid = args.select.uuid()?;
-    let paths = args.select.members(&args.members)?;
+    let Selected { uuid, members: paths } = args.select.resolve(&args.members)?;
     let held = "stop it first (uraid grow works on a stopped array)";
     let files = paths
         .iter()

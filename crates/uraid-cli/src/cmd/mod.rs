@@ -13,6 +13,7 @@ mod examine_bitmap;
 pub mod grow;
 pub mod manage;
 mod md_meta;
+mod mdadm_config;
 pub mod monitor;
 mod monitor_mail;
 mod monitor_spares;

@@ -10,9 +10,9 @@
 //! arrays (`monitor_spares.rs`) and its `spares=` say SparesMissing.
 
 use crate::cmd::control_client::status_of;
+use crate::cmd::mdadm_config;
 use crate::cmd::monitor_mail::{Mail, host_name, message, send};
 use crate::cmd::monitor_spares::SpareMover;
-use anyhow::Context as _;
 use anyhow::{bail, ensure};
 use clap::Args;
 use std::collections::BTreeMap;
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 use uraid_md::control::running_arrays;
-use uraid_md::mdadm_conf::{self, MdadmConf};
+use uraid_md::mdadm_conf::MdadmConf;
 use uraid_md::monitor::{DEFAULT_INCREMENT, Event, Monitor};
 use uraid_md::status::ArrayStatus;
 
@@ -125,19 +125,9 @@ impl Alerts {
     }
 }
 
-/// The configuration file's values, its warnings said on stderr.
-fn load_config(path: &Path) -> anyhow::Result<MdadmConf> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the configuration {}", path.display()))?;
-    let conf = mdadm_conf::parse(&text).with_context(|| format!("in {}", path.display()))?;
-    for warning in &conf.warnings {
-        say!("uraid monitor: {}: {warning}", path.display());
-    }
-    Ok(conf)
-}
-
 pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
-    let conf = args.config.as_deref().map(load_config).transpose()?.unwrap_or_default();
+    let load = |path| mdadm_config::load(path, "uraid monitor");
+    let conf = args.config.as_deref().map(load).transpose()?.unwrap_or_default();
     let alerts = Alerts::of(args, &conf)?;
     let from_conf = conf.monitor_delay.map(|s| Duration::from_secs(s.into()));
     let delay = args.delay.or(from_conf).unwrap_or(Duration::from_secs(2));

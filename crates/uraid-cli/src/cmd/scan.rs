@@ -9,10 +9,13 @@
 //! since systemd passes it on as it is written.
 
 use crate::cmd::md_meta::read_candidate;
+use crate::cmd::mdadm_config;
 use anyhow::{Context, bail};
 use clap::Args;
+use std::path::PathBuf;
 use uraid_format::{Superblock1, Uuid};
 use uraid_io::FileIdentity;
+use uraid_md::mdadm_conf::MdadmConf;
 
 /// Which array the devices given form, for the verbs that assemble one (serve, assemble,
 /// grow): its UUID, and whether to take its members from among every device given.
@@ -28,18 +31,67 @@ pub struct Selection {
     /// (mdadm's --scan).
     #[arg(long)]
     pub scan: bool,
+    /// An mdadm.conf (mdadm's --config), for --scan: its ARRAY line's UUID= names the array
+    /// (the line --array names, or its only ARRAY line), and its DEVICE lines say where to
+    /// look when no device is given (none: every partition, as mdadm).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// With --config: the array of the ARRAY line for /dev/md/NAME (or /dev/NAME).
+    #[arg(long, value_name = "NAME", requires = "config")]
+    pub array: Option<String>,
+}
+
+/// The array chosen: its UUID (when one was given or configured) and its devices.
+pub struct Selected {
+    pub uuid: Option<Uuid>,
+    pub members: Vec<String>,
 }
 
 impl Selection {
-    /// The UUID given, parsed.
-    pub fn uuid(&self) -> anyhow::Result<Option<Uuid>> {
-        Ok(self.uuid.as_deref().map(str::parse).transpose()?)
+    /// Whether devices must be given (without --config, --scan looks only at those given).
+    pub fn needs_devices(&self) -> bool {
+        self.config.is_none()
     }
 
-    /// The array's devices: those given, or with --scan its members among them.
-    pub fn members(&self, given: &[String]) -> anyhow::Result<Vec<String>> {
-        if self.scan { select_members(given, self.uuid()?) } else { Ok(given.to_vec()) }
+    /// The array's devices: those given, or with --scan (or --config) its members among them
+    /// (or among the configuration's DEVICE lines), and its UUID.
+    pub fn resolve(&self, given: &[String]) -> anyhow::Result<Selected> {
+        let uuid: Option<Uuid> = self.uuid.as_deref().map(str::parse).transpose()?;
+        let Some(path) = &self.config else {
+            let members = if self.scan { select_members(given, uuid)? } else { given.to_vec() };
+            return Ok(Selected { uuid, members });
+        };
+        let conf = mdadm_config::load(path, "uraid")?;
+        let uuid = match uuid {
+            Some(uuid) => uuid,
+            None => configured_uuid(&conf, self.array.as_deref())
+                .with_context(|| format!("in {}", path.display()))?,
+        };
+        let devices = if given.is_empty() { mdadm_config::devices(&conf)? } else { given.to_vec() };
+        Ok(Selected { uuid: Some(uuid), members: select_members(&devices, Some(uuid))? })
     }
+}
+
+/// The UUID of the ARRAY line naming `array`, or of the only ARRAY line.
+fn configured_uuid(conf: &MdadmConf, array: Option<&str>) -> anyhow::Result<Uuid> {
+    let line = match array {
+        Some(name) => conf.arrays.iter().find(|a| a.names(name)),
+        None if conf.arrays.len() > 1 => {
+            let names: Vec<&str> =
+                conf.arrays.iter().filter_map(|a| a.devname.as_deref()).collect();
+            bail!("{} ARRAY lines ({}): name one with --array", conf.arrays.len(), names.join(", "))
+        }
+        None => conf.arrays.first(),
+    };
+    let Some(line) = line else {
+        match array {
+            Some(name) => bail!("no ARRAY line for /dev/md/{name}"),
+            None => bail!("no ARRAY line"),
+        }
+    };
+    line.uuid.with_context(|| {
+        format!("the ARRAY line at line {} has no UUID=, which uraid finds members by", line.line)
+    })
 }
 
 /// One array found on the devices scanned.
@@ -119,8 +171,8 @@ fn select_members(paths: &[String], uuid: Option<Uuid>) -> anyhow::Result<Vec<St
     match chosen {
         Some(array) => Ok(array.devices),
         None => match uuid {
-            Some(uuid) => bail!("no device given holds a member of array {uuid}"),
-            None => bail!("no device given holds an md v1.2 superblock"),
+            Some(uuid) => bail!("no device scanned holds a member of array {uuid}"),
+            None => bail!("no device scanned holds an md v1.2 superblock"),
         },
     }
 }

@@ -42,7 +42,8 @@ nbd-client 127.0.0.1 10809 /dev/nbd0 -N uraid"
 // Command-line switches are independent flags, not a state machine.
 #[allow(clippy::struct_excessive_bools)]
 pub struct ServeArgs {
-    /// Member devices or image files, in any order (none: the demo array).
+    /// Member devices or image files, in any order (none: the demo array; with --config, its
+    /// DEVICE lines').
     pub(crate) members: Vec<String>,
     /// TCP address to serve NBD on.
     #[arg(long, default_value = "127.0.0.1:10809", value_name = "ADDR:PORT")]
@@ -131,15 +132,16 @@ pub(crate) enum Policy {
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let demo = args.members.is_empty();
-    let paths: Vec<PathBuf> = if demo {
+    let demo = args.members.is_empty() && args.select.needs_devices();
+    let (paths, uuid): (Vec<PathBuf>, _) = if demo {
         anyhow::ensure!(
             !args.select.scan,
             "--scan takes the array's members from the devices given: none were"
         );
-        demo::prepare(&args.demo_dir)?
+        (demo::prepare(&args.demo_dir)?, None)
     } else {
-        args.select.members(&args.members)?.iter().map(PathBuf::from).collect()
+        let selected = args.select.resolve(&args.members)?;
+        (selected.members.iter().map(PathBuf::from).collect(), selected.uuid)
     };
     let options = MdOptions {
         force: args.force,
@@ -147,7 +149,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             Policy::Ppl => ConsistencyPolicy::Ppl,
             Policy::Resync => ConsistencyPolicy::Resync,
         },
-        uuid: args.select.uuid()?,
+        uuid,
         stripe_size_bytes: parse_stripe_size(&args.stripe_size)?,
         stripe_cache_size: args.stripe_cache_size,
         workers: args.workers.map(usize::from),

@@ -14,6 +14,7 @@ fn debians_default_file_and_mdadms_scan_lines() {
                 name=host:data\n   spares=1 spare-group=shelf\n";
     let conf = parse(text).unwrap();
     assert_eq!(conf.mail_addr.as_deref(), Some("root"));
+    assert_eq!(conf.devices, ["partitions"]);
     assert_eq!(conf.warnings, Vec::<String>::new());
     let array = &conf.arrays[0];
     assert_eq!(array.line, 6);
@@ -106,4 +107,14 @@ fn the_first_line_for_an_array_wins_and_gives_its_group() {
     assert_eq!(conf.spare_group(&status("md0", UUID)), Some("a"));
     assert_eq!(conf.spare_group(&status("x", UUID)), Some("b"));
     assert_eq!(conf.spare_group(&status("y", "00000000:00000000:00000000:00000001")), None);
+}
+
+#[test]
+fn device_lines_gather_paths_patterns_and_mdadms_two_words() {
+    let text = "DEVICE /dev/sd[ab]1 Partitions\nDEVICE /dev/disk/by-id/* CONTAINERS sda\n";
+    let conf = parse(text).unwrap();
+    assert_eq!(conf.devices, ["/dev/sd[ab]1", "partitions", "/dev/disk/by-id/*", "containers"]);
+    assert_eq!(conf.warnings, ["line 2: unrecognised word on DEVICE line: sda"]);
+    let named = ConfArray { devname: Some("/dev/md/data".into()), ..ConfArray::default() };
+    assert!(named.names("data") && !named.names("md/data") && !named.names("other"));
 }
