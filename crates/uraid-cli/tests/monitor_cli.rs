@@ -333,6 +333,10 @@ fn a_spare_group_lends_a_spare_to_the_array_that_lost_a_member() {
     std::fs::write(&conf, lines).unwrap();
     let monitor = Monitoring::start(&dir, &["--config", conf.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(300));
+    // One monitor moves spares, as in mdadm: a second with spare groups is refused.
+    let out = uraid(&dir, &["monitor", "--oneshot", "--config", conf.to_str().unwrap()]);
+    let e = text(&out.stderr);
+    assert!(!out.status.success() && e.contains("another uraid monitor moves spares"), "{e}");
 
     let failed = alpha[1].to_str().unwrap();
     uraid_ok(&dir, &["fail", "alpha", failed]);

@@ -131,6 +131,7 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     let alerts = Alerts::of(args, &conf)?;
     let from_conf = conf.monitor_delay.map(|s| Duration::from_secs(s.into()));
     let delay = args.delay.or(from_conf).unwrap_or(Duration::from_secs(2));
+    let mut spares = SpareMover::for_config(&conf)?;
     let mut monitor = Monitor::new(args.increment).with_config(conf.clone());
     let mut last = BTreeMap::new();
     let first = look(&args.names, &mut last);
@@ -148,7 +149,6 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     }
     let mut statuses = first;
     let mut test = args.test;
-    let mut spares = SpareMover::default();
     loop {
         let mut events = monitor.look(statuses.clone(), std::mem::take(&mut test));
         // After the events, as mdadm: a Fail is told before the spare that answers it moves.
