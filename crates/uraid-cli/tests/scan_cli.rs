@@ -133,6 +133,20 @@ fn an_mdadm_conf_names_the_array_and_where_to_look() {
     let served = Served::start_with(&dir, "sb", &[], &dir.join("sb.sock"), &options);
     let detail = uraid_ok(&dir, &["detail", "sb"]);
     assert!(detail.contains("b0.img") && !detail.contains("a0.img"), "{detail}");
+    // `detail --scan` gives its line as mdadm --detail --scan does, which with a DEVICE line
+    // is a configuration uraid takes (its only ARRAY line: no --array needed).
+    let line = uraid_ok(&dir, &["detail", "--scan"]);
+    assert!(line.starts_with("ARRAY /dev/md/sb metadata=1.2 name=b"), "{line}");
+    assert!(line.ends_with(&format!(" UUID={B}\n")) && line.lines().count() == 1, "{line}");
+    let verbose = uraid_ok(&dir, &["detail", "--scan", "--verbose", "sb"]);
+    let b_files: Vec<String> = (0..3).map(|i| format!("{}/b{i}.img", dir.display())).collect();
+    let devices = format!("\n   devices={}\n", b_files.join(","));
+    assert!(verbose.starts_with("ARRAY /dev/md/sb level=raid5 num-devices=3 metadata=1.2"));
+    assert!(verbose.ends_with(&devices), "{verbose}");
+    let from_detail = dir.join("from-detail.conf");
+    std::fs::write(&from_detail, format!("DEVICE {}/*.img\n{verbose}", dir.display())).unwrap();
+    let plan = uraid_ok(&dir, &["assemble", "--config", from_detail.to_str().unwrap(), "--json"]);
+    assert!(plan.contains("b1.img") && !plan.contains("a1.img"), "{plan}");
     uraid_ok(&dir, &["stop", "sb"]);
     assert!(served.wait(Duration::from_secs(30)).success());
     uraid_ok(&dir, &["grow", "--config", conf, "--array", "a", "--size", "max"]);

@@ -342,6 +342,46 @@ fn detail_size(bytes: u64) -> String {
     format!("{kib} ({binary:.2} {unit}iB {decimal:.2} {unit}B)")
 }
 
+/// One array's line in `mdadm --detail --scan`'s shape (mdadm 4.2's), for `uraid detail
+/// --scan`: what an mdadm.conf takes. `verbose` adds level and device count, and the devices
+/// (sorted) on a second line, as `--verbose` does.
+#[must_use]
+pub fn render_array_line(s: &ArrayStatus, verbose: bool) -> String {
+    let mut line = format!("ARRAY /dev/md/{}", s.name);
+    if verbose {
+        let _ = write!(line, " level=raid{} num-devices={}", s.level, s.raid_disks);
+    }
+    line.push_str(" metadata=1.2");
+    let spares = s.spare_members();
+    if spares > 0 {
+        let _ = write!(line, " spares={spares}");
+    }
+    if !s.md_name.is_empty() {
+        let _ = write!(line, " name={}", quoted(&s.md_name));
+    }
+    let _ = write!(line, " UUID={}", s.uuid);
+    if verbose {
+        let mut devices: Vec<&str> =
+            s.members.iter().map(|m| m.path.as_str()).filter(|p| *p != "missing").collect();
+        devices.sort_unstable();
+        let _ = write!(line, "\n   devices={}", devices.join(","));
+    }
+    line.push('\n');
+    line
+}
+
+/// A word of mdadm's files: bare unless it holds a blank or a quote, then in the quote it
+/// does not hold (mdadm's print_quoted).
+fn quoted(word: &str) -> String {
+    if !word.contains([' ', '\t', '"', '\'']) {
+        word.to_owned()
+    } else if word.contains('"') {
+        format!("'{word}'")
+    } else {
+        format!("\"{word}\"")
+    }
+}
+
 /// One array in `mdadm --detail`'s shape, for `uraid detail`.
 #[must_use]
 pub fn render_detail(s: &ArrayStatus) -> String {
@@ -705,5 +745,39 @@ mod tests {
         assert_eq!(algorithm_number("parity-last"), Some(5));
         assert_eq!(algorithm_number("left-symmetric-6"), Some(18));
         assert_eq!(algorithm_number("nonsense"), None);
+    }
+
+    #[test]
+    fn array_lines_are_mdadm_detail_scans() {
+        let mut s = ArrayStatus {
+            name: "data".into(),
+            md_name: "host:data".into(),
+            uuid: "eb42de13:44e23c33:a6be9334:ca81223a".into(),
+            level: 6,
+            raid_disks: 4,
+            ..ArrayStatus::default()
+        };
+        s.members = vec![
+            member(Some(0), Some(0), "/dev/sdc", "active sync"),
+            member(Some(1), None, "missing", "removed"),
+            member(Some(2), Some(2), "/dev/sda", "spare rebuilding"),
+            member(Some(3), Some(3), "/dev/sdb", "active sync"),
+            member(None, Some(4), "/dev/sdd", "spare"),
+        ];
+        let uuid = "UUID=eb42de13:44e23c33:a6be9334:ca81223a";
+        let brief = format!("ARRAY /dev/md/data metadata=1.2 spares=2 name=host:data {uuid}\n");
+        assert_eq!(render_array_line(&s, false), brief);
+        let verbose = format!(
+            "ARRAY /dev/md/data level=raid6 num-devices=4 metadata=1.2 spares=2 name=host:data \
+             {uuid}\n   devices=/dev/sda,/dev/sdb,/dev/sdc,/dev/sdd\n"
+        );
+        assert_eq!(render_array_line(&s, true), verbose);
+        s.members.retain(|m| m.state == "active sync");
+        s.md_name = "my array".into();
+        let line = format!("ARRAY /dev/md/data metadata=1.2 name=\"my array\" {uuid}\n");
+        assert_eq!(render_array_line(&s, false), line);
+        // mdadm.conf's parser reads the line back to this array.
+        let conf = crate::mdadm_conf::parse(&line).unwrap();
+        assert!(conf.warnings.is_empty() && conf.arrays[0].matches(&s), "{conf:?}");
     }
 }

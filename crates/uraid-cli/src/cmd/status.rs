@@ -8,17 +8,22 @@ use indicatif::MultiProgress;
 use serde_json::json;
 use std::io::IsTerminal;
 use uraid_md::control::running_arrays;
-use uraid_md::status::{ArrayStatus, SyncResult, render_detail, render_mdstat};
+use uraid_md::status::{ArrayStatus, SyncResult, render_array_line, render_detail, render_mdstat};
 
 #[derive(Args)]
 #[command(
     about = "Describe a running array (mdadm --detail)",
     long_about = "Describe a running array as mdadm --detail does: level, sizes, state, \
 member counts, layout and chunk, the progress of a running rebuild, resync or check, the \
-result of the last one, and each member's number, slot and state.",
+result of the last one, and each member's number, slot and state. --scan prints instead an \
+ARRAY line for each running array, as mdadm --detail --scan does, for an mdadm.conf (which \
+uraid monitor --config and serve --config read).",
     after_help = "Example:\n  uraid detail md0\n  uraid detail --json md0\n  \
-uraid detail --test md0 >/dev/null || echo \"md0 needs attention\""
+uraid detail --test md0 >/dev/null || echo \"md0 needs attention\"\n  \
+uraid detail --scan >> /etc/mdadm/mdadm.conf"
 )]
+// Command-line flags, each its own choice.
+#[allow(clippy::struct_excessive_bools)]
 pub struct DetailArgs {
     /// Print the status as JSON.
     #[arg(long)]
@@ -27,12 +32,24 @@ pub struct DetailArgs {
     /// or missing), 2 failed past its redundancy, 4 no answer from the array.
     #[arg(long, short = 't')]
     test: bool,
-    /// The running array's name.
-    name: String,
+    /// One ARRAY line for each running array (or each NAME given), as mdadm --detail --scan
+    /// prints them for an mdadm.conf.
+    #[arg(long, short = 's', conflicts_with_all = ["json", "test"])]
+    scan: bool,
+    /// With --scan: level and device count too, and a line of each array's devices.
+    #[arg(long, short = 'v', requires = "scan")]
+    verbose: bool,
+    /// The running array's name (with --scan: any number, none for every running array).
+    #[arg(required_unless_present = "scan")]
+    names: Vec<String>,
 }
 
 pub fn run_detail(args: &DetailArgs) -> anyhow::Result<()> {
-    let status = match status_of(&args.name) {
+    if args.scan {
+        return detail_scan(args);
+    }
+    anyhow::ensure!(args.names.len() == 1, "one array at a time (--scan takes several)");
+    let status = match status_of(&args.names[0]) {
         Ok(status) => status,
         Err(e) if args.test => {
             say!("uraid: error: {e:#}");
@@ -50,6 +67,20 @@ pub fn run_detail(args: &DetailArgs) -> anyhow::Result<()> {
         let code = if status.failed() { 2 } else { i32::from(status.degraded) };
         let _ = std::io::Write::flush(&mut std::io::stdout());
         std::process::exit(code);
+    }
+    Ok(())
+}
+
+/// mdadm --detail --scan: the ARRAY lines of the arrays named, or of every running one (an
+/// array that stops between the listing and the question is left out, unless named).
+fn detail_scan(args: &DetailArgs) -> anyhow::Result<()> {
+    let statuses: Vec<ArrayStatus> = if args.names.is_empty() {
+        running_arrays().iter().filter_map(|name| status_of(name).ok()).collect()
+    } else {
+        args.names.iter().map(|name| status_of(name)).collect::<anyhow::Result<_>>()?
+    };
+    for status in &statuses {
+        out_part!("{}", render_array_line(status, args.verbose));
     }
     Ok(())
 }
