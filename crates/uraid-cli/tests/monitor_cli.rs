@@ -138,6 +138,11 @@ fn oneshot_reports_a_degraded_array_and_refuses_what_it_cannot_watch() {
         stdout.ends_with(": DegradedArray on once\n") && stdout.lines().count() == 1,
         "{stdout}"
     );
+    // mdadm's own file read as mdadm --monitor --scan reads it (Debian's says MAILADDR root:
+    // with no mailer, the monitor says so and goes on).
+    let out = uraid(&dir, &["monitor", "--oneshot", "--scan", "--sendmail", "/nonexistent/mta"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).ends_with(": DegradedArray on once\n"), "{}", text(&out.stdout));
     let out = uraid_ok(&dir, &["monitor", "-1", "--test", "once"]);
     let events: Vec<&str> = out.lines().map(|l| l.split(": ").nth(1).unwrap()).collect();
     assert_eq!(events, ["DegradedArray on once", "TestMessage on once"]);
@@ -331,8 +336,9 @@ fn a_spare_group_lends_a_spare_to_the_array_that_lost_a_member() {
          ARRAY /dev/md/elsewhere metadata=1.2\n  UUID={uuid} spare-group=shelf spares=1\n"
     );
     std::fs::write(&conf, lines).unwrap();
-    let monitor = Monitoring::start(&dir, &["--config", conf.to_str().unwrap()]);
-    std::thread::sleep(Duration::from_millis(300));
+    let monitor = Monitoring::start(&dir, &["--test", "--config", conf.to_str().unwrap()]);
+    // Its first look done: what follows is seen happening.
+    let at = monitor.wait_for(0, "TestMessage beta");
     // One monitor moves spares, as in mdadm: a second with spare groups is refused.
     let out = uraid(&dir, &["monitor", "--oneshot", "--config", conf.to_str().unwrap()]);
     let e = text(&out.stderr);
@@ -340,7 +346,7 @@ fn a_spare_group_lends_a_spare_to_the_array_that_lost_a_member() {
 
     let failed = alpha[1].to_str().unwrap();
     uraid_ok(&dir, &["fail", "alpha", failed]);
-    let at = monitor.wait_for(0, &format!("Fail alpha {failed}"));
+    let at = monitor.wait_for(at, &format!("Fail alpha {failed}"));
     let at = monitor.wait_for(at, "MoveSpare alpha beta");
     let spare_path = spare.to_str().unwrap();
     // In either order: the spare may show in sync a look before or after the result.
@@ -384,10 +390,11 @@ fn a_spare_the_degraded_array_refuses_goes_back_and_is_not_offered_again() {
     let conf = dir.join("mdadm.conf");
     let groups = "ARRAY /dev/md/alpha spare-group=shelf\nARRAY /dev/md/beta spare-group=shelf\n";
     std::fs::write(&conf, groups).unwrap();
-    let monitor = Monitoring::start(&dir, &["--config", conf.to_str().unwrap()]);
+    let monitor = Monitoring::start(&dir, &["--test", "--config", conf.to_str().unwrap()]);
+    let at = monitor.wait_for(0, "TestMessage beta");
     let failed = alpha[0].to_str().unwrap();
     uraid_ok(&dir, &["fail", "alpha", failed]);
-    monitor.wait_for(0, &format!("Fail alpha {failed}"));
+    monitor.wait_for(at, &format!("Fail alpha {failed}"));
     let err = dir.join("monitor.err");
     let said = wait_text(&err, "giving it back");
     // Ten looks more: it stays with beta, and is not taken from it again.

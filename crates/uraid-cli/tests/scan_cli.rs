@@ -159,7 +159,13 @@ fn an_mdadm_conf_names_the_array_and_where_to_look() {
         assert!(!out.status.success() && text(&out.stderr).contains(why), "{}", text(&out.stderr));
     };
     refused(&["assemble", "--config", conf, "--array", "zz"], "no ARRAY line for /dev/md/zz");
-    refused(&["assemble", "--array", "a", "x.img"], "--config <FILE>");
+    refused(&["assemble", "--array", "a", "x.img"], "--array names an ARRAY line of mdadm.conf");
+    // --scan and no device: mdadm's own file (Debian's has no ARRAY line), or none at all.
+    let out = uraid(&dir, &["assemble", "--scan"]);
+    let e = text(&out.stderr);
+    let (read, none) =
+        ("in /etc/mdadm/mdadm.conf: no ARRAY line", "there is no /etc/mdadm/mdadm.conf");
+    assert!(!out.status.success() && (e.contains(read) || e.contains(none)), "{e}");
     let bare = dir.join("bare.conf");
     std::fs::write(&bare, "ARRAY /dev/md/a level=raid5\n").unwrap();
     refused(

@@ -44,9 +44,9 @@ pub struct AssembleArgs {
     /// Read the array's contents and write them to FILE (`-` for standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Member devices or image files, in any order (with --config: its DEVICE lines' when
-    /// none are given).
-    #[arg(required_unless_present = "config")]
+    /// Member devices or image files, in any order (with --config or --scan: its DEVICE
+    /// lines' when none are given).
+    #[arg(required_unless_present_any = ["config", "scan"])]
     members: Vec<String>,
 }
 

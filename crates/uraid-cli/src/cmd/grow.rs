@@ -64,9 +64,9 @@ pub struct GrowArgs {
     /// Print what changed as one JSON object on standard output.
     #[arg(long)]
     json: bool,
-    /// Every member and spare of the array, in any order (with --config: its DEVICE lines'
-    /// when none are given).
-    #[arg(required_unless_present = "config")]
+    /// Every member and spare of the array, in any order (with --config or --scan: its DEVICE
+    /// lines' when none are given).
+    #[arg(required_unless_present_any = ["config", "scan"])]
     members: Vec<String>,
 }
 

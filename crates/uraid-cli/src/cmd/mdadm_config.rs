@@ -2,12 +2,21 @@
 //! its DEVICE lines turned into the devices to scan. The parsing is `uraid_md::mdadm_conf`'s.
 
 use anyhow::Context as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use uraid_md::mdadm_conf::{self, MdadmConf};
 
 /// mdadm's DEVICE when the file has none: every partition (and container, which uraid has
 /// none of).
 const DEFAULT_DEVICES: [&str; 2] = ["partitions", "containers"];
+
+/// Where mdadm looks when no file is named: Debian's place, then upstream's (mdadm reads the
+/// first that exists; its `.d` directories are not read here).
+const DEFAULT_FILES: [&str; 2] = ["/etc/mdadm/mdadm.conf", "/etc/mdadm.conf"];
+
+/// The mdadm.conf mdadm would read when none is named, if there is one.
+pub fn default_file() -> Option<PathBuf> {
+    DEFAULT_FILES.iter().map(PathBuf::from).find(|path| path.exists())
+}
 
 /// The file's values; what it ignored is said on stderr, after `who`.
 pub fn load(path: &Path, who: &str) -> anyhow::Result<MdadmConf> {

@@ -39,11 +39,14 @@ an mdadm.conf's ARRAY lines (matched by UUID=, else by device name: /dev/md/NAME
 groups: an array that is degraded and has no spare takes one from a whole array of its \
 spare-group= (MoveSpare), as mdadm's monitor moves them; spares=N says SparesMissing of an \
 array first seen with fewer; MAILADDR, MAILFROM, PROGRAM and MONITORDELAY serve where the \
-options are not given. Runs until killed, or with --oneshot looks once and exits (for cron).",
+options are not given; --scan reads mdadm's own file so. Runs until killed, or with --oneshot \
+looks once and exits (for cron).",
     after_help = "Example:\n  uraid monitor --program /usr/local/sbin/raid-alert\n  \
 uraid monitor --oneshot --test --mail ops@example.com\n  uraid monitor --json --delay 10\n  \
 uraid monitor --config /etc/mdadm/mdadm.conf"
 )]
+// Command-line flags, each its own choice.
+#[allow(clippy::struct_excessive_bools)]
 pub struct MonitorArgs {
     /// Seconds between looks (mdadm's --delay; fractions allowed) [default: MONITORDELAY, else
     /// 2].
@@ -53,6 +56,10 @@ pub struct MonitorArgs {
     /// (mdadm's --config).
     #[arg(long, short = 'c', value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Read mdadm's own configuration file as --config (/etc/mdadm/mdadm.conf, else
+    /// /etc/mdadm.conf; none: as without), as mdadm --monitor --scan does.
+    #[arg(long, short = 's', conflicts_with = "config")]
+    scan: bool,
     /// Look once, report degraded arrays (and test messages), and exit.
     #[arg(long, short = '1')]
     oneshot: bool,
@@ -109,25 +116,29 @@ impl Alerts {
             );
         }
         let from = args.mail_from.clone().or_else(|| conf.mail_from.clone());
-        let mail = args.mail.clone().or_else(|| conf.mail_addr.clone()).map(|to| Mail {
+        let mut mail = args.mail.clone().or_else(|| conf.mail_addr.clone()).map(|to| Mail {
             to,
             from: from.unwrap_or_else(|| "uraid monitor <root>".to_owned()),
             sendmail: args.sendmail.clone(),
         });
-        if let Some(mail) = &mail {
+        if let Some(m) = mail.as_ref().filter(|m| !runnable(&m.sendmail)) {
+            let sendmail = m.sendmail.display();
             ensure!(
-                runnable(&mail.sendmail),
-                "--mail needs a mail transfer agent: no {} (--sendmail names another)",
-                mail.sendmail.display()
+                args.mail.is_none(),
+                "--mail needs a mail transfer agent: no {sendmail} (--sendmail names another)"
             );
+            // Debian's own file says MAILADDR root whether or not a mailer is installed.
+            say!("uraid monitor: MAILADDR {}: no {sendmail} to mail with; not mailing", m.to);
+            mail = None;
         }
         Ok(Alerts { program, mail, json: args.json })
     }
 }
 
 pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
-    let load = |path| mdadm_config::load(path, "uraid monitor");
-    let conf = args.config.as_deref().map(load).transpose()?.unwrap_or_default();
+    let file = args.config.clone().or_else(|| args.scan.then(mdadm_config::default_file).flatten());
+    let load = |path: PathBuf| mdadm_config::load(&path, "uraid monitor");
+    let conf = file.map(load).transpose()?.unwrap_or_default();
     let alerts = Alerts::of(args, &conf)?;
     let from_conf = conf.monitor_delay.map(|s| Duration::from_secs(s.into()));
     let delay = args.delay.or(from_conf).unwrap_or(Duration::from_secs(2));

@@ -28,7 +28,8 @@ pub struct Selection {
     /// Take from the devices given only the members of the array --uuid names (or of the only
     /// array they hold), passing over the others: give every disk ('/dev/disk/by-id/*', a
     /// pattern uraid expands), since device names move between boots and a UUID does not
-    /// (mdadm's --scan).
+    /// (mdadm's --scan). With no device given, mdadm's configuration file says which array
+    /// and where to look, as with --config (/etc/mdadm/mdadm.conf, else /etc/mdadm.conf).
     #[arg(long)]
     pub scan: bool,
     /// An mdadm.conf (mdadm's --config), for --scan: its ARRAY line's UUID= names the array
@@ -36,8 +37,9 @@ pub struct Selection {
     /// look when no device is given (none: every partition, as mdadm).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// With --config: the array of the ARRAY line for /dev/md/NAME (or /dev/NAME).
-    #[arg(long, value_name = "NAME", requires = "config")]
+    /// With --config (or --scan and no device): the array of the ARRAY line for /dev/md/NAME
+    /// (or /dev/NAME).
+    #[arg(long, value_name = "NAME")]
     pub array: Option<String>,
 }
 
@@ -48,19 +50,32 @@ pub struct Selected {
 }
 
 impl Selection {
-    /// Whether devices must be given (without --config, --scan looks only at those given).
+    /// Whether devices must be given: not with --config or --scan (which then read mdadm's
+    /// configuration file).
     pub fn needs_devices(&self) -> bool {
-        self.config.is_none()
+        self.config.is_none() && !self.scan
     }
 
     /// The array's devices: those given, or with --scan (or --config) its members among them
     /// (or among the configuration's DEVICE lines), and its UUID.
     pub fn resolve(&self, given: &[String]) -> anyhow::Result<Selected> {
         let uuid: Option<Uuid> = self.uuid.as_deref().map(str::parse).transpose()?;
-        let Some(path) = &self.config else {
+        let default = || (self.scan && given.is_empty()).then(mdadm_config::default_file);
+        let Some(path) = self.config.clone().or_else(|| default().flatten()) else {
+            if self.array.is_some() {
+                let why = "give --config, or --scan and no device";
+                bail!("--array names an ARRAY line of mdadm.conf: {why}");
+            }
+            if self.scan && given.is_empty() {
+                bail!(
+                    "--scan with no device reads mdadm.conf: there is no /etc/mdadm/mdadm.conf \
+                       nor /etc/mdadm.conf (--config names one, or give the devices)"
+                );
+            }
             let members = if self.scan { select_members(given, uuid)? } else { given.to_vec() };
             return Ok(Selected { uuid, members });
         };
+        let path = &path;
         let conf = mdadm_config::load(path, "uraid")?;
         let uuid = match uuid {
             Some(uuid) => uuid,

@@ -42,8 +42,8 @@ nbd-client 127.0.0.1 10809 /dev/nbd0 -N uraid"
 // Command-line switches are independent flags, not a state machine.
 #[allow(clippy::struct_excessive_bools)]
 pub struct ServeArgs {
-    /// Member devices or image files, in any order (none: the demo array; with --config, its
-    /// DEVICE lines').
+    /// Member devices or image files, in any order (none: the demo array; with --config or
+    /// --scan, its DEVICE lines').
     pub(crate) members: Vec<String>,
     /// TCP address to serve NBD on.
     #[arg(long, default_value = "127.0.0.1:10809", value_name = "ADDR:PORT")]
@@ -134,10 +134,6 @@ pub(crate) enum Policy {
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let demo = args.members.is_empty() && args.select.needs_devices();
     let (paths, uuid): (Vec<PathBuf>, _) = if demo {
-        anyhow::ensure!(
-            !args.select.scan,
-            "--scan takes the array's members from the devices given: none were"
-        );
         (demo::prepare(&args.demo_dir)?, None)
     } else {
         let selected = args.select.resolve(&args.members)?;
