@@ -4,62 +4,15 @@
 //! why, with every member left as it was.
 
 mod serve_common;
+mod stopped_common;
 
 use serve_common::{Served, tempdir, text, uraid, uraid_ok};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-const MIB: u64 = 1 << 20;
-/// mdadm's data offset for these members: 1 MiB.
-const DATA_OFFSET: u64 = MIB;
-
-/// Three 24 MiB members of a RAID5 using 8 MiB of each (with `bitmap`, one of 4 KiB chunks:
-/// growing doubles its chunk twice), written whole with a pattern through the server, stopped.
-fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) {
-    let members = serve_common::member_files(dir, 3, 24);
-    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "--size", "8M"];
-    if bitmap {
-        create.extend(["--bitmap", "internal", "--bitmap-chunk", "4K"]);
-    }
-    create.extend(["--assume-clean", "-N", name]);
-    create.extend(strs(&members));
-    uraid_ok(dir, &create);
-    let served = Served::start(dir, name, &members);
-    let mut client = served.client();
-    assert_eq!(client.size_bytes(), 16 * MIB);
-    let data: Vec<u8> = (0..16 * MIB).map(|i| (i * 7 + i / 4096) as u8).collect();
-    write_all(&mut client, &data);
-    client.disconnect().unwrap();
-    uraid_ok(dir, &["stop", name]);
-    assert!(served.wait(Duration::from_secs(30)).success());
-    (members, data)
-}
-
-/// Writes `data` from the array's start, a MiB at a time, and flushes.
-fn write_all(client: &mut uraid_nbd::client::Client, data: &[u8]) {
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        client.write(i as u64 * MIB, piece, false).unwrap();
-    }
-    client.flush().unwrap();
-}
-
-/// The array's first `data.len()` bytes are `data`.
-fn assert_reads_back(client: &mut uraid_nbd::client::Client, data: &[u8]) {
-    for (i, piece) in data.chunks(MIB as usize).enumerate() {
-        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
-    }
-}
-
-fn superblock_of(member: &Path) -> uraid_format::Superblock1 {
-    let mut area = vec![0u8; 4096];
-    std::fs::File::open(member).unwrap().read_exact_at(&mut area, 4096).unwrap();
-    uraid_format::Superblock1::decode(&area).unwrap()
-}
-
-fn strs(members: &[PathBuf]) -> Vec<&str> {
-    members.iter().map(|p| p.to_str().unwrap()).collect()
-}
+use stopped_common::{
+    DATA_OFFSET, MIB, assert_reads_back, images, small_array, strs, superblock_of, write_all,
+};
 
 #[test]
 fn a_grown_array_keeps_its_data_and_resyncs_the_new_space() {
@@ -115,11 +68,6 @@ fn grow_and_check(bitmap: bool) {
     uraid_ok(&dir, &["stop", "gr"]);
     assert!(served.wait(Duration::from_secs(30)).success());
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Every byte of every member, to show that a refusal wrote nothing.
-fn images(members: &[PathBuf]) -> Vec<Vec<u8>> {
-    members.iter().map(|m| std::fs::read(m).unwrap()).collect()
 }
 
 /// `uraid grow ARGS` fails saying `why`; with `members`, none of them changed.

@@ -8,8 +8,10 @@
 //! size md gave it, and `uraid examine --bitmap` prints what `mdadm -X` prints of the
 //! second's bitmap. A third array gets a bitmap from uraid: md must find it where and as it
 //! adds its own (8 sectors past the superblock, a 64 MiB chunk, which md's own --grow
-//! --bitmap=internal then gives too), and uraid removes the one md added. Skips without the
-//! VM kit, except under CI=true.
+//! --bitmap=internal then gives too), and uraid removes the one md added. That third array
+//! also gets a new UUID and name from `uraid assemble --update`: md must assemble it under
+//! them, its bitmap (whose UUID md checks against the array's) loaded. Skips without the VM
+//! kit, except under CI=true.
 
 mod mdvm;
 
@@ -39,6 +41,8 @@ check uraid
 mdadm --stop /dev/md0 2>&1
 mdadm --assemble /dev/md0 --run /dev/vdg /dev/vdh /dev/vdi 2>&1
 r uraid_bitmap $(md bitmap/location) $(md bitmap/chunksize)
+detail() { mdadm --detail /dev/md0 | sed -n "s/^ *$1 : \([^ ]*\).*/\1/p"; }
+r updated $(detail UUID) $(detail Name)
 mdadm --grow /dev/md0 --bitmap=none 2>&1
 mdadm --grow /dev/md0 --bitmap=internal 2>&1
 r md_bitmap $(md bitmap/location) $(md bitmap/chunksize)
@@ -48,6 +52,8 @@ mdadm --examine-bitmap /dev/vdd | sed 's/^/XBITMAP/'
 "#;
 
 const UUID: &str = "5eed0001:00000000:00000000:00000002";
+/// The third array's after `uraid assemble --update uuid=`.
+const NEW_UUID: &str = "5eed0001:00000000:00000000:000000c3";
 
 #[test]
 fn md_takes_uraid_grown_array_as_it_grows_its_own() {
@@ -65,6 +71,10 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     for args in [&["grow", "--bitmap", "none"][..], &["grow", "--bitmap", "internal"]] {
         let out = uraid(&dir, args, &bitmap_added);
         assert!(out.status.success(), "uraid {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for word in [format!("uuid={NEW_UUID}"), "name=moved".to_owned()] {
+        let out = uraid(&dir, &["assemble", "--update", &word], &bitmap_added);
+        assert!(out.status.success(), "update {word}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
     let job = dir.join("grow.sh");
@@ -84,6 +94,7 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     let md_bitmap = mdvm::result(&md, "md_bitmap");
     assert_eq!(md_bitmap, "+8 67108864", "where md adds a bitmap, and its chunk");
     assert_eq!(mdvm::result(&md, "uraid_bitmap"), md_bitmap, "uraid adds it there too");
+    assert_eq!(mdvm::result(&md, "updated"), format!("{NEW_UUID} moved"), "md takes the update");
     for who in ["md", "uraid", "bitmap"] {
         assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s grown array");
         assert_eq!(mdvm::result(&md, &format!("{who}_old_space")), zeros, "{who}'s old space");

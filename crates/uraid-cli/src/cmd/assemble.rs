@@ -25,9 +25,15 @@ ordered by the role in their superblocks, members with an older event count are 
 naming the member: members of another array, a corrupt or unreadable superblock, a member too \
 small, two members in one slot, too many missing members (unless --force: below), and a \
 dirty degraded array (unless --force). Prints the plan; with -o, reads the whole array through the engine (rebuilding \
-missing members from parity) and writes it out. Members are never written.",
+missing members from parity) and writes it out. Members are never written, but with --update \
+(mdadm's --assemble --update, on a stopped array): name=NEW, homehost[=HOST] (default: this \
+machine's name), uuid[=UUID] (default: a random one; a clone of an array's disks is told \
+apart so), resync (a full resync at the next start); each member's superblock and bitmap \
+superblock are rewritten with the next event count. A new UUID needs the array whole and \
+clean, a resync every member.",
     after_help = "Example:\n  uraid assemble m0.img m1.img m3.img m4.img m5.img\n  uraid \
-assemble --json -o array.img /dev/sdb /dev/sdc /dev/sdd"
+assemble --json -o array.img /dev/sdb /dev/sdc /dev/sdd\n  \
+uraid assemble --update name=backup /dev/sdb /dev/sdc /dev/sdd"
 )]
 pub struct AssembleArgs {
     #[command(flatten)]
@@ -44,6 +50,10 @@ pub struct AssembleArgs {
     /// Read the array's contents and write them to FILE (`-` for standard output).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Rewrite the stopped array's superblocks (mdadm's --update): name=NEW,
+    /// homehost[=HOST], uuid[=UUID], resync.
+    #[arg(short = 'U', long, value_name = "WHAT", conflicts_with_all = ["output", "force"])]
+    update: Option<String>,
     /// Member devices or image files, in any order (with --config or --scan: its DEVICE
     /// lines' when none are given).
     #[arg(required_unless_present_any = ["config", "scan"])]
@@ -62,6 +72,9 @@ fn has_md_ppl(candidates: &[Candidate]) -> bool {
 }
 
 pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
+    if let Some(word) = &args.update {
+        return crate::cmd::update::run(&args.select, &args.members, word, args.json);
+    }
     let Selected { uuid, members } = args.select.resolve(&args.members)?;
     let members = &members;
     let options = AssembleOptions { uuid, force: args.force, force_stale: args.force };

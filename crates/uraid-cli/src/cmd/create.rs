@@ -467,7 +467,7 @@ fn erase_other_metadata(
     Ok(())
 }
 
-fn random_uuid() -> anyhow::Result<Uuid> {
+pub(crate) fn random_uuid() -> anyhow::Result<Uuid> {
     let mut bytes = [0u8; 16];
     File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))

@@ -12,14 +12,14 @@
 
 use crate::args::{parse_bitmap_chunk, parse_size};
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, open_exclusive, read_candidate_to_assemble};
-use crate::cmd::scan::Selected;
+use crate::cmd::scan::{Selected, Selection};
 use anyhow::{Context, bail};
 use clap::Args;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
-use uraid_format::assemble::{AssembleOptions, AssemblyPlan, PlannedMember, plan};
+use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::{
     GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
     refuse_unless_whole_and_clean, with_bitmap_field,
@@ -70,12 +70,58 @@ pub struct GrowArgs {
     members: Vec<String>,
 }
 
-/// A member planned for the grow and the file it is written through.
-struct Grown<'a> {
-    member: &'a PlannedMember,
+/// A member planned for the change and the file it is written through.
+pub(crate) struct Grown<'a> {
+    pub(crate) member: &'a PlannedMember,
     file: &'a File,
-    own: Superblock1,
+    pub(crate) own: Superblock1,
     avail_sectors: u64,
+}
+
+/// A stopped array opened for a change of its superblocks (grow, assemble --update): every
+/// member held, so that a running array's is refused, and planned by md's rules.
+pub(crate) struct Stopped {
+    pub(crate) plan: AssemblyPlan,
+    candidates: Vec<Candidate>,
+    files: Vec<File>,
+}
+
+impl Stopped {
+    /// `verb` names the change in refusals ("grow", "update").
+    pub(crate) fn open(select: &Selection, given: &[String], verb: &str) -> anyhow::Result<Self> {
+        let Selected { uuid, members: paths } = select.resolve(given)?;
+        let held = format!("stop it first (uraid {verb} works on a stopped array)");
+        let files = paths
+            .iter()
+            .map(|path| open_exclusive(path.as_ref(), &held).with_context(|| path.clone()))
+            .collect::<anyhow::Result<Vec<File>>>()?;
+        let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
+        let options = AssembleOptions { uuid, ..AssembleOptions::default() };
+        let plan = plan(&candidates, &options).with_context(|| format!("cannot {verb}"))?;
+        Ok(Stopped { plan, candidates, files })
+    }
+
+    /// The members in slots, then the spares, each with its own superblock.
+    pub(crate) fn members(&self) -> anyhow::Result<Vec<Grown<'_>>> {
+        let members = self.plan.slots.iter().flatten().chain(&self.plan.spares);
+        members
+            .map(|member| {
+                let candidate = &self.candidates[member.candidate];
+                let area = candidate.superblock_area.as_ref();
+                let own = area.map_err(|e| anyhow::anyhow!("{}: {e}", member.name))?;
+                let own = Superblock1::decode(own).with_context(|| member.name.clone())?;
+                let file = &self.files[member.candidate];
+                let avail_sectors =
+                    (candidate.size_bytes / 512).saturating_sub(member.data_offset_sectors);
+                Ok(Grown { member, file, own, avail_sectors })
+            })
+            .collect()
+    }
+}
+
+/// Seconds since the epoch, for the superblocks' update time.
+pub(crate) fn now_seconds() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
@@ -83,34 +129,14 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
-    let Selected { uuid, members: paths } = args.select.resolve(&args.members)?;
-    let held = "stop it first (uraid grow works on a stopped array)";
-    let files = paths
-        .iter()
-        .map(|path| open_exclusive(path.as_ref(), held).with_context(|| path.clone()))
-        .collect::<anyhow::Result<Vec<File>>>()?;
-    let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
-    let options = AssembleOptions { uuid, ..AssembleOptions::default() };
-    let plan = plan(&candidates, &options).context("cannot grow")?;
+    let stopped = Stopped::open(&args.select, &args.members, "grow")?;
+    let (plan, grown) = (&stopped.plan, stopped.members()?);
     let cannot = || format!("cannot grow {}", plan.name);
-    let avail = |m: &PlannedMember| {
-        (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
-    };
-    let members = plan.slots.iter().flatten().chain(&plan.spares);
-    let grown: Vec<Grown<'_>> = members
-        .map(|member| {
-            let area = candidates[member.candidate].superblock_area.as_ref();
-            let own = area.map_err(|e| anyhow::anyhow!("{}: {e}", member.name))?;
-            let own = Superblock1::decode(own).with_context(|| member.name.clone())?;
-            let file = &files[member.candidate];
-            Ok(Grown { member, file, own, avail_sectors: avail(member) })
-        })
-        .collect::<anyhow::Result<_>>()?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = now_seconds();
     match (&args.size, args.bitmap.as_deref()) {
-        (Some(size), _) => grow_size(args, &plan, &grown, size, now).with_context(cannot),
+        (Some(size), _) => grow_size(args, plan, &grown, size, now).with_context(cannot),
         (None, Some(bitmap)) => {
-            change_bitmap(args, &plan, &grown, bitmap_chunk, bitmap == "internal", now)
+            change_bitmap(args, plan, &grown, bitmap_chunk, bitmap == "internal", now)
                 .with_context(cannot)
         }
         (None, None) => unreachable!("clap requires --size or --bitmap"),
@@ -247,11 +273,11 @@ fn grow_bitmap(
     Ok(Some(GrownBitmap { chunk_bytes: (header.chunk_bytes, grown.chunk_bytes), image }))
 }
 
-fn bitmap_at(sb: &Superblock1) -> anyhow::Result<u64> {
+pub(crate) fn bitmap_at(sb: &Superblock1) -> anyhow::Result<u64> {
     sb.bitmap_at_bytes().context("the bitmap offset points before the device's start")
 }
 
-fn write_synced(g: &Grown<'_>, bytes: &[u8], at: u64) -> anyhow::Result<()> {
+pub(crate) fn write_synced(g: &Grown<'_>, bytes: &[u8], at: u64) -> anyhow::Result<()> {
     let name = &g.member.name;
     g.file.write_all_at(bytes, at).with_context(|| name.clone())?;
     g.file.sync_data().with_context(|| name.clone())

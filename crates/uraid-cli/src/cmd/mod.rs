@@ -25,5 +25,6 @@ pub mod serve;
 mod serving;
 pub mod stats;
 pub mod status;
+mod update;
 mod watch;
 pub mod zero;

@@ -11,10 +11,13 @@
 //! Shrinking is refused: data past the new end would go.
 //!
 //! `bitmap.rs`: adding or removing the internal write-intent bitmap (mdadm --grow --bitmap).
+//! `update.rs`: mdadm's `--assemble --update` (name, homehost, UUID, resync).
 
 mod bitmap;
+mod update;
 
 pub use bitmap::{add_bitmap, bitmap_room_sectors, with_bitmap_field};
+pub use update::{Update, UpdateError, check_update, updated_bitmap, updated_superblock};
 
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::superblock::Superblock1;
@@ -222,7 +225,7 @@ mod tests {
     }
 
     /// A clean RAID5 of three with 64 KiB chunks and 16384-sector components.
-    fn plan() -> AssemblyPlan {
+    pub(super) fn plan() -> AssemblyPlan {
         AssemblyPlan {
             uuid: Uuid([1; 16]),
             name: "g".into(),

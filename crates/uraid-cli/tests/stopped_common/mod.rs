@@ -1,0 +1,66 @@
+//! What the tests of changes to a stopped array share (`grow`, `assemble --update`): a small
+//! array written whole through the server and stopped, its data read back, its members'
+//! superblocks and bytes.
+
+#![allow(dead_code)]
+
+use crate::serve_common::{self, Served, uraid_ok};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const MIB: u64 = 1 << 20;
+/// mdadm's data offset for these members: 1 MiB.
+pub const DATA_OFFSET: u64 = MIB;
+
+/// Three 24 MiB members of a RAID5 using 8 MiB of each (with `bitmap`, one of 4 KiB chunks:
+/// growing doubles its chunk twice), written whole with a pattern through the server, stopped.
+pub fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) {
+    let members = serve_common::member_files(dir, 3, 24);
+    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "--size", "8M"];
+    if bitmap {
+        create.extend(["--bitmap", "internal", "--bitmap-chunk", "4K"]);
+    }
+    create.extend(["--assume-clean", "-N", name]);
+    create.extend(strs(&members));
+    uraid_ok(dir, &create);
+    let served = Served::start(dir, name, &members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 16 * MIB);
+    let data: Vec<u8> = (0..16 * MIB).map(|i| (i * 7 + i / 4096) as u8).collect();
+    write_all(&mut client, &data);
+    client.disconnect().unwrap();
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    (members, data)
+}
+
+/// Writes `data` from the array's start, a MiB at a time, and flushes.
+pub fn write_all(client: &mut uraid_nbd::client::Client, data: &[u8]) {
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        client.write(i as u64 * MIB, piece, false).unwrap();
+    }
+    client.flush().unwrap();
+}
+
+/// The array's first `data.len()` bytes are `data`.
+pub fn assert_reads_back(client: &mut uraid_nbd::client::Client, data: &[u8]) {
+    for (i, piece) in data.chunks(MIB as usize).enumerate() {
+        assert!(client.read(i as u64 * MIB, MIB as u32).unwrap() == piece, "MiB {i} changed");
+    }
+}
+
+pub fn superblock_of(member: &Path) -> uraid_format::Superblock1 {
+    let mut area = vec![0u8; 4096];
+    std::fs::File::open(member).unwrap().read_exact_at(&mut area, 4096).unwrap();
+    uraid_format::Superblock1::decode(&area).unwrap()
+}
+
+pub fn strs(members: &[PathBuf]) -> Vec<&str> {
+    members.iter().map(|p| p.to_str().unwrap()).collect()
+}
+
+/// Every byte of every member, to show that a refusal wrote nothing.
+pub fn images(members: &[PathBuf]) -> Vec<Vec<u8>> {
+    members.iter().map(|m| std::fs::read(m).unwrap()).collect()
+}

@@ -1,0 +1,77 @@
+use super::*;
+use crate::grow::tests::{plan, superblock};
+
+#[test]
+fn name_and_homehost_are_mdadms() {
+    let sb = superblock(16384, 2048);
+    assert_eq!(sb.name(), "g");
+    let named = updated_superblock(&sb, &Update::Name("data".into()), 2, 9).unwrap();
+    assert_eq!((named.name(), named.events), ("data".to_owned(), 2));
+    // The homehost goes before the name, in place of any there was.
+    let homed = updated_superblock(&named, &Update::Homehost("box".into()), 3, 9).unwrap();
+    assert_eq!(homed.name(), "box:data");
+    let moved = updated_superblock(&homed, &Update::Homehost("other".into()), 4, 9).unwrap();
+    assert_eq!(moved.name(), "other:data");
+    assert_eq!(Superblock1::decode(&moved.encode()).unwrap(), moved, "sealed");
+    // Everything else as it was.
+    let mut same = moved.clone();
+    same.set_name = sb.set_name;
+    (same.events, same.utime, same.sb_csum) = (sb.events, sb.utime, sb.sb_csum);
+    assert_eq!(same, sb);
+    let long = Update::Name("a-name-longer-than-md-keeps-it-x".into());
+    assert!(matches!(
+        check_update(&plan(), &sb, &long),
+        Err(UpdateError::NameTooLong { len: 32, .. })
+    ));
+    let long_host = Update::Homehost("h".repeat(30));
+    assert!(matches!(check_update(&plan(), &sb, &long_host), Err(UpdateError::NameTooLong { .. })));
+    let colon = Update::Homehost("a:b".into());
+    assert_eq!(check_update(&plan(), &sb, &colon), Err(UpdateError::HomehostColon("a:b".into())));
+    assert_eq!(
+        check_update(&plan(), &sb, &Update::Name(String::new())),
+        Err(UpdateError::EmptyName)
+    );
+}
+
+#[test]
+fn a_new_uuid_reaches_the_bitmap_and_needs_a_whole_clean_array() {
+    let sb = superblock(16384, 2048);
+    let uuid = Update::Uuid(Uuid([7; 16]));
+    assert_eq!(check_update(&plan(), &sb, &uuid), Ok(()));
+    let updated = updated_superblock(&sb, &uuid, 2, 9).unwrap();
+    assert_eq!(updated.set_uuid, Uuid([7; 16]));
+    let bitmap = BitmapSuper::new_internal(sb.set_uuid, 16384, 1 << 20);
+    let as_new = BitmapSuper { events: 1, ..bitmap.clone() };
+    let moved = updated_bitmap(&as_new, 1, &uuid, 2);
+    assert_eq!((moved.uuid, moved.events), (Uuid([7; 16]), 2));
+    // A stale bitmap stays stale (md resyncs what it covers), with the new UUID all the same.
+    let stale = BitmapSuper { events: 0, ..bitmap };
+    let kept = updated_bitmap(&stale, 1, &uuid, 2);
+    assert_eq!((kept.uuid, kept.events), (Uuid([7; 16]), 0));
+
+    let mut degraded = plan();
+    degraded.slots[1] = None;
+    let refused = check_update(&degraded, &sb, &uuid);
+    assert!(matches!(refused, Err(UpdateError::NotWholeAndClean(GrowError::Degraded { .. }))));
+    let mut dirty = plan();
+    dirty.resync_offset_sectors = 100;
+    let refused = check_update(&dirty, &sb, &uuid);
+    assert!(matches!(refused, Err(UpdateError::NotWholeAndClean(GrowError::Dirty { .. }))));
+    let ppl = Superblock1 { feature_map: sb.feature_map | crate::feature::PPL, ..sb.clone() };
+    assert!(ppl.ppl().is_some());
+    assert_eq!(check_update(&plan(), &ppl, &uuid), Err(UpdateError::UuidWithMdPpl));
+}
+
+#[test]
+fn a_resync_starts_from_sector_zero_on_a_whole_array() {
+    let sb = superblock(16384, 2048);
+    assert_eq!(check_update(&plan(), &sb, &Update::Resync), Ok(()));
+    let dirty = updated_superblock(&sb, &Update::Resync, 2, 9).unwrap();
+    assert_eq!(dirty.resync_offset_sectors, 0);
+    let mut degraded = plan();
+    degraded.slots[2] = None;
+    let refused = check_update(&degraded, &sb, &Update::Resync);
+    assert_eq!(refused, Err(UpdateError::ResyncDegraded { missing_slots: vec![2] }));
+    // A name does not care: members out of the array keep the old one, which names nothing.
+    assert_eq!(check_update(&degraded, &sb, &Update::Name("x".into())), Ok(()));
+}
