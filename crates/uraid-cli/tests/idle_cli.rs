@@ -1,6 +1,7 @@
 //! Goal: `uraid idle` stops a running check where it is (md's sync_action idle), says what it
 //! covered, and leaves the array free for the next action; it refuses to stop a recovery and
-//! is no error when nothing runs.
+//! is no error when nothing runs. `uraid freeze` (md's "frozen") pauses the recovery, and idle
+//! thaws it.
 //!
 //! Method: the built `uraid` binary serving a RAID6 of four 64 MiB files, its sync speed held
 //! at 2 MiB/s a member so that a check or recovery is still running when idle comes.
@@ -54,6 +55,22 @@ fn idle_stops_a_check_but_not_a_recovery() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("the recovery of slot 1 is running: idle stops only"), "{stderr}");
     assert_eq!(detail(&dir, "idl")["sync"]["action"], "recover");
+    // md's "frozen" pauses it; idle thaws, and it goes on.
+    let out = uraid_ok(&dir, &["freeze", "idl"]);
+    assert_eq!(out, "idl: frozen: stopping the recovery of slot 1 (it goes on when thawed)\n");
+    let start = std::time::Instant::now();
+    while detail(&dir, "idl")["sync"].is_object() {
+        assert!(start.elapsed().as_secs() < 30, "the recovery did not stop");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = detail(&dir, "idl");
+    assert_eq!(status["frozen"], true, "{status}");
+    assert!(status["state"].as_str().unwrap().ends_with("degraded, frozen"), "{status}");
+    let out = uraid(&dir, &["wait", "idl"]);
+    assert_eq!(out.status.code(), Some(1), "nothing runs: {}", text(&out.stdout));
+    let out = uraid_ok(&dir, &["idle", "idl"]);
+    assert_eq!(out, "idl: thawed: the recovery of slot 1 starts\n");
+    running(&dir, "recover");
     uraid_ok(&dir, &["stop", "idl"]);
     served.wait(std::time::Duration::from_secs(60));
     let _ = std::fs::remove_dir_all(&dir);

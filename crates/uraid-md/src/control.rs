@@ -68,8 +68,10 @@ pub enum ControlRequest {
     },
     Check,
     Repair,
-    /// md's sync_action "idle": stop a running check or repair.
+    /// md's sync_action "idle": stop a running check or repair, or thaw a frozen array.
     Idle,
+    /// md's sync_action "frozen": stop the running action and start none until thawed.
+    Freeze,
     Stop,
     /// md's sync_speed_min / sync_speed_max in KiB/s per member; None leaves a limit as it
     /// is, so both None only reports the limits.
@@ -457,6 +459,7 @@ mod tests {
             ControlRequest::Check,
             ControlRequest::Repair,
             ControlRequest::Idle,
+            ControlRequest::Freeze,
             ControlRequest::Stop,
             ControlRequest::SyncSpeed { min_kib: Some(51_200), max_kib: None },
             ControlRequest::SyncSpeed { min_kib: None, max_kib: None },

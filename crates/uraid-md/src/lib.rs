@@ -25,6 +25,7 @@ macro_rules! say {
 pub mod array;
 mod bad_blocks;
 pub mod control;
+mod frozen;
 mod log_start;
 pub mod md_ppl;
 pub mod mdadm_conf;

@@ -451,6 +451,8 @@ impl Inner {
                 busy.unwrap_or_default()
             )));
         }
+        // Every action asked for thaws a frozen array, as md's action_store does.
+        self.thaw(&mut q);
         q.pending.push_back(action);
         self.wake.notify_all();
         Ok(if repair { "repair started".into() } else { "check started".into() })
@@ -459,10 +461,19 @@ impl Inner {
     /// md's sync_action "idle" for a check or repair: the running one stops where it is (its
     /// result says interrupted, with what it covered) and a queued one is dropped. A resync,
     /// recovery or replacement is refused: md starts one again at once, and stopping it would
-    /// only leave the array longer without the redundancy it restores.
+    /// only leave the array longer without the redundancy it restores. A frozen array is
+    /// thawed instead (md's "idle" clears "frozen"), and what waits starts.
     pub fn stop_scrub(&self) -> Result<String, MdError> {
         let scrub = |a: &Action| matches!(a, Action::Check | Action::Repair);
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.thaw(&mut q) {
+            let waiting: Vec<String> = q.pending.iter().map(Action::describe).collect();
+            return Ok(if waiting.is_empty() {
+                "thawed: nothing waits".into()
+            } else {
+                format!("thawed: {} starts", waiting.join(", then "))
+            });
+        }
         let queued = q.pending.len();
         q.pending.retain(|a| !scrub(a));
         let dropped = queued - q.pending.len();

@@ -28,7 +28,10 @@ impl Inner {
         } else if degraded {
             state.push_str(", degraded");
         }
-        if let Some(s) = &sync {
+        if q.frozen {
+            // md's sync_action "frozen": what waits starts when thawed.
+            state.push_str(", frozen");
+        } else if let Some(s) = &sync {
             state.push_str(match s.action.as_str() {
                 // md shows a replacement's copy as a recovery (it said "repairing").
                 "recover" | "replace" => ", recovering",
@@ -76,6 +79,7 @@ impl Inner {
             log_off: info.log_off,
             log_missing: info.log_missing.clone().unwrap_or_default(),
             read_only: info.read_only,
+            frozen: q.frozen,
             // Read-only, nothing is discarded anyway (members opened read-only say they can't).
             discard_off_by: (self.runtime.discard_refused_by())
                 .filter(|_| !info.read_only)
@@ -208,9 +212,17 @@ impl MdArray {
         self.inner.start_scrub(repair)
     }
 
-    /// md's sync_action "idle": stops a running check or repair (`Inner::stop_scrub`).
+    /// md's sync_action "idle": stops a running check or repair (`Inner::stop_scrub`), and
+    /// thaws a frozen array.
     pub fn stop_scrub(&self) -> Result<String, MdError> {
         self.inner.stop_scrub()
+    }
+
+    /// md's sync_action "frozen": stops the running action, starts none until thawed
+    /// (`frozen.rs`).
+    #[must_use = "it says what froze"]
+    pub fn freeze(&self) -> String {
+        self.inner.freeze()
     }
 
     pub fn set_sync_speed(&self, speed: SyncSpeed) {

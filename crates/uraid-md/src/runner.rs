@@ -81,6 +81,8 @@ pub struct SyncQueue {
     pub last: Option<SyncResult>,
     /// Where a resync must go on (md's recovery_cp): MaxSector when none is needed.
     pub resync_cp: u64,
+    /// md's "frozen": nothing is taken from the queue until thawed (`frozen.rs`).
+    pub frozen: bool,
 }
 
 pub(crate) fn start_threads(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
@@ -114,7 +116,9 @@ fn run(inner: &Inner) {
                 if inner.shutdown.load(Ordering::Acquire) {
                     return;
                 }
-                if let Some(a) = q.pending.pop_front() {
+                if !q.frozen
+                    && let Some(a) = q.pending.pop_front()
+                {
                     q.running = Some(a.clone());
                     // Cleared under the queue's lock: a stop asked for once this action shows
                     // as running (idle, a failed member) must not be lost.
@@ -137,7 +141,7 @@ fn run(inner: &Inner) {
                     .0;
             }
         };
-        let result = run_action(inner, &action);
+        let (result, reached) = run_action(inner, &action);
         // md logs an interrupted sync in the kernel's log; a failed one says where here.
         if result.outcome.starts_with("failed") {
             say!("uraid: {}: {} {}", inner.info.label, result.action, result.outcome);
@@ -148,6 +152,12 @@ fn run(inner: &Inner) {
         }
         let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
         q.running = None;
+        if q.frozen
+            && result.outcome == "interrupted"
+            && let Some(resumed) = crate::frozen::resumed(&action, reached)
+        {
+            q.pending.push_front(resumed);
+        }
         q.last = Some(result);
     }
 }
@@ -180,7 +190,9 @@ fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
     }
 }
 
-fn run_action(inner: &Inner, action: &Action) -> SyncResult {
+/// Runs `action`; what it did, and the last place it reached (range, sector), for a frozen
+/// array to go on from.
+fn run_action(inner: &Inner, action: &Action) -> (SyncResult, Option<(usize, u64)>) {
     let rt = &inner.runtime;
     // Sync writes (parity, rebuilt blocks) go to an array its superblocks say is active.
     rt.safe_mode().ensure_active();
@@ -189,41 +201,36 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     let listed_before = rt.stats().array.sectors_listed_bad;
     rt.clear_mismatches();
     let mut last_checkpoint = Instant::now();
-    let mut on_progress = |range: usize, sector: u64| match action {
-        Action::Recover { slot, .. } => {
-            rt.set_recovery_offset(*slot as usize, sector);
-            inner.note_recovery(*slot, sector);
-            // The superblocks may say "rebuilt up to here" only once the rebuilt blocks are
-            // durable on the new member (found by the simulator: a power cut after the
-            // record, before a flush, left garbage below the recorded offset).
-            if last_checkpoint.elapsed() >= CHECKPOINT_EVERY && rt.flush().is_ok() {
-                last_checkpoint = Instant::now();
-                inner.commit();
+    let mut reached = None;
+    let mut on_progress = |range: usize, sector: u64| {
+        reached = Some((range, sector));
+        match action {
+            Action::Recover { slot, .. } => {
+                rt.set_recovery_offset(*slot as usize, sector);
+                inner.note_recovery(*slot, sector);
+                // The superblocks may say "rebuilt up to here" only once the rebuilt blocks are
+                // durable on the new member (found by the simulator: a power cut after the
+                // record, before a flush, left garbage below the recorded offset).
+                if last_checkpoint.elapsed() >= CHECKPOINT_EVERY && rt.flush().is_ok() {
+                    last_checkpoint = Instant::now();
+                    inner.commit();
+                }
             }
-        }
-        Action::Resync { ranges, .. } => {
-            let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            // The first unfinished range decides where a restart goes on.
-            q.resync_cp = if sector == ranges[range].0 + ranges[range].1 {
-                rt.bitmap_resynced(ranges[range].0, ranges[range].1);
-                ranges.get(range + 1).map_or(MAX_SECTOR, |r| r.0)
-            } else {
-                sector
-            };
-        }
-        Action::Replace { slot } => {
-            if inner.replacement_failed(*slot) {
-                inner.control.abort.store(true, Ordering::Release);
-                return;
+            Action::Resync { ranges, .. } => note_resync(inner, ranges, range, sector),
+            Action::Replace { slot } => {
+                if inner.replacement_failed(*slot) {
+                    inner.control.abort.store(true, Ordering::Release);
+                    return;
+                }
+                inner.note_replace(*slot, sector);
+                // As for a recovery: recorded only once the copied blocks are durable.
+                if last_checkpoint.elapsed() >= CHECKPOINT_EVERY && rt.flush().is_ok() {
+                    last_checkpoint = Instant::now();
+                    inner.commit();
+                }
             }
-            inner.note_replace(*slot, sector);
-            // As for a recovery: recorded only once the copied blocks are durable.
-            if last_checkpoint.elapsed() >= CHECKPOINT_EVERY && rt.flush().is_ok() {
-                last_checkpoint = Instant::now();
-                inner.commit();
-            }
+            Action::Check | Action::Repair => {}
         }
-        Action::Check | Action::Repair => {}
     };
     let walked = walk(
         rt,
@@ -243,7 +250,7 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
     let outcome = finish(inner, action, outcome);
     let (found, count) = rt.mismatches();
     let mismatch_sectors = count - mismatches_before;
-    SyncResult {
+    let result = SyncResult {
         action: action_name(action.kind()).to_owned(),
         outcome,
         sectors,
@@ -252,7 +259,21 @@ fn run_action(inner: &Inner, action: &Action) -> SyncResult {
         mismatch_sectors,
         mismatches: if mismatch_sectors == 0 { Vec::new() } else { mismatch_list(&found) },
         listed_bad_sectors: rt.stats().array.sectors_listed_bad - listed_before,
-    }
+    };
+    (result, reached)
+}
+
+/// A resync's progress: done below `sector` in `ranges[range]`. The first unfinished range
+/// decides where a restart goes on (md's recovery_cp).
+fn note_resync(inner: &Inner, ranges: &[(u64, u64)], range: usize, sector: u64) {
+    let mut q = inner.queue.lock().unwrap_or_else(PoisonError::into_inner);
+    let (start, len) = ranges[range];
+    q.resync_cp = if sector == start + len {
+        inner.runtime.bitmap_resynced(start, len);
+        ranges.get(range + 1).map_or(MAX_SECTOR, |r| r.0)
+    } else {
+        sector
+    };
 }
 
 /// A failed action's outcome, with where: an operator rewrites what cannot be read there (it

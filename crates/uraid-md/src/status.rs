@@ -64,6 +64,9 @@ pub struct ArrayStatus {
     /// md's read-only mode: nothing is written to the members (`MdOptions::read_only`).
     #[serde(default)]
     pub read_only: bool,
+    /// md's sync_action "frozen": no resync, recovery, check or repair starts until thawed.
+    #[serde(default)]
+    pub frozen: bool,
     /// The member that cannot discard to zeros, for whose sake the array takes no discard
     /// (empty: it takes them).
     #[serde(default)]
@@ -589,6 +592,7 @@ mod tests {
             log_off: false,
             log_missing: String::new(),
             read_only: false,
+            frozen: false,
             discard_off_by: String::new(),
             consistency_policy: "bitmap".into(),
         }

@@ -18,6 +18,7 @@ fn verb(req: &ControlRequest) -> &'static str {
         ControlRequest::Check => "check",
         ControlRequest::Repair => "repair",
         ControlRequest::Idle => "idle",
+        ControlRequest::Freeze => "freeze",
         ControlRequest::Stop => "stop",
         ControlRequest::SyncSpeed { .. } => "sync-speed",
     }

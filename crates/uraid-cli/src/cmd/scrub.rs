@@ -2,7 +2,7 @@
 //! "repair"), started in the background and, with --wait, followed to its result; `uraid
 //! idle` stops one (sync_action "idle").
 
-use crate::cmd::control_client::{send_ok, status_of};
+use crate::cmd::control_client::{run_simple, send_ok, status_of};
 use crate::cmd::watch::{Follow, bar_for, result_text};
 use anyhow::bail;
 use clap::Args;
@@ -87,11 +87,12 @@ fn run(args: &ScrubArgs, req: &ControlRequest, action: &str) -> anyhow::Result<(
 
 #[derive(Args)]
 #[command(
-    about = "Stop a running check or repair (md's sync_action idle)",
+    about = "Stop a running check or repair, or thaw a frozen array (md's sync_action idle)",
     long_about = "Stop the check or repair a running array is doing (or has queued), where it \
 is, as writing idle to md's sync_action does, and print what it covered and found. A resync, \
 recovery or replacement is refused: md would start it again at once. Stopping when nothing \
-runs is not an error.",
+runs is not an error. On an array `uraid freeze` froze, idle thaws it instead (as md's idle \
+does), and the resync, recovery or replacement that waits goes on from where it stopped.",
     after_help = "Example:\n  uraid check md0 && uraid idle md0"
 )]
 pub struct IdleArgs {
@@ -122,6 +123,30 @@ pub fn run_idle(args: &IdleArgs) -> anyhow::Result<()> {
         out_part!("{}", result_text(name, &result));
     }
     Ok(())
+}
+
+#[derive(Args)]
+#[command(
+    about = "Pause a running array's resync, recovery, check or repair (md's sync_action frozen)",
+    long_about = "Stop whatever sync action a running array is doing, where it is, and start \
+none until `uraid idle` thaws it, as writing frozen to md's sync_action does: to keep a rebuild \
+off the disks during the day's load, or to add several spares before any is rebuilt. A resync, \
+recovery or replacement goes on from where it stopped when thawed (its progress recorded as a \
+stop records it); a check or repair is dropped, as md drops it. What a failure or an added \
+spare queues meanwhile waits too. Asking for a check or repair thaws the array as well, as in \
+md. Not kept across a restart. `uraid detail` says \"frozen\" in its state.",
+    after_help = "Example:\n  uraid freeze md0; uraid add md0 /dev/sdg /dev/sdh; uraid idle md0"
+)]
+pub struct FreezeArgs {
+    /// Print the array's answer as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The running array's name.
+    name: String,
+}
+
+pub fn run_freeze(args: &FreezeArgs) -> anyhow::Result<()> {
+    run_simple(&args.name, &ControlRequest::Freeze, args.json)
 }
 
 #[derive(Args)]

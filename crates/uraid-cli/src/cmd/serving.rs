@@ -256,6 +256,7 @@ impl ArrayControl for Serving {
             ControlRequest::Check => self.with_array(|md| answer(md.scrub(false))),
             ControlRequest::Repair => self.with_array(|md| answer(md.scrub(true))),
             ControlRequest::Idle => self.with_array(|md| answer(md.stop_scrub())),
+            ControlRequest::Freeze => self.with_array(|md| answer(Ok(md.freeze()))),
             ControlRequest::SyncSpeed { min_kib, max_kib } => self.with_array(|md| {
                 let now = md.status();
                 // md: a limit of 0 is the system's limit.
