@@ -112,3 +112,44 @@ fn wait_follows_a_recovery_queued_by_add_to_its_end() {
     served.wait(std::time::Duration::from_secs(60));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Overwrites 4 KiB of a member's data area behind the array's back (a check's mismatch).
+fn corrupt(member: &std::path::Path, member_byte: u64) {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::OpenOptions::new().write(true).open(member).unwrap();
+    file.write_all_at(&[0x5a; 4096], (2048 << 9) + member_byte).unwrap();
+}
+
+#[test]
+fn a_check_of_part_of_each_member_finds_that_parts_mismatches_only() {
+    let dir = tempdir("scrub-span");
+    let members = member_files(&dir, 4, 64);
+    create_raid6("sp", &members);
+    corrupt(&members[1], 1 << 20);
+    corrupt(&members[2], 40 << 20);
+    let served = Served::start(&dir, "sp", &members);
+    let check = |args: &[&str]| -> serde_json::Value {
+        let out = uraid_ok(&dir, &[&["check", "--wait", "--json"][..], args, &["sp"]].concat());
+        serde_json::from_str(&out).unwrap()
+    };
+    // The first 32 MiB of each member (md's sync_max), then the rest (its sync_min).
+    let first = check(&["--to", "32M"]);
+    assert_eq!((first["sectors"].as_u64(), first["from_sector"].as_u64()), (Some(65536), Some(0)));
+    assert_eq!(first["mismatch_sectors"], 8, "{first}");
+    assert_eq!(first["mismatches"][0]["member_sector"], 2048, "{first}");
+    let rest = check(&["--from", "65536s"]);
+    assert_eq!(rest["from_sector"], 65536, "{rest}");
+    assert_eq!(rest["sectors"], 129_024 - 65536, "to the members' end: {rest}");
+    assert_eq!(rest["mismatches"][0]["member_sector"], 81920, "{rest}");
+    // Rounded out to whole chunks (128 sectors); nothing left is refused, saying why.
+    let chunk = uraid_ok(&dir, &["check", "--wait", "--from", "100s", "--to", "129s", "sp"]);
+    assert!(chunk.starts_with("sp: check done: 0 mismatched sectors in 256 sectors, "), "{chunk}");
+    let out = uraid(&dir, &["check", "--from", "63M", "sp"]);
+    let err = text(&out.stderr);
+    assert!(err.contains("nothing of the 129024 sectors a member holds"), "{err}");
+    let part = uraid_ok(&dir, &["check", "--wait", "--from", "40M", "--to", "41M", "sp"]);
+    assert!(part.contains("in 2048 sectors from member sector 81920"), "{part}");
+    uraid_ok(&dir, &["stop", "sp"]);
+    served.wait(std::time::Duration::from_secs(60));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use uraid_md::control::{ArrayControl, ControlRequest, ControlResponse, ControlServer};
+use uraid_md::control::{ArrayControl, ControlRequest, ControlResponse, ControlServer, ScrubSpan};
 use uraid_md::status::{ArrayStatus, MemberStatus, MismatchAt, SyncResult, SyncStatus};
 
 const POLLS_TO_FINISH: u32 = 3;
@@ -106,6 +106,7 @@ fn finished(action: &str) -> SyncResult {
         mismatch_sectors: 8,
         mismatches: vec![MismatchAt { member_sector: 2048, sectors: 8, slot: Some(2) }],
         listed_bad_sectors: 0,
+        from_sector: 0,
     }
 }
 
@@ -115,8 +116,9 @@ impl ArrayControl for FakeArray {
         state.seen.push(request.clone());
         match request {
             ControlRequest::Status => ControlResponse::with_status(self.status(&mut state)),
-            ControlRequest::Check | ControlRequest::Repair => {
-                let action = if request == ControlRequest::Check { "check" } else { "repair" };
+            ControlRequest::Check { .. } | ControlRequest::Repair { .. } => {
+                let check = matches!(request, ControlRequest::Check { .. });
+                let action = if check { "check" } else { "repair" };
                 state.running = Some((action.into(), POLLS_TO_FINISH));
                 ControlResponse::ok(format!("{action} started"))
             }
@@ -221,8 +223,14 @@ fn every_verb_sends_its_request() {
             vec!["replace", "md0", "3"],
             ControlRequest::Replace { member: "3".into(), with: None, force: false },
         ),
-        (vec!["check", "md0"], ControlRequest::Check),
-        (vec!["repair", "md0"], ControlRequest::Repair),
+        (vec!["check", "md0"], ControlRequest::Check { span: None }),
+        (vec!["repair", "md0"], ControlRequest::Repair { span: None }),
+        (
+            vec!["check", "md0", "--from", "1G", "--to", "4097s"],
+            ControlRequest::Check {
+                span: Some(ScrubSpan { from_sectors: 1 << 21, to_sectors: 4097 }),
+            },
+        ),
         (vec!["stop", "md0"], ControlRequest::Stop),
         (
             vec!["sync-speed", "md0", "--min", "50M", "--max", "1G"],
@@ -373,7 +381,7 @@ fn check_wait_in_a_pipe_prints_only_the_result() {
          mismatch at member sector 2048, 8 sectors, slot 2 (named by the syndrome)\n"
     );
     let seen = f.seen();
-    assert_eq!(seen[..2], [ControlRequest::Status, ControlRequest::Check]);
+    assert_eq!(seen[..2], [ControlRequest::Status, ControlRequest::Check { span: None }]);
     // One status per poll while it ran, and one that saw it end.
     let polls = seen[2..].iter().filter(|r| **r == ControlRequest::Status).count();
     assert_eq!(polls, POLLS_TO_FINISH as usize + 1);

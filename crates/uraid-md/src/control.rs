@@ -66,8 +66,15 @@ pub enum ControlRequest {
         #[serde(default)]
         force: bool,
     },
-    Check,
-    Repair,
+    Check {
+        /// Only these member sectors (md's sync_min and sync_max); None: the whole array.
+        #[serde(default)]
+        span: Option<ScrubSpan>,
+    },
+    Repair {
+        #[serde(default)]
+        span: Option<ScrubSpan>,
+    },
     /// md's sync_action "idle": stop a running check or repair, or thaw a frozen array.
     Idle,
     /// md's sync_action "frozen": stop the running action and start none until thawed.
@@ -79,6 +86,14 @@ pub enum ControlRequest {
         min_kib: Option<u64>,
         max_kib: Option<u64>,
     },
+}
+
+/// Part of each member a check or repair covers: member sectors `from_sectors` to
+/// `to_sectors` (md's sync_min and sync_max), rounded out to whole chunks by the array.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScrubSpan {
+    pub from_sectors: u64,
+    pub to_sectors: u64,
 }
 
 /// The answer to one request: `ok` with an optional message and status, or `error`.
@@ -456,8 +471,10 @@ mod tests {
                 force: false,
             },
             ControlRequest::Replace { member: "1".into(), with: None, force: false },
-            ControlRequest::Check,
-            ControlRequest::Repair,
+            ControlRequest::Check { span: None },
+            ControlRequest::Repair {
+                span: Some(ScrubSpan { from_sectors: 128, to_sectors: 4096 }),
+            },
             ControlRequest::Idle,
             ControlRequest::Freeze,
             ControlRequest::Stop,
@@ -506,7 +523,7 @@ mod tests {
         let text = serde_json::to_string(&req).unwrap();
         assert_eq!(text, r#"{"cmd":"sync_speed","min_kib":1,"max_kib":null}"#);
         let back: ControlRequest = serde_json::from_str(r#"{"cmd":"check"}"#).unwrap();
-        assert_eq!(back, ControlRequest::Check);
+        assert_eq!(back, ControlRequest::Check { span: None });
     }
 
     #[test]

@@ -59,7 +59,7 @@ impl Inner {
 /// device's offset.
 pub(crate) fn resumed(action: &Action, reached: Option<(usize, u64)>) -> Option<Action> {
     match action {
-        Action::Check | Action::Repair => None,
+        Action::Check { .. } | Action::Repair { .. } => None,
         Action::Resync { ranges, by_bitmap } => {
             let rest = match reached {
                 None => ranges.clone(),
@@ -100,7 +100,8 @@ mod tests {
         assert_eq!(resumed(&readd, Some((1, 66))), Some(whole), "as after a restart");
         let replace = Action::Replace { slot: 1 };
         assert_eq!(resumed(&replace, Some((0, 9))), Some(replace.clone()));
-        assert_eq!(resumed(&Action::Check, Some((0, 10))), None, "md drops a check");
-        assert_eq!(resumed(&Action::Repair, None), None);
+        let check = Action::Check { span: (0, 100) };
+        assert_eq!(resumed(&check, Some((0, 10))), None, "md drops a check");
+        assert_eq!(resumed(&Action::Repair { span: (0, 100) }, None), None);
     }
 }

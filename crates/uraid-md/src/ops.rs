@@ -6,6 +6,7 @@
 //! (written with its next page generation), then every attached member's superblock.
 
 use crate::array::{Inner, MdError};
+use crate::control::ScrubSpan;
 use crate::members::{SlotSource, device_size_bytes};
 use crate::meta::{Device, Role};
 use crate::runner::Action;
@@ -430,8 +431,9 @@ impl Inner {
         Ok(d)
     }
 
-    /// Queues check or repair (md's sync_action), refused while one is queued or running.
-    pub fn start_scrub(&self, repair: bool) -> Result<String, MdError> {
+    /// Queues check or repair (md's sync_action), refused while one is queued or running;
+    /// `span`: only those member sectors (md's sync_min and sync_max), out to whole chunks.
+    pub fn start_scrub(&self, repair: bool, span: Option<ScrubSpan>) -> Result<String, MdError> {
         self.info.refuse_if_read_only(if repair { "repair" } else { "check" })?;
         // md runs it and skips every stripe, then reports 0 mismatches: nothing was compared.
         let missing = self.runtime.failed_members().len();
@@ -442,7 +444,8 @@ impl Inner {
                 self.info.level
             )));
         }
-        let action = if repair { Action::Repair } else { Action::Check };
+        let span = self.scrub_span(span)?;
+        let action = if repair { Action::Repair { span } } else { Action::Check { span } };
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if q.running.is_some() || !q.pending.is_empty() {
             let busy = q.running.as_ref().or(q.pending.front()).map(Action::describe);
@@ -455,7 +458,28 @@ impl Inner {
         self.thaw(&mut q);
         q.pending.push_back(action);
         self.wake.notify_all();
-        Ok(if repair { "repair started".into() } else { "check started".into() })
+        let what = if repair { "repair" } else { "check" };
+        Ok(match span {
+            (0, end) if end == self.info.member_sectors => format!("{what} started"),
+            (from, to) => format!("{what} started on member sectors {from}-{to}"),
+        })
+    }
+
+    /// The member sectors a scrub covers: `span` out to whole chunks (md wants sync_min and
+    /// sync_max on chunk boundaries), within the members; all of them without one.
+    fn scrub_span(&self, span: Option<ScrubSpan>) -> Result<(u64, u64), MdError> {
+        let end = self.info.member_sectors;
+        let Some(ScrubSpan { from_sectors, to_sectors }) = span else { return Ok((0, end)) };
+        let chunk = self.info.chunk_sectors;
+        let from = from_sectors / chunk * chunk;
+        let to = to_sectors.div_ceil(chunk).saturating_mul(chunk).min(end);
+        if from >= to {
+            return Err(MdError::Refused(format!(
+                "member sectors {from_sectors}-{to_sectors}: nothing of the {end} sectors a \
+                 member holds (the span is out to whole chunks of {chunk})"
+            )));
+        }
+        Ok((from, to))
     }
 
     /// md's sync_action "idle" for a check or repair: the running one stops where it is (its
@@ -464,7 +488,7 @@ impl Inner {
     /// only leave the array longer without the redundancy it restores. A frozen array is
     /// thawed instead (md's "idle" clears "frozen"), and what waits starts.
     pub fn stop_scrub(&self) -> Result<String, MdError> {
-        let scrub = |a: &Action| matches!(a, Action::Check | Action::Repair);
+        let scrub = |a: &Action| matches!(a, Action::Check { .. } | Action::Repair { .. });
         let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
         if self.thaw(&mut q) {
             let waiting: Vec<String> = q.pending.iter().map(Action::describe).collect();

@@ -2,6 +2,7 @@
 //! hand over to `ops`.
 
 use crate::array::{Inner, MdArray, MdError};
+use crate::control::ScrubSpan;
 use crate::meta::Role;
 use crate::status::{ArrayStatus, MemberStatus, SyncResult};
 use crate::sync::SyncSpeed;
@@ -209,7 +210,12 @@ impl MdArray {
 
     /// Starts a check (`repair`: false) or a repair.
     pub fn scrub(&self, repair: bool) -> Result<String, MdError> {
-        self.inner.start_scrub(repair)
+        self.inner.start_scrub(repair, None)
+    }
+
+    /// `scrub` of part of each member only (md's sync_min and sync_max).
+    pub fn scrub_span(&self, repair: bool, span: ScrubSpan) -> Result<String, MdError> {
+        self.inner.start_scrub(repair, Some(span))
     }
 
     /// md's sync_action "idle": stops a running check or repair (`Inner::stop_scrub`), and

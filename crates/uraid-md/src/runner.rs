@@ -41,8 +41,13 @@ pub enum Action {
     Replace {
         slot: u32,
     },
-    Check,
-    Repair,
+    /// Member sectors `start..end` (the whole member unless a span was asked for).
+    Check {
+        span: (u64, u64),
+    },
+    Repair {
+        span: (u64, u64),
+    },
 }
 
 impl Action {
@@ -58,8 +63,8 @@ impl Action {
                 format!("the recovery of slot {slot} (re-added: the bitmap's dirty regions)")
             }
             Action::Replace { slot } => format!("the replacement of slot {slot}"),
-            Action::Check => "a check".into(),
-            Action::Repair => "a repair".into(),
+            Action::Check { .. } => "a check".into(),
+            Action::Repair { .. } => "a repair".into(),
         }
     }
 
@@ -68,8 +73,8 @@ impl Action {
             Action::Resync { .. } => SyncKind::Resync,
             Action::Recover { .. } => SyncKind::Recovery,
             Action::Replace { .. } => SyncKind::Replace,
-            Action::Check => SyncKind::Check,
-            Action::Repair => SyncKind::Repair,
+            Action::Check { .. } => SyncKind::Check,
+            Action::Repair { .. } => SyncKind::Repair,
         }
     }
 }
@@ -186,7 +191,9 @@ fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
                 None => Vec::new(),
             }
         }
-        Action::Check | Action::Repair => vec![(0, end)],
+        Action::Check { span: (from, to) } | Action::Repair { span: (from, to) } => {
+            vec![(*from, to.min(&end) - from)]
+        }
     }
 }
 
@@ -229,7 +236,7 @@ fn run_action(inner: &Inner, action: &Action) -> (SyncResult, Option<(usize, u64
                     inner.commit();
                 }
             }
-            Action::Check | Action::Repair => {}
+            Action::Check { .. } | Action::Repair { .. } => {}
         }
     };
     let walked = walk(
@@ -254,6 +261,10 @@ fn run_action(inner: &Inner, action: &Action) -> (SyncResult, Option<(usize, u64
         action: action_name(action.kind()).to_owned(),
         outcome,
         sectors,
+        from_sector: match action {
+            Action::Check { span } | Action::Repair { span } => span.0,
+            _ => 0,
+        },
         array_bytes: sectors * 512 * u64::from(inner.info.data_disks),
         seconds,
         mismatch_sectors,

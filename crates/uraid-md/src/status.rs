@@ -165,6 +165,10 @@ pub struct SyncResult {
     pub outcome: String,
     /// Member sectors it covered (for a bitmap resync: only the dirty regions).
     pub sectors: u64,
+    /// Where a check or repair of part of each member began (0: at the start), so that an
+    /// interrupted one goes on at `from_sector + sectors`.
+    #[serde(default)]
+    pub from_sector: u64,
     /// Bytes of array data covered (sectors x 512 x data disks).
     pub array_bytes: u64,
     pub seconds: f64,
@@ -483,8 +487,12 @@ pub fn sync_result_summary(r: &SyncResult) -> String {
         0 => String::new(),
         sectors => format!("; {}", listed_bad_text(sectors, &r.action)),
     };
+    let from = match r.from_sector {
+        0 => String::new(),
+        from => format!(" from member sector {from}"),
+    };
     format!(
-        "{} {}: {} mismatched sectors in {} sectors, {:.1} s{listed}",
+        "{} {}: {} mismatched sectors in {} sectors{from}, {:.1} s{listed}",
         r.action, r.outcome, r.mismatch_sectors, r.sectors, r.seconds
     )
 }

@@ -2,12 +2,13 @@
 //! "repair"), started in the background and, with --wait, followed to its result; `uraid
 //! idle` stops one (sync_action "idle").
 
+use crate::args::parse_size;
 use crate::cmd::control_client::{run_simple, send_ok, status_of};
 use crate::cmd::watch::{Follow, bar_for, result_text};
 use anyhow::bail;
 use clap::Args;
 use std::io::IsTerminal;
-use uraid_md::control::ControlRequest;
+use uraid_md::control::{ControlRequest, ScrubSpan};
 
 /// Flags shared by check and repair.
 #[derive(Args)]
@@ -18,8 +19,28 @@ pub struct ScrubArgs {
     /// Print the array's answer (with --wait: the result) as JSON.
     #[arg(long)]
     json: bool,
+    /// Begin this far into each member's data (md's sync_min; rounded down to a chunk): to
+    /// scrub a large array a part at a time, or go on where an interrupted one stopped.
+    #[arg(long, value_name = "SIZE")]
+    from: Option<String>,
+    /// End this far into each member's data (md's sync_max; rounded up to a chunk).
+    #[arg(long, value_name = "SIZE")]
+    to: Option<String>,
     /// The running array's name.
     name: String,
+}
+
+impl ScrubArgs {
+    /// The part of each member asked for, in sectors (None: all of it).
+    fn span(&self) -> anyhow::Result<Option<ScrubSpan>> {
+        if self.from.is_none() && self.to.is_none() {
+            return Ok(None);
+        }
+        let bytes = |size: &Option<String>| size.as_deref().map(parse_size).transpose();
+        let from_sectors = bytes(&self.from)?.map_or(0, |b| b / 512);
+        let to_sectors = bytes(&self.to)?.map_or(u64::MAX, |b| b.div_ceil(512));
+        Ok(Some(ScrubSpan { from_sectors, to_sectors }))
+    }
 }
 
 #[derive(Args)]
@@ -29,8 +50,13 @@ pub struct ScrubArgs {
 as md's check does: mismatches are counted (md's mismatch_cnt) and recorded, nothing is \
 written. On RAID6 the syndrome names the member holding the bad block when one block is \
 wrong. The check runs in the background within the sync speed limits; --wait follows it \
-(a progress bar on a terminal) and prints the result: mismatched sectors, where, which slot.",
-    after_help = "Example:\n  uraid check --wait md0\n  uraid check md0 && uraid status --watch md0"
+(a progress bar on a terminal) and prints the result: mismatched sectors, where, which slot. \
+--from and --to check part of each member (md's sync_min and sync_max): a large array a part \
+a night, or the rest of one `uraid idle` stopped (its result says where it began and how \
+far it got).",
+    after_help = "Example:\n  uraid check --wait md0\n  \
+uraid check md0 && uraid status --watch md0\n  \
+uraid check --wait --from 0 --to 1T md0; uraid check --wait --from 1T --to 2T md0"
 )]
 pub struct CheckArgs {
     #[command(flatten)]
@@ -52,11 +78,13 @@ pub struct RepairArgs {
 }
 
 pub fn run_check(args: &CheckArgs) -> anyhow::Result<()> {
-    run(&args.scrub, &ControlRequest::Check, "check")
+    let span = args.scrub.span()?;
+    run(&args.scrub, &ControlRequest::Check { span }, "check")
 }
 
 pub fn run_repair(args: &RepairArgs) -> anyhow::Result<()> {
-    run(&args.scrub, &ControlRequest::Repair, "repair")
+    let span = args.scrub.span()?;
+    run(&args.scrub, &ControlRequest::Repair { span }, "repair")
 }
 
 fn run(args: &ScrubArgs, req: &ControlRequest, action: &str) -> anyhow::Result<()> {
