@@ -8,7 +8,9 @@
 
 mod serve_common;
 
-use serve_common::{Served, create_raid6, detail, member_files, tempdir, text, uraid, uraid_ok};
+use serve_common::{
+    Served, corrupt, create_raid6, detail, member_files, tempdir, text, uraid, uraid_ok,
+};
 
 #[test]
 fn idle_stops_a_check_but_not_a_recovery() {
@@ -111,13 +113,6 @@ fn wait_follows_a_recovery_queued_by_add_to_its_end() {
     uraid_ok(&dir, &["stop", "wt"]);
     served.wait(std::time::Duration::from_secs(60));
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Overwrites 4 KiB of a member's data area behind the array's back (a check's mismatch).
-fn corrupt(member: &std::path::Path, member_byte: u64) {
-    use std::os::unix::fs::FileExt as _;
-    let file = std::fs::OpenOptions::new().write(true).open(member).unwrap();
-    file.write_all_at(&[0x5a; 4096], (2048 << 9) + member_byte).unwrap();
 }
 
 #[test]

@@ -10,7 +10,7 @@
 mod serve_common;
 
 use serve_common::{
-    BIN, Served, create_raid6, detail, member_files, tempdir, text, uraid, uraid_ok,
+    BIN, Served, corrupt, create_raid6, detail, member_files, tempdir, text, uraid, uraid_ok,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -68,13 +68,6 @@ impl Drop for Monitoring {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Overwrites 4 KiB of a member's data area behind the array's back (the check's mismatch).
-fn corrupt(member: &Path, member_byte: u64) {
-    use std::os::unix::fs::FileExt as _;
-    let file = std::fs::OpenOptions::new().write(true).open(member).unwrap();
-    file.write_all_at(&[0x5a; 4096], (2048 << 9) + member_byte).unwrap();
 }
 
 #[test]
@@ -315,6 +308,17 @@ fn two_arrays(dir: &Path, alpha_mib: u64) -> (Vec<PathBuf>, Vec<PathBuf>, PathBu
     (alpha, beta, spare, served)
 }
 
+/// Stops `two_arrays`' arrays and removes the test's directory.
+fn stop_both(dir: &Path, served: [Served; 2]) {
+    for name in ["alpha", "beta"] {
+        uraid_ok(dir, &["stop", name]);
+    }
+    for served in served {
+        served.wait(Duration::from_secs(30));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The members of a running array in `state`, by path.
 fn members_in(dir: &Path, name: &str, state: &str) -> Vec<String> {
     let status = detail(dir, name);
@@ -373,13 +377,7 @@ fn a_spare_group_lends_a_spare_to_the_array_that_lost_a_member() {
     assert!(out.ends_with(": SparesMissing on beta\n") && out.lines().count() == 1, "{out}");
     assert_eq!(std::fs::read_to_string(&heard).unwrap(), "SparesMissing beta\n");
     drop(monitor);
-    for name in ["alpha", "beta"] {
-        uraid_ok(&dir, &["stop", name]);
-    }
-    for served in served {
-        served.wait(Duration::from_secs(30));
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    stop_both(&dir, served);
 }
 
 #[test]
@@ -415,11 +413,5 @@ fn a_spare_the_degraded_array_refuses_goes_back_and_is_not_offered_again() {
     let out = uraid(&dir, &["monitor", "--oneshot", "--config", "/nonexistent/mdadm.conf"]);
     assert!(text(&out.stderr).contains("cannot read the configuration /nonexistent/mdadm.conf"));
     drop(monitor);
-    for name in ["alpha", "beta"] {
-        uraid_ok(&dir, &["stop", name]);
-    }
-    for served in served {
-        served.wait(Duration::from_secs(30));
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    stop_both(&dir, served);
 }

@@ -5,6 +5,7 @@
 //!   recovery and resync offsets, the bitmap superblock).
 //! - `array`: `MdArray`, an assembled running array and md's verbs on it.
 //! - `sync`: the background process shared by resync, recovery, check and repair.
+//! - `scrub`, `frozen`: md's sync_action verbs (check, repair, idle; frozen).
 //! - `control`: the control socket the `uraid` verbs talk to.
 //! - `ppl`: the partial parity log's place on the members and its replay after a crash.
 //! - `status`: what a running array reports.
@@ -39,6 +40,7 @@ mod replace;
 mod report;
 mod runner;
 mod safe_mode;
+mod scrub;
 pub mod spare_groups;
 pub mod status;
 pub mod stripe_cache;

@@ -201,3 +201,11 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 }
+
+/// Overwrites 4 KiB of a member's data area (past md's 1 MiB data offset) behind the array's
+/// back: a check's mismatch.
+pub fn corrupt(member: &Path, member_byte: u64) {
+    use std::os::unix::fs::FileExt as _;
+    let file = std::fs::OpenOptions::new().write(true).open(member).unwrap();
+    file.write_all_at(&[0x5a; 4096], (2048 << 9) + member_byte).unwrap();
+}
