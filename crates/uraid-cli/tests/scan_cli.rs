@@ -59,6 +59,18 @@ fn examine_scan_prints_what_mdadm_prints() {
         .unwrap();
     let ours = uraid_ok(&dir, &[&["examine", "--scan"][..], &without_link].concat());
     assert_eq!(blocks(&ours), blocks(&text(&mdadm.stdout)), "{ours}");
+    // --export, for udev rules: mdadm's lines exactly, member after member.
+    let members: Vec<&str> =
+        without_link.iter().copied().filter(|d| !d.contains("blank")).collect();
+    let mdadm = std::process::Command::new("mdadm")
+        .args(["--examine", "--export"])
+        .args(&members)
+        .output()
+        .unwrap();
+    let exported = uraid_ok(&dir, &[&["examine", "--export"][..], &members].concat());
+    assert_eq!(exported, text(&mdadm.stdout));
+    let sizes = ["MD_ARRAY_SIZE=16.78MB\n", "MD_ARRAY_SIZE=48.23MB\n"];
+    assert!(sizes.iter().all(|size| exported.contains(size)), "{exported}");
     assert_eq!(blocks(&ours).len(), 2);
     // A second path to a member is that member: listed once.
     let all: Vec<&str> = all.iter().map(String::as_str).collect();

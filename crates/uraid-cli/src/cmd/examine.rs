@@ -40,6 +40,11 @@ pub struct ExamineArgs {
     /// v1.2 superblock are passed over (give every disk: `uraid examine --scan /dev/sd*`).
     #[arg(long, alias = "brief", conflicts_with_all = ["badblocks", "bitmap"])]
     scan: bool,
+    /// Print each member's superblock as `mdadm --examine --export` does: KEY=value lines for
+    /// udev rules and scripts (MD_LEVEL, MD_DEVICES, MD_NAME, MD_ARRAY_SIZE, MD_UUID,
+    /// MD_UPDATE_TIME, MD_DEV_UUID, MD_EVENTS).
+    #[arg(long, conflicts_with_all = ["badblocks", "bitmap", "scan", "json"])]
+    export: bool,
     /// Member devices or image files.
     #[arg(required = true)]
     members: Vec<String>,
@@ -57,6 +62,8 @@ pub fn run(args: &ExamineArgs) -> anyhow::Result<()> {
                 crate::cmd::examine_bitmap::examine(path, &superblock)
             } else if args.badblocks {
                 crate::cmd::examine_badblocks::examine(path, &superblock)
+            } else if args.export {
+                Ok((export_lines(&superblock), Value::Null))
             } else {
                 Ok(examine_superblock(path, &superblock))
             }
@@ -115,6 +122,47 @@ fn examine_superblock(path: &str, superblock: &Superblock1) -> (String, Value) {
     fields.extend(log_fields(path, &as_array));
     let text = text_of(path, &fields);
     (text, report(path, superblock, fields))
+}
+
+/// mdadm's `--examine --export` lines for one member (super1.c's export_examine_super1).
+fn export_lines(sb: &Superblock1) -> String {
+    let mut out = format!("MD_LEVEL={}\nMD_DEVICES={}\n", sb.level, sb.raid_disks);
+    let name = sb.name();
+    let name = name.split('\n').next().unwrap_or_default();
+    if !name.is_empty() {
+        let _ = writeln!(out, "MD_NAME={name}");
+    }
+    // Data members over mirrors, as mdadm counts them for the array's size.
+    let disks = u64::from(sb.raid_disks);
+    let (data, per) = match sb.level {
+        Level::Raid1 => (1, 1),
+        Level::Raid4 | Level::Raid5 => (disks.saturating_sub(1), 1),
+        Level::Raid6 => (disks.saturating_sub(2), 1),
+        Level::Raid10 => (disks, u64::from(sb.layout & 255) * u64::from((sb.layout >> 8) & 255)),
+        _ => (0, 1),
+    };
+    if data > 0 && per > 0 {
+        let bytes = (sb.size_sectors << 9) * data / per;
+        let _ = writeln!(out, "MD_ARRAY_SIZE={}", jedec_brief(bytes));
+    }
+    let _ = writeln!(out, "MD_UUID={}", sb.set_uuid);
+    let _ = writeln!(out, "MD_UPDATE_TIME={}", sb.utime_seconds());
+    let _ = writeln!(out, "MD_DEV_UUID={}", sb.device_uuid);
+    let _ = writeln!(out, "MD_EVENTS={}", sb.events);
+    out
+}
+
+/// mdadm's human_size_brief in decimal units: nothing below 5000 KiB, else hundredths of MB
+/// (below 2 GiB), GB (below 2 TiB) or TB, rounded as mdadm rounds them (integers).
+fn jedec_brief(bytes: u64) -> String {
+    let (per_centi, unit) = match bytes {
+        b if b < 5000 * 1024 => return String::new(),
+        b if b < 2 << 30 => (1_000_000 / 200, "MB"),
+        b if b < 2 << 40 => (1_000_000_000 / 200, "GB"),
+        _ => (1_000_000_000_000 / 200, "TB"),
+    };
+    let centi = (bytes / per_centi).div_ceil(2);
+    format!("{}.{:02}{unit}", centi / 100, centi % 100)
 }
 
 fn run_scan(args: &ExamineArgs) -> anyhow::Result<()> {
@@ -323,4 +371,18 @@ fn text_of(path: &str, fields: &[(&'static str, String)]) -> String {
     }
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jedec_sizes_round_as_mdadms() {
+        assert_eq!(jedec_brief(5000 * 1024 - 1), "");
+        assert_eq!(jedec_brief(16 << 20), "16.78MB");
+        assert_eq!(jedec_brief(46 << 20), "48.23MB");
+        assert_eq!(jedec_brief(1 << 40), "1099.51GB");
+        assert_eq!(jedec_brief(3 << 40), "3.30TB");
+    }
 }
