@@ -210,6 +210,7 @@ fn unservable_listeners_are_refused_before_the_array_starts() {
         assert!(metadata_of(&a) == before, "a refused serve wrote to a member: {err}");
     }
     assert!(!long.exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
