@@ -161,6 +161,12 @@ fn an_mdadm_conf_names_the_array_and_where_to_look() {
     assert!(plan.contains("b1.img") && !plan.contains("a1.img"), "{plan}");
     uraid_ok(&dir, &["stop", "sb"]);
     assert!(served.wait(Duration::from_secs(30)).success());
+    // No --array: serve's --name (a systemd unit's instance) names the line.
+    let served = Served::start_with(&dir, "b", &[], &dir.join("b.sock"), &["--config", conf]);
+    let detail = uraid_ok(&dir, &["detail", "b"]);
+    assert!(detail.contains("b2.img") && !detail.contains("a2.img"), "{detail}");
+    uraid_ok(&dir, &["stop", "b"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
     uraid_ok(&dir, &["grow", "--config", conf, "--array", "a", "--size", "max"]);
     let plan = uraid_ok(&dir, &["assemble", "--config", conf, "--array", "a", "--json"]);
     assert!(plan.contains("\"component_size_sectors\": 47104"), "{plan}");

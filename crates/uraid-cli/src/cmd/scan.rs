@@ -38,7 +38,7 @@ pub struct Selection {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// With --config (or --scan and no device): the array of the ARRAY line for /dev/md/NAME
-    /// (or /dev/NAME).
+    /// (or /dev/NAME) [serve: default its --name, when a line names that].
     #[arg(long, value_name = "NAME")]
     pub array: Option<String>,
 }
@@ -59,6 +59,12 @@ impl Selection {
     /// The array's devices: those given, or with --scan (or --config) its members among them
     /// (or among the configuration's DEVICE lines), and its UUID.
     pub fn resolve(&self, given: &[String]) -> anyhow::Result<Selected> {
+        self.resolve_named(given, None)
+    }
+
+    /// `resolve`, taking the ARRAY line `name` names (serve's --name: what a systemd unit's
+    /// instance gives it) when no --array is given and one does.
+    pub fn resolve_named(&self, given: &[String], name: Option<&str>) -> anyhow::Result<Selected> {
         let uuid: Option<Uuid> = self.uuid.as_deref().map(str::parse).transpose()?;
         let default = || (self.scan && given.is_empty()).then(mdadm_config::default_file);
         let Some(path) = self.config.clone().or_else(|| default().flatten()) else {
@@ -79,7 +85,7 @@ impl Selection {
         let conf = mdadm_config::load(path, "uraid")?;
         let uuid = match uuid {
             Some(uuid) => uuid,
-            None => configured_uuid(&conf, self.array.as_deref())
+            None => configured_uuid(&conf, self.array.as_deref(), name)
                 .with_context(|| format!("in {}", path.display()))?,
         };
         let devices = if given.is_empty() { mdadm_config::devices(&conf)? } else { given.to_vec() };
@@ -87,20 +93,27 @@ impl Selection {
     }
 }
 
-/// The UUID of the ARRAY line naming `array`, or of the only ARRAY line.
-fn configured_uuid(conf: &MdadmConf, array: Option<&str>) -> anyhow::Result<Uuid> {
-    let line = match array {
-        Some(name) => conf.arrays.iter().find(|a| a.names(name)),
-        None if conf.arrays.len() > 1 => {
+/// The UUID of the ARRAY line naming `array`; without one, of the line naming `name` (serve's
+/// --name), else of the only ARRAY line.
+fn configured_uuid(
+    conf: &MdadmConf,
+    array: Option<&str>,
+    name: Option<&str>,
+) -> anyhow::Result<Uuid> {
+    let named = |n: &str| conf.arrays.iter().find(|a| a.names(n));
+    let line = match (array, name.and_then(named)) {
+        (Some(array), _) => named(array),
+        (None, Some(line)) => Some(line),
+        (None, None) if conf.arrays.len() > 1 => {
             let names: Vec<&str> =
                 conf.arrays.iter().filter_map(|a| a.devname.as_deref()).collect();
             bail!("{} ARRAY lines ({}): name one with --array", conf.arrays.len(), names.join(", "))
         }
-        None => conf.arrays.first(),
+        (None, None) => conf.arrays.first(),
     };
     let Some(line) = line else {
         match array {
-            Some(name) => bail!("no ARRAY line for /dev/md/{name}"),
+            Some(array) => bail!("no ARRAY line for /dev/md/{array}"),
             None => bail!("no ARRAY line"),
         }
     };

@@ -136,7 +136,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let (paths, uuid): (Vec<PathBuf>, _) = if demo {
         (demo::prepare(&args.demo_dir)?, None)
     } else {
-        let selected = args.select.resolve(&args.members)?;
+        let selected = args.select.resolve_named(&args.members, args.name.as_deref())?;
         (selected.members.iter().map(PathBuf::from).collect(), selected.uuid)
     };
     let options = MdOptions {
