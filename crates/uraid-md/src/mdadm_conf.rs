@@ -89,7 +89,7 @@ impl ConfArray {
     }
 }
 
-/// What the monitor takes from an mdadm.conf.
+/// What uraid takes from an mdadm.conf.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MdadmConf {
     pub arrays: Vec<ConfArray>,

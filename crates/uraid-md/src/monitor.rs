@@ -138,6 +138,12 @@ impl Monitor {
         Monitor { conf, ..self }
     }
 
+    /// The configuration the monitor was given (its spare groups move spares).
+    #[must_use]
+    pub fn config(&self) -> &MdadmConf {
+        &self.conf
+    }
+
     /// One look: the statuses of every array watched that runs now. At the first look the
     /// arrays found are not new: degraded ones say DegradedArray, and with `test` each says
     /// TestMessage. Events come in the order a reader wants them (by array name; within an

@@ -143,7 +143,7 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     let from_conf = conf.monitor_delay.map(|s| Duration::from_secs(s.into()));
     let delay = args.delay.or(from_conf).unwrap_or(Duration::from_secs(2));
     let mut spares = SpareMover::for_config(&conf)?;
-    let mut monitor = Monitor::new(args.increment).with_config(conf.clone());
+    let mut monitor = Monitor::new(args.increment).with_config(conf);
     let mut last = BTreeMap::new();
     let first = look(&args.names, &mut last);
     let missing: Vec<&str> = args
@@ -163,7 +163,7 @@ pub fn run(args: &MonitorArgs) -> anyhow::Result<()> {
     loop {
         let mut events = monitor.look(statuses.clone(), std::mem::take(&mut test));
         // After the events, as mdadm: a Fail is told before the spare that answers it moves.
-        events.extend(spares.move_spares(&statuses, &conf));
+        events.extend(spares.move_spares(&statuses, monitor.config()));
         report(&alerts, events, &statuses);
         if args.oneshot {
             return Ok(());
