@@ -122,3 +122,41 @@ fn a_member_that_cannot_list_stops_the_recovery_there() {
     assert_eq!(a.stats().sectors_listed_bad, 0);
     assert!(mem.listed.iter().all(|l| l.0 == survivor), "only the survivor listed anything");
 }
+
+/// A user read of a degraded array that meets a survivor's unreadable sector (the data is lost:
+/// nothing else holds it) fails as before, and now, as md's "read error not correctable"
+/// does, lists the unreadable block in the survivor's bad block log: the member stays, and a
+/// second read fails on the listing without listing it again.
+#[test]
+fn a_read_past_the_redundancy_lists_the_survivors_unreadable_block() {
+    for (level, disks, lost, survivor) in
+        [(Level::Raid5, 4, vec![1u16], 2u16), (Level::Raid6, 6, vec![0, 4], 3)]
+    {
+        let g = Geometry::new(level, level.default_layout(), disks, CHUNK).unwrap();
+        let mut a = array(level, disks, CHUNK, 4096);
+        let mut mem = Mem::new(disks);
+        let bytes = (a.size_sectors() * 512) as usize;
+        let data = pattern(14, bytes);
+        write(&mut a, &mut mem, 0, data.clone());
+        for &m in &lost {
+            a.fail_member(DiskIndex(m));
+        }
+        mem.bad_reads.extend(BAD.map(|s| (survivor, s)));
+        for pass in 0..2 {
+            for (u, got) in read_units(&mut a, &mut mem).into_iter().enumerate() {
+                let at = g.map_sector(Sector(u as u64 * 8));
+                let gone = (lost.contains(&at.disk.0) || at.disk.0 == survivor)
+                    && BAD.contains(&at.member_sector.0);
+                match got {
+                    Ok(buf) => assert!(!gone && buf == data[u * 4096..][..4096], "unit {u}"),
+                    Err(e) => assert!(gone && e == ArrayError::BeyondRedundancy, "unit {u}: {e}"),
+                }
+            }
+            let listed: Vec<u64> =
+                mem.listed.iter().filter(|l| l.0 == survivor).map(|l| l.1).collect();
+            assert_eq!(listed, BAD.collect::<Vec<_>>(), "{level:?}, pass {pass}: listed once");
+            assert!(mem.listed.iter().all(|l| l.0 == survivor), "{level:?}: {:?}", mem.listed);
+            assert_eq!(a.failed_members(), lost.iter().map(|&m| DiskIndex(m)).collect::<Vec<_>>());
+        }
+    }
+}

@@ -107,6 +107,9 @@ pub(super) struct HeadState {
     /// Members whose block in this head failed to read: rebuilt from parity like a failed
     /// member's, then rewritten to them (md's read-error correction).
     pub(super) suspect: Vec<DiskIndex>,
+    /// Of those, the members whose read failed on a range their bad block log lists already
+    /// (`Array::complete_io_known_bad`): not listed again.
+    pub(super) listed_already: Vec<DiskIndex>,
     /// Blocks this batch rewrites over read errors. They go with FUA: after a crash that
     /// tore a block the log's replay could not read, only parity holds its contents, and a
     /// repair lost to a second crash would bring the torn sectors back under data already
@@ -215,6 +218,7 @@ impl Array {
             writes: Vec::new(),
             rebuilt: Vec::new(),
             suspect: Vec::new(),
+            listed_already: Vec::new(),
             repairs: Vec::new(),
             skip_copy: Vec::new(),
             error: None,
@@ -336,6 +340,7 @@ impl Array {
                 st.writes_done = false;
                 st.error = None;
                 st.suspect.clear();
+                st.listed_already.clear();
                 st.repairs.clear();
                 st.acked_early = false;
             }
@@ -546,7 +551,7 @@ impl Array {
         let map = self.geometry.stripe_map(self.cache.head(id).key.stripe);
         let view = StripeView { level: self.geometry.level(), map, blocks: &blocks };
         match plan_read(&view, &wanted) {
-            Err(_) => self.state(id).error = Some(ArrayError::BeyondRedundancy),
+            Err(_) => self.fail_unreadable(id),
             Ok(plan) if plan.reads.is_empty() => {
                 self.rebuild_failed(id);
                 self.correct_read_errors(id);
@@ -617,6 +622,21 @@ impl Array {
         }
     }
 
+    /// `member`'s block of `id` could not be read: read again from parity and rewritten (md's
+    /// read-error correction); the member fails only when errors repeat (the rewrite fails, or
+    /// too many of them).
+    fn read_failed(&mut self, id: HeadId, member: DiskIndex) {
+        self.note_read_error(member);
+        let known_bad = self.known_bad;
+        let st = self.state(id);
+        if !st.suspect.contains(&member) {
+            st.suspect.push(member);
+        }
+        if known_bad && !st.listed_already.contains(&member) {
+            st.listed_already.push(member);
+        }
+    }
+
     pub(super) fn head_io_done(&mut self, id: HeadId, member: DiskIndex, ok: bool) {
         let st = &self.heads[&id];
         let discarding = matches!(st.phase, Phase::Discarding { .. });
@@ -639,13 +659,7 @@ impl Array {
                 self.state(id).suspect.retain(|m| *m != member);
             }
         } else if was_read {
-            // Read again from parity and rewritten (md's read-error correction); the member
-            // fails only when errors repeat (the rewrite fails, or too many of them).
-            self.note_read_error(member);
-            let st = self.state(id);
-            if !st.suspect.contains(&member) {
-                st.suspect.push(member);
-            }
+            self.read_failed(id, member);
         } else {
             self.mark_failed(member);
         }

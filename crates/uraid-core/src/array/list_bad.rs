@@ -20,6 +20,9 @@
 //! device replacing the member, the other unreadable blocks on their members, and the copy
 //! goes on; where the replacement cannot list it, the copy stops there as before.
 //!
+//! A user read that meets the same lost stripe fails, and lists the survivor's unreadable
+//! block first (`fail_unreadable`), as md's "read error not correctable" does.
+//!
 //! Read errors on a survivor while the array is degraded to its limit are not counted
 //! towards failing it (`note_read_error`): none of them can be corrected, and failing the
 //! member would fail the array for a few sectors, where md keeps it (with a log) and so does
@@ -107,6 +110,23 @@ impl Array {
         // Neither is rewritten: the lost block is not rebuilt, the unreadable one is listed.
         st.suspect.clear();
         st.phase = Phase::ListingBad { outstanding: listings.len(), required, refused: false };
+    }
+
+    /// A read that needs a block no member can give: with the array degraded to its limit, a
+    /// survivor could not read its block of the stripe. The read fails, as before; first, as
+    /// md's `raid5_end_read_request` does for a read error "not correctable", the unreadable
+    /// block is listed in its member's bad block log (where it has one), so that the member
+    /// keeps its place, a later rebuild finds it listed, and `examine --badblocks` shows what
+    /// was lost. Failed members alone past the redundancy, no read error here, or only reads
+    /// of what the logs list already: nothing to list.
+    pub(super) fn fail_unreadable(&mut self, id: HeadId) {
+        self.state(id).error = Some(ArrayError::BeyondRedundancy);
+        let st = &self.heads[&id];
+        let skip = st.listed_already.clone();
+        let unreadable = st.suspect.iter().any(|m| !self.failed[m.get()] && !skip.contains(m));
+        if unreadable && self.degraded_to_limit() && !self.beyond_redundancy() {
+            self.list_bad(id, Vec::new(), &skip);
+        }
     }
 
     /// One listing of `list_bad` completed (`ok`: durable in the log).
