@@ -64,6 +64,9 @@ pub fn run(select: &Selection, given: &[String], word: &str, json: bool) -> anyh
     let what = match &update {
         Update::Name(_) | Update::Homehost(_) => format!("name {:?} -> {:?}", plan.name, sb.name()),
         Update::Uuid(_) => format!("UUID {} -> {}", plan.uuid, sb.set_uuid),
+        Update::Resync if sb.has_bitmap() => "marked for a resync at its next start: of what \
+            its bitmap marks, as md resyncs it (grow --bitmap none first for all of it)"
+            .to_owned(),
         Update::Resync => "marked for a full resync at its next start".to_owned(),
     };
     out!("{}: {what} ({} members written, events {events})", plan.name, grown.len());
