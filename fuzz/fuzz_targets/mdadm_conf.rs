@@ -133,9 +133,11 @@ fn arrays(conf: &MdadmConf, steer: u8) -> Vec<ArrayStatus> {
         if steer & (16 << i) != 0 {
             let path = format!("{name}/spare");
             let state = "spare".into();
-            members.push(MemberStatus { dev_number: Some(3), path, state, ..MemberStatus::default() });
+            let spare = MemberStatus { dev_number: Some(3), path, state, ..Default::default() };
+            members.push(spare);
         }
-        out.push(ArrayStatus { name, uuid, level: 5, raid_disks: 3, members, degraded, ..ArrayStatus::default() });
+        let array = ArrayStatus { name, uuid, members, degraded, ..Default::default() };
+        out.push(ArrayStatus { level: 5, raid_disks: 3, ..array });
     }
     out
 }

@@ -120,7 +120,8 @@ pub struct Monitor {
     increment: u32,
     looked: bool,
     arrays: BTreeMap<String, Seen>,
-    /// The spares each array should have (mdadm.conf's `spares=`).
+    /// mdadm.conf's ARRAY lines: the spares each array should have (`spares=`), and the
+    /// spare groups the CLI moves spares within.
     conf: MdadmConf,
 }
 

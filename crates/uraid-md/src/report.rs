@@ -213,9 +213,9 @@ impl MdArray {
         self.inner.start_scrub(repair, None)
     }
 
-    /// `scrub` of part of each member only (md's sync_min and sync_max).
-    pub fn scrub_span(&self, repair: bool, span: ScrubSpan) -> Result<String, MdError> {
-        self.inner.start_scrub(repair, Some(span))
+    /// `scrub` of part of each member only (md's sync_min and sync_max); None: all of it.
+    pub fn scrub_span(&self, repair: bool, span: Option<ScrubSpan>) -> Result<String, MdError> {
+        self.inner.start_scrub(repair, span)
     }
 
     /// md's sync_action "idle": stops a running check or repair (`Inner::stop_scrub`), and

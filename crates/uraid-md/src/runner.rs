@@ -191,8 +191,9 @@ fn ranges_of(inner: &Inner, action: &Action) -> Vec<(u64, u64)> {
                 None => Vec::new(),
             }
         }
+        // Within the members already (`Inner::scrub_span`).
         Action::Check { span: (from, to) } | Action::Repair { span: (from, to) } => {
-            vec![(*from, to.min(&end) - from)]
+            vec![(*from, to - from)]
         }
     }
 }

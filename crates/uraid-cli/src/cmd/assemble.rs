@@ -28,7 +28,8 @@ dirty degraded array (unless --force). Prints the plan; with -o, reads the whole
 missing members from parity) and writes it out. Members are never written, but with --update \
 (mdadm's --assemble --update, on a stopped array): name=NEW, homehost[=HOST] (default: this \
 machine's name), uuid[=UUID] (default: a random one; a clone of an array's disks is told \
-apart so), resync (a full resync at the next start); each member's superblock and bitmap \
+apart so), resync (a resync at the next start: of what the bitmap marks where there is \
+one, as md; of everything without); each member's superblock and bitmap \
 superblock are rewritten with the next event count. A new UUID needs the array whole and \
 clean, a resync every member.",
     after_help = "Example:\n  uraid assemble m0.img m1.img m3.img m4.img m5.img\n  uraid \

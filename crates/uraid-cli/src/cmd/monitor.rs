@@ -32,9 +32,10 @@ including arrays started later; or only the NAMEs given) and report mdadm's even
 FailSpare, SpareActive, DegradedArray, NewArray, DeviceDisappeared, RebuildStarted, RebuildNN, \
 RebuildFinished, TestMessage, MoveSpare, SparesMissing. Each is printed as a line (time, \
 event, array, member) and, with --program, given to PROGRAM as mdadm gives it: PROGRAM EVENT \
-ARRAY [MEMBER], one run at a time, in order; with --mail, the ones mdadm mails (Fail, FailSpare, DegradedArray, \
-TestMessage, SparesMissing) are mailed through sendmail with the array's status. DegradedArray \
-is said of an array degraded when first seen; a failure seen happening is Fail. With --config, \
+ARRAY [MEMBER], one run at a time, in order; with --mail, the ones mdadm mails (Fail, \
+FailSpare, DegradedArray, TestMessage, SparesMissing) are mailed through sendmail with the \
+array's status. DegradedArray is said of an array degraded when first seen; a failure seen \
+happening is Fail. With --config, \
 an mdadm.conf's ARRAY lines (matched by UUID=, else by device name: /dev/md/NAME) give spare \
 groups: an array that is degraded and has no spare takes one from a whole array of its \
 spare-group= (MoveSpare), as mdadm's monitor moves them; spares=N says SparesMissing of an \

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use uraid_md::control::{ArrayControl, ControlRequest, ControlResponse, ControlServer, ScrubSpan};
+use uraid_md::control::{ArrayControl, ControlRequest, ControlResponse, ControlServer};
 use uraid_md::status::ArrayStatus;
 use uraid_md::{MdArray, MdError, SyncSpeed};
 use uraid_nbd::BlockBackend;
@@ -253,8 +253,12 @@ impl ArrayControl for Serving {
             ControlRequest::Replace { member, with: None, .. } => {
                 self.with_array(|md| answer(md.replace_from_spare(&member)))
             }
-            ControlRequest::Check { span } => self.with_array(|md| answer(scrub(md, false, span))),
-            ControlRequest::Repair { span } => self.with_array(|md| answer(scrub(md, true, span))),
+            ControlRequest::Check { span } => {
+                self.with_array(|md| answer(md.scrub_span(false, span)))
+            }
+            ControlRequest::Repair { span } => {
+                self.with_array(|md| answer(md.scrub_span(true, span)))
+            }
             ControlRequest::Idle => self.with_array(|md| answer(md.stop_scrub())),
             ControlRequest::Freeze => self.with_array(|md| answer(Ok(md.freeze()))),
             ControlRequest::SyncSpeed { min_kib, max_kib } => self.with_array(|md| {
@@ -322,14 +326,6 @@ fn stopped_message(before: &ArrayStatus) -> String {
         "stopped: superblocks written, the sync resumes from its recorded position".into()
     } else {
         "stopped clean: superblocks written".into()
-    }
-}
-
-/// md's check or repair, of part of each member when a span is given.
-fn scrub(md: &MdArray, repair: bool, span: Option<ScrubSpan>) -> Result<String, MdError> {
-    match span {
-        Some(span) => md.scrub_span(repair, span),
-        None => md.scrub(repair),
     }
 }
 

@@ -71,15 +71,18 @@ pub fn run_detail(args: &DetailArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// mdadm --detail --scan: the ARRAY lines of the arrays named, or of every running one (an
-/// array that stops between the listing and the question is left out, unless named).
+/// The statuses of the arrays named (each must answer), or of every running one: an array that
+/// stops between the listing and the question is left out then.
+fn statuses_of(names: &[String]) -> anyhow::Result<Vec<ArrayStatus>> {
+    if names.is_empty() {
+        return Ok(running_arrays().iter().filter_map(|name| status_of(name).ok()).collect());
+    }
+    names.iter().map(|name| status_of(name)).collect()
+}
+
+/// mdadm --detail --scan: the ARRAY lines of the arrays named, or of every running one.
 fn detail_scan(args: &DetailArgs) -> anyhow::Result<()> {
-    let statuses: Vec<ArrayStatus> = if args.names.is_empty() {
-        running_arrays().iter().filter_map(|name| status_of(name).ok()).collect()
-    } else {
-        args.names.iter().map(|name| status_of(name)).collect::<anyhow::Result<_>>()?
-    };
-    for status in &statuses {
+    for status in &statuses_of(&args.names)? {
         out_part!("{}", render_array_line(status, args.verbose));
     }
     Ok(())
@@ -107,16 +110,7 @@ pub struct StatusArgs {
 }
 
 pub fn run_status(args: &StatusArgs) -> anyhow::Result<()> {
-    let names = match &args.name {
-        Some(name) => vec![name.clone()],
-        None => running_arrays(),
-    };
-    // An array that stops between the listing and the question is left out, unless named.
-    let statuses: Vec<ArrayStatus> = if args.name.is_some() {
-        vec![status_of(&names[0])?]
-    } else {
-        names.iter().filter_map(|name| status_of(name).ok()).collect()
-    };
+    let statuses = statuses_of(args.name.as_slice())?;
     if args.watch {
         return watch(&statuses, args.json);
     }
