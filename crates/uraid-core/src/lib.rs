@@ -14,6 +14,7 @@ pub mod layout;
 pub mod ppl;
 pub mod reconstruct;
 pub mod request;
+pub mod reshape;
 pub mod stripe;
 pub mod units;
 

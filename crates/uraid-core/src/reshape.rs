@@ -1,0 +1,220 @@
+//! Growing an array by members: md's reshape, forwards, with a new data offset.
+//!
+//! The array keeps its addresses: array sector `a` below the reshape position lives where the
+//! new geometry (more members, same level, layout and chunk) puts it, at the new data offset;
+//! at and above it, where the old geometry put it, at the old offset. Each step copies a window
+//! of new stripes: their data chunks read from the old places (zeros past the old array's end:
+//! md zeroes the room the reshape adds), their parity computed, every chunk written at the new
+//! place. Then the caller makes the writes durable and records the new position (md's
+//! `reshape_position`) in the superblocks.
+//!
+//! Why no backup file: the new offset is lower than the old on every member (md's forwards
+//! reshape with `new_offset`), and the new geometry packs more data in a member's chunk row,
+//! so the new place of any array sector is at or below its old place. A window ends where its
+//! writes would reach the old place of data not yet copied (`next_window`); a crash in the
+//! middle of one leaves its sources intact, and copying it again from the recorded position
+//! gives the same result. The property test in `reshape/tests.rs` crashes copies at random
+//! writes, tears the write in flight and goes on from the last recorded position.
+
+#[cfg(test)]
+mod tests;
+
+use crate::geometry::{DiskRole, Geometry};
+use crate::reconstruct::reconstruct;
+use crate::units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
+use std::ops::Range;
+use thiserror::Error;
+
+/// Why a reshape cannot be laid out.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReshapeError {
+    #[error("a reshape here only adds members ({old} -> {new}); the level, layout and chunk stay")]
+    NotAGrow { old: String, new: String },
+    #[error("{what}: {found} offsets given for {expected} members")]
+    Offsets { what: &'static str, found: usize, expected: usize },
+    #[error(
+        "member {disk}: the new data offset {new_sectors} must be at least one chunk \
+         ({chunk_sectors} sectors) below the old {old_sectors}"
+    )]
+    NoRoom { disk: usize, old_sectors: u64, new_sectors: u64, chunk_sectors: u64 },
+    #[error("reshape position {position} is not a whole number of the new stripes' {stripe}")]
+    Position { position: u64, stripe: u64 },
+}
+
+/// One array's reshape: the old and new shape and where each member's data is before and
+/// after. Members keep their slots; the added ones take the slots past the old count.
+#[derive(Clone, Debug)]
+pub struct Reshape {
+    old: Geometry,
+    new: Geometry,
+    /// Sectors of each member the array uses (md's component size): the reshape keeps it.
+    component_sectors: u64,
+    /// Data offsets in sectors from the device's start, by slot: the old members' before.
+    old_offsets: Vec<u64>,
+    /// And every member's after.
+    new_offsets: Vec<u64>,
+}
+
+/// Member I/O for the copy: whole byte ranges from a device's start.
+pub trait ReshapeIo {
+    type Error;
+    fn read(&mut self, disk: DiskIndex, at_bytes: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+    fn write(&mut self, disk: DiskIndex, at_bytes: u64, buf: &[u8]) -> Result<(), Self::Error>;
+}
+
+impl Reshape {
+    pub fn new(
+        old: Geometry,
+        new: Geometry,
+        component_sectors: u64,
+        old_offsets: Vec<u64>,
+        new_offsets: Vec<u64>,
+    ) -> Result<Reshape, ReshapeError> {
+        let same_shape = old.level() == new.level()
+            && old.layout() == new.layout()
+            && old.chunk_sectors() == new.chunk_sectors();
+        if !same_shape || new.raid_disks() <= old.raid_disks() {
+            let shape = |g: &Geometry| {
+                format!(
+                    "raid{} {:?} {} x {}K",
+                    g.level().number(),
+                    g.layout(),
+                    g.raid_disks(),
+                    g.chunk_bytes() >> 10
+                )
+            };
+            return Err(ReshapeError::NotAGrow { old: shape(&old), new: shape(&new) });
+        }
+        for (what, offsets, expected) in [
+            ("old data offsets", &old_offsets, old.raid_disks()),
+            ("new data offsets", &new_offsets, new.raid_disks()),
+        ] {
+            if offsets.len() != expected {
+                return Err(ReshapeError::Offsets { what, found: offsets.len(), expected });
+            }
+        }
+        let chunk_sectors = new.chunk_sectors();
+        for (disk, (&old_sectors, &new_sectors)) in old_offsets.iter().zip(&new_offsets).enumerate()
+        {
+            if new_sectors.saturating_add(chunk_sectors) > old_sectors {
+                return Err(ReshapeError::NoRoom { disk, old_sectors, new_sectors, chunk_sectors });
+            }
+        }
+        Ok(Reshape { old, new, component_sectors, old_offsets, new_offsets })
+    }
+
+    #[must_use]
+    pub fn old(&self) -> &Geometry {
+        &self.old
+    }
+
+    #[must_use]
+    pub fn new_geometry(&self) -> &Geometry {
+        &self.new
+    }
+
+    /// Array sectors before the reshape (the data it moves).
+    #[must_use]
+    pub fn old_array_sectors(&self) -> u64 {
+        self.old.array_sectors(self.component_sectors)
+    }
+
+    /// Array sectors after it.
+    #[must_use]
+    pub fn new_array_sectors(&self) -> u64 {
+        self.new.array_sectors(self.component_sectors)
+    }
+
+    /// Refuses a recorded position the copy cannot have left (md's progress is in whole new
+    /// stripes forwards).
+    pub fn check_position(&self, position: u64) -> Result<(), ReshapeError> {
+        let stripe = self.new.stripe_data_sectors();
+        if position.is_multiple_of(stripe) && position <= self.new_array_sectors() {
+            return Ok(());
+        }
+        Err(ReshapeError::Position { position, stripe })
+    }
+
+    /// The new stripes the next step copies from `position` (array sectors, whole new
+    /// stripes), at most `max_stripes`; `None` when the reshape is done. Its writes end at or
+    /// below the old place of every array sector not yet copied, on every old member.
+    #[must_use]
+    pub fn next_window(&self, position: u64, max_stripes: u64) -> Option<Range<u64>> {
+        let total = self.new.stripes(self.component_sectors);
+        let first = position / self.new.stripe_data_sectors();
+        if first >= total {
+            return None;
+        }
+        let mut last = total.min(first + max_stripes.max(1));
+        if position < self.old_array_sectors() {
+            let chunk = self.new.chunk_sectors();
+            // Sectors from `position` on sit at old chunk rows from this one on.
+            let old_row = position / self.old.stripe_data_sectors();
+            for (&old, &new) in self.old_offsets.iter().zip(&self.new_offsets) {
+                // New rows [first, last) end at new + last * chunk <= old + old_row * chunk.
+                let bound = (old - new + old_row * chunk) / chunk;
+                last = last.min(bound);
+            }
+        }
+        debug_assert!(last > first, "Reshape::new keeps a chunk between the offsets");
+        Some(first..last)
+    }
+
+    /// Copies the new stripes `window` (from `next_window`) and returns the position after
+    /// them. `unit_bytes` bounds the memory: each chunk goes in pieces of at most that many
+    /// bytes (a power of two of at least 512 dividing the chunk, or the chunk).
+    pub fn copy_window<I: ReshapeIo>(
+        &self,
+        io: &mut I,
+        window: Range<u64>,
+        unit_bytes: u64,
+    ) -> Result<u64, I::Error> {
+        let chunk_bytes = self.new.chunk_bytes();
+        let unit = if chunk_bytes.is_multiple_of(unit_bytes) { unit_bytes } else { chunk_bytes };
+        let mut blocks = vec![vec![0u8; unit as usize]; self.new.raid_disks()];
+        for stripe in window.clone() {
+            for start in (0..chunk_bytes).step_by(unit as usize) {
+                self.copy_unit(io, StripeNumber(stripe), start, &mut blocks)?;
+            }
+        }
+        Ok(window.end * self.new.stripe_data_sectors())
+    }
+
+    /// Bytes `[start, start + unit)` of every chunk of one new stripe.
+    fn copy_unit<I: ReshapeIo>(
+        &self,
+        io: &mut I,
+        stripe: StripeNumber,
+        start: u64,
+        blocks: &mut [Vec<u8>],
+    ) -> Result<(), I::Error> {
+        let map = self.new.stripe_map(stripe);
+        let chunk = self.new.chunk_sectors();
+        let old_end = self.old_array_sectors();
+        let mut lost = vec![false; blocks.len()];
+        for (disk, role) in map.roles.iter().enumerate() {
+            let DiskRole::Data { slot, .. } = *role else {
+                lost[disk] = true;
+                continue;
+            };
+            let chunk_number = stripe.0 * self.new.data_disks() as u64 + u64::from(slot);
+            let array_sector = chunk_number * chunk;
+            if array_sector >= old_end {
+                blocks[disk].fill(0);
+                continue;
+            }
+            let from = self.old.map_sector(Sector(array_sector));
+            let at = (self.old_offsets[from.disk.get()] + from.member_sector.0) * SECTOR_BYTES;
+            io.read(from.disk, at + start, &mut blocks[disk])?;
+        }
+        let mut views: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
+        reconstruct(self.new.level(), map, &mut views, &lost)
+            .expect("only P and Q are computed, within any level's redundancy");
+        for (disk, block) in blocks.iter().enumerate() {
+            let at = (self.new_offsets[disk] + stripe.0 * chunk) * SECTOR_BYTES;
+            io.write(DiskIndex(disk as u16), at + start, block)?;
+        }
+        Ok(())
+    }
+}

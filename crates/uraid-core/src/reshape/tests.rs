@@ -1,0 +1,188 @@
+//! The copy crashed at random writes (the write in flight torn) and taken up again from the
+//! last recorded position, over every level and layout: the array ends with the old data
+//! followed by zeros, and every new stripe's parity right.
+
+use super::{Reshape, ReshapeError, ReshapeIo};
+use crate::geometry::{DiskRole, Geometry};
+use crate::layout::{LAYOUTS, Level};
+use crate::reconstruct::reconstruct;
+use crate::units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
+use proptest::prelude::*;
+
+struct Crash;
+
+/// Members in memory; after `writes_left` writes the next one lands half, its other half
+/// garbage, and fails.
+struct Members {
+    disks: Vec<Vec<u8>>,
+    writes_left: u64,
+    garbage: u8,
+}
+
+impl ReshapeIo for Members {
+    type Error = Crash;
+    fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> Result<(), Crash> {
+        let at = at as usize;
+        buf.copy_from_slice(&self.disks[disk.get()][at..at + buf.len()]);
+        Ok(())
+    }
+    fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> Result<(), Crash> {
+        let at = at as usize;
+        let target = &mut self.disks[disk.get()][at..at + buf.len()];
+        if self.writes_left == 0 {
+            let half = buf.len() / 2;
+            target[..half].copy_from_slice(&buf[..half]);
+            target[half..].fill(self.garbage);
+            return Err(Crash);
+        }
+        self.writes_left -= 1;
+        target.copy_from_slice(buf);
+        Ok(())
+    }
+}
+
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn chunk_of(disks: &[Vec<u8>], disk: usize, at_sectors: u64, len: usize) -> &[u8] {
+    let at = (at_sectors * SECTOR_BYTES) as usize;
+    &disks[disk][at..at + len]
+}
+
+#[allow(clippy::too_many_arguments)] // the case's shape, drawn by proptest
+fn run_case(
+    level_layout: usize,
+    old_disks: usize,
+    added: usize,
+    chunk_kib: u64,
+    chunks: u64,
+    gaps: &[u64],
+    max_stripes: u64,
+    crashes: &[u64],
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let (layout, _) = LAYOUTS[level_layout % LAYOUTS.len()];
+    let level = [Level::Raid4, Level::Raid5, Level::Raid6][level_layout / LAYOUTS.len() % 3];
+    let (chunk_bytes, new_disks) = (chunk_kib * 1024, old_disks + added);
+    let (Ok(old), Ok(new)) = (
+        Geometry::new(level, layout, old_disks, chunk_bytes),
+        Geometry::new(level, layout, new_disks, chunk_bytes),
+    ) else {
+        return Err(TestCaseError::reject("a combination md refuses"));
+    };
+    let chunk = old.chunk_sectors();
+    let component = chunks * chunk;
+    // Each member's own offsets: the new one a chunk and a few sectors or more below the old.
+    let new_offsets: Vec<u64> = (0..new_disks).map(|d| 8 + gaps[d % gaps.len()] % 13).collect();
+    let old_offsets: Vec<u64> = (0..old_disks)
+        .map(|d| new_offsets[d] + chunk + gaps[(d + 1) % gaps.len()] % (3 * chunk))
+        .collect();
+    let reshape =
+        Reshape::new(old.clone(), new.clone(), component, old_offsets.clone(), new_offsets.clone())
+            .expect("a grow with room");
+    let device_bytes = ((4 * chunk + 64 + component) * SECTOR_BYTES) as usize;
+    let mut members = Members {
+        disks: (0..new_disks).map(|d| bytes(seed + d as u64, device_bytes)).collect(),
+        writes_left: u64::MAX,
+        garbage: 0xa5,
+    };
+    // The old array: its data chunks where the old geometry puts them (parity is not read).
+    let contents = bytes(seed ^ 0x5eed, (reshape.old_array_sectors() * SECTOR_BYTES) as usize);
+    for (n, data) in contents.chunks(chunk_bytes as usize).enumerate() {
+        let to = old.map_sector(Sector(n as u64 * chunk));
+        let at = ((old_offsets[to.disk.get()] + to.member_sector.0) * SECTOR_BYTES) as usize;
+        members.disks[to.disk.get()][at..at + data.len()].copy_from_slice(data);
+    }
+    let unit = (chunk_bytes >> (seed % 3)).max(512);
+    let (mut position, mut crashes) = (0, crashes.iter());
+    members.writes_left = crashes.next().copied().unwrap_or(u64::MAX);
+    while let Some(window) = reshape.next_window(position, max_stripes) {
+        reshape.check_position(position).expect("positions stay whole new stripes");
+        match reshape.copy_window(&mut members, window, unit) {
+            Ok(next) => position = next,
+            // Power lost: the next run starts from the position last recorded.
+            Err(Crash) => members.writes_left = crashes.next().copied().unwrap_or(u64::MAX),
+        }
+    }
+    prop_assert_eq!(position, reshape.new_array_sectors());
+    let chunk_len = chunk_bytes as usize;
+    for stripe in 0..new.stripes(component) {
+        let map = new.stripe_map(StripeNumber(stripe));
+        let mut blocks: Vec<Vec<u8>> = (0..new_disks)
+            .map(|d| {
+                chunk_of(&members.disks, d, new_offsets[d] + stripe * chunk, chunk_len).to_vec()
+            })
+            .collect();
+        for (slot, disk) in map.data_disk.iter().enumerate() {
+            let n = (stripe * new.data_disks() as u64) as usize + slot;
+            let expected = contents.get(n * chunk_len..(n + 1) * chunk_len);
+            let zeros = vec![0u8; chunk_len];
+            let expected = expected.unwrap_or(&zeros);
+            prop_assert!(blocks[disk.get()] == expected, "stripe {} slot {}", stripe, slot);
+        }
+        let stored = blocks.clone();
+        let lost: Vec<bool> =
+            map.roles.iter().map(|r| !matches!(r, DiskRole::Data { .. })).collect();
+        let mut views: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
+        reconstruct(level, map, &mut views, &lost).expect("parity only");
+        prop_assert!(blocks == stored, "stripe {}: parity", stripe);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+    #[test]
+    fn crashed_copies_taken_up_again_end_right(
+        level_layout in 0usize..45,
+        old_disks in 3usize..7,
+        added in 1usize..4,
+        chunk_kib in prop::sample::select(vec![4u64, 8]),
+        chunks in 2u64..14,
+        gaps in prop::collection::vec(any::<u64>(), 1..6),
+        max_stripes in 1u64..6,
+        crashes in prop::collection::vec(0u64..40, 0..5),
+        seed in any::<u64>(),
+    ) {
+        run_case(level_layout, old_disks, added, chunk_kib, chunks, &gaps, max_stripes, &crashes, seed)?;
+    }
+}
+
+fn raid5(disks: usize) -> Geometry {
+    Geometry::new(Level::Raid5, LAYOUTS[0].0, disks, 64 * 1024).expect("valid")
+}
+
+#[test]
+fn first_window_is_the_gap_in_chunks() {
+    // 128-sector chunks, offsets 2048 -> 1024: 8 rows of room, 4 -> 5 members.
+    let reshape =
+        Reshape::new(raid5(4), raid5(5), 128 * 100, vec![2048; 4], vec![1024; 5]).expect("room");
+    assert_eq!(reshape.next_window(0, 100), Some(0..8));
+    assert_eq!(reshape.next_window(0, 3), Some(0..3));
+    // After 8 new stripes (32 chunks = 10 old rows and 2 chunks) the old data starts at row 10.
+    assert_eq!(reshape.next_window(8 * 4 * 128, 100), Some(8..18));
+    // Past the old data (300 chunks, stripe 75 of the new) only the cap counts.
+    assert_eq!(reshape.next_window(75 * 4 * 128, 1000), Some(75..100));
+    assert_eq!(reshape.next_window(100 * 4 * 128, 1), None);
+    assert!(reshape.check_position(8 * 4 * 128).is_ok());
+    assert!(matches!(reshape.check_position(3 * 128), Err(ReshapeError::Position { .. })));
+}
+
+#[test]
+fn refuses_what_is_not_a_grow_with_room() {
+    let no_room = Reshape::new(raid5(4), raid5(5), 1280, vec![2048; 4], vec![2000; 5]);
+    assert!(matches!(no_room, Err(ReshapeError::NoRoom { disk: 0, .. })));
+    let shrink = Reshape::new(raid5(5), raid5(4), 1280, vec![2048; 5], vec![1024; 4]);
+    assert!(matches!(shrink, Err(ReshapeError::NotAGrow { .. })));
+    let offsets = Reshape::new(raid5(4), raid5(5), 1280, vec![2048; 4], vec![1024; 4]);
+    assert!(matches!(offsets, Err(ReshapeError::Offsets { found: 4, expected: 5, .. })));
+}
