@@ -10,6 +10,10 @@
 use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
+use uraid_format::grow::reshape::{
+    MemberSpace, ReshapeProgress, plan_reshape, reshape_in_progress, reshaped_superblock,
+    reshaping_superblock,
+};
 use uraid_format::grow::{
     MemberRoom, SizeTarget, add_bitmap, grown_superblock, plan_size, with_bitmap_field,
 };
@@ -30,6 +34,9 @@ struct Input {
     size_bytes: u64,
     /// `uraid grow --size` in sectors (None: max).
     grow_to: Option<u64>,
+    /// Plan a reshape in progress (`uraid grow --continue`) or to this many members.
+    take_reshape: bool,
+    reshape_to: u16,
 }
 
 /// Another candidate: the first area with a few bytes changed.
@@ -106,6 +113,7 @@ fuzz_target!(|data: &[u8]| {
         uuid: input.uuid.map(Uuid),
         force: input.force,
         force_stale: input.force,
+        take_reshape: input.take_reshape,
     };
     let Ok(p) = plan(&candidates, &options) else { return };
     assert_eq!(p.slots.len(), p.raid_disks as usize);
@@ -123,7 +131,49 @@ fuzz_target!(|data: &[u8]| {
         seen[m.candidate] = true;
     }
     grow(&p, &candidates, input.grow_to);
+    reshape(&p, &candidates, input.reshape_to);
 });
+
+/// `uraid grow --raid-devices` and `--continue` planned over the plan: one new offset, a
+/// chunk or more below every old member's and past the metadata; the superblocks written
+/// during and after decode and say so; a reshape read back goes on from no later than any
+/// member recorded.
+fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
+    let own = |m: &PlannedMember| {
+        let area = candidates[m.candidate].superblock_area.as_ref().ok()?;
+        Superblock1::decode(area).ok()
+    };
+    let members: Vec<&PlannedMember> = p.slots.iter().flatten().chain(&p.spares).collect();
+    let Some(sbs) = members.iter().map(|m| own(m)).collect::<Option<Vec<_>>>() else { return };
+    if let Ok(Some(progress)) = ReshapeProgress::of(&sbs[0]) {
+        let pairs: Vec<_> = members.iter().copied().zip(&sbs).collect();
+        let (rp, position) = reshape_in_progress(&pairs, &progress);
+        assert!(position <= progress.position_sectors);
+        assert_eq!(rp.members.len(), members.len());
+        return;
+    }
+    let space = |m: &PlannedMember| MemberSpace {
+        data_offset_sectors: m.data_offset_sectors,
+        metadata_end_sectors: 80,
+        avail_sectors: (candidates[m.candidate].size_bytes / 512)
+            .saturating_sub(m.data_offset_sectors),
+    };
+    let Ok(rp) = plan_reshape(p, u32::from(to), &space) else { return };
+    let new = rp.members[0].new_offset_sectors;
+    assert!(rp.members.iter().all(|m| m.new_offset_sectors == new), "one new offset");
+    assert!(new >= 80);
+    let chunk = u64::from(p.chunk_sectors);
+    for m in &rp.members[..rp.old_raid_disks as usize] {
+        assert!(new + chunk <= m.old_offset_sectors, "{} keeps a chunk of room", m.name);
+    }
+    let during = reshaping_superblock(&sbs[0], &rp, &rp.members[0], 0, p.events + 1, 1);
+    let during = Superblock1::decode(&during.encode()).expect("a reshaping superblock decodes");
+    let progress = ReshapeProgress::of(&during).expect("uraid's own").expect("in progress");
+    assert_eq!(progress.new_raid_disks, u32::from(to));
+    let after = reshaped_superblock(&during, &rp, &rp.members[0], p.events + 1, 1);
+    let after = Superblock1::decode(&after.encode()).expect("a reshaped superblock decodes");
+    assert_eq!((ReshapeProgress::of(&after), after.data_offset_sectors), (Ok(None), new));
+}
 
 /// `uraid grow --size` planned over the plan: a size only ever grows, in whole chunks, within
 /// every member's room; each superblock it writes decodes and resyncs from the old size; a

@@ -36,14 +36,24 @@ pub(super) fn decode_all(candidates: &[Candidate]) -> Result<Vec<Superblock1>, A
         .collect()
 }
 
-pub(super) fn check_supported(name: &str, superblock: &Superblock1) -> Result<(), AssembleError> {
+/// `take_reshape`: a reshape in progress is what the caller goes on with.
+pub(super) fn check_supported(
+    name: &str,
+    superblock: &Superblock1,
+    take_reshape: bool,
+) -> Result<(), AssembleError> {
     let unsupported =
         |reason: String| Err(AssembleError::Unsupported { member: name.into(), reason });
     if !matches!(superblock.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
         return unsupported(format!("level {} (uraid assembles raid4, 5 and 6)", superblock.level));
     }
+    let reshaping = if take_reshape { 0 } else { feature::RESHAPE_ACTIVE };
     let features = [
-        (feature::RESHAPE_ACTIVE, "a reshape is in progress"),
+        (
+            reshaping,
+            "a reshape is in progress (`uraid grow --continue` with the same devices goes on \
+             with it, then the array assembles)",
+        ),
         (feature::JOURNAL, "the array has a write journal"),
         (feature::CLUSTERED, "clustered md"),
     ];

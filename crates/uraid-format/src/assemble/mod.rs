@@ -68,6 +68,9 @@ pub struct AssembleOptions {
     /// The other half of mdadm --force: when too few members are fresh, bring back the
     /// freshest stale ones until the array can run (`force_stale`).
     pub force_stale: bool,
+    /// Plan an array in the middle of a reshape (for `uraid grow --continue`): refused
+    /// otherwise, since uraid serves no array with two geometries.
+    pub take_reshape: bool,
 }
 
 /// A candidate placed by the plan.
@@ -208,7 +211,7 @@ pub fn plan(
     let reference = superblocks.iter().position(|sb| sb.events == events).expect("max exists");
     let reference_name = &candidates[reference].name;
     for (candidate, superblock) in candidates.iter().zip(&superblocks) {
-        check_supported(&candidate.name, superblock)?;
+        check_supported(&candidate.name, superblock, options.take_reshape)?;
     }
     for (candidate, superblock) in candidates.iter().zip(&superblocks) {
         check_size(candidate, superblock, &superblocks[reference])?;

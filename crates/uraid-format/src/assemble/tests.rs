@@ -232,7 +232,7 @@ fn dirty_degraded_needs_force_and_dirty_whole_does_not() {
         if missing_slots == &[0])
     );
     assert!(err.to_string().contains("cannot start dirty degraded array"));
-    let options = AssembleOptions { uuid: None, force: true, force_stale: false };
+    let options = AssembleOptions { force: true, ..AssembleOptions::default() };
     let forced = plan(&candidates(&sbs[1..]), &options).unwrap();
     assert!(forced.forced);
     assert_eq!(forced.missing_slots(), [0]);
@@ -278,7 +278,7 @@ fn failed_one_by_one() -> Vec<Superblock1> {
 }
 
 fn forcing() -> AssembleOptions {
-    AssembleOptions { uuid: None, force: true, force_stale: true }
+    AssembleOptions { force: true, force_stale: true, ..AssembleOptions::default() }
 }
 
 #[test]

@@ -14,6 +14,7 @@
 //! `update.rs`: mdadm's `--assemble --update` (name, homehost, UUID, resync).
 
 mod bitmap;
+pub mod reshape;
 mod update;
 
 pub use bitmap::{add_bitmap, bitmap_room_sectors, with_bitmap_field};
@@ -108,6 +109,21 @@ pub enum GrowError {
          the {room_bytes} bytes of room: give a larger --bitmap-chunk"
     )]
     BitmapChunkTooSmall { chunk_bytes: u64, needed_bytes: u64, room_bytes: u64 },
+    #[error("the array has {current} members already: --raid-devices {asked} does not add any")]
+    NotMoreMembers { current: u32, asked: u32 },
+    #[error("{asked} members is more than md's raid456 takes ({max})")]
+    TooManyMembers { asked: u32, max: u32 },
+    #[error(
+        "{needed} new members need as many spares, and the array has {spares}: add the new \
+         devices as spares first (uraid add, while it is served) and give them with the members"
+    )]
+    TooFewSpares { needed: usize, spares: usize },
+    #[error(
+        "{member} has {room_sectors} sectors between md's metadata and its data, and the \
+         data must move down by at least a chunk ({needed_sectors} sectors) to grow without a \
+         backup file"
+    )]
+    NoHeadroom { member: String, room_sectors: u64, needed_sectors: u64 },
 }
 
 /// Decides the new component size of the array `plan` describes; `room` gives each planned

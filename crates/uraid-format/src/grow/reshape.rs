@@ -1,0 +1,437 @@
+//! Growing an array by members (mdadm --grow --raid-devices): which spares take the new
+//! slots, where each member's data goes, and the superblocks md reads during and after.
+//!
+//! md's way, which uraid follows so that either can take up the other's reshape: forwards
+//! with a new data offset (md.c `update_raid_disks` refuses a grow whose new offset is not
+//! lower; mdadm's Grow.c `set_new_data_offset`). The new offset is chosen as mdadm chooses
+//! it: the room before the data that every member has (past the superblock, bitmap and bad
+//! block log, and never within 36 KiB of the superblock: the kernel's
+//! `super_1_allow_new_offset`), about half of it used, aligned towards 1 MiB; at least a
+//! chunk. While the reshape runs every superblock says so: `RESHAPE_ACTIVE` and
+//! `NEW_OFFSET`, `raid_disks` the new count, `delta_disks` the change, the level, layout and
+//! chunk as they were, `reshape_position` the array sector copied up to, `new_offset` the
+//! signed move, the added members in their slots. When it ends the data offset is the new
+//! one, each member's usable size grows by the move, and the reshape fields are cleared.
+//!
+//! The event count goes up once, when the reshape starts; the positions recorded and the end
+//! keep it. A member whose last write was cut off then still agrees with the others (an
+//! older position is always a safe one to go on from, `uraid_core::reshape`), and one that
+//! ended beside others that did not is recognised by its own fields.
+
+use super::GrowError;
+use crate::assemble::{AssemblyPlan, PlannedMember};
+use crate::dev_roles::DevRole;
+use crate::feature;
+use crate::superblock::Superblock1;
+
+/// Sectors past the superblock's start that md never moves data into (36 KiB).
+pub const KERNEL_METADATA_SECTORS: u64 = (32 + 4) * 2;
+
+/// A member's space before its data, as the caller measured it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpace {
+    #[doc(alias = "data_offset")]
+    pub data_offset_sectors: u64,
+    /// The first sector past md's metadata (superblock, bitmap, bad block log, md's PPL).
+    pub metadata_end_sectors: u64,
+    /// Sectors past the data offset the device holds.
+    pub avail_sectors: u64,
+}
+
+/// A member of the reshaped array, or a spare it keeps (`slot` None).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReshapeMember {
+    pub candidate: usize,
+    pub name: String,
+    pub dev_number: u32,
+    pub slot: Option<u16>,
+    /// Where its data starts before and after (sectors from the device's start).
+    pub old_offset_sectors: u64,
+    pub new_offset_sectors: u64,
+}
+
+/// A reshape to more members, decided or read back from the superblocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReshapePlan {
+    pub old_raid_disks: u32,
+    pub new_raid_disks: u32,
+    /// In slot order, the new count of them, then the spares not taken.
+    pub members: Vec<ReshapeMember>,
+}
+
+impl ReshapePlan {
+    /// The members in slots, in slot order.
+    #[must_use]
+    pub fn in_slots(&self) -> &[ReshapeMember] {
+        &self.members[..self.new_raid_disks as usize]
+    }
+}
+
+/// Decides a grow of `plan` to `new_raid_disks`: the spares in the order given take the new
+/// slots; `space` measures a member. Every member and spare gets the same new offset (uraid
+/// serves an array whose members agree on it; mdadm chooses per device, the same when the
+/// offsets were the same).
+pub fn plan_reshape(
+    plan: &AssemblyPlan,
+    new_raid_disks: u32,
+    space: &dyn Fn(&PlannedMember) -> MemberSpace,
+) -> Result<ReshapePlan, GrowError> {
+    super::refuse_unless_whole_and_clean(plan)?;
+    if plan.feature_map & feature::PPL != 0 {
+        return Err(GrowError::MdPpl);
+    }
+    let current = plan.raid_disks;
+    if new_raid_disks <= current {
+        return Err(GrowError::NotMoreMembers { current, asked: new_raid_disks });
+    }
+    if new_raid_disks > RAID_DISKS_MAX {
+        return Err(GrowError::TooManyMembers { asked: new_raid_disks, max: RAID_DISKS_MAX });
+    }
+    let needed = (new_raid_disks - current) as usize;
+    if plan.spares.len() < needed {
+        return Err(GrowError::TooFewSpares { needed, spares: plan.spares.len() });
+    }
+    let members: Vec<&PlannedMember> = plan.slots.iter().flatten().chain(&plan.spares).collect();
+    let spaces: Vec<MemberSpace> = members.iter().map(|m| space(m)).collect();
+    // The data moves down from the lowest old offset, no lower than any metadata's end.
+    let old_members = spaces.iter().zip(&members).take(current as usize);
+    let (holder, high) = old_members
+        .map(|(s, m)| (m, s.data_offset_sectors))
+        .min_by_key(|p| p.1)
+        .expect("a whole array has members");
+    let (metadata, low) = spaces
+        .iter()
+        .zip(&members)
+        .map(|(s, m)| (m, s.metadata_end_sectors))
+        .max_by_key(|p| p.1)
+        .expect("a whole array has members");
+    let min_move = u64::from(plan.chunk_sectors);
+    if high < low.saturating_add(min_move) {
+        let tight = if high.saturating_sub(low) == 0 { metadata } else { holder };
+        return Err(GrowError::NoHeadroom {
+            member: tight.name.clone(),
+            room_sectors: high.saturating_sub(low),
+            needed_sectors: min_move,
+        });
+    }
+    // md records the move in 32 signed bits (`new_offset`).
+    let low = low.max(high.saturating_sub(MOVE_MAX_SECTORS));
+    let new_offset = choose_offset(low, high, high - min_move);
+    for (m, s) in members.iter().zip(&spaces).skip(current as usize) {
+        let avail_sectors =
+            s.avail_sectors.saturating_add(s.data_offset_sectors.saturating_sub(new_offset));
+        if avail_sectors < plan.size_sectors {
+            let (member, new_sectors) = (m.name.clone(), plan.size_sectors);
+            return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
+        }
+    }
+    let members = members
+        .iter()
+        .zip(&spaces)
+        .enumerate()
+        .map(|(slot, (m, s))| ReshapeMember {
+            candidate: m.candidate,
+            name: m.name.clone(),
+            dev_number: m.dev_number,
+            slot: (slot < new_raid_disks as usize).then_some(slot as u16),
+            old_offset_sectors: s.data_offset_sectors,
+            new_offset_sectors: new_offset,
+        })
+        .collect();
+    Ok(ReshapePlan { old_raid_disks: current, new_raid_disks, members })
+}
+
+/// md's limit on members of a raid456 array (and uraid's geometry's).
+const RAID_DISKS_MAX: u32 = 256;
+/// The largest move `new_offset` holds.
+const MOVE_MAX_SECTORS: u64 = i32::MAX as u64;
+
+/// A new data offset in `[low, max]` (`max < high`, the old offset): from the middle of
+/// `[low, high]`, each low bit that is set (up to 1 MiB's) is added or taken away, whichever
+/// stays in range and leaves more room to the nearer end; mdadm's `choose_offset`, so that
+/// a uraid reshape moves data where mdadm's would.
+#[must_use]
+pub fn choose_offset(low: u64, high: u64, max: u64) -> u64 {
+    let mut choice = low.midpoint(high);
+    let mut bit = 1;
+    while bit < 2048 {
+        if choice & bit != 0 {
+            let (up, down) = (choice.saturating_add(bit), choice - bit);
+            match (up <= max, down >= low) {
+                (false, false) => break,
+                (false, true) => choice = down,
+                (true, false) => choice = up,
+                (true, true) => choice = if high - up > down - low { up } else { down },
+            }
+        }
+        bit <<= 1;
+    }
+    choice
+}
+
+/// What a reshape's superblocks say: `None` when none is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReshapeProgress {
+    pub old_raid_disks: u32,
+    pub new_raid_disks: u32,
+    #[doc(alias = "reshape_position")]
+    pub position_sectors: u64,
+}
+
+impl ReshapeProgress {
+    /// Read from a superblock; `Err` for a reshape uraid does not take up (another level,
+    /// layout or chunk, fewer members, backwards, or no new offset), with what it is.
+    pub fn of(sb: &Superblock1) -> Result<Option<ReshapeProgress>, String> {
+        if sb.feature_map & feature::RESHAPE_ACTIVE == 0 {
+            return Ok(None);
+        }
+        let backwards = sb.feature_map & feature::RESHAPE_BACKWARDS != 0;
+        let moves = sb.feature_map & feature::NEW_OFFSET != 0 && sb.new_offset_sectors < 0;
+        let same = sb.new_level == sb.level.to_md()
+            && sb.new_layout == sb.layout
+            && sb.new_chunk_sectors == sb.chunk_sectors;
+        let old_raid_disks = i64::from(sb.raid_disks) - i64::from(sb.delta_disks);
+        if !same || sb.delta_disks <= 0 || old_raid_disks < 2 || backwards || !moves {
+            return Err(format!(
+                "a reshape uraid does not take up: level {} -> {}, layout {} -> {}, chunk {} -> \
+                 {} sectors, {} members by {}, {}, new offset {} (uraid goes on with one \
+                 adding members forwards to a lower data offset; finish it with mdadm)",
+                sb.level.to_md(),
+                sb.new_level,
+                sb.layout,
+                sb.new_layout,
+                sb.chunk_sectors,
+                sb.new_chunk_sectors,
+                sb.raid_disks,
+                sb.delta_disks,
+                if backwards { "backwards" } else { "forwards" },
+                sb.new_offset_sectors,
+            ));
+        }
+        Ok(Some(ReshapeProgress {
+            old_raid_disks: u32::try_from(old_raid_disks).expect("checked at least 2"),
+            new_raid_disks: sb.raid_disks,
+            position_sectors: sb.reshape_position_sectors,
+        }))
+    }
+}
+
+/// The reshape the members' own superblocks (in slot order, the new count, then the spares)
+/// describe. A member whose last write ended the reshape (no reshape fields, the new data
+/// offset) counts as having moved already; `position` is the lowest any member recorded.
+#[must_use]
+pub fn reshape_in_progress(
+    members: &[(&PlannedMember, &Superblock1)],
+    progress: &ReshapeProgress,
+) -> (ReshapePlan, u64) {
+    let mut position = u64::MAX;
+    let members = members
+        .iter()
+        .enumerate()
+        .map(|(slot, (m, sb))| {
+            let active = sb.feature_map & feature::RESHAPE_ACTIVE != 0;
+            let (old, new) = if active {
+                position = position.min(sb.reshape_position_sectors);
+                let new =
+                    sb.data_offset_sectors.saturating_add_signed(sb.new_offset_sectors.into());
+                (sb.data_offset_sectors, new)
+            } else {
+                (sb.data_offset_sectors, sb.data_offset_sectors)
+            };
+            ReshapeMember {
+                candidate: m.candidate,
+                name: m.name.clone(),
+                dev_number: m.dev_number,
+                slot: (slot < progress.new_raid_disks as usize).then_some(slot as u16),
+                old_offset_sectors: old,
+                new_offset_sectors: new,
+            }
+        })
+        .collect();
+    let plan = ReshapePlan {
+        old_raid_disks: progress.old_raid_disks,
+        new_raid_disks: progress.new_raid_disks,
+        members,
+    };
+    (plan, position.min(progress.position_sectors))
+}
+
+/// A member's superblock while the reshape runs, at `position`; sealed.
+#[must_use]
+pub fn reshaping_superblock(
+    own: &Superblock1,
+    plan: &ReshapePlan,
+    me: &ReshapeMember,
+    position_sectors: u64,
+    events: u64,
+    utime_seconds: u64,
+) -> Superblock1 {
+    let mut sb = with_roles(own, plan);
+    sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+    sb.new_level = sb.level.to_md();
+    sb.new_layout = sb.layout;
+    sb.new_chunk_sectors = sb.chunk_sectors;
+    sb.delta_disks = (plan.new_raid_disks - plan.old_raid_disks).cast_signed();
+    sb.reshape_position_sectors = position_sectors;
+    sb.data_offset_sectors = me.old_offset_sectors;
+    let moved = me.old_offset_sectors - me.new_offset_sectors;
+    // Within i32 for the members (`plan_reshape`); a spare's larger own offset is clamped.
+    sb.new_offset_sectors = i32::try_from(moved).map_or(i32::MIN, |moved| -moved);
+    super::stamp(&mut sb, events, utime_seconds);
+    sb
+}
+
+/// A member's superblock once the reshape is done: data at the new offset, its usable size
+/// grown by the move (md's `md_finish_reshape`), the reshape fields cleared; sealed.
+#[must_use]
+pub fn reshaped_superblock(
+    own: &Superblock1,
+    plan: &ReshapePlan,
+    me: &ReshapeMember,
+    events: u64,
+    utime_seconds: u64,
+) -> Superblock1 {
+    let mut sb = with_roles(own, plan);
+    let moved = me.old_offset_sectors - me.new_offset_sectors;
+    sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
+    sb.data_offset_sectors = me.new_offset_sectors;
+    if own.data_offset_sectors != me.new_offset_sectors {
+        sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
+    }
+    sb.reshape_position_sectors = 0;
+    sb.delta_disks = 0;
+    sb.new_offset_sectors = 0;
+    super::stamp(&mut sb, events, utime_seconds);
+    sb
+}
+
+/// The new member count, and every member of the plan in its slot.
+fn with_roles(own: &Superblock1, plan: &ReshapePlan) -> Superblock1 {
+    let mut sb = own.clone();
+    sb.raid_disks = plan.new_raid_disks;
+    for m in plan.in_slots() {
+        let slot = m.slot.expect("members in slots have one");
+        // Every member's own number is within the table (mdadm gives all one max_dev).
+        if let Some(role) = sb.dev_roles.get_mut(m.dev_number as usize) {
+            *role = DevRole::Active(slot);
+        }
+    }
+    sb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grow::tests::{plan, superblock};
+    use crate::{DevRole, Uuid};
+
+    fn spare(dev_number: u32, name: &str) -> PlannedMember {
+        PlannedMember {
+            candidate: dev_number as usize,
+            name: name.to_owned(),
+            dev_number,
+            device_uuid: Uuid([dev_number as u8; 16]),
+            role: DevRole::Spare,
+            events: 9,
+            data_offset_sectors: 2048,
+            recovery_offset_sectors: None,
+            forced_from_events: None,
+        }
+    }
+
+    /// mdadm's metadata end for a v1.2 member without a bitmap: 8 + 72.
+    fn space(m: &PlannedMember) -> MemberSpace {
+        let avail_sectors = if m.name == "small" { 15000 } else { 20480 };
+        MemberSpace {
+            data_offset_sectors: m.data_offset_sectors,
+            metadata_end_sectors: 80,
+            avail_sectors,
+        }
+    }
+
+    #[test]
+    fn mdadm_moves_a_1_mib_offset_to_half_a_mib() {
+        // choose_offset(80, 2048, 1920): the middle 1064, then bits 8, 32, 64, 1024.
+        assert_eq!(choose_offset(80, 2048, 1920), 1024);
+        assert_eq!(choose_offset(80, 1024, 896), 512);
+        // A large headroom (128 MiB) lands on a 1 MiB boundary near its middle.
+        assert_eq!(choose_offset(80, 262_144, 262_144 - 1024) % 2048, 0);
+    }
+
+    #[test]
+    fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
+        let mut p = plan();
+        p.spares = vec![spare(3, "s3"), spare(4, "s4")];
+        let rp = plan_reshape(&p, 4, &space).unwrap();
+        assert_eq!((rp.old_raid_disks, rp.new_raid_disks), (3, 4));
+        let slots: Vec<_> = rp.members.iter().map(|m| (m.name.as_str(), m.slot)).collect();
+        assert_eq!(
+            slots,
+            [("m0", Some(0)), ("m1", Some(1)), ("m2", Some(2)), ("s3", Some(3)), ("s4", None)]
+        );
+        assert!(
+            rp.members.iter().all(|m| (m.old_offset_sectors, m.new_offset_sectors) == (2048, 1024))
+        );
+        let own = superblock(16384, 2048);
+        let during = reshaping_superblock(&own, &rp, &rp.members[0], 4096, 10, 7);
+        assert_eq!(during.feature_map & (feature::RESHAPE_ACTIVE | feature::NEW_OFFSET), 0x44);
+        assert_eq!(
+            (during.raid_disks, during.delta_disks, during.new_offset_sectors),
+            (4, 1, -1024)
+        );
+        assert_eq!((during.reshape_position_sectors, during.data_offset_sectors), (4096, 2048));
+        assert_eq!(during.dev_roles[3], DevRole::Active(3));
+        assert_eq!(
+            ReshapeProgress::of(&during).unwrap(),
+            Some(ReshapeProgress { old_raid_disks: 3, new_raid_disks: 4, position_sectors: 4096 })
+        );
+        let after = reshaped_superblock(&during, &rp, &rp.members[0], 10, 8);
+        assert_eq!((after.feature_map & 0x44, after.data_offset_sectors), (0, 1024));
+        assert_eq!(after.data_size_sectors, own.data_size_sectors + 1024);
+        assert_eq!(ReshapeProgress::of(&after).unwrap(), None);
+        assert_eq!(after.checksum(), after.sb_csum);
+        // Read back: one member ended already, the other recorded 4096.
+        let (back, position) = reshape_in_progress(
+            &[(&p.slots[0].clone().unwrap(), &after), (&p.spares[0], &during)],
+            &ReshapeProgress { old_raid_disks: 1, new_raid_disks: 2, position_sectors: 8192 },
+        );
+        assert_eq!(position, 4096);
+        let offsets: Vec<_> =
+            back.members.iter().map(|m| (m.old_offset_sectors, m.new_offset_sectors)).collect();
+        assert_eq!(offsets, [(1024, 1024), (2048, 1024)]);
+    }
+
+    #[test]
+    fn what_cannot_be_reshaped_says_why() {
+        let mut p = plan();
+        p.spares = vec![spare(3, "small"), spare(4, "s4")];
+        assert_eq!(
+            plan_reshape(&p, 3, &space),
+            Err(GrowError::NotMoreMembers { current: 3, asked: 3 })
+        );
+        assert_eq!(
+            plan_reshape(&p, 6, &space),
+            Err(GrowError::TooFewSpares { needed: 3, spares: 2 })
+        );
+        assert_eq!(
+            plan_reshape(&p, 300, &space),
+            Err(GrowError::TooManyMembers { asked: 300, max: 256 })
+        );
+        // The spare would hold 15000 + 1024 sectors from the new offset, under 16384.
+        assert!(matches!(plan_reshape(&p, 4, &space), Err(GrowError::SpareTooSmall { .. })));
+        let tight = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 2000, ..space(m) };
+        let err = plan_reshape(&p, 4, &tight).unwrap_err();
+        assert!(
+            matches!(err, GrowError::NoHeadroom { room_sectors: 48, needed_sectors: 128, .. }),
+            "{err}"
+        );
+        let mut dirty = plan();
+        dirty.resync_offset_sectors = 0;
+        assert!(matches!(plan_reshape(&dirty, 4, &space), Err(GrowError::Dirty { .. })));
+        let mut sb = superblock(16384, 2048);
+        sb.feature_map |= feature::RESHAPE_ACTIVE;
+        sb.delta_disks = 1;
+        let refused = ReshapeProgress::of(&sb).unwrap_err();
+        assert!(refused.contains("finish it with mdadm"), "no new offset: {refused}");
+    }
+}
