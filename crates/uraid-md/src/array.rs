@@ -208,7 +208,12 @@ impl MdOptions {
     /// mdadm's --force is both halves of the plan's: a dirty degraded start, and stale
     /// members brought back when too few are fresh.
     fn assemble_options(&self) -> AssembleOptions {
-        AssembleOptions { uuid: self.uuid, force: self.force, force_stale: self.force }
+        AssembleOptions {
+            uuid: self.uuid,
+            force: self.force,
+            force_stale: self.force,
+            ..Default::default()
+        }
     }
 }
 

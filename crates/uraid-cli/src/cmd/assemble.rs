@@ -78,7 +78,8 @@ pub fn run(args: &AssembleArgs) -> anyhow::Result<()> {
     }
     let Selected { uuid, members } = args.select.resolve(&args.members)?;
     let members = &members;
-    let options = AssembleOptions { uuid, force: args.force, force_stale: args.force };
+    let options =
+        AssembleOptions { uuid, force: args.force, force_stale: args.force, ..Default::default() };
     if let Some((i, j)) = same_file_twice(members) {
         bail!("assembly refused: {}", same_file_message(&members[i], &members[j]));
     }

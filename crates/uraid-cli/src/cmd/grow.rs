@@ -1,4 +1,5 @@
-//! `uraid grow`: mdadm --grow --size and --bitmap on a stopped array. After its members were
+//! `uraid grow`: mdadm --grow --size, --bitmap and --raid-devices on a stopped array (the
+//! last, a reshape, in `reshape.rs`). After its members were
 //! replaced one by one with larger devices (or grown files, or an array created with --size
 //! smaller than its members), the array takes the new room: each member's usable size, the
 //! component size and the bitmap's cover grow in the superblocks as md grows them
@@ -28,26 +29,36 @@ use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, WriteIntentBitm
 
 #[derive(Args)]
 #[command(
-    about = "Grow a stopped array into its members' room, or add or remove its bitmap \
-(mdadm --grow --size, --bitmap)",
+    about = "Grow a stopped array into its members' room or onto more members, or add or \
+remove its bitmap (mdadm --grow --size, --raid-devices, --bitmap)",
     long_about = "Change a stopped array as mdadm --grow changes a running one. `--size max` \
 lets it use more of its members: after they were replaced with larger devices (or their files \
 grown, or the array created with --size below their room), each member's used size grows to \
 what the smallest member in a slot holds past the data offset (in whole chunks), or to the size \
 given; the internal bitmap follows as md's does (its chunk doubles when its bits would not fit \
 their room) and the new space is resynced at the next start, by uraid or by the kernel. \
-`--bitmap internal` adds a write-intent bitmap where md adds one (8 sectors past the \
+`--raid-devices N` reshapes the array onto N members as md does: spares given with the members \
+(added with `uraid add` while it was served) take the new slots in the order given, the data \
+is restriped from the first sector on and moves down into the room mdadm keeps before it (no \
+backup file: at least a chunk of room, about half of it used), and the new space reads as \
+zeros. Each window is made durable before its end is recorded in the superblocks, so a crash \
+or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
+array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size (nothing shrinks), a size past a member's room, a \
+replacement not finished, a smaller size or fewer members (nothing shrinks), too few spares, a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
 mdadm's units: a bare number is KiB.",
     after_help = "Examples (the array stopped):\n  \
 uraid grow --size max /dev/sdb /dev/sdc /dev/sdd /dev/sde   (members replaced by larger disks)\n  \
 uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)\n  \
-uraid grow --bitmap internal m?.img"
+uraid grow --bitmap internal m?.img\n  \
+uraid grow --raid-devices 5 m0.img m1.img m2.img m3.img m4.img   (m4.img added as a spare)\n  \
+uraid grow --continue m?.img                        (after a crash mid-reshape)"
 )]
-#[command(group(clap::ArgGroup::new("change").required(true).args(["size", "bitmap"])))]
+#[command(group(
+    clap::ArgGroup::new("change").required(true).args(["size", "bitmap", "raid_devices", "resume"])
+))]
 pub struct GrowArgs {
     /// The new component size (data used on each member): `max`, or a size (64G, 1T, ...).
     #[arg(short = 'z', long, value_name = "max|SIZE")]
@@ -59,6 +70,14 @@ pub struct GrowArgs {
     /// (mdadm's --bitmap-chunk; default: mdadm's choice, at least 64M).
     #[arg(long, value_name = "SIZE")]
     bitmap_chunk: Option<String>,
+    /// Grow to this many members (a reshape): the new slots go to the spares given with the
+    /// members (added with `uraid add` while the array was served), in the order given.
+    #[arg(short = 'n', long, value_name = "N")]
+    raid_devices: Option<u32>,
+    /// Go on with a reshape stopped by a crash, Ctrl-C or the kernel (mdadm --grow
+    /// --continue).
+    #[arg(long = "continue", id = "resume")]
+    resume: bool,
     #[command(flatten)]
     select: crate::cmd::scan::Selection,
     /// Print what changed as one JSON object on standard output.
@@ -73,9 +92,9 @@ pub struct GrowArgs {
 /// A member planned for the change and the file it is written through.
 pub(crate) struct Grown<'a> {
     pub(crate) member: &'a PlannedMember,
-    file: &'a File,
+    pub(crate) file: &'a File,
     pub(crate) own: Superblock1,
-    avail_sectors: u64,
+    pub(crate) avail_sectors: u64,
 }
 
 /// A stopped array opened for a change of its superblocks (grow, assemble --update): every
@@ -87,8 +106,14 @@ pub(crate) struct Stopped {
 }
 
 impl Stopped {
-    /// `verb` names the change in refusals ("grow", "update").
-    pub(crate) fn open(select: &Selection, given: &[String], verb: &str) -> anyhow::Result<Self> {
+    /// `verb` names the change in refusals ("grow", "update"); `take_reshape`: the array is
+    /// in the middle of a reshape to go on with.
+    pub(crate) fn open(
+        select: &Selection,
+        given: &[String],
+        verb: &str,
+        take_reshape: bool,
+    ) -> anyhow::Result<Self> {
         let Selected { uuid, members: paths } = select.resolve(given)?;
         let held = format!("stop it first (uraid {verb} works on a stopped array)");
         let files = paths
@@ -96,7 +121,7 @@ impl Stopped {
             .map(|path| open_exclusive(path.as_ref(), &held).with_context(|| path.clone()))
             .collect::<anyhow::Result<Vec<File>>>()?;
         let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
-        let options = AssembleOptions { uuid, ..AssembleOptions::default() };
+        let options = AssembleOptions { uuid, take_reshape, ..AssembleOptions::default() };
         let plan = plan(&candidates, &options).with_context(|| format!("cannot {verb}"))?;
         Ok(Stopped { plan, candidates, files })
     }
@@ -129,9 +154,17 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
-    let stopped = Stopped::open(&args.select, &args.members, "grow")?;
+    let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
+    let cannot = || format!("cannot grow {}", stopped.plan.name);
+    if args.resume || args.raid_devices.is_some() {
+        let reshaped = match args.raid_devices {
+            Some(n) => crate::cmd::reshape::start(&stopped, n),
+            None => crate::cmd::reshape::resume(&stopped),
+        };
+        crate::cmd::reshape::tell(&stopped.plan, &reshaped.with_context(cannot)?, args.json);
+        return Ok(());
+    }
     let (plan, grown) = (&stopped.plan, stopped.members()?);
-    let cannot = || format!("cannot grow {}", plan.name);
     let now = now_seconds();
     match (&args.size, args.bitmap.as_deref()) {
         (Some(size), _) => grow_size(args, plan, &grown, size, now).with_context(cannot),

@@ -19,6 +19,7 @@ mod monitor_mail;
 mod monitor_spares;
 mod output;
 mod progress;
+mod reshape;
 mod scan;
 pub mod scrub;
 pub mod serve;

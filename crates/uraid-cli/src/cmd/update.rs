@@ -24,7 +24,7 @@ pub const WORDS: &str = "name=NEW, homehost[=HOST], uuid[=UUID], resync";
 /// Makes the update `word` to the stopped array the devices form, and says what it did.
 pub fn run(select: &Selection, given: &[String], word: &str, json: bool) -> anyhow::Result<()> {
     let update = parse(word)?;
-    let stopped = Stopped::open(select, given, "assemble --update")?;
+    let stopped = Stopped::open(select, given, "assemble --update", false)?;
     let plan = &stopped.plan;
     let grown = stopped.members()?;
     let first = &grown[0];

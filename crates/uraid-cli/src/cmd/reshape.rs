@@ -1,0 +1,270 @@
+//! `uraid grow --raid-devices N` and `--continue`: a stopped array grown by members, md's
+//! forwards reshape to a lower data offset (`uraid_format::grow::reshape` decides it and
+//! writes the superblocks, `uraid_core::reshape` moves the data). Offline for the same reason
+//! as the size: NBD cannot tell a client its export grew.
+//!
+//! Each window of new stripes is copied, made durable on every member, and only then is its
+//! end recorded as `reshape_position` in every superblock; a crash or Ctrl-C leaves a
+//! position from which `--continue` (or the kernel, which reads the same fields) copies on.
+
+use crate::cmd::grow::{Grown, Stopped, bitmap_at, now_seconds, write_synced};
+use crate::cmd::md_meta::SUPERBLOCK_OFFSET_BYTES;
+use anyhow::{Context, bail};
+use std::os::unix::fs::FileExt as _;
+use std::path::Path;
+use uraid_core::reshape::{Reshape, ReshapeIo};
+use uraid_core::{DiskIndex, Geometry, Layout, SECTOR_BYTES};
+use uraid_format::assemble::{AssemblyPlan, PlannedMember};
+use uraid_format::grow::reshape::{
+    KERNEL_METADATA_SECTORS, MemberSpace, ReshapePlan, ReshapeProgress, plan_reshape,
+    reshape_in_progress, reshaped_superblock, reshaping_superblock,
+};
+use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
+
+/// Pieces each chunk is copied in: the memory a window takes is this times the members.
+const UNIT_BYTES: u64 = 1 << 20;
+/// Array data a window copies at most, so that a position is recorded at least this often.
+const WINDOW_BYTES_MAX: u64 = 256 << 20;
+/// Tests only: stop as a crash would after this many recorded windows.
+const STOP_AFTER_ENV: &str = "URAID_TEST_RESHAPE_STOP_AFTER";
+
+/// What the command prints.
+pub(crate) struct Reshaped {
+    pub(crate) old_raid_disks: u32,
+    pub(crate) new_raid_disks: u32,
+    pub(crate) old_array_kib: u64,
+    pub(crate) new_array_kib: u64,
+    pub(crate) from_sector: u64,
+    pub(crate) offsets: (u64, u64),
+    /// Windows copied and recorded.
+    pub(crate) windows: u64,
+    pub(crate) stopped_early: bool,
+}
+
+/// Starts a reshape to `new_raid_disks` and runs it to the end.
+pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Reshaped> {
+    let plan = &stopped.plan;
+    let grown = stopped.members()?;
+    let space = |m: &PlannedMember| {
+        let g = grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned");
+        member_space(g)
+    };
+    let spaces: Vec<anyhow::Result<MemberSpace>> = grown.iter().map(member_space).collect();
+    if let Some((g, Err(e))) = grown.iter().zip(&spaces).find(|(_, s)| s.is_err()) {
+        bail!("{}: {e:#}", g.member.name);
+    }
+    let rp = plan_reshape(plan, new_raid_disks, &|m| space(m).expect("measured above"))?;
+    let events = plan.events + 1;
+    restamp_bitmap(plan, &grown, events)?;
+    record(&grown, &rp, Some(0), events)?;
+    run(plan, &grown, &rp, 0, events)
+}
+
+/// Takes up a reshape the superblocks record (uraid's or the kernel's).
+pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
+    let plan = &stopped.plan;
+    let grown = stopped.members()?;
+    let progress = ReshapeProgress::of(&grown[0].own).map_err(anyhow::Error::msg)?;
+    let Some(progress) = progress else {
+        bail!("no reshape is in progress on {}: it assembles as it is", plan.name);
+    };
+    uraid_format::grow::refuse_unless_whole_and_clean(plan)?;
+    let members: Vec<_> = grown.iter().map(|g| (g.member, &g.own)).collect();
+    let (rp, position) = reshape_in_progress(&members, &progress);
+    run(plan, &grown, &rp, position, plan.events)
+}
+
+fn run(
+    plan: &AssemblyPlan,
+    grown: &[Grown<'_>],
+    rp: &ReshapePlan,
+    from: u64,
+    events: u64,
+) -> anyhow::Result<Reshaped> {
+    let reshape = layout(plan, rp)?;
+    reshape.check_position(from)?;
+    let files: Vec<&Grown<'_>> = rp
+        .in_slots()
+        .iter()
+        .map(|m| grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned"))
+        .collect();
+    let mut io = Members { files: &files };
+    let stripe_bytes = reshape.new_geometry().stripe_data_sectors() * SECTOR_BYTES;
+    let max_stripes = (WINDOW_BYTES_MAX / stripe_bytes).max(1);
+    let stop_after: Option<u64> = std::env::var(STOP_AFTER_ENV).ok().and_then(|v| v.parse().ok());
+    let total = reshape.new_array_sectors() * SECTOR_BYTES;
+    let bar = crate::cmd::progress::byte_bar(total, "reshaping");
+    bar.set_position(from * SECTOR_BYTES);
+    let (mut position, mut windows) = (from, 0);
+    while let Some(window) = reshape.next_window(position, max_stripes) {
+        if stop_after == Some(windows) {
+            bar.finish_and_clear();
+            return Ok(told(rp, &reshape, from, windows, true));
+        }
+        position = reshape.copy_window(&mut io, window, UNIT_BYTES)?;
+        for g in &files {
+            g.file.sync_data().with_context(|| g.member.name.clone())?;
+        }
+        record(grown, rp, Some(position), events)?;
+        windows += 1;
+        bar.set_position(position * SECTOR_BYTES);
+    }
+    record(grown, rp, None, events)?;
+    bar.finish_and_clear();
+    Ok(told(rp, &reshape, from, windows, false))
+}
+
+fn told(
+    rp: &ReshapePlan,
+    reshape: &Reshape,
+    from: u64,
+    windows: u64,
+    stopped_early: bool,
+) -> Reshaped {
+    Reshaped {
+        old_raid_disks: rp.old_raid_disks,
+        new_raid_disks: rp.new_raid_disks,
+        old_array_kib: reshape.old_array_sectors() / 2,
+        new_array_kib: reshape.new_array_sectors() / 2,
+        from_sector: from,
+        offsets: (rp.members[0].old_offset_sectors, rp.members[0].new_offset_sectors),
+        windows,
+        stopped_early,
+    }
+}
+
+/// The old and new geometry with every member's offsets.
+fn layout(plan: &AssemblyPlan, rp: &ReshapePlan) -> anyhow::Result<Reshape> {
+    let level = uraid_md::members::core_level(plan.level).context("a level uraid serves")?;
+    let layout = Layout::from_md(level, plan.layout)?;
+    let chunk_bytes = u64::from(plan.chunk_sectors) * SECTOR_BYTES;
+    let old = Geometry::new(level, layout, rp.old_raid_disks as usize, chunk_bytes)?;
+    let new = Geometry::new(level, layout, rp.new_raid_disks as usize, chunk_bytes)?;
+    let old_offsets = rp.members.iter().take(old.raid_disks()).map(|m| m.old_offset_sectors);
+    let new_offsets = rp.in_slots().iter().map(|m| m.new_offset_sectors).collect();
+    Ok(Reshape::new(old, new, plan.size_sectors, old_offsets.collect(), new_offsets)?)
+}
+
+/// Writes every superblock: the reshape at `position`, or (`None`) ended.
+fn record(
+    grown: &[Grown<'_>],
+    rp: &ReshapePlan,
+    position: Option<u64>,
+    events: u64,
+) -> anyhow::Result<()> {
+    let now = now_seconds();
+    for g in grown {
+        let me = rp.members.iter().find(|m| m.candidate == g.member.candidate).expect("planned");
+        let sb = match position {
+            Some(position) => reshaping_superblock(&g.own, rp, me, position, events, now),
+            None => reshaped_superblock(&g.own, rp, me, events, now),
+        };
+        write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES).context("writing the superblock")?;
+    }
+    Ok(())
+}
+
+/// Where md's metadata ends on a member (see `MemberSpace`).
+fn member_space(g: &Grown<'_>) -> anyhow::Result<MemberSpace> {
+    let sb = &g.own;
+    // md keeps the bitmap in whole pages (the kernel's `super_1_allow_new_offset`).
+    let bitmap_bytes = if sb.has_bitmap() {
+        Some((bitmap_image(g)?.1.len() as u64).next_multiple_of(4096))
+    } else {
+        None
+    };
+    let ranges = uraid_md::ppl::reserved_ranges(sb, bitmap_bytes).context("md's metadata")?;
+    let end_bytes = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    let kernel = sb.super_offset_sectors + KERNEL_METADATA_SECTORS;
+    Ok(MemberSpace {
+        data_offset_sectors: sb.data_offset_sectors,
+        metadata_end_sectors: end_bytes.div_ceil(SECTOR_BYTES).max(kernel),
+        avail_sectors: g.avail_sectors,
+    })
+}
+
+fn bitmap_image(g: &Grown<'_>) -> anyhow::Result<(BitmapSuper, Vec<u8>)> {
+    let name = &g.member.name;
+    uraid_md::members::read_bitmap(Path::new(name), &g.own)
+        .map_err(|e| anyhow::anyhow!("{name}: its bitmap: {e}"))
+}
+
+/// The bitmap of the first member in a slot, as new as the reshape's superblocks, on every
+/// member and spare (the added members take it as md gives them the array's).
+fn restamp_bitmap(plan: &AssemblyPlan, grown: &[Grown<'_>], events: u64) -> anyhow::Result<()> {
+    if !plan.has_bitmap() {
+        return Ok(());
+    }
+    let (mut header, mut image) = bitmap_image(&grown[0])?;
+    if !header.is_stale(grown[0].own.events) {
+        header.events = events;
+    }
+    image[..BITMAP_SUPER_BYTES].copy_from_slice(&header.encode());
+    for g in grown {
+        write_synced(g, &image, bitmap_at(&g.own)?).context("writing the bitmap")?;
+    }
+    Ok(())
+}
+
+/// The members' files by slot, for the copy.
+struct Members<'a> {
+    files: &'a [&'a Grown<'a>],
+}
+
+impl ReshapeIo for Members<'_> {
+    type Error = anyhow::Error;
+    fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> anyhow::Result<()> {
+        let g = self.files[disk.get()];
+        g.file
+            .read_exact_at(buf, at)
+            .with_context(|| format!("reading {} at byte {at}", g.member.name))
+    }
+    fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> anyhow::Result<()> {
+        let g = self.files[disk.get()];
+        g.file
+            .write_all_at(buf, at)
+            .with_context(|| format!("writing {} at byte {at}", g.member.name))
+    }
+}
+
+/// Prints what the reshape did.
+pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
+    if json {
+        let json = serde_json::json!({
+            "array": plan.name,
+            "uuid": plan.uuid.to_string(),
+            "old_raid_disks": r.old_raid_disks,
+            "new_raid_disks": r.new_raid_disks,
+            "old_array_kib": r.old_array_kib,
+            "new_array_kib": r.new_array_kib,
+            "from_sector": r.from_sector,
+            "old_data_offset_sectors": r.offsets.0,
+            "new_data_offset_sectors": r.offsets.1,
+            "windows": r.windows,
+            "finished": !r.stopped_early,
+        });
+        out!("{json}");
+        return;
+    }
+    let (old, new) = (r.old_raid_disks, r.new_raid_disks);
+    if r.stopped_early {
+        out!(
+            "{}: reshape {old} -> {new} members stopped after {} windows as asked: `uraid grow \
+             --continue` goes on",
+            plan.name,
+            r.windows
+        );
+        return;
+    }
+    out!(
+        "{}: reshaped from {old} to {new} members from array sector {}, {} windows: array {} \
+         -> {} KiB, data offset {} -> {} sectors",
+        plan.name,
+        r.from_sector,
+        r.windows,
+        r.old_array_kib,
+        r.new_array_kib,
+        r.offsets.0,
+        r.offsets.1
+    );
+}

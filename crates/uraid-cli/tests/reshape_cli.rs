@@ -1,0 +1,175 @@
+//! `uraid grow --raid-devices`: a stopped array grown by members keeps its data, reads zeros
+//! in the room it gained, has right parity everywhere (a check finds nothing), and mdadm reads
+//! its superblocks; a reshape cut short (as a crash would, after some windows) is refused by
+//! assemble and serve, shows in mdadm --examine, and `--continue` finishes it; what cannot
+//! grow is refused with every member left as it was.
+
+mod serve_common;
+mod stopped_common;
+
+use serve_common::{BIN, Served, tempdir, text, uraid, uraid_ok};
+use std::os::unix::fs::FileExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use stopped_common::{MIB, assert_reads_back, images, small_array, strs, superblock_of};
+
+/// Adds `count` spares of 24 MiB (s0.img...) to the stopped array `name` of `members`.
+fn add_spares(dir: &Path, name: &str, members: &[PathBuf], count: usize) -> Vec<PathBuf> {
+    let spares: Vec<PathBuf> = (0..count)
+        .map(|i| {
+            let path = dir.join(format!("s{i}.img"));
+            std::fs::File::create(&path).unwrap().set_len(24 * MIB).unwrap();
+            path
+        })
+        .collect();
+    let served = Served::start(dir, name, members);
+    for spare in &spares {
+        uraid_ok(dir, &["add", name, spare.to_str().unwrap()]);
+    }
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    spares
+}
+
+/// `uraid grow ARGS` stopped by the test hook after `windows` recorded windows.
+fn grow_cut_short(dir: &Path, args: &[&str], windows: u32) -> String {
+    let out = Command::new(BIN)
+        .arg("grow")
+        .args(args)
+        .env("URAID_RUN_DIR", dir.join("run"))
+        .env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+fn examine(member: &Path) -> String {
+    let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
+    text(&out.stdout)
+}
+
+/// Serves the grown array: the old data, zeros after it up to `size`, new writes there, and
+/// a check with no mismatch.
+fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8], size: u64) {
+    let served = Served::start(dir, name, members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), size);
+    assert_reads_back(&mut client, data);
+    for at in (data.len() as u64..size).step_by(MIB as usize) {
+        assert!(client.read(at, MIB as u32).unwrap() == vec![0; MIB as usize], "at {at}");
+    }
+    client.write(size - 65536, &vec![0x5a; 65536], true).unwrap();
+    assert_eq!(client.read(size - 65536, 65536).unwrap(), vec![0x5a; 65536]);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(dir, &["check", "--wait", name]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_reshape_cut_short_is_refused_until_continued_and_keeps_the_data() {
+    let dir = tempdir("reshape");
+    let (mut members, data) = small_array(&dir, "rs", true);
+    members.extend(add_spares(&dir, "rs", &members, 3));
+    let all = strs(&members);
+    // Three members to five: two of the three spares taken, in the order given.
+    let grow = [&["-n", "5"][..], &all].concat();
+    let said = grow_cut_short(&dir, &grow, 2);
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+    let examined = examine(&members[3]);
+    for line in ["Raid Devices : 5", "Delta Devices : 2 (3->5)", "Reshape pos'n : 6144 (6.00 MiB"] {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(examined.contains("New Offset : 1024 sectors"), "{examined}");
+    let refusal = text(&uraid(&dir, &[&["assemble", "-o", "/dev/null"][..], &all].concat()).stderr);
+    assert!(refusal.contains("a reshape is in progress (`uraid grow --continue`"), "{refusal}");
+    let served = uraid(&dir, &[&["serve", "--name", "rs"][..], &all].concat());
+    assert!(!served.status.success(), "served mid-reshape");
+    assert!(text(&served.stderr).contains("uraid grow --continue"), "{}", text(&served.stderr));
+
+    let cont = [&["grow", "--continue", "--json"][..], &all].concat();
+    let report: serde_json::Value = serde_json::from_str(&uraid_ok(&dir, &cont)).unwrap();
+    assert_eq!(
+        (report["old_raid_disks"].as_u64(), report["new_raid_disks"].as_u64()),
+        (Some(3), Some(5))
+    );
+    assert_eq!(report["new_array_kib"], 32768, "four data members of 8 MiB: {report}");
+    assert!(report["from_sector"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["new_data_offset_sectors"], 1024, "mdadm's choice: {report}");
+    let examined = examine(&members[4]);
+    for line in [
+        "Raid Devices : 5",
+        "Data Offset : 1024 sectors",
+        "Avail Dev Size : 48128 sectors",
+        "Array Size : 32768 KiB",
+        "Device Role : Active device 4",
+        "State : clean",
+    ] {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(!examined.contains("Reshape"), "{examined}");
+    assert!(examine(&members[5]).contains("Device Role : spare"));
+    let sb = superblock_of(&members[0]);
+    assert_eq!((sb.feature_map & 0x44, sb.data_size_sectors), (0, 48128));
+    serve_and_check(&dir, "rs", &members, &data, 32 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// RAID6 in one go, without a bitmap; then grown again, from the offset the first left.
+#[test]
+fn a_raid6_grows_twice_and_keeps_its_data() {
+    let dir = tempdir("reshape6");
+    let members = serve_common::member_files(&dir, 4, 24);
+    let create = ["create", "-l", "6", "-n", "4", "--chunk", "64K", "--size", "8M", "-N", "r6"];
+    uraid_ok(&dir, &[&create[..], &["--assume-clean"], &strs(&members)].concat());
+    let served = Served::start(&dir, "r6", &members);
+    let mut client = served.client();
+    let data: Vec<u8> = (0..16 * MIB).map(|i| (i * 13 + i / 65536) as u8).collect();
+    stopped_common::write_all(&mut client, &data);
+    client.disconnect().unwrap();
+    uraid_ok(&dir, &["stop", "r6"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    let mut all = members.clone();
+    all.extend(add_spares(&dir, "r6", &members, 2));
+    let grown = uraid_ok(&dir, &[&["grow", "-n", "5"][..], &strs(&all)].concat());
+    assert!(grown.contains("from 4 to 5 members") && grown.contains("2048 -> 1024"), "{grown}");
+    let grown = uraid_ok(&dir, &[&["grow", "-n", "6"][..], &strs(&all)].concat());
+    assert!(grown.contains("from 5 to 6 members") && grown.contains("1024 -> 512"), "{grown}");
+    serve_and_check(&dir, "r6", &all, &data, 32 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `uraid grow ARGS` fails saying `why`, and no member changed.
+fn refused(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
+    let before = images(members);
+    let out = uraid(dir, &[&["grow"][..], args].concat());
+    assert!(!out.status.success(), "{args:?} grew");
+    let err = text(&out.stderr);
+    assert!(err.contains(why), "{args:?}: {err}");
+    assert!(images(members) == before, "{args:?} wrote to a member");
+}
+
+#[test]
+fn what_cannot_be_reshaped_is_refused_and_left_alone() {
+    let dir = tempdir("reshape-refused");
+    let (mut members, _) = small_array(&dir, "rf", false);
+    members.extend(add_spares(&dir, "rf", &members, 1));
+    let all = strs(&members);
+    let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
+    refused(&dir, &members, &with(&["-n", "5"]), "2 new members need as many spares");
+    refused(&dir, &members, &with(&["-n", "3"]), "has 3 members already");
+    refused(&dir, &members, &with(&["--continue"]), "no reshape is in progress");
+    refused(&dir, &members, &["-n", "4", all[0], all[1], all[3]], "degraded (slots [2]");
+    // m1's own bad block log moved to just before its data (as older mdadm put it): no
+    // room to move the data down there.
+    let mut sb = superblock_of(&members[1]);
+    sb.bblog_offset_sectors = 2048 - 8 - 8;
+    sb.seal();
+    let file = std::fs::OpenOptions::new().write(true).open(&members[1]).unwrap();
+    file.write_all_at(&sb.encode(), 4096).unwrap();
+    refused(&dir, &members, &with(&["-n", "4"]), "m1.img has 0 sectors between md's metadata");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
