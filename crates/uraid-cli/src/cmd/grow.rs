@@ -43,10 +43,12 @@ is restriped from the first sector on and moves down into the room mdadm keeps b
 backup file: at least a chunk of room, about half of it used), and the new space reads as \
 zeros. Each window is made durable before its end is recorded in the superblocks, so a crash \
 or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
-array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md adds one (8 sectors past the \
+array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md \
+adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size or fewer members (nothing shrinks), too few spares, a size past a member's room, a \
+replacement not finished, a smaller size or fewer members (nothing shrinks), too few spares, \
+a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
 mdadm's units: a bare number is KiB.",
     after_help = "Examples (the array stopped):\n  \
