@@ -64,3 +64,21 @@ pub fn strs(members: &[PathBuf]) -> Vec<&str> {
 pub fn images(members: &[PathBuf]) -> Vec<Vec<u8>> {
     members.iter().map(|m| std::fs::read(m).unwrap()).collect()
 }
+
+/// Adds `count` spares of 24 MiB (s0.img...) to the stopped array `name` of `members`.
+pub fn add_spares(dir: &Path, name: &str, members: &[PathBuf], count: usize) -> Vec<PathBuf> {
+    let spares: Vec<PathBuf> = (0..count)
+        .map(|i| {
+            let path = dir.join(format!("s{i}.img"));
+            std::fs::File::create(&path).unwrap().set_len(24 * MIB).unwrap();
+            path
+        })
+        .collect();
+    let served = Served::start(dir, name, members);
+    for spare in &spares {
+        uraid_ok(dir, &["add", name, spare.to_str().unwrap()]);
+    }
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    spares
+}

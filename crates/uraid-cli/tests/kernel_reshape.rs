@@ -1,0 +1,149 @@
+//! `uraid grow --raid-devices` against the kernel's reshape, both ways. Four copies of one
+//! small array (RAID5 of 3 x 24 MiB members using 8 MiB of each, a 4 KiB-chunk bitmap, 16 MiB
+//! of a pattern written through uraid, one spare added): uraid reshapes the first onto four
+//! members; the second it stops after two windows, as a crash would; the third and fourth
+//! md reshapes itself, the fourth slowed and stopped midway. In the VM md must assemble the
+//! first as its own (four members, the data, a check with no mismatch), take up the second's
+//! reshape where uraid left it and finish it (the same), and move the third's data where
+//! uraid moves it (the data offset mdadm chooses). Back on the host uraid reads the array md
+//! reshaped and finishes the one md left midway: the data, zeros after it, a clean check.
+//! Skips without the VM kit, except under CI=true.
+
+mod mdvm;
+mod serve_common;
+mod stopped_common;
+
+use serve_common::{Served, tempdir, uraid_ok};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use stopped_common::{MIB, add_spares, assert_reads_back, small_array};
+
+const JOB: &str = r#"
+r() { echo "RESULT $*"; }
+md() { cat /sys/block/md0/md/$1; }
+seen() {
+  r $1_disks $(md raid_disks) $(cat /sys/block/md0/size)
+  r $1_data $(head -c 16777216 /dev/md0 | sha256sum | cut -d' ' -f1)
+  echo check > /sys/block/md0/md/sync_action
+  mdadm --wait /dev/md0 || true
+  r $1_mismatches $(md mismatch_cnt)
+}
+mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1
+seen uraid
+mdadm --stop /dev/md0 2>&1
+r cut_left_at $(mdadm --examine /dev/vde | sed -n "s/^ *Reshape pos'n : \([0-9]*\).*/\1/p")
+mdadm --assemble /dev/md0 --run /dev/vde /dev/vdf /dev/vdg /dev/vdh 2>&1
+mdadm --wait /dev/md0 || true
+r cut_after $(md reshape_position) $(md sync_action)
+seen cut
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdi /dev/vdj /dev/vdk /dev/vdl 2>&1
+mdadm --grow /dev/md0 --raid-devices=4 2>&1
+mdadm --wait /dev/md0 || true
+r md_offset $(cat /sys/block/md0/md/dev-vdi/offset) $(md reshape_position)
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdm /dev/vdn /dev/vdo /dev/vdp 2>&1
+echo 100 > /sys/block/md0/md/sync_speed_min
+echo 100 > /sys/block/md0/md/sync_speed_max
+mdadm --grow /dev/md0 --raid-devices=4 2>&1
+sleep 3
+r md_cut $(md reshape_position) $(md raid_disks) $(md sync_action)
+cat /proc/mdstat
+mdadm --stop /dev/md0 2>&1
+"#;
+
+/// One copy: its directory, members (the spare last) and data.
+struct Copy {
+    dir: PathBuf,
+    members: Vec<PathBuf>,
+    data: Vec<u8>,
+}
+
+fn copy(case: &str) -> Copy {
+    let dir = tempdir(case);
+    let (mut members, data) = small_array(&dir, "kr", true);
+    members.extend(add_spares(&dir, "kr", &members, 1));
+    Copy { dir, members, data }
+}
+
+fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uraid"));
+    cmd.arg("grow").args(args).args(&c.members).env("URAID_RUN_DIR", c.dir.join("run"));
+    if let Some(windows) = stop_after {
+        cmd.env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string());
+    }
+    let out = cmd.output().expect("running uraid grow");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    said
+}
+
+/// Serves the copy as four members: the data, zeros to 24 MiB, a check with no mismatch.
+fn reads_right(c: &Copy) {
+    let served = Served::start(&c.dir, "kr", &c.members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 24 * MIB);
+    assert_reads_back(&mut client, &c.data);
+    for at in (16 * MIB..24 * MIB).step_by(MIB as usize) {
+        assert!(client.read(at, MIB as u32).unwrap() == vec![0; MIB as usize], "at {at}");
+    }
+    client.disconnect().unwrap();
+    let checked = uraid_ok(&c.dir, &["check", "--wait", "kr"]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(&c.dir, &["stop", "kr"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn md_and_uraid_take_up_each_others_reshapes() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let copies: Vec<Copy> =
+        ["kreshape-a", "kreshape-b", "kreshape-c", "kreshape-d"].into_iter().map(copy).collect();
+    let said = grow(&copies[0], &["-n", "4"], None);
+    assert!(said.contains("data offset 2048 -> 1664 sectors"), "{said}");
+    let said = grow(&copies[1], &["-n", "4"], Some(2));
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+
+    let job = copies[0].dir.join("reshape.sh");
+    std::fs::write(&job, JOB).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", "900"]).arg(&job);
+    for c in &copies {
+        cmd.args(&c.members);
+    }
+    let console = mdvm::run(&mut cmd, "reshape");
+    let md = mdvm::results(&console);
+    let data = sha256(&copies[0].data);
+    // 24 MiB: three data members of 8 MiB.
+    for who in ["uraid", "cut"] {
+        assert_eq!(mdvm::result(&md, &format!("{who}_disks")), "4 49152", "{who}: {console}");
+        assert_eq!(mdvm::result(&md, &format!("{who}_data")), data, "{who}'s data in md");
+        assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s parity");
+    }
+    // uraid recorded two windows: 3 new stripes (384 sectors of room, 128-sector chunks),
+    // then up to the old row of sector 3 * 384 = 1152, 4 more: 7 of 384 sectors, in KiB.
+    assert_eq!(mdvm::result(&md, "cut_left_at"), "1344", "where uraid stopped: {console}");
+    assert_eq!(mdvm::result(&md, "cut_after"), "none idle", "md finished it");
+    assert_eq!(mdvm::result(&md, "md_offset"), "1664 none", "mdadm's move is uraid's");
+    let md_cut = mdvm::result(&md, "md_cut");
+    assert!(md_cut.ends_with(" 4 (3) reshape"), "md reshaping when stopped: {md_cut}");
+    let md_cut: u64 = md_cut.split(' ').next().unwrap().parse().expect("md midway");
+    assert!(md_cut < 49152, "md stopped midway: {md_cut}");
+    // The array md reshaped reads right in uraid; the one md left midway uraid finishes.
+    reads_right(&copies[2]);
+    let said = grow(&copies[3], &["--continue"], None);
+    // md went on a little between the look and its stop.
+    let from = said.split("from array sector ").nth(1).and_then(|r| r.split(',').next());
+    let from: u64 = from.and_then(|f| f.parse().ok()).expect("where uraid took up");
+    assert!((md_cut..49152).contains(&from), "from {from}, md at {md_cut} when looked: {said}");
+    reads_right(&copies[3]);
+    for c in copies {
+        std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
+    }
+}
+
+fn sha256(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("{:x}", sha2::Sha256::digest(data))
+}
