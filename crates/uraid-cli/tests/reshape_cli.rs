@@ -68,6 +68,13 @@ fn a_reshape_cut_short_is_refused_until_continued_and_keeps_the_data() {
         assert!(examined.contains(line), "{line}: {examined}");
     }
     assert!(examined.contains("New Offset : 1792 sectors"), "{examined}");
+    // uraid's examine says the same.
+    let ours = uraid_ok(&dir, &["examine", all[3]]);
+    for line in ["New Offset : 1792 sectors", "Reshape pos'n : 1536\n", "Delta Devices : 2 (3->5)"]
+    {
+        assert!(ours.contains(line), "{line}: {ours}");
+    }
+    assert!(ours.contains("Write Hole Log : none during a reshape"), "{ours}");
     let refusal = text(&uraid(&dir, &[&["assemble", "-o", "/dev/null"][..], &all].concat()).stderr);
     assert!(refusal.contains("a reshape is in progress (`uraid grow --continue`"), "{refusal}");
     let served = uraid(&dir, &[&["serve", "--name", "rs"][..], &all].concat());

@@ -244,8 +244,12 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
         ("Array Size", format!("{} KiB", array_size_kib(sb))),
         ("Used Dev Size", format!("{} sectors", sb.size_sectors)),
         ("Data Offset", format!("{} sectors", sb.data_offset_sectors)),
-        ("Super Offset", format!("{} sectors", sb.super_offset_sectors)),
     ];
+    if sb.feature_map & uraid_format::feature::NEW_OFFSET != 0 {
+        let new = sb.data_offset_sectors.saturating_add_signed(sb.new_offset_sectors.into());
+        fields.push(("New Offset", format!("{new} sectors")));
+    }
+    fields.push(("Super Offset", format!("{} sectors", sb.super_offset_sectors)));
     // A member being rebuilt: in sync below this (mdadm prints it here).
     if sb.feature_map & uraid_format::feature::RECOVERY_OFFSET != 0 {
         fields.push(("Recovery Offset", format!("{} sectors", sb.recovery_offset_sectors)));
@@ -275,6 +279,7 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
     if let Some((offset, size)) = sb.ppl() {
         fields.push(("PPL", format!("{size} sectors at offset {offset} sectors from superblock")));
     }
+    fields.extend(reshape_fields(sb));
     // decode verified the checksum: a superblock that is reported at all has a correct one.
     fields.push(("Checksum", format!("{:x} - correct", sb.sb_csum)));
     fields.push(("Events", sb.events.to_string()));
@@ -287,6 +292,30 @@ fn fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
     fields.push(("Device Role", role_text(sb.role())));
     let legend = "('A' == active, '.' == missing, 'R' == replacing)";
     fields.push(("Array State", format!("{} {legend}", sb.array_state())));
+    fields
+}
+
+/// A reshape in progress, as mdadm shows it (the position in KiB).
+fn reshape_fields(sb: &Superblock1) -> Vec<(&'static str, String)> {
+    if sb.feature_map & uraid_format::feature::RESHAPE_ACTIVE == 0 {
+        return Vec::new();
+    }
+    let mut fields = vec![("Reshape pos'n", (sb.reshape_position_sectors / 2).to_string())];
+    if sb.delta_disks != 0 {
+        let old = i64::from(sb.raid_disks) - i64::from(sb.delta_disks);
+        let delta = format!("{} ({old}->{})", sb.delta_disks, sb.raid_disks);
+        fields.push(("Delta Devices", delta));
+    }
+    if sb.new_level != sb.level.to_md() {
+        let level = Level::from_md(sb.new_level).map_or("-unknown-".into(), |l| l.to_string());
+        fields.push(("New Level", level));
+    }
+    if sb.new_layout != sb.layout && matches!(sb.level, Level::Raid5 | Level::Raid6) {
+        fields.push(("New Layout", layout_name(sb.level, sb.new_layout)));
+    }
+    if sb.new_chunk_sectors != sb.chunk_sectors {
+        fields.push(("New Chunksize", chunk_text(sb.new_chunk_sectors)));
+    }
     fields
 }
 
@@ -319,6 +348,10 @@ fn md_ppl_fields(path: &str, sb: &Superblock1) -> Vec<(&'static str, String)> {
 fn log_fields(path: &str, sb: &Superblock1) -> Vec<(&'static str, String)> {
     if !matches!(sb.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
         return Vec::new();
+    }
+    if sb.feature_map & uraid_format::feature::RESHAPE_ACTIVE != 0 {
+        let none = "none during a reshape (the data moves into the room before it)";
+        return vec![("Write Hole Log", none.to_owned())];
     }
     match uraid_md::ppl::examine_member(std::path::Path::new(path), sb) {
         Ok(None) => vec![("Write Hole Log", "none (no room before the data)".to_owned())],
