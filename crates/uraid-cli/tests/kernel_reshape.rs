@@ -17,7 +17,7 @@ use serve_common::{Served, tempdir, uraid_ok};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-use stopped_common::{MIB, add_spares, assert_reads_back, small_array};
+use stopped_common::{MIB, add_spares, assert_reads_back, small_array_with};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -51,6 +51,12 @@ sleep 3
 r md_cut $(md reshape_position) $(md raid_disks) $(md sync_action)
 cat /proc/mdstat
 mdadm --stop /dev/md0 2>&1
+r tight_new_offset $(mdadm --examine /dev/vdq | sed -n "s/^ *New Offset : \([0-9]*\).*/\1/p")
+mdadm --assemble /dev/md0 --run /dev/vdq /dev/vdr /dev/vds /dev/vdt 2>&1
+mdadm --wait /dev/md0 || true
+r tight_after $(md reshape_position) $(md sync_action)
+seen tight
+mdadm --stop /dev/md0 2>&1
 "#;
 
 /// One copy: its directory, members (the spare last) and data.
@@ -61,8 +67,16 @@ struct Copy {
 }
 
 fn copy(case: &str) -> Copy {
+    let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
     let dir = tempdir(case);
-    let (mut members, data) = small_array(&dir, "kr", true);
+    let (mut members, data) = match case {
+        // Too little room for mdadm's move (768 sectors for 128 KiB chunks): one chunk.
+        "kreshape-e" => {
+            let options = [&bitmap[..], &["--data-offset", "256K"]].concat();
+            small_array_with(&dir, "kr", "128K", &options)
+        }
+        _ => small_array_with(&dir, "kr", "64K", &bitmap),
+    };
     members.extend(add_spares(&dir, "kr", &members, 1));
     Copy { dir, members, data }
 }
@@ -99,11 +113,13 @@ fn reads_right(c: &Copy) {
 fn md_and_uraid_take_up_each_others_reshapes() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
     let copies: Vec<Copy> =
-        ["kreshape-a", "kreshape-b", "kreshape-c", "kreshape-d"].into_iter().map(copy).collect();
+        ["a", "b", "c", "d", "e"].into_iter().map(|c| copy(&format!("kreshape-{c}"))).collect();
     let said = grow(&copies[0], &["-n", "4"], None);
     assert!(said.contains("data offset 2048 -> 1664 sectors"), "{said}");
     let said = grow(&copies[1], &["-n", "4"], Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
+    let said = grow(&copies[4], &["-n", "4"], Some(1));
+    assert!(said.contains("stopped after 1 windows"), "{said}");
 
     let job = copies[0].dir.join("reshape.sh");
     std::fs::write(&job, JOB).expect("writing the job");
@@ -116,7 +132,7 @@ fn md_and_uraid_take_up_each_others_reshapes() {
     let md = mdvm::results(&console);
     let data = sha256(&copies[0].data);
     // 24 MiB: three data members of 8 MiB.
-    for who in ["uraid", "cut"] {
+    for who in ["uraid", "cut", "tight"] {
         assert_eq!(mdvm::result(&md, &format!("{who}_disks")), "4 49152", "{who}: {console}");
         assert_eq!(mdvm::result(&md, &format!("{who}_data")), data, "{who}'s data in md");
         assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s parity");
@@ -125,6 +141,9 @@ fn md_and_uraid_take_up_each_others_reshapes() {
     // then up to the old row of sector 3 * 384 = 1152, 4 more: 7 of 384 sectors, in KiB.
     assert_eq!(mdvm::result(&md, "cut_left_at"), "1344", "where uraid stopped: {console}");
     assert_eq!(mdvm::result(&md, "cut_after"), "none idle", "md finished it");
+    // 432 sectors of room before the data at 512: a chunk's move, which md takes up too.
+    assert_eq!(mdvm::result(&md, "tight_new_offset"), "256", "{console}");
+    assert_eq!(mdvm::result(&md, "tight_after"), "none idle", "md finished it");
     assert_eq!(mdvm::result(&md, "md_offset"), "1664 none", "mdadm's move is uraid's");
     let md_cut = mdvm::result(&md, "md_cut");
     assert!(md_cut.ends_with(" 4 (3) reshape"), "md reshaping when stopped: {md_cut}");

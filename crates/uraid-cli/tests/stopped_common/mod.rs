@@ -16,11 +16,21 @@ pub const DATA_OFFSET: u64 = MIB;
 /// Three 24 MiB members of a RAID5 using 8 MiB of each (with `bitmap`, one of 4 KiB chunks:
 /// growing doubles its chunk twice), written whole with a pattern through the server, stopped.
 pub fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) {
+    let bitmap: &[&str] =
+        if bitmap { &["--bitmap", "internal", "--bitmap-chunk", "4K"] } else { &[] };
+    small_array_with(dir, name, "64K", bitmap)
+}
+
+/// `small_array` with this chunk and more `uraid create` options.
+pub fn small_array_with(
+    dir: &Path,
+    name: &str,
+    chunk: &str,
+    options: &[&str],
+) -> (Vec<PathBuf>, Vec<u8>) {
     let members = serve_common::member_files(dir, 3, 24);
-    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", "64K", "--size", "8M"];
-    if bitmap {
-        create.extend(["--bitmap", "internal", "--bitmap-chunk", "4K"]);
-    }
+    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", chunk, "--size", "8M"];
+    create.extend(options);
     create.extend(["--assume-clean", "-N", name]);
     create.extend(strs(&members));
     uraid_ok(dir, &create);

@@ -8,8 +8,9 @@
 //! members (`compute_backup_blocks` / `min_offset_change`: 384 sectors for 3 -> 4 members of
 //! RAID5 with 64 KiB chunks), which must fit in the room before the data on every member
 //! (past the superblock, bitmap and bad block log, and never within 36 KiB of the
-//! superblock: the kernel's `super_1_allow_new_offset`); else mdadm falls back to a backup
-//! file, which uraid does not do. While the reshape runs every superblock says so:
+//! superblock: the kernel's `super_1_allow_new_offset`). Where mdadm would need a backup
+//! file for want of that room, uraid moves the data by the whole chunks there are: its copy
+//! needs one (`uraid_core::reshape`). While the reshape runs every superblock says so:
 //! `RESHAPE_ACTIVE` and `NEW_OFFSET`, `raid_disks` the new count, `delta_disks` the change,
 //! the level, layout and chunk as they were, `reshape_position` the array sector copied up
 //! to, `new_offset` the signed move, the added members in their slots. When it ends the data
@@ -110,17 +111,22 @@ pub fn plan_reshape(
         .map(|(s, m)| (m, s.metadata_end_sectors))
         .max_by_key(|p| p.1)
         .expect("a whole array has members");
-    let min_move = offset_change(plan.chunk_sectors, plan.data_disks(), new_raid_disks - current);
+    let room = high.saturating_sub(low);
+    let chunk = u64::from(plan.chunk_sectors);
+    let mdadm_move = offset_change(plan.chunk_sectors, plan.data_disks(), new_raid_disks - current);
+    // Where mdadm would need a backup file, uraid's copy needs only a chunk (and the kernel,
+    // taking it up, only some room: raid5.c `raid5_run`); whole chunks keep 4K alignment.
+    let moved = if room >= mdadm_move { mdadm_move } else { room / chunk * chunk };
     // Past what md's 32-bit `new_offset` holds is past any room mdadm leaves, too.
-    if high < low.saturating_add(min_move) || min_move > i32::MAX as u64 {
-        let tight = if high.saturating_sub(low) == 0 { metadata } else { holder };
+    if moved < chunk || moved > i32::MAX as u64 {
+        let tight = if room == 0 { metadata } else { holder };
         return Err(GrowError::NoHeadroom {
             member: tight.name.clone(),
-            room_sectors: high.saturating_sub(low),
-            needed_sectors: min_move,
+            room_sectors: room,
+            needed_sectors: chunk,
         });
     }
-    let new_offset = high - min_move;
+    let new_offset = high - moved;
     for (m, s) in members.iter().zip(&spaces).skip(current as usize) {
         let avail_sectors =
             s.avail_sectors.saturating_add(s.data_offset_sectors.saturating_sub(new_offset));
@@ -411,10 +417,16 @@ mod tests {
         );
         // The spare would hold 15000 + 384 sectors from the new offset, under 16384.
         assert!(matches!(plan_reshape(&p, 4, &space), Err(GrowError::SpareTooSmall { .. })));
+        // Less room than mdadm's move: whole chunks of it.
+        let some = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 1700, ..space(m) };
+        let mut whole = plan();
+        whole.spares = vec![spare(3, "s3")];
+        let rp = plan_reshape(&whole, 4, &some).unwrap();
+        assert_eq!(rp.members[3].new_offset_sectors, 2048 - 256, "348 sectors of room");
         let tight = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 2000, ..space(m) };
         let err = plan_reshape(&p, 4, &tight).unwrap_err();
         assert!(
-            matches!(err, GrowError::NoHeadroom { room_sectors: 48, needed_sectors: 384, .. }),
+            matches!(err, GrowError::NoHeadroom { room_sectors: 48, needed_sectors: 128, .. }),
             "{err}"
         );
         let mut dirty = plan();
