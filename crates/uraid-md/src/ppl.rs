@@ -3,7 +3,9 @@
 //!
 //! Where. md leaves room between its metadata (superblock, bitmap, bad block log) and the data:
 //! mostly the reshape headroom mdadm reserves (about 0.1% of the device, up to 128 MiB), which
-//! the kernel never touches outside a reshape, and uraid never reshapes. The log takes the
+//! nothing touches outside a reshape; a reshape (the kernel's, or `uraid grow --raid-devices`,
+//! on a stopped clean array whose log is empty) moves the data down into it, and the log
+//! then takes the room left before the new data offset. The log takes the
 //! largest free 4 KiB-aligned gap there, at most 16 MiB and at least 256 KiB (else there is no
 //! log and the write hole stays open, as with md without its PPL). The gap comes from the
 //! superblock alone, so every run finds the same one, and is cut into `LOG_RINGS` fixed rings.
