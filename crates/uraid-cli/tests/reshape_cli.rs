@@ -109,6 +109,36 @@ fn a_reshape_cut_short_is_refused_until_continued_and_keeps_the_data() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A crash in the middle of the first superblock writes (two of four members kept their
+/// old superblock, one event behind, in the old shape): `--continue` gives them the start's
+/// and finishes.
+#[test]
+fn a_reshape_whose_first_superblock_writes_were_cut_off_goes_on() {
+    let dir = tempdir("reshape-torn");
+    let (mut members, data) = small_array(&dir, "rt", true);
+    members.extend(add_spares(&dir, "rt", &members, 1));
+    let all = strs(&members);
+    let old_area = |m: &PathBuf| {
+        let mut area = vec![0u8; 4096];
+        std::fs::File::open(m).unwrap().read_exact_at(&mut area, 4096).unwrap();
+        area
+    };
+    let kept: Vec<Vec<u8>> = [&members[1], &members[3]].into_iter().map(old_area).collect();
+    let said = grow_cut_short(&dir, &[&["-n", "4"][..], &all].concat(), 0);
+    assert!(said.contains("stopped after 0 windows"), "{said}");
+    for (m, area) in [&members[1], &members[3]].into_iter().zip(&kept) {
+        let file = std::fs::OpenOptions::new().write(true).open(m).unwrap();
+        file.write_all_at(area, 4096).unwrap();
+    }
+    let refusal = text(&uraid(&dir, &[&["assemble", "-o", "/dev/null"][..], &all].concat()).stderr);
+    assert!(refusal.contains("a reshape is in progress"), "{refusal}");
+    let said = uraid_ok(&dir, &[&["grow", "--continue"][..], &all].concat());
+    assert_eq!(said.matches("first superblock write had not reached it").count(), 2, "{said}");
+    assert!(said.contains("reshaped from 3 to 4 members from array sector 0"), "{said}");
+    serve_and_check(&dir, "rt", &members, &data, 24 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// RAID6 in one go, without a bitmap; then grown again, from the offset the first left.
 #[test]
 fn a_raid6_grows_twice_and_keeps_its_data() {

@@ -156,6 +156,9 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
+    if args.resume {
+        crate::cmd::reshape::mend_torn_start(&args.select, &args.members)?;
+    }
     let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
     let cannot = || format!("cannot grow {}", stopped.plan.name);
     if args.resume || args.raid_devices.is_some() {

@@ -8,16 +8,19 @@
 //! position from which `--continue` (or the kernel, which reads the same fields) copies on.
 
 use crate::cmd::grow::{Grown, Stopped, bitmap_at, now_seconds, write_synced};
-use crate::cmd::md_meta::SUPERBLOCK_OFFSET_BYTES;
+use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, open_exclusive, read_candidate_to_assemble};
+use crate::cmd::scan::{Selected, Selection};
 use anyhow::{Context, bail};
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use uraid_core::reshape::{Reshape, ReshapeIo};
 use uraid_core::{DiskIndex, Geometry, Layout, SECTOR_BYTES};
+use uraid_format::Superblock1;
 use uraid_format::assemble::{AssemblyPlan, PlannedMember};
+use uraid_format::feature::RESHAPE_ACTIVE;
 use uraid_format::grow::reshape::{
     KERNEL_METADATA_SECTORS, MemberSpace, ReshapePlan, ReshapeProgress, plan_reshape,
-    reshape_in_progress, reshaped_superblock, reshaping_superblock,
+    reshape_in_progress, reshaped_superblock, reshaping_superblock, torn_start_superblock,
 };
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
 
@@ -58,6 +61,31 @@ pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Re
     restamp_bitmap(plan, &grown, events)?;
     record(&grown, &rp, Some(0), events)?;
     run(plan, &grown, &rp, 0, events)
+}
+
+/// Before `--continue`: the members a crash kept from the reshape's first superblock writes
+/// (`torn_start_superblock`: nothing had moved) get them, so that the array plans whole.
+pub(crate) fn mend_torn_start(select: &Selection, given: &[String]) -> anyhow::Result<()> {
+    let Selected { members: paths, .. } = select.resolve(given)?;
+    let own = |path: &String| {
+        let area = read_candidate_to_assemble(path).superblock_area.ok()?;
+        Superblock1::decode(&area).ok()
+    };
+    let sbs: Vec<Option<Superblock1>> = paths.iter().map(own).collect();
+    let reshaping = sbs.iter().flatten().filter(|sb| sb.feature_map & RESHAPE_ACTIVE != 0);
+    let Some(reference) = reshaping.max_by_key(|sb| sb.events) else { return Ok(()) };
+    for (path, sb) in paths.iter().zip(&sbs) {
+        let Some(mended) = sb.as_ref().and_then(|sb| torn_start_superblock(sb, reference)) else {
+            continue;
+        };
+        let held = "stop it first (uraid grow works on a stopped array)";
+        let file = open_exclusive(Path::new(path), held).with_context(|| path.clone())?;
+        file.write_all_at(&mended.encode(), SUPERBLOCK_OFFSET_BYTES)
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("{path}: writing the superblock"))?;
+        out!("{path}: the reshape's first superblock write had not reached it (a crash): written");
+    }
+    Ok(())
 }
 
 /// Takes up a reshape the superblocks record (uraid's or the kernel's).

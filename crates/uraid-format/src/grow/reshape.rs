@@ -20,9 +20,10 @@
 //! The event count goes up once, when the reshape starts; the positions recorded and the end
 //! keep it. A member whose last write was cut off then still agrees with the others (an
 //! older position is always a safe one to go on from, `uraid_core::reshape`), and one that
-//! ended beside others that did not is recognised by its own fields. Not covered: a crash
-//! in the middle of the first superblock writes leaves members an event apart, which
-//! uraid's assembly refuses as stale (md takes members one event behind).
+//! ended beside others that did not is recognised by its own fields. A crash in the middle
+//! of the first superblock writes leaves members an event apart in two shapes (md takes
+//! members one event behind); nothing has moved then, and `torn_start_superblock` gives
+//! the ones left behind what the others have.
 
 use super::GrowError;
 use crate::assemble::{AssemblyPlan, PlannedMember};
@@ -253,6 +254,40 @@ pub fn reshape_in_progress(
     (plan, position.min(progress.position_sectors))
 }
 
+/// A member the reshape's first superblock writes did not reach before a crash: the old
+/// shape, one event behind `reference` (a member they reached, still at position 0, so no
+/// data had moved). Its superblock as the start would have written it (the new offset the
+/// one every member gets); `None` for any other member.
+#[must_use]
+pub fn torn_start_superblock(own: &Superblock1, reference: &Superblock1) -> Option<Superblock1> {
+    let progress = ReshapeProgress::of(reference).ok()??;
+    let untouched = own.feature_map & feature::RESHAPE_ACTIVE == 0
+        && own.set_uuid == reference.set_uuid
+        && own.events.checked_add(1) == Some(reference.events)
+        && own.raid_disks == progress.old_raid_disks
+        && own.dev_roles.len() == reference.dev_roles.len();
+    if !untouched || progress.position_sectors != 0 {
+        return None;
+    }
+    let new_offset =
+        reference.data_offset_sectors.checked_add_signed(reference.new_offset_sectors.into())?;
+    let moved = i32::try_from(own.data_offset_sectors.checked_sub(new_offset)?).ok()?;
+    let mut sb = own.clone();
+    sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+    sb.raid_disks = reference.raid_disks;
+    sb.delta_disks = reference.delta_disks;
+    sb.new_level = reference.new_level;
+    sb.new_layout = reference.new_layout;
+    sb.new_chunk_sectors = reference.new_chunk_sectors;
+    sb.reshape_position_sectors = 0;
+    sb.new_offset_sectors = -moved;
+    sb.dev_roles.clone_from(&reference.dev_roles);
+    sb.utime = reference.utime;
+    sb.events = reference.events;
+    sb.seal();
+    Some(sb)
+}
+
 /// A member's superblock while the reshape runs, at `position`; sealed.
 #[must_use]
 pub fn reshaping_superblock(
@@ -397,6 +432,25 @@ mod tests {
         let offsets: Vec<_> =
             back.members.iter().map(|m| (m.old_offset_sectors, m.new_offset_sectors)).collect();
         assert_eq!(offsets, [(1664, 1664), (2048, 1664)]);
+    }
+
+    #[test]
+    fn a_member_the_first_writes_missed_gets_the_start_superblock() {
+        let mut p = plan();
+        p.spares = vec![spare(3, "s3")];
+        let rp = plan_reshape(&p, 4, &space).unwrap();
+        let own = superblock(16384, 2048);
+        let started = reshaping_superblock(&own, &rp, &rp.members[0], 0, 10, 7);
+        let mut missed = own.clone();
+        missed.events = 9;
+        let mended = torn_start_superblock(&missed, &started).expect("one event behind");
+        assert_eq!(mended, reshaping_superblock(&missed, &rp, &rp.members[0], 0, 10, 7));
+        // Not once data moved, nor for a member further behind or already started.
+        let moved = reshaping_superblock(&own, &rp, &rp.members[0], 1536, 10, 7);
+        assert_eq!(torn_start_superblock(&missed, &moved), None);
+        missed.events = 8;
+        assert_eq!(torn_start_superblock(&missed, &started), None);
+        assert_eq!(torn_start_superblock(&started, &started), None);
     }
 
     #[test]
