@@ -48,15 +48,17 @@ pub(crate) struct Reshaped {
 pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Reshaped> {
     let plan = &stopped.plan;
     let grown = stopped.members()?;
+    let spaces = grown
+        .iter()
+        .map(|g| {
+            member_space(g).map(|s| (g.member.candidate, s)).with_context(|| g.member.name.clone())
+        })
+        .collect::<anyhow::Result<Vec<(usize, MemberSpace)>>>()?;
     let space = |m: &PlannedMember| {
-        let g = grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned");
-        member_space(g)
+        let (_, s) = spaces.iter().find(|(c, _)| *c == m.candidate).expect("measured");
+        s.clone()
     };
-    let spaces: Vec<anyhow::Result<MemberSpace>> = grown.iter().map(member_space).collect();
-    if let Some((g, Err(e))) = grown.iter().zip(&spaces).find(|(_, s)| s.is_err()) {
-        bail!("{}: {e:#}", g.member.name);
-    }
-    let rp = plan_reshape(plan, new_raid_disks, &|m| space(m).expect("measured above"))?;
+    let rp = plan_reshape(plan, new_raid_disks, &space)?;
     let events = plan.events + 1;
     restamp_bitmap(plan, &grown, events)?;
     record(&grown, &rp, Some(0), events)?;
@@ -92,8 +94,9 @@ pub(crate) fn mend_torn_start(select: &Selection, given: &[String]) -> anyhow::R
 pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
     let plan = &stopped.plan;
     let grown = stopped.members()?;
-    let progress = ReshapeProgress::of(&grown[0].own).map_err(anyhow::Error::msg)?;
-    let Some(progress) = progress else {
+    // Any member still reshaping says what (one whose last write ended it says nothing).
+    let progress = grown.iter().find_map(|g| ReshapeProgress::of(&g.own).transpose());
+    let Some(progress) = progress.transpose().map_err(anyhow::Error::msg)? else {
         bail!("no reshape is in progress on {}: it assembles as it is", plan.name);
     };
     uraid_format::grow::refuse_unless_whole_and_clean(plan)?;
