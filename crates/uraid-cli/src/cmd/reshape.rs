@@ -211,6 +211,7 @@ fn member_space(g: &Grown<'_>) -> anyhow::Result<MemberSpace> {
         data_offset_sectors: sb.data_offset_sectors,
         metadata_end_sectors: end_bytes.div_ceil(SECTOR_BYTES).max(kernel),
         avail_sectors: g.avail_sectors,
+        lists_bad_blocks: sb.feature_map & uraid_format::feature::BAD_BLOCKS != 0,
     })
 }
 

@@ -124,6 +124,11 @@ pub enum GrowError {
          backup file"
     )]
     NoHeadroom { member: String, room_sectors: u64, needed_sectors: u64 },
+    #[error(
+        "{member} lists unreadable sectors in its bad block log: replace it (uraid replace) or \
+         rebuild onto another device first; the reshape reads every data sector once"
+    )]
+    ListsBadBlocks { member: String },
 }
 
 /// Decides the new component size of the array `plan` describes; `room` gives each planned

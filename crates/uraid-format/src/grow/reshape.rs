@@ -43,6 +43,8 @@ pub struct MemberSpace {
     pub metadata_end_sectors: u64,
     /// Sectors past the data offset the device holds.
     pub avail_sectors: u64,
+    /// Its bad block log lists sectors (md's `BAD_BLOCKS` feature on its own superblock).
+    pub lists_bad_blocks: bool,
 }
 
 /// A member of the reshaped array, or a spare it keeps (`slot` None).
@@ -100,6 +102,12 @@ pub fn plan_reshape(
     }
     let members: Vec<&PlannedMember> = plan.slots.iter().flatten().chain(&plan.spares).collect();
     let spaces: Vec<MemberSpace> = members.iter().map(|m| space(m)).collect();
+    // Its listed sectors are where the data moves away from (the list is by member sector);
+    // the copy reads every data chunk and reconstructs none.
+    let mut listed = members.iter().zip(&spaces).take(new_raid_disks as usize);
+    if let Some((m, _)) = listed.find(|(_, s)| s.lists_bad_blocks) {
+        return Err(GrowError::ListsBadBlocks { member: m.name.clone() });
+    }
     // The data moves down from the lowest old offset, no lower than any metadata's end.
     let old_members = spaces.iter().zip(&members).take(current as usize);
     let (holder, high) = old_members
@@ -378,6 +386,7 @@ mod tests {
             data_offset_sectors: m.data_offset_sectors,
             metadata_end_sectors: 80,
             avail_sectors,
+            lists_bad_blocks: m.name == "bad",
         }
     }
 
@@ -483,6 +492,10 @@ mod tests {
             matches!(err, GrowError::NoHeadroom { room_sectors: 48, needed_sectors: 128, .. }),
             "{err}"
         );
+        let mut listing = plan();
+        listing.spares = vec![spare(3, "bad")];
+        let err = plan_reshape(&listing, 4, &space).unwrap_err();
+        assert_eq!(err, GrowError::ListsBadBlocks { member: "bad".into() });
         let mut dirty = plan();
         dirty.resync_offset_sectors = 0;
         assert!(matches!(plan_reshape(&dirty, 4, &space), Err(GrowError::Dirty { .. })));
