@@ -105,11 +105,6 @@ impl Reshape {
     }
 
     #[must_use]
-    pub fn old(&self) -> &Geometry {
-        &self.old
-    }
-
-    #[must_use]
     pub fn new_geometry(&self) -> &Geometry {
         &self.new
     }

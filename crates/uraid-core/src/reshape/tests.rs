@@ -58,18 +58,16 @@ fn chunk_of(disks: &[Vec<u8>], disk: usize, at_sectors: u64, len: usize) -> &[u8
     &disks[disk][at..at + len]
 }
 
-#[allow(clippy::too_many_arguments)] // the case's shape, drawn by proptest
+/// `shape`: which level and layout (an index), members before, members added, the chunk in
+/// KiB, chunks a member.
 fn run_case(
-    level_layout: usize,
-    old_disks: usize,
-    added: usize,
-    chunk_kib: u64,
-    chunks: u64,
+    shape: (usize, usize, usize, u64, u64),
     gaps: &[u64],
     max_stripes: u64,
     crashes: &[u64],
     seed: u64,
 ) -> Result<(), TestCaseError> {
+    let (level_layout, old_disks, added, chunk_kib, chunks) = shape;
     let (layout, _) = LAYOUTS[level_layout % LAYOUTS.len()];
     let level = [Level::Raid4, Level::Raid5, Level::Raid6][level_layout / LAYOUTS.len() % 3];
     let (chunk_bytes, new_disks) = (chunk_kib * 1024, old_disks + added);
@@ -153,7 +151,8 @@ proptest! {
         crashes in prop::collection::vec(0u64..40, 0..5),
         seed in any::<u64>(),
     ) {
-        run_case(level_layout, old_disks, added, chunk_kib, chunks, &gaps, max_stripes, &crashes, seed)?;
+        let shape = (level_layout, old_disks, added, chunk_kib, chunks);
+        run_case(shape, &gaps, max_stripes, &crashes, seed)?;
     }
 }
 

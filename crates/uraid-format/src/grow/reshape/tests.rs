@@ -1,0 +1,140 @@
+//! `plan_reshape`, the superblocks during and after, a reshape read back, a torn start.
+
+use super::*;
+use crate::grow::tests::{plan, superblock};
+use crate::{DevRole, Uuid};
+
+fn spare(dev_number: u32, name: &str) -> PlannedMember {
+    PlannedMember {
+        candidate: dev_number as usize,
+        name: name.to_owned(),
+        dev_number,
+        device_uuid: Uuid([dev_number as u8; 16]),
+        role: DevRole::Spare,
+        events: 9,
+        data_offset_sectors: 2048,
+        recovery_offset_sectors: None,
+        forced_from_events: None,
+    }
+}
+
+/// mdadm's metadata end for a v1.2 member without a bitmap: 8 + 72.
+fn space(m: &PlannedMember) -> MemberSpace {
+    let avail_sectors = if m.name == "small" { 15000 } else { 20480 };
+    MemberSpace {
+        data_offset_sectors: m.data_offset_sectors,
+        metadata_end_sectors: 80,
+        avail_sectors,
+        lists_bad_blocks: m.name == "bad",
+    }
+}
+
+#[test]
+fn the_data_moves_as_far_as_mdadm_moves_it() {
+    // RAID5 3 -> 4 members (2 -> 3 data), 64 KiB chunks: lcm(256, 384) / 2; md moved a
+    // 2048-sector offset to 1664 in the VM (`kernel_reshape.rs`).
+    assert_eq!(offset_change(128, 2, 1), 384);
+    assert_eq!(offset_change(128, 3, 1), 512);
+    assert_eq!(offset_change(128, 2, 2), 256);
+    assert_eq!(offset_change(1024, 5, 2), 7 * 1024);
+}
+
+#[test]
+fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
+    let mut p = plan();
+    p.spares = vec![spare(3, "s3"), spare(4, "s4")];
+    let rp = plan_reshape(&p, 4, &space).unwrap();
+    assert_eq!((rp.old_raid_disks, rp.new_raid_disks), (3, 4));
+    let slots: Vec<_> = rp.members.iter().map(|m| (m.name.as_str(), m.slot)).collect();
+    assert_eq!(
+        slots,
+        [("m0", Some(0)), ("m1", Some(1)), ("m2", Some(2)), ("s3", Some(3)), ("s4", None)]
+    );
+    assert!(
+        rp.members.iter().all(|m| (m.old_offset_sectors, m.new_offset_sectors) == (2048, 1664))
+    );
+    let own = superblock(16384, 2048);
+    let during = reshaping_superblock(&own, &rp, &rp.members[0], 4096, 10, 7);
+    assert_eq!(during.feature_map & (feature::RESHAPE_ACTIVE | feature::NEW_OFFSET), 0x44);
+    assert_eq!((during.raid_disks, during.delta_disks, during.new_offset_sectors), (4, 1, -384));
+    assert_eq!((during.reshape_position_sectors, during.data_offset_sectors), (4096, 2048));
+    assert_eq!(during.dev_roles[3], DevRole::Active(3));
+    assert_eq!(
+        ReshapeProgress::of(&during).unwrap(),
+        Some(ReshapeProgress { old_raid_disks: 3, new_raid_disks: 4, position_sectors: 4096 })
+    );
+    let after = reshaped_superblock(&during, &rp, &rp.members[0], 10, 8);
+    assert_eq!((after.feature_map & 0x44, after.data_offset_sectors), (0, 1664));
+    assert_eq!(after.data_size_sectors, own.data_size_sectors + 384);
+    assert_eq!(ReshapeProgress::of(&after).unwrap(), None);
+    assert_eq!(after.checksum(), after.sb_csum);
+    // Read back: one member ended already, the other recorded 4096.
+    let (back, position) = reshape_in_progress(
+        &[(&p.slots[0].clone().unwrap(), &after), (&p.spares[0], &during)],
+        &ReshapeProgress { old_raid_disks: 1, new_raid_disks: 2, position_sectors: 8192 },
+    );
+    assert_eq!(position, 4096);
+    let offsets: Vec<_> =
+        back.members.iter().map(|m| (m.old_offset_sectors, m.new_offset_sectors)).collect();
+    assert_eq!(offsets, [(1664, 1664), (2048, 1664)]);
+}
+
+#[test]
+fn a_member_the_first_writes_missed_gets_the_start_superblock() {
+    let mut p = plan();
+    p.spares = vec![spare(3, "s3")];
+    let rp = plan_reshape(&p, 4, &space).unwrap();
+    let own = superblock(16384, 2048);
+    let started = reshaping_superblock(&own, &rp, &rp.members[0], 0, 10, 7);
+    let mut missed = own.clone();
+    missed.events = 9;
+    let mended = torn_start_superblock(&missed, &started).expect("one event behind");
+    assert_eq!(mended, reshaping_superblock(&missed, &rp, &rp.members[0], 0, 10, 7));
+    // Not once data moved, nor for a member further behind or already started.
+    let moved = reshaping_superblock(&own, &rp, &rp.members[0], 1536, 10, 7);
+    assert_eq!(torn_start_superblock(&missed, &moved), None);
+    missed.events = 8;
+    assert_eq!(torn_start_superblock(&missed, &started), None);
+    assert_eq!(torn_start_superblock(&started, &started), None);
+}
+
+#[test]
+fn what_cannot_be_reshaped_says_why() {
+    let mut p = plan();
+    p.spares = vec![spare(3, "small"), spare(4, "s4")];
+    assert_eq!(
+        plan_reshape(&p, 3, &space),
+        Err(GrowError::NotMoreMembers { current: 3, asked: 3 })
+    );
+    assert_eq!(plan_reshape(&p, 6, &space), Err(GrowError::TooFewSpares { needed: 3, spares: 2 }));
+    assert_eq!(
+        plan_reshape(&p, 300, &space),
+        Err(GrowError::TooManyMembers { asked: 300, max: 256 })
+    );
+    // The spare would hold 15000 + 384 sectors from the new offset, under 16384.
+    assert!(matches!(plan_reshape(&p, 4, &space), Err(GrowError::SpareTooSmall { .. })));
+    // Less room than mdadm's move: whole chunks of it.
+    let some = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 1700, ..space(m) };
+    let mut whole = plan();
+    whole.spares = vec![spare(3, "s3")];
+    let rp = plan_reshape(&whole, 4, &some).unwrap();
+    assert_eq!(rp.members[3].new_offset_sectors, 2048 - 256, "348 sectors of room");
+    let tight = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 2000, ..space(m) };
+    let err = plan_reshape(&p, 4, &tight).unwrap_err();
+    assert!(
+        matches!(err, GrowError::NoHeadroom { room_sectors: 48, needed_sectors: 128, .. }),
+        "{err}"
+    );
+    let mut listing = plan();
+    listing.spares = vec![spare(3, "bad")];
+    let err = plan_reshape(&listing, 4, &space).unwrap_err();
+    assert_eq!(err, GrowError::ListsBadBlocks { member: "bad".into() });
+    let mut dirty = plan();
+    dirty.resync_offset_sectors = 0;
+    assert!(matches!(plan_reshape(&dirty, 4, &space), Err(GrowError::Dirty { .. })));
+    let mut sb = superblock(16384, 2048);
+    sb.feature_map |= feature::RESHAPE_ACTIVE;
+    sb.delta_disks = 1;
+    let refused = ReshapeProgress::of(&sb).unwrap_err();
+    assert!(refused.contains("finish it with mdadm"), "no new offset: {refused}");
+}
