@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::{
     MemberSpace, ReshapeProgress, plan_reshape, reshape_in_progress, reshaped_superblock,
-    reshaping_superblock,
+    reshaping_superblock, torn_start_superblock,
 };
 use uraid_format::grow::{
     MemberRoom, SizeTarget, add_bitmap, grown_superblock, plan_size, with_bitmap_field,
@@ -23,11 +23,17 @@ const AREA_BYTES: usize = 4096;
 const MAGIC: u32 = 0xa92b_4efc;
 const MAX_DEV_OFFSET: usize = 220;
 const SB_CSUM_OFFSET: usize = 216;
+const DEV_NUMBER_OFFSET: usize = 160;
+const DEVICE_UUID_OFFSET: usize = 168;
 
 /// What follows the first byte (`fix`) and the first 4 KiB area: the seeds are md's own
 /// superblock areas (fuzz/README.md), prefixed with a 0.
 #[derive(Arbitrary, Debug)]
 struct Input {
+    /// Also every other member of the first area's array (its roles table's dev_numbers,
+    /// as a create writes them), so that plans of whole arrays, and the grow and reshape
+    /// plans over them, are reached without the fuzzer finding each member.
+    whole: bool,
     others: Vec<Variant>,
     force: bool,
     uuid: Option<[u8; 16]>,
@@ -48,6 +54,9 @@ struct Variant {
     unreadable: bool,
     /// Another format's metadata seen on the device.
     other: bool,
+    /// Another member of the array: this dev_number and a device UUID of its own, before
+    /// the edits (the roles table the first area carries then places it).
+    member: Option<u8>,
 }
 
 fn area(bytes: &[u8], fix: u8) -> Vec<u8> {
@@ -65,6 +74,26 @@ fn area(bytes: &[u8], fix: u8) -> Vec<u8> {
         a[SB_CSUM_OFFSET..SB_CSUM_OFFSET + 4].copy_from_slice(&csum.to_le_bytes());
     }
     a
+}
+
+/// The first area's array's other members: each dev_number its roles table holds (up to 8)
+/// with a device UUID of its own, sealed.
+fn members_of(first: &[u8], size_bytes: u64) -> Vec<Candidate> {
+    let Ok(sb) = Superblock1::decode(first) else { return Vec::new() };
+    let others = (0..sb.max_dev().min(9)).filter(|&d| d != sb.dev_number);
+    others
+        .map(|d| {
+            let mut a = first.to_vec();
+            a[DEV_NUMBER_OFFSET..DEV_NUMBER_OFFSET + 4].copy_from_slice(&d.to_le_bytes());
+            a[DEVICE_UUID_OFFSET] ^= d as u8 + 1;
+            Candidate {
+                name: format!("m{d}"),
+                size_bytes,
+                superblock_area: Ok(area(&a, 4)),
+                other_metadata: None,
+            }
+        })
+        .collect()
 }
 
 fn round_trip(a: &[u8]) {
@@ -95,6 +124,11 @@ fuzz_target!(|data: &[u8]| {
     }];
     for (i, v) in input.others.iter().take(8).enumerate() {
         let mut a = first.clone();
+        if let Some(dev_number) = v.member {
+            a[DEV_NUMBER_OFFSET..DEV_NUMBER_OFFSET + 4]
+                .copy_from_slice(&u32::from(dev_number).to_le_bytes());
+            a[DEVICE_UUID_OFFSET] ^= dev_number.wrapping_add(1);
+        }
         for &(at, value) in v.edits.iter().take(16) {
             a[usize::from(at) % AREA_BYTES] = value;
         }
@@ -107,6 +141,9 @@ fuzz_target!(|data: &[u8]| {
             superblock_area,
             other_metadata: v.other.then_some(uraid_format::OtherMetadata::V1_0),
         });
+    }
+    if input.whole {
+        candidates.extend(members_of(&first, input.size_bytes));
     }
     // mdadm's --force is both halves, as the CLI passes it.
     let options = AssembleOptions {
@@ -150,6 +187,11 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
         let (rp, position) = reshape_in_progress(&pairs, &progress);
         assert!(position <= progress.position_sectors);
         assert_eq!(rp.members.len(), members.len());
+        for sb in &sbs[1..] {
+            let Some(mended) = torn_start_superblock(sb, &sbs[0]) else { continue };
+            let mended = Superblock1::decode(&mended.encode()).expect("a mended one decodes");
+            assert_eq!((mended.events, mended.raid_disks), (sbs[0].events, sbs[0].raid_disks));
+        }
         return;
     }
     let space = |m: &PlannedMember| MemberSpace {
@@ -157,6 +199,7 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
         metadata_end_sectors: 80,
         avail_sectors: (candidates[m.candidate].size_bytes / 512)
             .saturating_sub(m.data_offset_sectors),
+        lists_bad_blocks: false,
     };
     let Ok(rp) = plan_reshape(p, u32::from(to), &space) else { return };
     let new = rp.members[0].new_offset_sectors;
