@@ -40,6 +40,8 @@ pub enum ReshapeError {
     NoRoom { disk: usize, old_sectors: u64, new_sectors: u64, chunk_sectors: u64 },
     #[error("reshape position {position} is not a whole number of the new stripes' {stripe}")]
     Position { position: u64, stripe: u64 },
+    #[error("slots {slots:?} missing: {level} goes on with at most {max} missing")]
+    TooManyMissing { slots: Vec<usize>, level: String, max: usize },
 }
 
 /// One array's reshape: the old and new shape and where each member's data is before and
@@ -54,6 +56,9 @@ pub struct Reshape {
     old_offsets: Vec<u64>,
     /// And every member's after.
     new_offsets: Vec<u64>,
+    /// Slots with no member (lost in the middle of the reshape): never read, never
+    /// written; their old chunks are rebuilt from the rest of their old row.
+    missing: Vec<bool>,
 }
 
 /// Member I/O for the copy: whole byte ranges from a device's start.
@@ -101,7 +106,23 @@ impl Reshape {
                 return Err(ReshapeError::NoRoom { disk, old_sectors, new_sectors, chunk_sectors });
             }
         }
-        Ok(Reshape { old, new, component_sectors, old_offsets, new_offsets })
+        let missing = vec![false; new.raid_disks()];
+        Ok(Reshape { old, new, component_sectors, old_offsets, new_offsets, missing })
+    }
+
+    /// The same reshape with these slots missing (a member lost in the middle of it), as md
+    /// goes on with a degraded reshape: within the level's redundancy.
+    pub fn with_missing(mut self, slots: &[usize]) -> Result<Reshape, ReshapeError> {
+        let in_range = slots.iter().all(|&s| s < self.new.raid_disks());
+        if !in_range || slots.len() > self.new.max_degraded() {
+            let (level, max) =
+                (format!("raid{}", self.new.level().number()), self.new.max_degraded());
+            return Err(ReshapeError::TooManyMissing { slots: slots.to_vec(), level, max });
+        }
+        for &slot in slots {
+            self.missing[slot] = true;
+        }
+        Ok(self)
     }
 
     #[must_use]
@@ -168,9 +189,10 @@ impl Reshape {
         let chunk_bytes = self.new.chunk_bytes();
         let unit = if chunk_bytes.is_multiple_of(unit_bytes) { unit_bytes } else { chunk_bytes };
         let mut blocks = vec![vec![0u8; unit as usize]; self.new.raid_disks()];
+        let mut old_row = OldRow::new(self.old.raid_disks(), unit);
         for stripe in window.clone() {
             for start in (0..chunk_bytes).step_by(unit as usize) {
-                self.copy_unit(io, StripeNumber(stripe), start, &mut blocks)?;
+                self.copy_unit(io, StripeNumber(stripe), start, &mut blocks, &mut old_row)?;
             }
         }
         Ok(window.end * self.new.stripe_data_sectors())
@@ -183,6 +205,7 @@ impl Reshape {
         stripe: StripeNumber,
         start: u64,
         blocks: &mut [Vec<u8>],
+        old_row: &mut OldRow,
     ) -> Result<(), I::Error> {
         let map = self.new.stripe_map(stripe);
         let chunk = self.new.chunk_sectors();
@@ -200,16 +223,60 @@ impl Reshape {
                 continue;
             }
             let from = self.old.map_sector(Sector(array_sector));
+            if self.missing[from.disk.get()] {
+                let unit = self.rebuilt_old(io, old_row, from.stripe, start)?;
+                blocks[disk].copy_from_slice(&unit[from.disk.get()]);
+                continue;
+            }
             let at = (self.old_offsets[from.disk.get()] + from.member_sector.0) * SECTOR_BYTES;
             io.read(from.disk, at + start, &mut blocks[disk])?;
         }
         let mut views: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
         reconstruct(self.new.level(), map, &mut views, &lost)
             .expect("only P and Q are computed, within any level's redundancy");
-        for (disk, block) in blocks.iter().enumerate() {
+        for (disk, block) in blocks.iter().enumerate().filter(|(d, _)| !self.missing[*d]) {
             let at = (self.new_offsets[disk] + stripe.0 * chunk) * SECTOR_BYTES;
             io.write(DiskIndex(disk as u16), at + start, block)?;
         }
         Ok(())
+    }
+
+    /// Bytes `[start, start + unit)` of every member's chunk in old row `stripe`, the missing
+    /// ones rebuilt. The window rule keeps every old row at or after the position intact, so
+    /// the row of any sector still to copy reads as it was.
+    fn rebuilt_old<'r, I: ReshapeIo>(
+        &self,
+        io: &mut I,
+        row: &'r mut OldRow,
+        stripe: StripeNumber,
+        start: u64,
+    ) -> Result<&'r [Vec<u8>], I::Error> {
+        if row.holds != Some((stripe.0, start)) {
+            row.holds = None;
+            let chunk = self.old.chunk_sectors();
+            let lost = &self.missing[..self.old.raid_disks()];
+            for (disk, block) in row.blocks.iter_mut().enumerate().filter(|(d, _)| !lost[*d]) {
+                let at = (self.old_offsets[disk] + stripe.0 * chunk) * SECTOR_BYTES;
+                io.read(DiskIndex(disk as u16), at + start, block)?;
+            }
+            let mut views: Vec<&mut [u8]> = row.blocks.iter_mut().map(Vec::as_mut_slice).collect();
+            reconstruct(self.old.level(), self.old.stripe_map(stripe), &mut views, lost)
+                .expect("with_missing keeps within the redundancy");
+            row.holds = Some((stripe.0, start));
+        }
+        Ok(&row.blocks)
+    }
+}
+
+/// The old row last rebuilt (a row's lost chunks are asked for one by one).
+struct OldRow {
+    blocks: Vec<Vec<u8>>,
+    /// Its stripe and the offset in the chunk.
+    holds: Option<(u64, u64)>,
+}
+
+impl OldRow {
+    fn new(old_disks: usize, unit: u64) -> OldRow {
+        OldRow { blocks: vec![vec![0u8; unit as usize]; old_disks], holds: None }
     }
 }

@@ -1,6 +1,6 @@
 //! The copy crashed at random writes (the write in flight torn) and taken up again from the
-//! last recorded position, over every level and layout: the array ends with the old data
-//! followed by zeros, and every new stripe's parity right.
+//! last recorded position, over every level and layout, whole or with a slot missing: the
+//! array ends with the old data followed by zeros, and every new stripe's parity right.
 
 use super::{Reshape, ReshapeError, ReshapeIo};
 use crate::geometry::{DiskRole, Geometry};
@@ -12,21 +12,24 @@ use proptest::prelude::*;
 struct Crash;
 
 /// Members in memory; after `writes_left` writes the next one lands half, its other half
-/// garbage, and fails.
+/// garbage, and fails. The `missing` slot is never touched.
 struct Members {
     disks: Vec<Vec<u8>>,
     writes_left: u64,
     garbage: u8,
+    missing: Option<usize>,
 }
 
 impl ReshapeIo for Members {
     type Error = Crash;
     fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> Result<(), Crash> {
+        assert_ne!(Some(disk.get()), self.missing, "a missing member read");
         let at = at as usize;
         buf.copy_from_slice(&self.disks[disk.get()][at..at + buf.len()]);
         Ok(())
     }
     fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> Result<(), Crash> {
+        assert_ne!(Some(disk.get()), self.missing, "a missing member written");
         let at = at as usize;
         let target = &mut self.disks[disk.get()][at..at + buf.len()];
         if self.writes_left == 0 {
@@ -62,6 +65,7 @@ fn chunk_of(disks: &[Vec<u8>], disk: usize, at_sectors: u64, len: usize) -> &[u8
 /// KiB, chunks a member.
 fn run_case(
     shape: (usize, usize, usize, u64, u64),
+    missing: Option<usize>,
     gaps: &[u64],
     max_stripes: u64,
     crashes: &[u64],
@@ -84,22 +88,22 @@ fn run_case(
     let old_offsets: Vec<u64> = (0..old_disks)
         .map(|d| new_offsets[d] + chunk + gaps[(d + 1) % gaps.len()] % (3 * chunk))
         .collect();
+    let missing = missing.map(|slot| slot % new_disks);
     let reshape =
         Reshape::new(old.clone(), new.clone(), component, old_offsets.clone(), new_offsets.clone())
-            .expect("a grow with room");
+            .expect("a grow with room")
+            .with_missing(missing.as_slice())
+            .expect("one slot missing");
     let device_bytes = ((4 * chunk + 64 + component) * SECTOR_BYTES) as usize;
     let mut members = Members {
         disks: (0..new_disks).map(|d| bytes(seed + d as u64, device_bytes)).collect(),
         writes_left: u64::MAX,
         garbage: 0xa5,
+        missing: None,
     };
-    // The old array: its data chunks where the old geometry puts them (parity is not read).
     let contents = bytes(seed ^ 0x5eed, (reshape.old_array_sectors() * SECTOR_BYTES) as usize);
-    for (n, data) in contents.chunks(chunk_bytes as usize).enumerate() {
-        let to = old.map_sector(Sector(n as u64 * chunk));
-        let at = ((old_offsets[to.disk.get()] + to.member_sector.0) * SECTOR_BYTES) as usize;
-        members.disks[to.disk.get()][at..at + data.len()].copy_from_slice(data);
-    }
+    write_old_array(&mut members.disks, &old, &old_offsets, component, &contents);
+    members.missing = missing;
     let unit = (chunk_bytes >> (seed % 3)).max(512);
     let (mut position, mut crashes) = (0, crashes.iter());
     members.writes_left = crashes.next().copied().unwrap_or(u64::MAX);
@@ -112,14 +116,59 @@ fn run_case(
         }
     }
     prop_assert_eq!(position, reshape.new_array_sectors());
-    let chunk_len = chunk_bytes as usize;
+    check_new_array(&members.disks, &new, &new_offsets, component, &contents, missing)
+}
+
+/// The old array on `disks`: `contents` where the old geometry puts it, and its parity.
+fn write_old_array(
+    disks: &mut [Vec<u8>],
+    old: &Geometry,
+    offsets: &[u64],
+    component: u64,
+    contents: &[u8],
+) {
+    let (chunk, chunk_bytes) = (old.chunk_sectors(), old.chunk_bytes() as usize);
+    for (n, data) in contents.chunks(chunk_bytes).enumerate() {
+        let to = old.map_sector(Sector(n as u64 * chunk));
+        let at = ((offsets[to.disk.get()] + to.member_sector.0) * SECTOR_BYTES) as usize;
+        disks[to.disk.get()][at..at + data.len()].copy_from_slice(data);
+    }
+    for stripe in 0..old.stripes(component) {
+        let map = old.stripe_map(StripeNumber(stripe));
+        let at = |d: usize| ((offsets[d] + stripe * chunk) * SECTOR_BYTES) as usize;
+        let mut blocks: Vec<Vec<u8>> =
+            (0..old.raid_disks()).map(|d| disks[d][at(d)..at(d) + chunk_bytes].to_vec()).collect();
+        let parity: Vec<bool> =
+            map.roles.iter().map(|r| !matches!(r, DiskRole::Data { .. })).collect();
+        let mut views: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
+        reconstruct(old.level(), map, &mut views, &parity).expect("parity only");
+        for (d, block) in blocks.iter().enumerate() {
+            disks[d][at(d)..at(d) + block.len()].copy_from_slice(block);
+        }
+    }
+}
+
+/// The new array on `disks` holds `contents`, then zeros, with every stripe's parity right
+/// (the `missing` slot, never written, as the others' parity says).
+fn check_new_array(
+    disks: &[Vec<u8>],
+    new: &Geometry,
+    offsets: &[u64],
+    component: u64,
+    contents: &[u8],
+    missing: Option<usize>,
+) -> Result<(), TestCaseError> {
+    let (chunk, chunk_len, level) = (new.chunk_sectors(), new.chunk_bytes() as usize, new.level());
     for stripe in 0..new.stripes(component) {
         let map = new.stripe_map(StripeNumber(stripe));
-        let mut blocks: Vec<Vec<u8>> = (0..new_disks)
-            .map(|d| {
-                chunk_of(&members.disks, d, new_offsets[d] + stripe * chunk, chunk_len).to_vec()
-            })
+        let mut blocks: Vec<Vec<u8>> = (0..new.raid_disks())
+            .map(|d| chunk_of(disks, d, offsets[d] + stripe * chunk, chunk_len).to_vec())
             .collect();
+        if let Some(slot) = missing {
+            let lost: Vec<bool> = (0..new.raid_disks()).map(|d| d == slot).collect();
+            let mut views: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
+            reconstruct(level, map, &mut views, &lost).expect("one lost");
+        }
         for (slot, disk) in map.data_disk.iter().enumerate() {
             let n = (stripe * new.data_disks() as u64) as usize + slot;
             let expected = contents.get(n * chunk_len..(n + 1) * chunk_len);
@@ -140,19 +189,20 @@ fn run_case(
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
     #[test]
-    fn crashed_copies_taken_up_again_end_right(
+    fn crashed_copies_taken_up_again_end_right_whole_or_degraded(
         level_layout in 0usize..45,
         old_disks in 3usize..7,
         added in 1usize..4,
         chunk_kib in prop::sample::select(vec![4u64, 8]),
         chunks in 2u64..14,
         gaps in prop::collection::vec(any::<u64>(), 1..6),
+        missing in prop::option::of(0usize..9),
         max_stripes in 1u64..6,
         crashes in prop::collection::vec(0u64..40, 0..5),
         seed in any::<u64>(),
     ) {
         let shape = (level_layout, old_disks, added, chunk_kib, chunks);
-        run_case(shape, &gaps, max_stripes, &crashes, seed)?;
+        run_case(shape, missing, &gaps, max_stripes, &crashes, seed)?;
     }
 }
 
