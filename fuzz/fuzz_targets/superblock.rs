@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::{
     MemberSpace, ReshapeProgress, plan_reshape, reshape_in_progress, reshaped_superblock,
-    reshaping_superblock, torn_start_superblock,
+    reshaping_superblock, mended_superblock,
 };
 use uraid_format::grow::{
     MemberRoom, SizeTarget, add_bitmap, grown_superblock, plan_size, with_bitmap_field,
@@ -184,11 +184,11 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let Some(sbs) = members.iter().map(|m| own(m)).collect::<Option<Vec<_>>>() else { return };
     if let Ok(Some(progress)) = ReshapeProgress::of(&sbs[0]) {
         let pairs: Vec<_> = members.iter().copied().zip(&sbs).collect();
-        let (rp, position) = reshape_in_progress(&pairs, &progress);
-        assert!(position <= progress.position_sectors);
+        let rp = reshape_in_progress(&pairs, &progress);
         assert_eq!(rp.members.len(), members.len());
+        assert!(rp.in_slots().all(|m| m.slot.is_some_and(|s| u32::from(s) < rp.new_raid_disks)));
         for sb in &sbs[1..] {
-            let Some(mended) = torn_start_superblock(sb, &sbs[0]) else { continue };
+            let Some(mended) = mended_superblock(sb, &sbs[0]) else { continue };
             let mended = Superblock1::decode(&mended.encode()).expect("a mended one decodes");
             assert_eq!((mended.events, mended.raid_disks), (sbs[0].events, sbs[0].raid_disks));
         }

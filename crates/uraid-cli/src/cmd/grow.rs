@@ -157,7 +157,7 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
     if args.resume {
-        crate::cmd::reshape::mend_torn_start(&args.select, &args.members)?;
+        crate::cmd::reshape::mend_torn_writes(&args.select, &args.members)?;
     }
     let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
     let cannot = || format!("cannot grow {}", stopped.plan.name);

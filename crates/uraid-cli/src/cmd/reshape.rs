@@ -17,10 +17,9 @@ use uraid_core::reshape::{Reshape, ReshapeIo};
 use uraid_core::{DiskIndex, Geometry, Layout, SECTOR_BYTES};
 use uraid_format::Superblock1;
 use uraid_format::assemble::{AssemblyPlan, PlannedMember};
-use uraid_format::feature::RESHAPE_ACTIVE;
 use uraid_format::grow::reshape::{
-    KERNEL_METADATA_SECTORS, MemberSpace, ReshapePlan, ReshapeProgress, plan_reshape,
-    reshape_in_progress, reshaped_superblock, reshaping_superblock, torn_start_superblock,
+    KERNEL_METADATA_SECTORS, MemberSpace, ReshapePlan, ReshapeProgress, mended_superblock,
+    plan_reshape, reshape_in_progress, reshaped_superblock, reshaping_superblock,
 };
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
 
@@ -42,6 +41,8 @@ pub(crate) struct Reshaped {
     /// Windows copied and recorded.
     pub(crate) windows: u64,
     pub(crate) stopped_early: bool,
+    /// Slots with no member (lost in the middle): the array is degraded.
+    pub(crate) missing_slots: Vec<usize>,
 }
 
 /// Starts a reshape to `new_raid_disks` and runs it to the end.
@@ -59,25 +60,24 @@ pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Re
         s.clone()
     };
     let rp = plan_reshape(plan, new_raid_disks, &space)?;
-    let events = plan.events + 1;
-    restamp_bitmap(plan, &grown, events)?;
-    record(&grown, &rp, Some(0), events)?;
+    let mut events = plan.events;
+    record(plan, &grown, &rp, Some(0), &mut events)?;
     run(plan, &grown, &rp, 0, events)
 }
 
-/// Before `--continue`: the members a crash kept from the reshape's first superblock writes
-/// (`torn_start_superblock`: nothing had moved) get them, so that the array plans whole.
-pub(crate) fn mend_torn_start(select: &Selection, given: &[String]) -> anyhow::Result<()> {
+/// Before `--continue`: the members a crash kept from the last superblock write
+/// (`mended_superblock`: one event behind the freshest, holding what it says) get it, so that
+/// the array plans whole.
+pub(crate) fn mend_torn_writes(select: &Selection, given: &[String]) -> anyhow::Result<()> {
     let Selected { members: paths, .. } = select.resolve(given)?;
     let own = |path: &String| {
         let area = read_candidate_to_assemble(path).superblock_area.ok()?;
         Superblock1::decode(&area).ok()
     };
     let sbs: Vec<Option<Superblock1>> = paths.iter().map(own).collect();
-    let reshaping = sbs.iter().flatten().filter(|sb| sb.feature_map & RESHAPE_ACTIVE != 0);
-    let Some(reference) = reshaping.max_by_key(|sb| sb.events) else { return Ok(()) };
+    let Some(reference) = sbs.iter().flatten().max_by_key(|sb| sb.events) else { return Ok(()) };
     for (path, sb) in paths.iter().zip(&sbs) {
-        let Some(mended) = sb.as_ref().and_then(|sb| torn_start_superblock(sb, reference)) else {
+        let Some(mended) = sb.as_ref().and_then(|sb| mended_superblock(sb, reference)) else {
             continue;
         };
         let held = "stop it first (uraid grow works on a stopped array)";
@@ -85,7 +85,7 @@ pub(crate) fn mend_torn_start(select: &Selection, given: &[String]) -> anyhow::R
         file.write_all_at(&mended.encode(), SUPERBLOCK_OFFSET_BYTES)
             .and_then(|()| file.sync_data())
             .with_context(|| format!("{path}: writing the superblock"))?;
-        out!("{path}: the reshape's first superblock write had not reached it (a crash): written");
+        out!("{path}: the reshape's last superblock write had not reached it (a crash): written");
     }
     Ok(())
 }
@@ -99,10 +99,11 @@ pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
     let Some(progress) = progress.transpose().map_err(anyhow::Error::msg)? else {
         bail!("no reshape is in progress on {}: it assembles as it is", plan.name);
     };
-    uraid_format::grow::refuse_unless_whole_and_clean(plan)?;
+    // A member lost in the middle: md goes on degraded, and so does this.
+    uraid_format::grow::refuse_unless_clean(plan, true)?;
     let members: Vec<_> = grown.iter().map(|g| (g.member, &g.own)).collect();
-    let (rp, position) = reshape_in_progress(&members, &progress);
-    run(plan, &grown, &rp, position, plan.events)
+    let rp = reshape_in_progress(&members, &progress);
+    run(plan, &grown, &rp, progress.position_sectors, plan.events)
 }
 
 fn run(
@@ -110,14 +111,15 @@ fn run(
     grown: &[Grown<'_>],
     rp: &ReshapePlan,
     from: u64,
-    events: u64,
+    mut events: u64,
 ) -> anyhow::Result<Reshaped> {
     let reshape = layout(plan, rp)?;
     reshape.check_position(from)?;
-    let files: Vec<&Grown<'_>> = rp
-        .in_slots()
-        .iter()
-        .map(|m| grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned"))
+    let files: Vec<Option<&Grown<'_>>> = (0..rp.new_raid_disks as usize)
+        .map(|slot| {
+            let m = rp.in_slot(slot)?;
+            grown.iter().find(|g| g.member.candidate == m.candidate)
+        })
         .collect();
     let mut io = Members { files: &files };
     let stripe_bytes = reshape.new_geometry().stripe_data_sectors() * SECTOR_BYTES;
@@ -133,14 +135,14 @@ fn run(
             return Ok(told(rp, &reshape, from, windows, true));
         }
         position = reshape.copy_window(&mut io, window, UNIT_BYTES)?;
-        for g in &files {
+        for g in files.iter().flatten() {
             g.file.sync_data().with_context(|| g.member.name.clone())?;
         }
-        record(grown, rp, Some(position), events)?;
+        record(plan, grown, rp, Some(position), &mut events)?;
         windows += 1;
         bar.set_position(position * SECTOR_BYTES);
     }
-    record(grown, rp, None, events)?;
+    record(plan, grown, rp, None, &mut events)?;
     bar.finish_and_clear();
     Ok(told(rp, &reshape, from, windows, false))
 }
@@ -161,28 +163,38 @@ fn told(
         offsets: (rp.members[0].old_offset_sectors, rp.members[0].new_offset_sectors),
         windows,
         stopped_early,
+        missing_slots: rp.missing_slots(),
     }
 }
 
-/// The old and new geometry with every member's offsets.
+/// The old and new geometry with every member's offsets (a missing slot's are another's: it
+/// is neither read nor written, and uraid moves every member by as much).
 fn layout(plan: &AssemblyPlan, rp: &ReshapePlan) -> anyhow::Result<Reshape> {
     let level = uraid_md::members::core_level(plan.level).context("a level uraid serves")?;
     let layout = Layout::from_md(level, plan.layout)?;
     let chunk_bytes = u64::from(plan.chunk_sectors) * SECTOR_BYTES;
     let old = Geometry::new(level, layout, rp.old_raid_disks as usize, chunk_bytes)?;
     let new = Geometry::new(level, layout, rp.new_raid_disks as usize, chunk_bytes)?;
-    let old_offsets = rp.members.iter().take(old.raid_disks()).map(|m| m.old_offset_sectors);
-    let new_offsets = rp.in_slots().iter().map(|m| m.new_offset_sectors).collect();
-    Ok(Reshape::new(old, new, plan.size_sectors, old_offsets.collect(), new_offsets)?)
+    let any = rp.in_slots().next().context("no member in a slot")?;
+    let member = |slot| rp.in_slot(slot).unwrap_or(any);
+    let old_offsets = (0..old.raid_disks()).map(|s| member(s).old_offset_sectors).collect();
+    let new_offsets = (0..new.raid_disks()).map(|s| member(s).new_offset_sectors).collect();
+    let reshape = Reshape::new(old, new, plan.size_sectors, old_offsets, new_offsets)?;
+    Ok(reshape.with_missing(&rp.missing_slots())?)
 }
 
-/// Writes every superblock: the reshape at `position`, or (`None`) ended.
+/// Writes every superblock: the reshape at `position`, or (`None`) ended, with the next
+/// event count (md's: one more a write), the bitmap first as new.
 fn record(
+    plan: &AssemblyPlan,
     grown: &[Grown<'_>],
     rp: &ReshapePlan,
     position: Option<u64>,
-    events: u64,
+    events: &mut u64,
 ) -> anyhow::Result<()> {
+    *events += 1;
+    let events = *events;
+    restamp_bitmap(plan, grown, events)?;
     let now = now_seconds();
     for g in grown {
         let me = rp.members.iter().find(|m| m.candidate == g.member.candidate).expect("planned");
@@ -238,21 +250,22 @@ fn restamp_bitmap(plan: &AssemblyPlan, grown: &[Grown<'_>], events: u64) -> anyh
     Ok(())
 }
 
-/// The members' files by slot, for the copy.
+/// The members' files by slot, for the copy (none for a missing slot, which it never asks
+/// for).
 struct Members<'a> {
-    files: &'a [&'a Grown<'a>],
+    files: &'a [Option<&'a Grown<'a>>],
 }
 
 impl ReshapeIo for Members<'_> {
     type Error = anyhow::Error;
     fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> anyhow::Result<()> {
-        let g = self.files[disk.get()];
+        let g = self.files[disk.get()].expect("a missing slot is not read");
         g.file
             .read_exact_at(buf, at)
             .with_context(|| format!("reading {} at byte {at}", g.member.name))
     }
     fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> anyhow::Result<()> {
-        let g = self.files[disk.get()];
+        let g = self.files[disk.get()].expect("a missing slot is not written");
         g.file
             .write_all_at(buf, at)
             .with_context(|| format!("writing {} at byte {at}", g.member.name))
@@ -274,6 +287,7 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
             "new_data_offset_sectors": r.offsets.1,
             "windows": r.windows,
             "finished": !r.stopped_early,
+            "missing_slots": r.missing_slots,
         });
         out!("{json}");
         return;
@@ -299,4 +313,11 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
         r.offsets.0,
         r.offsets.1
     );
+    if !r.missing_slots.is_empty() {
+        out!(
+            "{}: degraded, slots {:?} missing: add a spare when it is served and it rebuilds",
+            plan.name,
+            r.missing_slots
+        );
+    }
 }

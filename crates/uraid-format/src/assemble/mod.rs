@@ -211,7 +211,9 @@ pub fn plan(
     let reference = superblocks.iter().position(|sb| sb.events == events).expect("max exists");
     let reference_name = &candidates[reference].name;
     for (candidate, superblock) in candidates.iter().zip(&superblocks) {
-        check_supported(&candidate.name, superblock, options.take_reshape)?;
+        // A stale member's own reshape is over for the array (it was left out of it).
+        let take_reshape = options.take_reshape || superblock.events < events;
+        check_supported(&candidate.name, superblock, take_reshape)?;
     }
     for (candidate, superblock) in candidates.iter().zip(&superblocks) {
         check_size(candidate, superblock, &superblocks[reference])?;

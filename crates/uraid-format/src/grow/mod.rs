@@ -177,6 +177,12 @@ pub fn plan_size(
 
 /// Whole and clean: what every grow needs (see the module comment).
 pub fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowError> {
+    refuse_unless_clean(plan, false)
+}
+
+/// Clean, every member given in sync, and (unless `degraded_ok`: a reshape going on after a
+/// member was lost, which the plan keeps within the redundancy) every slot held.
+pub fn refuse_unless_clean(plan: &AssemblyPlan, degraded_ok: bool) -> Result<(), GrowError> {
     if let Some(m) = plan.stale.first() {
         return Err(GrowError::LeftOut { member: m.name.clone(), why: "stale" });
     }
@@ -189,7 +195,7 @@ pub fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowErro
         return Err(GrowError::Recovering { member: m.name.clone() });
     }
     let missing_slots = plan.missing_slots();
-    if !missing_slots.is_empty() {
+    if !missing_slots.is_empty() && !degraded_ok {
         return Err(GrowError::Degraded { missing_slots });
     }
     if !plan.is_clean() {

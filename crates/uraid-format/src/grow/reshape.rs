@@ -17,13 +17,13 @@
 //! offset is the new one, each member's usable size grows by the move, and the reshape
 //! fields are cleared.
 //!
-//! The event count goes up once, when the reshape starts; the positions recorded and the end
-//! keep it. A member whose last write was cut off then still agrees with the others (an
-//! older position is always a safe one to go on from, `uraid_core::reshape`), and one that
-//! ended beside others that did not is recognised by its own fields. A crash in the middle
-//! of the first superblock writes leaves members an event apart in two shapes (md takes
-//! members one event behind); nothing has moved then, and `torn_start_superblock` gives
-//! the ones left behind what the others have.
+//! The event count goes up with every superblock write, as md's does: the start, each
+//! position recorded, the end. A member left out of a run of the copy (lost, or not given)
+//! is behind from its first record on, stale, and never taken for one that holds the data
+//! (the run marks a missing slot's member faulty, too). A crash in the middle of a write
+//! leaves members exactly one event behind, holding what the freshest say (the data is
+//! synced before the superblocks): `mended_superblock` gives them the write they missed (md
+//! takes members one event behind).
 
 use super::GrowError;
 use crate::assemble::{AssemblyPlan, PlannedMember};
@@ -64,15 +64,28 @@ pub struct ReshapeMember {
 pub struct ReshapePlan {
     pub old_raid_disks: u32,
     pub new_raid_disks: u32,
-    /// In slot order, the new count of them, then the spares not taken.
+    /// The members in slots, in slot order, then the spares not taken. A slot whose member
+    /// was lost in the middle of the reshape has none.
     pub members: Vec<ReshapeMember>,
 }
 
 impl ReshapePlan {
     /// The members in slots, in slot order.
+    pub fn in_slots(&self) -> impl Iterator<Item = &ReshapeMember> {
+        self.members.iter().filter(|m| m.slot.is_some())
+    }
+
+    /// The member in `slot`, if one is there.
     #[must_use]
-    pub fn in_slots(&self) -> &[ReshapeMember] {
-        &self.members[..self.new_raid_disks as usize]
+    pub fn in_slot(&self, slot: usize) -> Option<&ReshapeMember> {
+        self.in_slots().find(|m| m.slot.map(usize::from) == Some(slot))
+    }
+
+    /// Slots with no member.
+    #[must_use]
+    pub fn missing_slots(&self) -> Vec<usize> {
+        let slots = 0..self.new_raid_disks as usize;
+        slots.filter(|&s| self.in_slot(s).is_none()).collect()
     }
 }
 
@@ -222,22 +235,19 @@ impl ReshapeProgress {
     }
 }
 
-/// The reshape the members' own superblocks (in slot order, the new count, then the spares)
-/// describe. A member whose last write ended the reshape (no reshape fields, the new data
-/// offset) counts as having moved already; `position` is the lowest any member recorded.
+/// The reshape the members' own superblocks describe (the freshest members': those behind
+/// are stale, or mended first by `mended_superblock`), each in the slot its role gives it (a
+/// spare: none; a slot may have no member).
 #[must_use]
 pub fn reshape_in_progress(
     members: &[(&PlannedMember, &Superblock1)],
     progress: &ReshapeProgress,
-) -> (ReshapePlan, u64) {
-    let mut position = u64::MAX;
+) -> ReshapePlan {
     let members = members
         .iter()
-        .enumerate()
-        .map(|(slot, (m, sb))| {
+        .map(|(m, sb)| {
             let active = sb.feature_map & feature::RESHAPE_ACTIVE != 0;
             let (old, new) = if active {
-                position = position.min(sb.reshape_position_sectors);
                 let new =
                     sb.data_offset_sectors.saturating_add_signed(sb.new_offset_sectors.into());
                 (sb.data_offset_sectors, new)
@@ -248,47 +258,73 @@ pub fn reshape_in_progress(
                 candidate: m.candidate,
                 name: m.name.clone(),
                 dev_number: m.dev_number,
-                slot: (slot < progress.new_raid_disks as usize).then_some(slot as u16),
+                slot: match m.role {
+                    DevRole::Active(slot) if u32::from(slot) < progress.new_raid_disks => {
+                        Some(slot)
+                    }
+                    _ => None,
+                },
                 old_offset_sectors: old,
                 new_offset_sectors: new,
             }
         })
         .collect();
-    let plan = ReshapePlan {
+    ReshapePlan {
         old_raid_disks: progress.old_raid_disks,
         new_raid_disks: progress.new_raid_disks,
         members,
-    };
-    (plan, position.min(progress.position_sectors))
+    }
 }
 
-/// A member the reshape's first superblock writes did not reach before a crash: the old
-/// shape, one event behind `reference` (a member they reached, still at position 0, so no
-/// data had moved). Its superblock as the start would have written it (the new offset the
-/// one every member gets); `None` for any other member.
+/// A member one superblock write behind `reference` (the freshest): a crash in the middle
+/// of writing them. Every window's data is synced on every member before the superblocks
+/// that record it, so the member holds what the reference says, and gets what the write
+/// would have given it: the start's fields (it was in the old shape; nothing had moved), the
+/// position recorded, or the end (the new data offset, its usable size grown by the move).
+/// `None` for any other member: further behind (left out of a run: stale), marked faulty by
+/// the reference, of another array, or not in this reshape.
 #[must_use]
-pub fn torn_start_superblock(own: &Superblock1, reference: &Superblock1) -> Option<Superblock1> {
-    let progress = ReshapeProgress::of(reference).ok()??;
-    let untouched = own.feature_map & feature::RESHAPE_ACTIVE == 0
-        && own.set_uuid == reference.set_uuid
+pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<Superblock1> {
+    let same_array = own.set_uuid == reference.set_uuid
         && own.events.checked_add(1) == Some(reference.events)
-        && own.raid_disks == progress.old_raid_disks
         && own.dev_roles.len() == reference.dev_roles.len();
-    if !untouched || progress.position_sectors != 0 {
+    let role = reference.dev_roles.get(own.dev_number as usize);
+    if !same_array || matches!(role, None | Some(DevRole::Faulty | DevRole::Journal)) {
         return None;
     }
-    let new_offset =
-        reference.data_offset_sectors.checked_add_signed(reference.new_offset_sectors.into())?;
-    let moved = i32::try_from(own.data_offset_sectors.checked_sub(new_offset)?).ok()?;
+    let own_progress = ReshapeProgress::of(own).ok()?;
     let mut sb = own.clone();
-    sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
-    sb.raid_disks = reference.raid_disks;
-    sb.delta_disks = reference.delta_disks;
-    sb.new_level = reference.new_level;
-    sb.new_layout = reference.new_layout;
-    sb.new_chunk_sectors = reference.new_chunk_sectors;
-    sb.reshape_position_sectors = 0;
-    sb.new_offset_sectors = -moved;
+    match (own_progress, ReshapeProgress::of(reference).ok()?) {
+        (None, Some(p)) if p.position_sectors == 0 && own.raid_disks == p.old_raid_disks => {
+            let new_offset = reference
+                .data_offset_sectors
+                .checked_add_signed(reference.new_offset_sectors.into())?;
+            let moved = i32::try_from(own.data_offset_sectors.checked_sub(new_offset)?).ok()?;
+            sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+            sb.raid_disks = reference.raid_disks;
+            sb.delta_disks = reference.delta_disks;
+            sb.new_level = reference.new_level;
+            sb.new_layout = reference.new_layout;
+            sb.new_chunk_sectors = reference.new_chunk_sectors;
+            sb.reshape_position_sectors = 0;
+            sb.new_offset_sectors = -moved;
+        }
+        (Some(mine), Some(p))
+            if mine == ReshapeProgress { position_sectors: mine.position_sectors, ..p } =>
+        {
+            sb.reshape_position_sectors = p.position_sectors;
+        }
+        (Some(mine), None) if mine.new_raid_disks == reference.raid_disks => {
+            let moved = u64::from(own.new_offset_sectors.unsigned_abs());
+            sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
+            sb.data_offset_sectors = own.data_offset_sectors.checked_sub(moved)?;
+            sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
+            sb.reshape_position_sectors = 0;
+            sb.delta_disks = 0;
+            sb.new_offset_sectors = 0;
+        }
+        _ => return None,
+    }
     sb.dev_roles.clone_from(&reference.dev_roles);
     sb.utime = reference.utime;
     sb.events = reference.events;
@@ -354,6 +390,15 @@ fn with_roles(own: &Superblock1, plan: &ReshapePlan) -> Superblock1 {
         // Every member's own number is within the table (mdadm gives all one max_dev).
         if let Some(role) = sb.dev_roles.get_mut(m.dev_number as usize) {
             *role = DevRole::Active(slot);
+        }
+    }
+    // A slot's member lost in the middle is faulty from now on, as md marks it: given back
+    // later it is behind by then, and stale.
+    for slot in plan.missing_slots() {
+        for role in &mut sb.dev_roles {
+            if *role == DevRole::Active(slot as u16) {
+                *role = DevRole::Faulty;
+            }
         }
     }
     sb

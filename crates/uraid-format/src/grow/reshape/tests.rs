@@ -68,34 +68,50 @@ fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
     assert_eq!(after.data_size_sectors, own.data_size_sectors + 384);
     assert_eq!(ReshapeProgress::of(&after).unwrap(), None);
     assert_eq!(after.checksum(), after.sb_csum);
-    // Read back: one member ended already, the other recorded 4096.
-    let (back, position) = reshape_in_progress(
-        &[(&p.slots[0].clone().unwrap(), &after), (&p.spares[0], &during)],
-        &ReshapeProgress { old_raid_disks: 1, new_raid_disks: 2, position_sectors: 8192 },
+    // Read back: each member in the slot its role gives it, a spare in none; one that ended
+    // already has moved.
+    let mut s3 = p.spares[0].clone();
+    s3.role = DevRole::Active(3);
+    let back = reshape_in_progress(
+        &[(&p.slots[0].clone().unwrap(), &after), (&s3, &during), (&p.spares[0], &during)],
+        &ReshapeProgress { old_raid_disks: 3, new_raid_disks: 4, position_sectors: 4096 },
     );
-    assert_eq!(position, 4096);
-    let offsets: Vec<_> =
-        back.members.iter().map(|m| (m.old_offset_sectors, m.new_offset_sectors)).collect();
-    assert_eq!(offsets, [(1664, 1664), (2048, 1664)]);
+    let read: Vec<_> =
+        back.members.iter().map(|m| (m.slot, m.old_offset_sectors, m.new_offset_sectors)).collect();
+    assert_eq!(read, [(Some(0), 1664, 1664), (Some(3), 2048, 1664), (None, 2048, 1664)]);
+    assert_eq!(back.missing_slots(), [1, 2]);
 }
 
 #[test]
-fn a_member_the_first_writes_missed_gets_the_start_superblock() {
+fn a_member_one_write_behind_gets_the_write_it_missed() {
     let mut p = plan();
     p.spares = vec![spare(3, "s3")];
     let rp = plan_reshape(&p, 4, &space).unwrap();
     let own = superblock(16384, 2048);
-    let started = reshaping_superblock(&own, &rp, &rp.members[0], 0, 10, 7);
+    let me = &rp.members[0];
+    let started = reshaping_superblock(&own, &rp, me, 0, 10, 7);
     let mut missed = own.clone();
     missed.events = 9;
-    let mended = torn_start_superblock(&missed, &started).expect("one event behind");
-    assert_eq!(mended, reshaping_superblock(&missed, &rp, &rp.members[0], 0, 10, 7));
-    // Not once data moved, nor for a member further behind or already started.
-    let moved = reshaping_superblock(&own, &rp, &rp.members[0], 1536, 10, 7);
-    assert_eq!(torn_start_superblock(&missed, &moved), None);
-    missed.events = 8;
-    assert_eq!(torn_start_superblock(&missed, &started), None);
-    assert_eq!(torn_start_superblock(&started, &started), None);
+    // The start: it was in the old shape.
+    let mended = mended_superblock(&missed, &started).expect("one event behind");
+    assert_eq!(mended, reshaping_superblock(&missed, &rp, me, 0, 10, 7));
+    // A position recorded.
+    let at = reshaping_superblock(&own, &rp, me, 1536, 11, 7);
+    assert_eq!(mended_superblock(&started, &at), Some(at.clone()));
+    // The end.
+    let done = reshaped_superblock(&at, &rp, me, 12, 7);
+    assert_eq!(mended_superblock(&at, &done), Some(done.clone()));
+    // Not further behind, not in the old shape once data moved, not ahead.
+    assert_eq!(mended_superblock(&missed, &at), None);
+    missed.events = 10;
+    assert_eq!(mended_superblock(&missed, &at), None, "the old shape beside a position");
+    assert_eq!(mended_superblock(&at, &started), None);
+    // Not one the freshest marks faulty: a run went on without it.
+    let mut faulty = at.clone();
+    faulty.events = 12;
+    faulty.dev_roles[0] = DevRole::Faulty;
+    faulty.seal();
+    assert_eq!(mended_superblock(&at, &faulty), None);
 }
 
 #[test]
