@@ -60,9 +60,9 @@ pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Re
         s.clone()
     };
     let rp = plan_reshape(plan, new_raid_disks, &space)?;
-    let mut events = plan.events;
-    record(plan, &grown, &rp, Some(0), &mut events)?;
-    run(plan, &grown, &rp, 0, events)
+    let mut records = Records::new(plan, &grown, &rp)?;
+    records.write(Some(0))?;
+    run(plan, &mut records, 0)
 }
 
 /// Before `--continue`: the members a crash kept from the last superblock write
@@ -103,16 +103,12 @@ pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
     uraid_format::grow::refuse_unless_clean(plan, true)?;
     let members: Vec<_> = grown.iter().map(|g| (g.member, &g.own)).collect();
     let rp = reshape_in_progress(&members, &progress);
-    run(plan, &grown, &rp, progress.position_sectors, plan.events)
+    let mut records = Records::new(plan, &grown, &rp)?;
+    run(plan, &mut records, progress.position_sectors)
 }
 
-fn run(
-    plan: &AssemblyPlan,
-    grown: &[Grown<'_>],
-    rp: &ReshapePlan,
-    from: u64,
-    mut events: u64,
-) -> anyhow::Result<Reshaped> {
+fn run(plan: &AssemblyPlan, records: &mut Records<'_>, from: u64) -> anyhow::Result<Reshaped> {
+    let (grown, rp) = (records.grown, records.rp);
     let reshape = layout(plan, rp)?;
     reshape.check_position(from)?;
     let files: Vec<Option<&Grown<'_>>> = (0..rp.new_raid_disks as usize)
@@ -138,11 +134,11 @@ fn run(
         for g in files.iter().flatten() {
             g.file.sync_data().with_context(|| g.member.name.clone())?;
         }
-        record(plan, grown, rp, Some(position), &mut events)?;
+        records.write(Some(position))?;
         windows += 1;
         bar.set_position(position * SECTOR_BYTES);
     }
-    record(plan, grown, rp, None, &mut events)?;
+    records.write(None)?;
     bar.finish_and_clear();
     Ok(told(rp, &reshape, from, windows, false))
 }
@@ -183,28 +179,57 @@ fn layout(plan: &AssemblyPlan, rp: &ReshapePlan) -> anyhow::Result<Reshape> {
     Ok(reshape.with_missing(&rp.missing_slots())?)
 }
 
-/// Writes every superblock: the reshape at `position`, or (`None`) ended, with the next
-/// event count (md's: one more a write), the bitmap first as new.
-fn record(
-    plan: &AssemblyPlan,
-    grown: &[Grown<'_>],
-    rp: &ReshapePlan,
-    position: Option<u64>,
-    events: &mut u64,
-) -> anyhow::Result<()> {
-    *events += 1;
-    let events = *events;
-    restamp_bitmap(plan, grown, events)?;
-    let now = now_seconds();
-    for g in grown {
-        let me = rp.members.iter().find(|m| m.candidate == g.member.candidate).expect("planned");
-        let sb = match position {
-            Some(position) => reshaping_superblock(&g.own, rp, me, position, events, now),
-            None => reshaped_superblock(&g.own, rp, me, events, now),
-        };
-        write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES).context("writing the superblock")?;
+/// The superblock writes of a run, each with the next event count (md's: one more a write),
+/// the bitmap first as new: read once from the first member (its bits do not change), then
+/// written whole to every member and spare (the added ones take it as md gives them the
+/// array's), its header alone after that.
+struct Records<'a> {
+    grown: &'a [Grown<'a>],
+    rp: &'a ReshapePlan,
+    events: u64,
+    /// Its header and its bytes, header included; the bytes until first written.
+    bitmap: Option<(BitmapSuper, Option<Vec<u8>>)>,
+}
+
+impl<'a> Records<'a> {
+    fn new(
+        plan: &AssemblyPlan,
+        grown: &'a [Grown<'a>],
+        rp: &'a ReshapePlan,
+    ) -> anyhow::Result<Self> {
+        // The first member's, unless older than the array (then it stays so: md resyncs all).
+        let first = &grown[0];
+        let bitmap = if plan.has_bitmap() { Some(bitmap_image(first)?) } else { None };
+        let bitmap = bitmap.filter(|(b, _)| !b.is_stale(first.own.events));
+        let bitmap = bitmap.map(|(header, image)| (header, Some(image)));
+        Ok(Records { grown, rp, events: plan.events, bitmap })
     }
-    Ok(())
+
+    /// Every superblock: the reshape at `position`, or (`None`) ended.
+    fn write(&mut self, position: Option<u64>) -> anyhow::Result<()> {
+        self.events += 1;
+        let (events, now) = (self.events, now_seconds());
+        if let Some((header, image)) = &mut self.bitmap {
+            header.events = events;
+            let mut bytes = image.take().unwrap_or_default();
+            bytes.resize(bytes.len().max(BITMAP_SUPER_BYTES), 0);
+            bytes[..BITMAP_SUPER_BYTES].copy_from_slice(&header.encode());
+            for g in self.grown {
+                write_synced(g, &bytes, bitmap_at(&g.own)?).context("writing the bitmap")?;
+            }
+        }
+        for g in self.grown {
+            let me = self.rp.members.iter().find(|m| m.candidate == g.member.candidate);
+            let me = me.expect("planned");
+            let sb = match position {
+                Some(position) => reshaping_superblock(&g.own, self.rp, me, position, events, now),
+                None => reshaped_superblock(&g.own, self.rp, me, events, now),
+            };
+            write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES)
+                .context("writing the superblock")?;
+        }
+        Ok(())
+    }
 }
 
 /// Where md's metadata ends on a member (see `MemberSpace`).
@@ -231,23 +256,6 @@ fn bitmap_image(g: &Grown<'_>) -> anyhow::Result<(BitmapSuper, Vec<u8>)> {
     let name = &g.member.name;
     uraid_md::members::read_bitmap(Path::new(name), &g.own)
         .map_err(|e| anyhow::anyhow!("{name}: its bitmap: {e}"))
-}
-
-/// The bitmap of the first member in a slot, as new as the reshape's superblocks, on every
-/// member and spare (the added members take it as md gives them the array's).
-fn restamp_bitmap(plan: &AssemblyPlan, grown: &[Grown<'_>], events: u64) -> anyhow::Result<()> {
-    if !plan.has_bitmap() {
-        return Ok(());
-    }
-    let (mut header, mut image) = bitmap_image(&grown[0])?;
-    if !header.is_stale(grown[0].own.events) {
-        header.events = events;
-    }
-    image[..BITMAP_SUPER_BYTES].copy_from_slice(&header.encode());
-    for g in grown {
-        write_synced(g, &image, bitmap_at(&g.own)?).context("writing the bitmap")?;
-    }
-    Ok(())
 }
 
 /// The members' files by slot, for the copy (none for a missing slot, which it never asks
