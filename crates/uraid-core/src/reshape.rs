@@ -15,6 +15,10 @@
 //! middle of one leaves its sources intact, and copying it again from the recorded position
 //! gives the same result. The property test in `reshape/tests.rs` crashes copies at random
 //! writes, tears the write in flight and goes on from the last recorded position.
+//!
+//! A member lost in the middle (`with_missing`, within the level's redundancy, as md goes on
+//! with a degraded reshape) is never read or written: its old chunks are rebuilt from their
+//! old rows, which the same window rule keeps intact from the position on.
 
 #[cfg(test)]
 mod tests;
