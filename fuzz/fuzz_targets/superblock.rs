@@ -195,7 +195,6 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
         return;
     }
     let space = |m: &PlannedMember| MemberSpace {
-        data_offset_sectors: m.data_offset_sectors,
         metadata_end_sectors: 80,
         avail_sectors: (candidates[m.candidate].size_bytes / 512)
             .saturating_sub(m.data_offset_sectors),

@@ -118,17 +118,12 @@ fn a_reshape_whose_first_superblock_writes_were_cut_off_goes_on() {
     let (mut members, data) = small_array(&dir, "rt", true);
     members.extend(add_spares(&dir, "rt", &members, 1));
     let all = strs(&members);
-    let old_area = |m: &PathBuf| {
-        let mut area = vec![0u8; 4096];
-        std::fs::File::open(m).unwrap().read_exact_at(&mut area, 4096).unwrap();
-        area
-    };
-    let kept: Vec<Vec<u8>> = [&members[1], &members[3]].into_iter().map(old_area).collect();
+    let kept: Vec<_> = [&members[1], &members[3]].into_iter().map(|m| superblock_of(m)).collect();
     let said = grow_cut_short(&dir, &[&["-n", "4"][..], &all].concat(), 0);
     assert!(said.contains("stopped after 0 windows"), "{said}");
-    for (m, area) in [&members[1], &members[3]].into_iter().zip(&kept) {
+    for (m, sb) in [&members[1], &members[3]].into_iter().zip(&kept) {
         let file = std::fs::OpenOptions::new().write(true).open(m).unwrap();
-        file.write_all_at(area, 4096).unwrap();
+        file.write_all_at(&sb.encode(), 4096).unwrap();
     }
     let refusal = text(&uraid(&dir, &[&["assemble", "-o", "/dev/null"][..], &all].concat()).stderr);
     assert!(refusal.contains("a reshape is in progress"), "{refusal}");

@@ -13,15 +13,12 @@
 //! so the new place of any array sector is at or below its old place. A window ends where its
 //! writes would reach the old place of data not yet copied (`next_window`); a crash in the
 //! middle of one leaves its sources intact, and copying it again from the recorded position
-//! gives the same result. The property test in `reshape/tests.rs` crashes copies at random
+//! gives the same result. The property test in `tests/reshape.rs` crashes copies at random
 //! writes, tears the write in flight and goes on from the last recorded position.
 //!
 //! A member lost in the middle (`with_missing`, within the level's redundancy, as md goes on
 //! with a degraded reshape) is never read or written: its old chunks are rebuilt from their
 //! old rows, which the same window rule keeps intact from the position on.
-
-#[cfg(test)]
-mod tests;
 
 use crate::geometry::{DiskRole, Geometry};
 use crate::reconstruct::reconstruct;

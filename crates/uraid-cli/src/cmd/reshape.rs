@@ -60,9 +60,11 @@ pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Re
         s.clone()
     };
     let rp = plan_reshape(plan, new_raid_disks, &space)?;
+    // Before anything is written: a geometry refused leaves no reshape recorded.
+    let reshape = layout(plan, &rp)?;
     let mut records = Records::new(plan, &grown, &rp)?;
     records.write(Some(0))?;
-    run(plan, &mut records, 0)
+    run(&reshape, &mut records, 0)
 }
 
 /// Before `--continue`: the members a crash kept from the last superblock write
@@ -103,14 +105,14 @@ pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
     uraid_format::grow::refuse_unless_clean(plan, true)?;
     let members: Vec<_> = grown.iter().map(|g| (g.member, &g.own)).collect();
     let rp = reshape_in_progress(&members, &progress);
+    let reshape = layout(plan, &rp)?;
+    reshape.check_position(progress.position_sectors)?;
     let mut records = Records::new(plan, &grown, &rp)?;
-    run(plan, &mut records, progress.position_sectors)
+    run(&reshape, &mut records, progress.position_sectors)
 }
 
-fn run(plan: &AssemblyPlan, records: &mut Records<'_>, from: u64) -> anyhow::Result<Reshaped> {
+fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Result<Reshaped> {
     let (grown, rp) = (records.grown, records.rp);
-    let reshape = layout(plan, rp)?;
-    reshape.check_position(from)?;
     let files: Vec<Option<&Grown<'_>>> = (0..rp.new_raid_disks as usize)
         .map(|slot| {
             let m = rp.in_slot(slot)?;
@@ -128,7 +130,7 @@ fn run(plan: &AssemblyPlan, records: &mut Records<'_>, from: u64) -> anyhow::Res
     while let Some(window) = reshape.next_window(position, max_stripes) {
         if stop_after == Some(windows) {
             bar.finish_and_clear();
-            return Ok(told(rp, &reshape, from, windows, true));
+            return Ok(told(rp, reshape, from, windows, true));
         }
         position = reshape.copy_window(&mut io, window, UNIT_BYTES)?;
         for g in files.iter().flatten() {
@@ -140,7 +142,7 @@ fn run(plan: &AssemblyPlan, records: &mut Records<'_>, from: u64) -> anyhow::Res
     }
     records.write(None)?;
     bar.finish_and_clear();
-    Ok(told(rp, &reshape, from, windows, false))
+    Ok(told(rp, reshape, from, windows, false))
 }
 
 fn told(
@@ -245,7 +247,6 @@ fn member_space(g: &Grown<'_>) -> anyhow::Result<MemberSpace> {
     let end_bytes = ranges.iter().map(|r| r.1).max().unwrap_or(0);
     let kernel = sb.super_offset_sectors + KERNEL_METADATA_SECTORS;
     Ok(MemberSpace {
-        data_offset_sectors: sb.data_offset_sectors,
         metadata_end_sectors: end_bytes.div_ceil(SECTOR_BYTES).max(kernel),
         avail_sectors: g.avail_sectors,
         lists_bad_blocks: sb.feature_map & uraid_format::feature::BAD_BLOCKS != 0,

@@ -34,11 +34,10 @@ use crate::superblock::Superblock1;
 /// Sectors past the superblock's start that md never moves data into (36 KiB).
 pub const KERNEL_METADATA_SECTORS: u64 = (32 + 4) * 2;
 
-/// A member's space before its data, as the caller measured it.
+/// A member's space around its data (which starts at its planned `data_offset_sectors`), as
+/// the caller measured it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberSpace {
-    #[doc(alias = "data_offset")]
-    pub data_offset_sectors: u64,
     /// The first sector past md's metadata (superblock, bitmap, bad block log, md's PPL).
     pub metadata_end_sectors: u64,
     /// Sectors past the data offset the device holds.
@@ -115,16 +114,16 @@ pub fn plan_reshape(
     }
     let members: Vec<&PlannedMember> = plan.slots.iter().flatten().chain(&plan.spares).collect();
     let spaces: Vec<MemberSpace> = members.iter().map(|m| space(m)).collect();
-    // Its listed sectors are where the data moves away from (the list is by member sector);
-    // the copy reads every data chunk and reconstructs none.
+    // Its listed sectors are where the data moves away from (the list is by member sector),
+    // and the copy reads every data chunk of a member it has (it rebuilds a lost member's only).
     let mut listed = members.iter().zip(&spaces).take(new_raid_disks as usize);
     if let Some((m, _)) = listed.find(|(_, s)| s.lists_bad_blocks) {
         return Err(GrowError::ListsBadBlocks { member: m.name.clone() });
     }
     // The data moves down from the lowest old offset, no lower than any metadata's end.
-    let old_members = spaces.iter().zip(&members).take(current as usize);
-    let (holder, high) = old_members
-        .map(|(s, m)| (m, s.data_offset_sectors))
+    let (holder, high) = members[..current as usize]
+        .iter()
+        .map(|m| (m, m.data_offset_sectors))
         .min_by_key(|p| p.1)
         .expect("a whole array has members");
     let (metadata, low) = spaces
@@ -151,7 +150,7 @@ pub fn plan_reshape(
     let new_offset = high - moved;
     for (m, s) in members.iter().zip(&spaces).skip(current as usize) {
         let avail_sectors =
-            s.avail_sectors.saturating_add(s.data_offset_sectors.saturating_sub(new_offset));
+            s.avail_sectors.saturating_add(m.data_offset_sectors.saturating_sub(new_offset));
         if avail_sectors < plan.size_sectors {
             let (member, new_sectors) = (m.name.clone(), plan.size_sectors);
             return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
@@ -159,14 +158,13 @@ pub fn plan_reshape(
     }
     let members = members
         .iter()
-        .zip(&spaces)
         .enumerate()
-        .map(|(slot, (m, s))| ReshapeMember {
+        .map(|(slot, m)| ReshapeMember {
             candidate: m.candidate,
             name: m.name.clone(),
             dev_number: m.dev_number,
             slot: (slot < new_raid_disks as usize).then_some(slot as u16),
-            old_offset_sectors: s.data_offset_sectors,
+            old_offset_sectors: m.data_offset_sectors,
             new_offset_sectors: new_offset,
         })
         .collect();
@@ -246,13 +244,11 @@ pub fn reshape_in_progress(
     let members = members
         .iter()
         .map(|(m, sb)| {
-            let active = sb.feature_map & feature::RESHAPE_ACTIVE != 0;
-            let (old, new) = if active {
-                let new =
-                    sb.data_offset_sectors.saturating_add_signed(sb.new_offset_sectors.into());
-                (sb.data_offset_sectors, new)
+            let (old, moved) = (sb.data_offset_sectors, sb.new_offset_sectors);
+            let new = if sb.feature_map & feature::RESHAPE_ACTIVE != 0 {
+                old.saturating_add_signed(moved.into())
             } else {
-                (sb.data_offset_sectors, sb.data_offset_sectors)
+                old
             };
             ReshapeMember {
                 candidate: m.candidate,

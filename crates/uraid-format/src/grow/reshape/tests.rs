@@ -21,12 +21,7 @@ fn spare(dev_number: u32, name: &str) -> PlannedMember {
 /// mdadm's metadata end for a v1.2 member without a bitmap: 8 + 72.
 fn space(m: &PlannedMember) -> MemberSpace {
     let avail_sectors = if m.name == "small" { 15000 } else { 20480 };
-    MemberSpace {
-        data_offset_sectors: m.data_offset_sectors,
-        metadata_end_sectors: 80,
-        avail_sectors,
-        lists_bad_blocks: m.name == "bad",
-    }
+    MemberSpace { metadata_end_sectors: 80, avail_sectors, lists_bad_blocks: m.name == "bad" }
 }
 
 #[test]

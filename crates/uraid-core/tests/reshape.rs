@@ -2,12 +2,15 @@
 //! last recorded position, over every level and layout, whole or with a slot missing: the
 //! array ends with the old data followed by zeros, and every new stripe's parity right.
 
-use super::{Reshape, ReshapeError, ReshapeIo};
-use crate::geometry::{DiskRole, Geometry};
-use crate::layout::{LAYOUTS, Level};
-use crate::reconstruct::reconstruct;
-use crate::units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
+mod common;
+
+use common::pattern as bytes;
 use proptest::prelude::*;
+use uraid_core::layout::LAYOUTS;
+use uraid_core::reshape::{Reshape, ReshapeError, ReshapeIo};
+use uraid_core::{
+    DiskIndex, DiskRole, Geometry, Level, SECTOR_BYTES, Sector, StripeNumber, reconstruct,
+};
 
 struct Crash;
 
@@ -42,18 +45,6 @@ impl ReshapeIo for Members {
         target.copy_from_slice(buf);
         Ok(())
     }
-}
-
-fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn chunk_of(disks: &[Vec<u8>], disk: usize, at_sectors: u64, len: usize) -> &[u8] {
