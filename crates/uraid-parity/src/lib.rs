@@ -58,14 +58,16 @@ pub fn set_stores(s: Stores) {
     STORES.store(s as u8 + 1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Names, for the whole process, whether the kernels tune stripes of more than 8 data blocks
-/// for AMD's family 0x19 (`on`, `off`); unset, the CPU decides (that family only). For
-/// measuring one against the other with the same binary; results never depend on it.
+/// Names, for the whole process, whether the kernels take the figures tuned for AMD's family
+/// 0x19 (`on`, `off`): stripes of more than 8 data blocks, and P+Q of 4 that missed the caches;
+/// unset, the CPU decides (that family only). For measuring one against the other with the
+/// same binary; results never depend on it.
 pub const WIDE_TUNING_ENV: &str = "URAID_PARITY_WIDE_TUNING";
 
-/// Overrides, for the whole process, whether stripes of more than 8 data blocks get the
-/// figures tuned for AMD's family 0x19 (a prefetch when they stream from memory, P+Q's vectors
-/// per step by whether they missed the caches; by default that CPU family only, or as
+/// Overrides, for the whole process, whether the kernels take the figures tuned for AMD's
+/// family 0x19 (for stripes of more than 8 data blocks a prefetch when they stream from memory,
+/// P+Q's vectors per step by whether they missed the caches, for 4 data blocks too; by default
+/// that CPU family only, or as
 /// `URAID_PARITY_WIDE_TUNING` says): for tests, which must reach both paths on any CPU, and
 /// for measuring. Results never depend on it.
 pub fn set_wide_tuning(on: bool) {

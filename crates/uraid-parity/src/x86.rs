@@ -143,12 +143,22 @@ macro_rules! backend_module {
             /// GFNI ran 4 x 4 KiB in cache at 281-285 GB/s (2.21-2.66x ISA-L) against 246-247
             /// (1.87-1.93x), streamed at 19.3-20.6 against 17.9-19.0; AVX-512 (two runs, the
             /// backend forced) 187-192 against 161-164 in cache, 18.7-18.8 against 16.9-17.1
-            /// streamed. AVX2 there: +10% in cache, -10-20% streamed; it keeps the loop.
+            /// streamed. AVX2 there: +10% in cache, -10-20% streamed; it keeps the loop. On AMD's
+            /// family 0x19 a stripe that missed the caches takes the backend's vectors a step
+            /// for such (`generic::syndrome_k`).
             #[target_feature(enable = $features)]
             #[inline(never)]
             unsafe fn syndrome_4(p: &mut [u8], q: &mut [u8], data: [&[u8]; 4], stream: bool) {
                 // SAFETY: as above.
-                unsafe { generic::syndrome_k::<$vector, 4, $unroll>(p, q, data, stream) }
+                unsafe {
+                    generic::syndrome_k::<$vector, 4, $unroll, $pq_many_missed>(
+                        p,
+                        q,
+                        data,
+                        stream,
+                        probe::family_19h(),
+                    )
+                }
             }
 
             #[target_feature(enable = $features)]
@@ -159,7 +169,7 @@ macro_rules! backend_module {
                 data: &[Option<&[u8]>],
                 stream: bool,
             ) {
-                if probe::tuned_for_wide_stripes() {
+                if probe::family_19h() {
                     // SAFETY: as above.
                     return unsafe {
                         generic::syndrome_by_verdict::<
@@ -312,7 +322,7 @@ macro_rules! backend_module {
 // `syndrome_4` (see there).
 //
 // The tuple before the features: for stripes of more than 8 data blocks on a CPU tuned for
-// them (`probe::tuned_for_wide_stripes`, AMD's family 0x19), a software prefetch distance for
+// them (`probe::family_19h`, AMD's family 0x19), a software prefetch distance for
 // those that missed the caches (`generic::wide_prefetch`), and P+Q's vectors per step for
 // those in cache on blocks up to `generic::PQ_TILE` and for those that missed on any blocks
 // (`generic::syndrome_by_verdict`, `generic::syndrome_wide`). On the Zen 4 VM of the session
@@ -322,7 +332,8 @@ macro_rules! backend_module {
 // streamed from 74-90% of the reference to 85-94% (three runs of `uraid bench parity --only
 // pq` each, `URAID_PARITY_WIDE_TUNING=off` alternated with the default), and 2 in the tiles
 // of longer blocks streamed 16 x 1 MiB at 89-94% in place of 84-86%. The AVX-512 and AVX2
-// backends keep their own figures there (unmeasured).
+// backends keep their own figures there (unmeasured). The last figure serves `syndrome_4` too
+// on that family, when its stripe missed the caches (`generic::syndrome_k`).
 //
 // Software prefetch distance for every call (bytes ahead, 0 = none): 4 KiB for AVX-512 without
 // GFNI, measured on a Zen 4 machine (8-wide streaming from ~80% to ~90% of the reference, before

@@ -294,7 +294,7 @@ pub(crate) unsafe fn xor_few<V: Vector, const N: usize, const PF: usize>(
 /// takes the backend's `WIDE_PF` prefetch distance in place of its `PF`: more than
 /// [`XOR_CHUNK`] sources (with P and Q, 18 or more streams), blocks longer than the distance
 /// (else every prefetch lands past its block), on a CPU where that pays
-/// (`probe::tuned_for_wide_stripes`).
+/// (`probe::family_19h`).
 /// On the Zen 4 VM of the session of 2026-12-05 (GFNI, no prefetch of its own), two runs of
 /// `uraid bench parity --only stream` with 4 KiB ahead took streamed XOR of 16 x 64 KiB and
 /// 16 x 1 MiB from 72-80% of the reference to 91-94%, and P+Q from 78-81% to 84-87%; in cache
@@ -305,11 +305,7 @@ fn wide_prefetch<const PF: usize, const WIDE_PF: usize>(
     sources: usize,
     len: usize,
 ) -> bool {
-    WIDE_PF != PF
-        && nt
-        && sources > XOR_CHUNK
-        && len > WIDE_PF
-        && super::probe::tuned_for_wide_stripes()
+    WIDE_PF != PF && nt && sources > XOR_CHUNK && len > WIDE_PF && super::probe::family_19h()
 }
 
 #[inline(always)]
@@ -1046,13 +1042,17 @@ pub(crate) unsafe fn recov_data_q<V: Vector, const UNROLL: usize>(
 }
 
 /// `syndrome` of exactly `K` data blocks, none of them zero, with P (see the backends'
-/// `syndrome_4` for why and when).
+/// `syndrome_4` for why and when): `N` vectors a step, or `MISSED` when `by_verdict` and the
+/// stripe missed the caches (on AMD's family 0x19, `probe::family_19h`: on the Zen 4 VM of the
+/// sixth session of 2026-12-07, GFNI's 8 ran P+Q of 4 x 4 KiB streamed at 0.77-0.91x ISA-L and
+/// 2 at 1.17-1.19x, in cache both 2.1-2.2x; `uraid bench parity --only pq`, builds alternated).
 #[inline(always)]
-pub(crate) unsafe fn syndrome_k<V: Vector, const K: usize, const N: usize>(
+pub(crate) unsafe fn syndrome_k<V: Vector, const K: usize, const N: usize, const MISSED: usize>(
     p: &mut [u8],
     q: &mut [u8],
     data: [&[u8]; K],
     stream: bool,
+    by_verdict: bool,
 ) {
     #[inline(always)]
     unsafe fn group<V: Vector, const K: usize, const N: usize>(
@@ -1089,7 +1089,11 @@ pub(crate) unsafe fn syndrome_k<V: Vector, const K: usize, const N: usize>(
     let outs = (p.as_mut_ptr(), q.as_mut_ptr());
     let d: [*const u8; K] = data.map(<[u8]>::as_ptr);
     let nt = use_nt::<V>(stream, len, &[outs.1, outs.0], data.iter().map(|x| x.as_ptr()));
-    let o = groups!(V, len, 0, N, |off| { unsafe { group::<V, K, N>(&d, outs, off, nt) } });
+    let o = if nt && by_verdict {
+        groups!(V, len, 0, MISSED, |off| { unsafe { group::<V, K, MISSED>(&d, outs, off, nt) } })
+    } else {
+        groups!(V, len, 0, N, |off| { unsafe { group::<V, K, N>(&d, outs, off, nt) } })
+    };
     let off = groups!(V, len, o, 1, |off| { unsafe { group::<V, K, 1>(&d, outs, off, nt) } });
     fence(nt);
     scalar::syndrome(Some(p), q, &data.map(Some), off);

@@ -116,17 +116,18 @@ pub(crate) fn l2_bytes() -> usize {
     }
 }
 
-/// Whether stripes of more than `XOR_CHUNK` data blocks take the backend's second set of
-/// figures (see `x86.rs`): a software prefetch when they missed the caches
-/// (`generic::wide_prefetch`), and for P+Q one number of vectors per step when cached (blocks
-/// up to `PQ_TILE`) and another when they missed (`generic::syndrome_by_verdict`,
-/// `generic::syndrome_wide`). Yes on AMD's
-/// family 0x19 (Zen 3 and 4; only Zen 4 has the GFNI and AVX-512 backends whose figures
-/// differ), where these were measured; other CPUs keep the figures measured on them (Zen 5
-/// lost a third of streamed 8 x 1 MiB P+Q to the prefetch, and ran 16 x 4 KiB P+Q in cache
-/// faster with 4 vectors than with 8; the Intel Xeon met its streaming goals without).
+/// Whether the kernels take the backend's second set of figures (see `x86.rs`), measured on
+/// AMD's family 0x19: for stripes of more than `XOR_CHUNK` data blocks a software prefetch when
+/// they missed the caches (`generic::wide_prefetch`), and for P+Q one number of vectors per
+/// step when cached (blocks up to `PQ_TILE`) and another when they missed
+/// (`generic::syndrome_by_verdict`, `generic::syndrome_wide`); the latter for P+Q of 4 data
+/// blocks that missed too (`generic::syndrome_k`). Yes on that family (Zen 3 and 4; only Zen 4
+/// has the GFNI and AVX-512 backends whose figures differ); other CPUs keep the figures
+/// measured on them (Zen 5 lost a third of streamed 8 x 1 MiB P+Q to the prefetch, ran 16 x 4
+/// KiB P+Q in cache faster with 4 vectors than with 8 and streamed 4 x 4 KiB faster with 8;
+/// the Intel Xeon met its streaming goals without).
 #[inline(always)]
-pub(crate) fn tuned_for_wide_stripes() -> bool {
+pub(crate) fn family_19h() -> bool {
     switch(&WIDE, crate::WIDE_TUNING_ENV, || amd_family() == Some(0x19))
 }
 
@@ -150,10 +151,10 @@ fn switch(cell: &AtomicU8, env: &str, default: impl FnOnce() -> bool) -> bool {
     }
 }
 
-/// [`tuned_for_wide_stripes`]: 0 not read yet, 1 no, 2 yes.
+/// [`family_19h`]: 0 not read yet, 1 no, 2 yes.
 static WIDE: AtomicU8 = AtomicU8::new(0);
 
-/// Overrides [`tuned_for_wide_stripes`] for the whole process.
+/// Overrides [`family_19h`] for the whole process.
 pub(crate) fn set_wide_tuning(on: bool) {
     WIDE.store(1 + u8::from(on), Ordering::Relaxed);
 }
