@@ -109,7 +109,8 @@ pub(crate) struct Stopped {
 
 impl Stopped {
     /// `verb` names the change in refusals ("grow", "update"); `take_reshape`: the array is
-    /// in the middle of a reshape to go on with.
+    /// in the middle of a reshape to go on with (a member one superblock write behind is
+    /// given that write first, `reshape::mend_torn_writes`).
     pub(crate) fn open(
         select: &Selection,
         given: &[String],
@@ -122,6 +123,9 @@ impl Stopped {
             .iter()
             .map(|path| open_exclusive(path.as_ref(), &held).with_context(|| path.clone()))
             .collect::<anyhow::Result<Vec<File>>>()?;
+        if take_reshape {
+            crate::cmd::reshape::mend_torn_writes(&paths, &files)?;
+        }
         let candidates: Vec<_> = paths.iter().map(|p| read_candidate_to_assemble(p)).collect();
         let options = AssembleOptions { uuid, take_reshape, ..AssembleOptions::default() };
         let plan = plan(&candidates, &options).with_context(|| format!("cannot {verb}"))?;
@@ -155,9 +159,6 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     let bitmap_chunk = args.bitmap_chunk.as_deref().map(parse_bitmap_chunk).transpose()?;
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
-    }
-    if args.resume {
-        crate::cmd::reshape::mend_torn_writes(&args.select, &args.members)?;
     }
     let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
     let cannot = || format!("cannot grow {}", stopped.plan.name);

@@ -8,9 +8,9 @@
 //! position from which `--continue` (or the kernel, which reads the same fields) copies on.
 
 use crate::cmd::grow::{Grown, Stopped, bitmap_at, now_seconds, write_synced};
-use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, open_exclusive, read_candidate_to_assemble};
-use crate::cmd::scan::{Selected, Selection};
+use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, read_candidate_to_assemble};
 use anyhow::{Context, bail};
+use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use uraid_core::reshape::{Reshape, ReshapeIo};
@@ -69,21 +69,18 @@ pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Re
 
 /// Before `--continue`: the members a crash kept from the last superblock write
 /// (`mended_superblock`: one event behind the freshest, holding what it says) get it, so that
-/// the array plans whole.
-pub(crate) fn mend_torn_writes(select: &Selection, given: &[String]) -> anyhow::Result<()> {
-    let Selected { members: paths, .. } = select.resolve(given)?;
+/// the array plans whole. `files` are `paths` opened exclusively (`Stopped::open`).
+pub(crate) fn mend_torn_writes(paths: &[String], files: &[File]) -> anyhow::Result<()> {
     let own = |path: &String| {
         let area = read_candidate_to_assemble(path).superblock_area.ok()?;
         Superblock1::decode(&area).ok()
     };
     let sbs: Vec<Option<Superblock1>> = paths.iter().map(own).collect();
     let Some(reference) = sbs.iter().flatten().max_by_key(|sb| sb.events) else { return Ok(()) };
-    for (path, sb) in paths.iter().zip(&sbs) {
+    for ((path, file), sb) in paths.iter().zip(files).zip(&sbs) {
         let Some(mended) = sb.as_ref().and_then(|sb| mended_superblock(sb, reference)) else {
             continue;
         };
-        let held = "stop it first (uraid grow works on a stopped array)";
-        let file = open_exclusive(Path::new(path), held).with_context(|| path.clone())?;
         file.write_all_at(&mended.encode(), SUPERBLOCK_OFFSET_BYTES)
             .and_then(|()| file.sync_data())
             .with_context(|| format!("{path}: writing the superblock"))?;

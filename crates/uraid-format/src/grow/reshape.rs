@@ -296,14 +296,9 @@ pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<S
                 .data_offset_sectors
                 .checked_add_signed(reference.new_offset_sectors.into())?;
             let moved = i32::try_from(own.data_offset_sectors.checked_sub(new_offset)?).ok()?;
-            sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
             sb.raid_disks = reference.raid_disks;
-            sb.delta_disks = reference.delta_disks;
-            sb.new_level = reference.new_level;
-            sb.new_layout = reference.new_layout;
-            sb.new_chunk_sectors = reference.new_chunk_sectors;
-            sb.reshape_position_sectors = 0;
-            sb.new_offset_sectors = -moved;
+            let shape = (reference.new_level, reference.new_layout, reference.new_chunk_sectors);
+            mark_reshaping(&mut sb, shape, reference.delta_disks, 0, -moved);
         }
         (Some(mine), Some(p))
             if mine == ReshapeProgress { position_sectors: mine.position_sectors, ..p } =>
@@ -312,12 +307,7 @@ pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<S
         }
         (Some(mine), None) if mine.new_raid_disks == reference.raid_disks => {
             let moved = u64::from(own.new_offset_sectors.unsigned_abs());
-            sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
-            sb.data_offset_sectors = own.data_offset_sectors.checked_sub(moved)?;
-            sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
-            sb.reshape_position_sectors = 0;
-            sb.delta_disks = 0;
-            sb.new_offset_sectors = 0;
+            mark_reshaped(&mut sb, own.data_offset_sectors.checked_sub(moved)?);
         }
         _ => return None,
     }
@@ -339,18 +329,44 @@ pub fn reshaping_superblock(
     utime_seconds: u64,
 ) -> Superblock1 {
     let mut sb = with_roles(own, plan);
-    sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
-    sb.new_level = sb.level.to_md();
-    sb.new_layout = sb.layout;
-    sb.new_chunk_sectors = sb.chunk_sectors;
-    sb.delta_disks = (plan.new_raid_disks - plan.old_raid_disks).cast_signed();
-    sb.reshape_position_sectors = position_sectors;
     sb.data_offset_sectors = me.old_offset_sectors;
     let moved = me.old_offset_sectors - me.new_offset_sectors;
     // Within i32 for the members (`plan_reshape`); a spare's larger own offset is clamped.
-    sb.new_offset_sectors = i32::try_from(moved).map_or(i32::MIN, |moved| -moved);
+    let new_offset = i32::try_from(moved).map_or(i32::MIN, |moved| -moved);
+    let same_shape = (sb.level.to_md(), sb.layout, sb.chunk_sectors);
+    let delta_disks = (plan.new_raid_disks - plan.old_raid_disks).cast_signed();
+    mark_reshaping(&mut sb, same_shape, delta_disks, position_sectors, new_offset);
     super::stamp(&mut sb, events, utime_seconds);
     sb
+}
+
+/// The fields md writes for a reshape under way: into `new_shape` (`new_level`, `new_layout`,
+/// `new_chunk_sectors`), by `delta_disks` members, at `position_sectors`, the data moving to
+/// `new_offset` sectors from the data offset (md's signed `new_offset`).
+fn mark_reshaping(
+    sb: &mut Superblock1,
+    new_shape: (i32, u32, u32),
+    delta_disks: i32,
+    position_sectors: u64,
+    new_offset: i32,
+) {
+    sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+    (sb.new_level, sb.new_layout, sb.new_chunk_sectors) = new_shape;
+    sb.delta_disks = delta_disks;
+    sb.reshape_position_sectors = position_sectors;
+    sb.new_offset_sectors = new_offset;
+}
+
+/// The fields of a reshape done: the data at `new_offset_sectors`, the member's usable size
+/// grown by the move (none when it is there already), no reshape fields.
+fn mark_reshaped(sb: &mut Superblock1, new_offset_sectors: u64) {
+    let moved = sb.data_offset_sectors.saturating_sub(new_offset_sectors);
+    sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
+    sb.data_offset_sectors = new_offset_sectors;
+    sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
+    sb.reshape_position_sectors = 0;
+    sb.delta_disks = 0;
+    sb.new_offset_sectors = 0;
 }
 
 /// A member's superblock once the reshape is done: data at the new offset, its usable size
@@ -364,15 +380,7 @@ pub fn reshaped_superblock(
     utime_seconds: u64,
 ) -> Superblock1 {
     let mut sb = with_roles(own, plan);
-    let moved = me.old_offset_sectors - me.new_offset_sectors;
-    sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
-    sb.data_offset_sectors = me.new_offset_sectors;
-    if own.data_offset_sectors != me.new_offset_sectors {
-        sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
-    }
-    sb.reshape_position_sectors = 0;
-    sb.delta_disks = 0;
-    sb.new_offset_sectors = 0;
+    mark_reshaped(&mut sb, me.new_offset_sectors);
     super::stamp(&mut sb, events, utime_seconds);
     sb
 }
