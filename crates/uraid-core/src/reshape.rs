@@ -1,19 +1,20 @@
-//! Growing an array by members: md's reshape, forwards, with a new data offset.
+//! Reshaping an array: md's reshape, forwards, with a new data offset: to more members, to
+//! another layout or chunk size of the same level, or several of these at once.
 //!
 //! The array keeps its addresses: array sector `a` below the reshape position lives where the
-//! new geometry (more members, same level, layout and chunk) puts it, at the new data offset;
-//! at and above it, where the old geometry put it, at the old offset. Each step copies a window
+//! new geometry puts it, at the new data offset; at and above it, where the old geometry put
+//! it, at the old offset. Each step copies a window
 //! of new stripes: their data chunks read from the old places (zeros past the old array's end:
 //! md zeroes the room the reshape adds), their parity computed, every chunk written at the new
 //! place. Then the caller makes the writes durable and records the new position (md's
 //! `reshape_position`) in the superblocks.
 //!
 //! Why no backup file: the new offset is lower than the old on every member (md's forwards
-//! reshape with `new_offset`), and the new geometry packs more data in a member's chunk row,
-//! so the new place of any array sector is at or below its old place. A window ends where its
-//! writes would reach the old place of data not yet copied (`next_window`); a crash in the
-//! middle of one leaves its sources intact, and copying it again from the recorded position
-//! gives the same result. The property test in `tests/reshape.rs` crashes copies at random
+//! reshape with `new_offset`), by at least a chunk (old and new, when the chunk changes), and
+//! the new geometry packs at least as much data in a member's rows, so the new place of any
+//! array sector is below its old place. A window ends where its writes would reach the old
+//! place of data not yet copied (`next_window`); a crash in the middle of one leaves its
+//! sources intact, and copying it again from the recorded position gives the same result. The property test in `tests/reshape.rs` crashes copies at random
 //! writes, tears the write in flight and goes on from the last recorded position.
 //!
 //! A member lost in the middle (`with_missing`, within the level's redundancy, as md goes on
@@ -30,15 +31,24 @@ use thiserror::Error;
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReshapeError {
-    #[error("a reshape here only adds members ({old} -> {new}); the level, layout and chunk stay")]
+    #[error(
+        "a reshape here keeps the level and the members, adding members or changing the layout \
+         or chunk ({old} -> {new})"
+    )]
     NotAGrow { old: String, new: String },
+    #[error(
+        "the new shape holds {new_sectors} sectors of the {old_sectors} the array holds: each \
+         member's {component_sectors} sectors are not a whole number of the new chunks"
+    )]
+    Shrinks { old_sectors: u64, new_sectors: u64, component_sectors: u64 },
     #[error("{what}: {found} offsets given for {expected} members")]
     Offsets { what: &'static str, found: usize, expected: usize },
     #[error(
-        "member {disk}: the new data offset {new_sectors} must be at least one chunk \
-         ({chunk_sectors} sectors) below the old {old_sectors}"
+        "member {disk}: the new data offset {new_sectors} must be at least {gap_sectors} \
+         sectors (a chunk, or the old and the new chunk when it changes) below the old \
+         {old_sectors}"
     )]
-    NoRoom { disk: usize, old_sectors: u64, new_sectors: u64, chunk_sectors: u64 },
+    NoRoom { disk: usize, old_sectors: u64, new_sectors: u64, gap_sectors: u64 },
     #[error("reshape position {position} is not a whole number of the new stripes' {stripe}")]
     Position { position: u64, stripe: u64 },
     #[error("slots {slots:?} missing: {level} goes on with at most {max} missing")]
@@ -77,10 +87,10 @@ impl Reshape {
         old_offsets: Vec<u64>,
         new_offsets: Vec<u64>,
     ) -> Result<Reshape, ReshapeError> {
-        let same_shape = old.level() == new.level()
-            && old.layout() == new.layout()
-            && old.chunk_sectors() == new.chunk_sectors();
-        if !same_shape || new.raid_disks() <= old.raid_disks() {
+        let same_shape = old.layout() == new.layout() && old.chunk_sectors() == new.chunk_sectors();
+        let changes = new.raid_disks() > old.raid_disks()
+            || (new.raid_disks() == old.raid_disks() && !same_shape);
+        if old.level() != new.level() || !changes {
             let shape = |g: &Geometry| {
                 format!(
                     "raid{} {:?} {} x {}K",
@@ -100,15 +110,29 @@ impl Reshape {
                 return Err(ReshapeError::Offsets { what, found: offsets.len(), expected });
             }
         }
-        let chunk_sectors = new.chunk_sectors();
+        let (old_sectors, new_sectors) =
+            (old.array_sectors(component_sectors), new.array_sectors(component_sectors));
+        if new_sectors < old_sectors {
+            return Err(ReshapeError::Shrinks { old_sectors, new_sectors, component_sectors });
+        }
+        let gap_sectors = Self::gap_sectors(&old, &new);
         for (disk, (&old_sectors, &new_sectors)) in old_offsets.iter().zip(&new_offsets).enumerate()
         {
-            if new_sectors.saturating_add(chunk_sectors) > old_sectors {
-                return Err(ReshapeError::NoRoom { disk, old_sectors, new_sectors, chunk_sectors });
+            if new_sectors.saturating_add(gap_sectors) > old_sectors {
+                return Err(ReshapeError::NoRoom { disk, old_sectors, new_sectors, gap_sectors });
             }
         }
         let missing = vec![false; new.raid_disks()];
         Ok(Reshape { old, new, component_sectors, old_offsets, new_offsets, missing })
+    }
+
+    /// How far below the old data offset the new one must be at least, so that every window
+    /// holds a new stripe (`next_window`): a chunk; the old and the new chunk when it changes
+    /// (the old rows then end up to an old chunk short of the new ones).
+    #[must_use]
+    pub fn gap_sectors(old: &Geometry, new: &Geometry) -> u64 {
+        let (old_chunk, new_chunk) = (old.chunk_sectors(), new.chunk_sectors());
+        if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk }
     }
 
     /// The same reshape with these slots missing (a member lost in the middle of it), as md
@@ -165,22 +189,25 @@ impl Reshape {
         }
         let mut last = total.min(first + max_stripes.max(1));
         if position < self.old_array_sectors() {
-            let chunk = self.new.chunk_sectors();
+            let (old_chunk, new_chunk) = (self.old.chunk_sectors(), self.new.chunk_sectors());
             // Sectors from `position` on sit at old chunk rows from this one on.
             let old_row = position / self.old.stripe_data_sectors();
             for (&old, &new) in self.old_offsets.iter().zip(&self.new_offsets) {
-                // New rows [first, last) end at new + last * chunk <= old + old_row * chunk.
-                let bound = (old - new + old_row * chunk) / chunk;
+                // New rows [first, last) end at new + last * new_chunk, at or below
+                // old + old_row * old_chunk.
+                let bound = (old - new + old_row * old_chunk) / new_chunk;
                 last = last.min(bound);
             }
         }
-        debug_assert!(last > first, "Reshape::new keeps a chunk between the offsets");
+        // Never an empty window (a loop copying nothing for ever): `gap_sectors`.
+        assert!(last > first, "Reshape::new keeps the gap between the offsets");
         Some(first..last)
     }
 
     /// Copies the new stripes `window` (from `next_window`) and returns the position after
     /// them. `unit_bytes` bounds the memory: each chunk goes in pieces of at most that many
-    /// bytes (a power of two of at least 512 dividing the chunk, or the chunk).
+    /// bytes (a power of two of at least 512 dividing both chunks, or the smaller chunk: a
+    /// piece of a new chunk then lies within one old chunk).
     pub fn copy_window<I: ReshapeIo>(
         &self,
         io: &mut I,
@@ -188,7 +215,14 @@ impl Reshape {
         unit_bytes: u64,
     ) -> Result<u64, I::Error> {
         let chunk_bytes = self.new.chunk_bytes();
-        let unit = if chunk_bytes.is_multiple_of(unit_bytes) { unit_bytes } else { chunk_bytes };
+        let old_chunk_bytes = self.old.chunk_bytes();
+        let unit = if chunk_bytes.is_multiple_of(unit_bytes)
+            && old_chunk_bytes.is_multiple_of(unit_bytes)
+        {
+            unit_bytes
+        } else {
+            chunk_bytes.min(old_chunk_bytes)
+        };
         let mut blocks = vec![vec![0u8; unit as usize]; self.new.raid_disks()];
         let mut old_row = OldRow::new(self.old.raid_disks(), unit);
         for stripe in window.clone() {
@@ -218,19 +252,21 @@ impl Reshape {
                 continue;
             };
             let chunk_number = stripe.0 * self.new.data_disks() as u64 + u64::from(slot);
-            let array_sector = chunk_number * chunk;
+            // The piece lies within one old chunk (`copy_window`), or wholly past the old end.
+            let array_sector = chunk_number * chunk + start / SECTOR_BYTES;
             if array_sector >= old_end {
                 blocks[disk].fill(0);
                 continue;
             }
             let from = self.old.map_sector(Sector(array_sector));
             if self.missing[from.disk.get()] {
-                let unit = self.rebuilt_old(io, old_row, from.stripe, start)?;
+                let in_chunk = from.member_sector.0 - from.stripe.0 * self.old.chunk_sectors();
+                let unit = self.rebuilt_old(io, old_row, from.stripe, in_chunk * SECTOR_BYTES)?;
                 blocks[disk].copy_from_slice(&unit[from.disk.get()]);
                 continue;
             }
             let at = (self.old_offsets[from.disk.get()] + from.member_sector.0) * SECTOR_BYTES;
-            io.read(from.disk, at + start, &mut blocks[disk])?;
+            io.read(from.disk, at, &mut blocks[disk])?;
         }
         let mut views: Vec<&mut [u8]> = blocks.iter_mut().map(Vec::as_mut_slice).collect();
         reconstruct(self.new.level(), map, &mut views, &lost)

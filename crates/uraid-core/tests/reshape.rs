@@ -1,6 +1,7 @@
 //! The copy crashed at random writes (the write in flight torn) and taken up again from the
-//! last recorded position, over every level and layout, whole or with a slot missing: the
-//! array ends with the old data followed by zeros, and every new stripe's parity right.
+//! last recorded position, over every level and layout, members added or not, the layout and
+//! chunk changed or not, whole or with a slot missing: the array ends with the old data
+//! followed by zeros, and every new stripe's parity right.
 
 mod common;
 
@@ -53,9 +54,11 @@ fn chunk_of(disks: &[Vec<u8>], disk: usize, at_sectors: u64, len: usize) -> &[u8
 }
 
 /// `shape`: which level and layout (an index), members before, members added, the chunk in
-/// KiB, chunks a member.
+/// KiB, chunks (of the larger chunk) a member; `change`: the new layout (an index into
+/// `LAYOUTS`, the old one when `None`) and chunk in KiB.
 fn run_case(
     shape: (usize, usize, usize, u64, u64),
+    change: (Option<usize>, u64),
     missing: Option<usize>,
     gaps: &[u64],
     max_stripes: u64,
@@ -66,26 +69,29 @@ fn run_case(
     let (layout, _) = LAYOUTS[level_layout % LAYOUTS.len()];
     let level = [Level::Raid4, Level::Raid5, Level::Raid6][level_layout / LAYOUTS.len() % 3];
     let (chunk_bytes, new_disks) = (chunk_kib * 1024, old_disks + added);
+    let new_layout = change.0.map_or(layout, |i| LAYOUTS[i % LAYOUTS.len()].0);
     let (Ok(old), Ok(new)) = (
         Geometry::new(level, layout, old_disks, chunk_bytes),
-        Geometry::new(level, layout, new_disks, chunk_bytes),
+        Geometry::new(level, new_layout, new_disks, change.1 * 1024),
     ) else {
         return Err(TestCaseError::reject("a combination md refuses"));
     };
-    let chunk = old.chunk_sectors();
+    let chunk = old.chunk_sectors().max(new.chunk_sectors());
     let component = chunks * chunk;
-    // Each member's own offsets: the new one a chunk and a few sectors or more below the old.
+    // Each member's own offsets: the new one the gap and a few sectors or more below the old.
     let new_offsets: Vec<u64> = (0..new_disks).map(|d| 8 + gaps[d % gaps.len()] % 13).collect();
+    let gap = Reshape::gap_sectors(&old, &new);
     let old_offsets: Vec<u64> = (0..old_disks)
-        .map(|d| new_offsets[d] + chunk + gaps[(d + 1) % gaps.len()] % (3 * chunk))
+        .map(|d| new_offsets[d] + gap + gaps[(d + 1) % gaps.len()] % (3 * chunk))
         .collect();
     let missing = missing.map(|slot| slot % new_disks);
-    let reshape =
+    let Ok(reshape) =
         Reshape::new(old.clone(), new.clone(), component, old_offsets.clone(), new_offsets.clone())
-            .expect("a grow with room")
-            .with_missing(missing.as_slice())
-            .expect("one slot missing");
-    let device_bytes = ((4 * chunk + 64 + component) * SECTOR_BYTES) as usize;
+    else {
+        return Err(TestCaseError::reject("nothing changes"));
+    };
+    let reshape = reshape.with_missing(missing.as_slice()).expect("one slot missing");
+    let device_bytes = ((6 * chunk + 64 + component) * SECTOR_BYTES) as usize;
     let mut members = Members {
         disks: (0..new_disks).map(|d| bytes(seed + d as u64, device_bytes)).collect(),
         writes_left: u64::MAX,
@@ -95,7 +101,7 @@ fn run_case(
     let contents = bytes(seed ^ 0x5eed, (reshape.old_array_sectors() * SECTOR_BYTES) as usize);
     write_old_array(&mut members.disks, &old, &old_offsets, component, &contents);
     members.missing = missing;
-    let unit = (chunk_bytes >> (seed % 3)).max(512);
+    let unit = ((chunk * SECTOR_BYTES) >> (seed % 3)).max(512);
     let (mut position, mut crashes) = (0, crashes.iter());
     members.writes_left = crashes.next().copied().unwrap_or(u64::MAX);
     while let Some(window) = reshape.next_window(position, max_stripes) {
@@ -184,7 +190,10 @@ proptest! {
         level_layout in 0usize..45,
         old_disks in 3usize..7,
         added in 1usize..4,
-        chunk_kib in prop::sample::select(vec![4u64, 8]),
+        chunk_kib in prop::sample::select(vec![4u64, 8, 16]),
+        new_layout in prop::option::of(0usize..64),
+        new_chunk_kib in prop::option::of(prop::sample::select(vec![4u64, 8, 16])),
+        added_or_none in prop::option::of(1usize..4),
         chunks in 2u64..14,
         gaps in prop::collection::vec(any::<u64>(), 1..6),
         missing in prop::option::of(0usize..9),
@@ -192,8 +201,13 @@ proptest! {
         crashes in prop::collection::vec(0u64..40, 0..5),
         seed in any::<u64>(),
     ) {
+        // Without a new layout or chunk (a quarter of the cases) members are added.
+        let (added, change) = match (new_layout, new_chunk_kib, added_or_none) {
+            (None, None, _) => (added, (None, chunk_kib)),
+            (l, c, a) => (a.unwrap_or(0), (l, c.unwrap_or(chunk_kib))),
+        };
         let shape = (level_layout, old_disks, added, chunk_kib, chunks);
-        run_case(shape, missing, &gaps, max_stripes, &crashes, seed)?;
+        run_case(shape, change, missing, &gaps, max_stripes, &crashes, seed)?;
     }
 }
 
@@ -225,4 +239,17 @@ fn refuses_what_is_not_a_grow_with_room() {
     assert!(matches!(shrink, Err(ReshapeError::NotAGrow { .. })));
     let offsets = Reshape::new(raid5(4), raid5(5), 1280, vec![2048; 4], vec![1024; 4]);
     assert!(matches!(offsets, Err(ReshapeError::Offsets { found: 4, expected: 5, .. })));
+    let nothing = Reshape::new(raid5(4), raid5(4), 1280, vec![2048; 4], vec![1024; 4]);
+    assert!(matches!(nothing, Err(ReshapeError::NotAGrow { .. })));
+    let raid6 = Geometry::new(Level::Raid6, LAYOUTS[0].0, 5, 64 * 1024).expect("valid");
+    let level = Reshape::new(raid5(4), raid6, 1280, vec![2048; 4], vec![1024; 5]);
+    assert!(matches!(level, Err(ReshapeError::NotAGrow { .. })));
+    // 1280 sectors a member hold ten 64 KiB chunks but only two of 256 KiB (and a half).
+    let big = Geometry::new(Level::Raid5, LAYOUTS[0].0, 4, 256 * 1024).expect("valid");
+    let shrinks = Reshape::new(raid5(4), big.clone(), 1280, vec![2048; 4], vec![1024; 4]);
+    assert!(matches!(shrinks, Err(ReshapeError::Shrinks { new_sectors: 3072, .. })));
+    // A chunk change needs the old and the new chunk between the offsets: 128 + 512.
+    let tight = Reshape::new(raid5(4), big.clone(), 2048, vec![2048; 4], vec![1500; 4]);
+    assert!(matches!(tight, Err(ReshapeError::NoRoom { gap_sectors: 640, .. })));
+    assert!(Reshape::new(raid5(4), big, 2048, vec![2048; 4], vec![1408; 4]).is_ok());
 }
