@@ -11,7 +11,7 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::{
-    MemberSpace, ReshapeProgress, plan_reshape, reshape_in_progress, reshaped_superblock,
+    MemberSpace, NewShape, ReshapeProgress, plan_reshape, reshape_in_progress, reshaped_superblock,
     reshaping_superblock, mended_superblock,
 };
 use uraid_format::grow::{
@@ -171,10 +171,10 @@ fuzz_target!(|data: &[u8]| {
     reshape(&p, &candidates, input.reshape_to);
 });
 
-/// `uraid grow --raid-devices` and `--continue` planned over the plan: one new offset, a
-/// chunk or more below every old member's and past the metadata; the superblocks written
-/// during and after decode and say so; a reshape read back goes on from no later than any
-/// member recorded.
+/// `uraid grow --raid-devices`, `--layout`, `--chunk` and `--continue` planned over the plan:
+/// one new offset, the copy's gap or more below every old member's and past the metadata;
+/// the superblocks written during and after decode and say so; a reshape read back goes on
+/// from no later than any member recorded.
 fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let own = |m: &PlannedMember| {
         let area = candidates[m.candidate].superblock_area.as_ref().ok()?;
@@ -200,21 +200,33 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
             .saturating_sub(m.data_offset_sectors),
         lists_bad_blocks: false,
     };
-    let Ok(rp) = plan_reshape(p, u32::from(to), &space) else { return };
+    // `to`: members (9 bits), then whether the layout changes, the chunk's change, the layout.
+    let chunk_sectors = match (to >> 10) & 3 {
+        0 => p.chunk_sectors,
+        1 => p.chunk_sectors.saturating_mul(2),
+        2 => p.chunk_sectors / 2,
+        _ => p.chunk_sectors.saturating_mul(3),
+    };
+    let layout = if to & 0x200 == 0 { p.layout } else { u32::from(to >> 12) };
+    let shape = NewShape { raid_disks: u32::from(to & 0x1ff), layout, chunk_sectors };
+    let Ok(rp) = plan_reshape(p, shape, &space) else { return };
     let new = rp.members[0].new_offset_sectors;
     assert!(rp.members.iter().all(|m| m.new_offset_sectors == new), "one new offset");
     assert!(new >= 80);
-    let chunk = u64::from(p.chunk_sectors);
+    let (old_chunk, new_chunk) = (u64::from(p.chunk_sectors), u64::from(chunk_sectors));
+    assert!(new_chunk.is_power_of_two() && p.size_sectors.is_multiple_of(new_chunk));
+    let gap = if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk };
     for m in &rp.members[..rp.old_raid_disks as usize] {
-        assert!(new + chunk <= m.old_offset_sectors, "{} keeps a chunk of room", m.name);
+        assert!(new + gap <= m.old_offset_sectors, "{} keeps the copy's gap", m.name);
     }
     let during = reshaping_superblock(&sbs[0], &rp, &rp.members[0], 0, p.events + 1, 1);
     let during = Superblock1::decode(&during.encode()).expect("a reshaping superblock decodes");
     let progress = ReshapeProgress::of(&during).expect("uraid's own").expect("in progress");
-    assert_eq!(progress.new_raid_disks, u32::from(to));
+    assert_eq!((progress.new_raid_disks, progress.new_layout), (shape.raid_disks, layout));
     let after = reshaped_superblock(&during, &rp, &rp.members[0], p.events + 1, 1);
     let after = Superblock1::decode(&after.encode()).expect("a reshaped superblock decodes");
     assert_eq!((ReshapeProgress::of(&after), after.data_offset_sectors), (Ok(None), new));
+    assert_eq!((after.layout, after.chunk_sectors), (layout, chunk_sectors));
 }
 
 /// `uraid grow --size` planned over the plan: a size only ever grows, in whole chunks, within

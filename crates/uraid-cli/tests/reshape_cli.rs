@@ -1,8 +1,9 @@
-//! `uraid grow --raid-devices`: a stopped array grown by members keeps its data, reads zeros
-//! in the room it gained, has right parity everywhere (a check finds nothing), and mdadm reads
-//! its superblocks; a reshape cut short (as a crash would, after some windows) is refused by
-//! assemble and serve, shows in mdadm --examine, and `--continue` finishes it; what cannot
-//! grow is refused with every member left as it was.
+//! `uraid grow --raid-devices`, `--layout`, `--chunk`: a stopped array grown by members or
+//! given a new layout or chunk keeps its data, reads zeros in the room it gained, has right
+//! parity everywhere (a check finds nothing), and mdadm reads its superblocks; a reshape cut
+//! short (as a crash would, after some windows) is refused by assemble and serve, shows in
+//! mdadm --examine, and `--continue` finishes it; what cannot grow is refused with every
+//! member left as it was.
 
 mod serve_common;
 mod stopped_common;
@@ -129,7 +130,9 @@ fn a_reshape_whose_first_superblock_writes_were_cut_off_goes_on() {
     assert!(refusal.contains("a reshape is in progress"), "{refusal}");
     let said = uraid_ok(&dir, &[&["grow", "--continue"][..], &all].concat());
     assert_eq!(said.matches("last superblock write had not reached it").count(), 2, "{said}");
-    assert!(said.contains("reshaped from 3 to 4 members from array sector 0"), "{said}");
+    let from = "from 3 to 4 members, left-symmetric to left-symmetric, 64K to 64K chunks, from \
+                array sector 0";
+    assert!(said.contains(from), "{said}");
     serve_and_check(&dir, "rt", &members, &data, 24 * MIB);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -196,6 +199,44 @@ fn a_raid6_grows_twice_and_keeps_its_data() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A new layout and chunk on the same members, cut short and continued, then members added
+/// with a smaller chunk at once: the data stays, the superblocks say the new shape (mdadm's
+/// examine too), a check finds every parity right.
+#[test]
+fn a_new_layout_and_chunk_keep_the_data() {
+    let dir = tempdir("reshape-shape");
+    let (mut members, mut data) = small_array(&dir, "sh", true);
+    let all = strs(&members);
+    let shape = [&["-p", "left-asymmetric", "--chunk", "128K"][..], &all].concat();
+    let said = grow_cut_short(&dir, &shape, 2);
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+    let examined = examine(&members[0]);
+    for line in ["New Layout : left-asymmetric", "New Chunksize : 128K", "Raid Devices : 3"] {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(!examined.contains("Delta Devices"), "{examined}");
+    let ours = uraid_ok(&dir, &[&["examine"][..], &all[..1]].concat());
+    assert!(ours.contains("New Chunksize : 128K"), "{ours}");
+    let done = uraid_ok(&dir, &[&["grow", "--continue"][..], &all].concat());
+    let moved = "left-symmetric to left-asymmetric, 64K to 128K chunks";
+    assert!(done.contains(moved) && done.contains("2048 -> 1280"), "{done}");
+    let examined = examine(&members[2]);
+    for line in ["Layout : left-asymmetric", "Chunk Size : 128K", "Data Offset : 1280 sectors"] {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(!examined.contains("Reshape") && !examined.contains("New "), "{examined}");
+    serve_and_check(&dir, "sh", &members, &data, 16 * MIB);
+    // serve_and_check wrote its last 64 KiB.
+    let end = data.len() - 65536;
+    data[end..].fill(0x5a);
+    members.extend(add_spares(&dir, "sh", &members, 1));
+    let grow = [&["-n", "4", "-c", "32K"][..], &strs(&members)].concat();
+    let grown = uraid_ok(&dir, &[&["grow"][..], &grow].concat());
+    assert!(grown.contains("from 3 to 4 members, left-asymmetric to left-asymmetric, 128K to 32K"));
+    serve_and_check(&dir, "sh", &members, &data, 24 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `uraid grow ARGS` fails saying `why`, and no member changed.
 fn refused(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
     let before = images(members);
@@ -214,7 +255,10 @@ fn what_cannot_be_reshaped_is_refused_and_left_alone() {
     let all = strs(&members);
     let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
     refused(&dir, &members, &with(&["-n", "5"]), "2 new members need as many spares");
-    refused(&dir, &members, &with(&["-n", "3"]), "has 3 members already");
+    refused(&dir, &members, &with(&["-n", "3"]), "with the same layout and chunk changes nothing");
+    refused(&dir, &members, &with(&["-c", "48K"]), "it must be a power of two");
+    refused(&dir, &members, &with(&["-c", "16M"]), "that divides each member's 16384 sectors");
+    refused(&dir, &members, &with(&["-p", "left-symmetric-6"]), "not valid for RAID5");
     refused(&dir, &members, &with(&["--continue"]), "no reshape is in progress");
     refused(&dir, &members, &["-n", "4", all[0], all[1], all[3]], "degraded (slots [2]");
     // m1's own bad block log moved to just before its data (as older mdadm put it): no

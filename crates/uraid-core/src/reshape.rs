@@ -151,6 +151,11 @@ impl Reshape {
     }
 
     #[must_use]
+    pub fn old_geometry(&self) -> &Geometry {
+        &self.old
+    }
+
+    #[must_use]
     pub fn new_geometry(&self) -> &Geometry {
         &self.new
     }

@@ -69,7 +69,9 @@ fn run_case(
     let (layout, _) = LAYOUTS[level_layout % LAYOUTS.len()];
     let level = [Level::Raid4, Level::Raid5, Level::Raid6][level_layout / LAYOUTS.len() % 3];
     let (chunk_bytes, new_disks) = (chunk_kib * 1024, old_disks + added);
-    let new_layout = change.0.map_or(layout, |i| LAYOUTS[i % LAYOUTS.len()].0);
+    // A new layout the level takes (most of `LAYOUTS` belong to another).
+    let takes: Vec<_> = LAYOUTS.iter().filter(|(l, _)| l.check_level(level).is_ok()).collect();
+    let new_layout = change.0.map_or(layout, |i| takes[i % takes.len()].0);
     let (Ok(old), Ok(new)) = (
         Geometry::new(level, layout, old_disks, chunk_bytes),
         Geometry::new(level, new_layout, new_disks, change.1 * 1024),

@@ -20,7 +20,9 @@ use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
+use uraid_core::Layout;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
+use uraid_format::grow::reshape::NewShape;
 use uraid_format::grow::{
     GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
     refuse_unless_whole_and_clean, with_bitmap_field,
@@ -40,14 +42,17 @@ their room) and the new space is resynced at the next start, by uraid or by the 
 `--raid-devices N` reshapes the array onto N members as md does: spares given with the members \
 (added with `uraid add` while it was served) take the new slots in the order given, the data \
 is restriped from the first sector on and moves down into the room mdadm keeps before it (no \
-backup file: at least a chunk of room, about half of it used), and the new space reads as \
-zeros. Each window is made durable before its end is recorded in the superblocks, so a crash \
+backup file: at least a chunk of room), and the new space reads as zeros. `--layout` and \
+`--chunk` reshape it to another layout of its level or another chunk size, with or without \
+new members (on the same members the data moves down by about half the room, as mdadm's). \
+Each window is made durable before its end is recorded in the superblocks, so a crash \
 or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
 array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md \
 adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size or fewer members (nothing shrinks), too few spares, \
+replacement not finished, a smaller size or fewer members (nothing shrinks), another level, \
+a chunk that does not divide the members' size, too few spares, \
 a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
 mdadm's units: a bare number is KiB.",
@@ -56,17 +61,23 @@ uraid grow --size max /dev/sdb /dev/sdc /dev/sdd /dev/sde   (members replaced by
 uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)\n  \
 uraid grow --bitmap internal m?.img\n  \
 uraid grow --raid-devices 5 m0.img m1.img m2.img m3.img m4.img   (m4.img added as a spare)\n  \
+uraid grow --chunk 128K --layout left-asymmetric m?.img\n  \
 uraid grow --continue m?.img                        (after a crash mid-reshape)"
 )]
 #[command(group(
-    clap::ArgGroup::new("change").required(true).args(["size", "bitmap", "raid_devices", "resume"])
+    clap::ArgGroup::new("change")
+        .required(true)
+        .multiple(true)
+        .args(["size", "bitmap", "raid_devices", "layout", "chunk", "resume"])
 ))]
 pub struct GrowArgs {
     /// The new component size (data used on each member): `max`, or a size (64G, 1T, ...).
     #[arg(short = 'z', long, value_name = "max|SIZE")]
+    #[arg(conflicts_with_all = ["bitmap", "raid_devices", "layout", "chunk", "resume"])]
     size: Option<String>,
     /// Add (`internal`) or remove (`none`) the write-intent bitmap.
     #[arg(short, long, value_parser = ["internal", "none"])]
+    #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk", "resume"])]
     bitmap: Option<String>,
     /// Bytes of member data each bit of an added bitmap covers, a power of two from 4K to 1G
     /// (mdadm's --bitmap-chunk; default: mdadm's choice, at least 64M).
@@ -76,9 +87,17 @@ pub struct GrowArgs {
     /// members (added with `uraid add` while the array was served), in the order given.
     #[arg(short = 'n', long, value_name = "N")]
     raid_devices: Option<u32>,
+    /// Reshape to this md layout (of the same level; with or without --raid-devices).
+    #[arg(short = 'p', long, value_name = "LAYOUT")]
+    layout: Option<String>,
+    /// Reshape to this chunk size, a power of two dividing each member's data (mdadm's
+    /// --chunk; a bare number is KiB).
+    #[arg(short, long, value_name = "SIZE")]
+    chunk: Option<String>,
     /// Go on with a reshape stopped by a crash, Ctrl-C or the kernel (mdadm --grow
     /// --continue).
     #[arg(long = "continue", id = "resume")]
+    #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk"])]
     resume: bool,
     #[command(flatten)]
     select: crate::cmd::scan::Selection,
@@ -150,6 +169,25 @@ impl Stopped {
     }
 }
 
+/// The shape `--raid-devices`, `--layout` and `--chunk` ask for, the rest as it is.
+fn new_shape(args: &GrowArgs, plan: &AssemblyPlan) -> anyhow::Result<NewShape> {
+    let level = uraid_md::members::core_level(plan.level).context("a level uraid serves")?;
+    let layout = match args.layout.as_deref() {
+        Some(name) => {
+            let layout = Layout::parse(name)?;
+            layout.check_level(level)?;
+            layout.md_number()
+        }
+        None => plan.layout,
+    };
+    let chunk_sectors = match args.chunk.as_deref() {
+        Some(size) => u32::try_from(parse_size(size)? / 512).context("--chunk: too large")?,
+        None => plan.chunk_sectors,
+    };
+    let raid_disks = args.raid_devices.unwrap_or(plan.raid_disks);
+    Ok(NewShape { raid_disks, layout, chunk_sectors })
+}
+
 /// Seconds since the epoch, for the superblocks' update time.
 pub(crate) fn now_seconds() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -162,10 +200,12 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     }
     let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
     let cannot = || format!("cannot grow {}", stopped.plan.name);
-    if args.resume || args.raid_devices.is_some() {
-        let reshaped = match args.raid_devices {
-            Some(n) => crate::cmd::reshape::start(&stopped, n),
-            None => crate::cmd::reshape::resume(&stopped),
+    let reshapes = args.raid_devices.is_some() || args.layout.is_some() || args.chunk.is_some();
+    if args.resume || reshapes {
+        let reshaped = if args.resume {
+            crate::cmd::reshape::resume(&stopped)
+        } else {
+            new_shape(args, &stopped.plan).and_then(|new| crate::cmd::reshape::start(&stopped, new))
         };
         crate::cmd::reshape::tell(&stopped.plan, &reshaped.with_context(cannot)?, args.json);
         return Ok(());

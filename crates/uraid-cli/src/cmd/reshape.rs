@@ -1,5 +1,6 @@
-//! `uraid grow --raid-devices N` and `--continue`: a stopped array grown by members, md's
-//! forwards reshape to a lower data offset (`uraid_format::grow::reshape` decides it and
+//! `uraid grow --raid-devices N`, `--layout`, `--chunk` and `--continue`: a stopped array
+//! grown by members or given a new layout or chunk, md's forwards reshape to a lower data
+//! offset (`uraid_format::grow::reshape` decides it and
 //! writes the superblocks, `uraid_core::reshape` moves the data). Offline for the same reason
 //! as the size: NBD cannot tell a client its export grew.
 //!
@@ -18,8 +19,9 @@ use uraid_core::{DiskIndex, Geometry, Layout, SECTOR_BYTES};
 use uraid_format::Superblock1;
 use uraid_format::assemble::{AssemblyPlan, PlannedMember};
 use uraid_format::grow::reshape::{
-    KERNEL_METADATA_SECTORS, MemberSpace, ReshapePlan, ReshapeProgress, mended_superblock,
-    plan_reshape, reshape_in_progress, reshaped_superblock, reshaping_superblock,
+    KERNEL_METADATA_SECTORS, MemberSpace, NewShape, ReshapePlan, ReshapeProgress,
+    mended_superblock, plan_reshape, reshape_in_progress, reshaped_superblock,
+    reshaping_superblock,
 };
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
 
@@ -34,6 +36,9 @@ const STOP_AFTER_ENV: &str = "URAID_TEST_RESHAPE_STOP_AFTER";
 pub(crate) struct Reshaped {
     pub(crate) old_raid_disks: u32,
     pub(crate) new_raid_disks: u32,
+    /// Layout names and chunks in KiB, before and after.
+    pub(crate) layouts: (&'static str, &'static str),
+    pub(crate) chunks_kib: (u64, u64),
     pub(crate) old_array_kib: u64,
     pub(crate) new_array_kib: u64,
     pub(crate) from_sector: u64,
@@ -45,8 +50,8 @@ pub(crate) struct Reshaped {
     pub(crate) missing_slots: Vec<usize>,
 }
 
-/// Starts a reshape to `new_raid_disks` and runs it to the end.
-pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Reshaped> {
+/// Starts a reshape to `new` and runs it to the end.
+pub(crate) fn start(stopped: &Stopped, new: NewShape) -> anyhow::Result<Reshaped> {
     let plan = &stopped.plan;
     let grown = stopped.members()?;
     let spaces = grown
@@ -59,7 +64,7 @@ pub(crate) fn start(stopped: &Stopped, new_raid_disks: u32) -> anyhow::Result<Re
         let (_, s) = spaces.iter().find(|(c, _)| *c == m.candidate).expect("measured");
         s.clone()
     };
-    let rp = plan_reshape(plan, new_raid_disks, &space)?;
+    let rp = plan_reshape(plan, new, &space)?;
     // Before anything is written: a geometry refused leaves no reshape recorded.
     let reshape = layout(plan, &rp)?;
     let mut records = Records::new(plan, &grown, &rp)?;
@@ -149,9 +154,12 @@ fn told(
     windows: u64,
     stopped_early: bool,
 ) -> Reshaped {
+    let (old, new) = (reshape.old_geometry(), reshape.new_geometry());
     Reshaped {
         old_raid_disks: rp.old_raid_disks,
         new_raid_disks: rp.new_raid_disks,
+        layouts: (old.layout().name(), new.layout().name()),
+        chunks_kib: (old.chunk_bytes() >> 10, new.chunk_bytes() >> 10),
         old_array_kib: reshape.old_array_sectors() / 2,
         new_array_kib: reshape.new_array_sectors() / 2,
         from_sector: from,
@@ -166,10 +174,12 @@ fn told(
 /// is neither read nor written, and uraid moves every member by as much).
 fn layout(plan: &AssemblyPlan, rp: &ReshapePlan) -> anyhow::Result<Reshape> {
     let level = uraid_md::members::core_level(plan.level).context("a level uraid serves")?;
-    let layout = Layout::from_md(level, plan.layout)?;
-    let chunk_bytes = u64::from(plan.chunk_sectors) * SECTOR_BYTES;
-    let old = Geometry::new(level, layout, rp.old_raid_disks as usize, chunk_bytes)?;
-    let new = Geometry::new(level, layout, rp.new_raid_disks as usize, chunk_bytes)?;
+    let geometry = |layout, disks: u32, chunk_sectors: u32| {
+        let chunk_bytes = u64::from(chunk_sectors) * SECTOR_BYTES;
+        Geometry::new(level, Layout::from_md(level, layout)?, disks as usize, chunk_bytes)
+    };
+    let old = geometry(plan.layout, rp.old_raid_disks, plan.chunk_sectors)?;
+    let new = geometry(rp.new_layout, rp.new_raid_disks, rp.new_chunk_sectors)?;
     let any = rp.in_slots().next().context("no member in a slot")?;
     let member = |slot| rp.in_slot(slot).unwrap_or(any);
     let old_offsets = (0..old.raid_disks()).map(|s| member(s).old_offset_sectors).collect();
@@ -286,6 +296,10 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
             "uuid": plan.uuid.to_string(),
             "old_raid_disks": r.old_raid_disks,
             "new_raid_disks": r.new_raid_disks,
+            "old_layout": r.layouts.0,
+            "new_layout": r.layouts.1,
+            "old_chunk_kib": r.chunks_kib.0,
+            "new_chunk_kib": r.chunks_kib.1,
             "old_array_kib": r.old_array_kib,
             "new_array_kib": r.new_array_kib,
             "from_sector": r.from_sector,
@@ -308,9 +322,10 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
         );
         return;
     }
+    let ((l0, l1), (c0, c1)) = (r.layouts, r.chunks_kib);
     out!(
-        "{}: reshaped from {old} to {new} members from array sector {}, {} windows: array {} \
-         -> {} KiB, data offset {} -> {} sectors",
+        "{}: reshaped from {old} to {new} members, {l0} to {l1}, {c0}K to {c1}K chunks, from \
+         array sector {}, {} windows: array {} -> {} KiB, data offset {} -> {} sectors",
         plan.name,
         r.from_sector,
         r.windows,

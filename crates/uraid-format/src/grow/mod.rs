@@ -109,8 +109,16 @@ pub enum GrowError {
          the {room_bytes} bytes of room: give a larger --bitmap-chunk"
     )]
     BitmapChunkTooSmall { chunk_bytes: u64, needed_bytes: u64, room_bytes: u64 },
-    #[error("the array has {current} members already: --raid-devices {asked} does not add any")]
+    #[error(
+        "the array has {current} members: --raid-devices {asked} with the same layout and \
+         chunk changes nothing, and fewer members would need a reshape backwards (not built)"
+    )]
     NotMoreMembers { current: u32, asked: u32 },
+    #[error(
+        "a chunk of {chunk_sectors} sectors: it must be a power of two that divides each \
+         member's {size_sectors} sectors (the array would lose its end)"
+    )]
+    ChunkSplitsMembers { size_sectors: u64, chunk_sectors: u32 },
     #[error("{asked} members is more than md's raid456 takes ({max})")]
     TooManyMembers { asked: u32, max: u32 },
     #[error(
@@ -120,8 +128,9 @@ pub enum GrowError {
     TooFewSpares { needed: usize, spares: usize },
     #[error(
         "{member} has {room_sectors} sectors between md's metadata and its data, and the \
-         data must move down by at least a chunk ({needed_sectors} sectors) to grow without a \
-         backup file"
+         data must move down by at least {needed_sectors} sectors (a chunk, or the old and the \
+         new chunk, or mdadm's least move on the same members) to reshape without a backup \
+         file (mdadm would move it up into the room after it: not built)"
     )]
     NoHeadroom { member: String, room_sectors: u64, needed_sectors: u64 },
     #[error(

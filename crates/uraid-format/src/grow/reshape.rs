@@ -1,5 +1,5 @@
-//! Growing an array by members (mdadm --grow --raid-devices): which spares take the new
-//! slots, where each member's data goes, and the superblocks md reads during and after.
+//! Reshaping an array (mdadm --grow --raid-devices, --layout, --chunk): which spares take the
+//! new slots, where each member's data goes, and the superblocks md reads during and after.
 //!
 //! md's way, which uraid follows so that either can take up the other's reshape: forwards
 //! with a new data offset (md.c `update_raid_disks` refuses a grow whose new offset is not
@@ -10,12 +10,17 @@
 //! (past the superblock, bitmap and bad block log, and never within 36 KiB of the
 //! superblock: the kernel's `super_1_allow_new_offset`). Where mdadm would need a backup
 //! file for want of that room, uraid moves the data by the whole chunks there are: its copy
-//! needs one (`uraid_core::reshape`). While the reshape runs every superblock says so:
-//! `RESHAPE_ACTIVE` and `NEW_OFFSET`, `raid_disks` the new count, `delta_disks` the change,
-//! the level, layout and chunk as they were, `reshape_position` the array sector copied up
-//! to, `new_offset` the signed move, the added members in their slots. When it ends the data
-//! offset is the new one, each member's usable size grows by the move, and the reshape
-//! fields are cleared.
+//! needs one (the old and the new chunk when the chunk changes: `uraid_core::reshape`). A
+//! new layout or chunk on the same members moves the data down by about half the room, as
+//! mdadm's `choose_offset` (the least move would copy a chunk row per window; the room before
+//! the data stays the same all the way). mdadm moves such a reshape up instead when there is
+//! more room after the data (backwards); uraid only goes forwards, and refuses without room
+//! before. While the reshape runs every superblock says so: `RESHAPE_ACTIVE` and
+//! `NEW_OFFSET`, `raid_disks` the new count, `delta_disks` the change, the level, layout and
+//! chunk as they were and `new_layout` and `new_chunk` as they will be, `reshape_position`
+//! the array sector copied up to, `new_offset` the signed move, the added members in their
+//! slots. When it ends the data offset, layout and chunk are the new ones, each member's
+//! usable size grows by the move, and the reshape fields are cleared.
 //!
 //! The event count goes up with every superblock write, as md's does: the start, each
 //! position recorded, the end. A member left out of a run of the copy (lost, or not given)
@@ -58,11 +63,21 @@ pub struct ReshapeMember {
     pub new_offset_sectors: u64,
 }
 
-/// A reshape to more members, decided or read back from the superblocks.
+/// What a reshape makes of an array: its members, layout and chunk (md's numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewShape {
+    pub raid_disks: u32,
+    pub layout: u32,
+    pub chunk_sectors: u32,
+}
+
+/// A reshape, decided or read back from the superblocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReshapePlan {
     pub old_raid_disks: u32,
     pub new_raid_disks: u32,
+    pub new_layout: u32,
+    pub new_chunk_sectors: u32,
     /// The members in slots, in slot order, then the spares not taken. A slot whose member
     /// was lost in the middle of the reshape has none.
     pub members: Vec<ReshapeMember>,
@@ -88,26 +103,18 @@ impl ReshapePlan {
     }
 }
 
-/// Decides a grow of `plan` to `new_raid_disks`: the spares in the order given take the new
-/// slots; `space` measures a member. Every member and spare gets the same new offset (uraid
-/// serves an array whose members agree on it; mdadm moves each device's by the same amount,
-/// the same when the offsets were the same).
+/// Decides a reshape of `plan` to `new`: the spares in the order given take the new slots;
+/// `space` measures a member. Every member and spare gets the same new offset (uraid serves
+/// an array whose members agree on it; mdadm moves each device's by the same amount, the same
+/// when the offsets were the same). Whether the level takes the new layout is the geometry's
+/// to say (`uraid_core::Geometry`), before anything is written.
 pub fn plan_reshape(
     plan: &AssemblyPlan,
-    new_raid_disks: u32,
+    new: NewShape,
     space: &dyn Fn(&PlannedMember) -> MemberSpace,
 ) -> Result<ReshapePlan, GrowError> {
-    super::refuse_unless_whole_and_clean(plan)?;
-    if plan.feature_map & feature::PPL != 0 {
-        return Err(GrowError::MdPpl);
-    }
-    let current = plan.raid_disks;
-    if new_raid_disks <= current {
-        return Err(GrowError::NotMoreMembers { current, asked: new_raid_disks });
-    }
-    if new_raid_disks > RAID_DISKS_MAX {
-        return Err(GrowError::TooManyMembers { asked: new_raid_disks, max: RAID_DISKS_MAX });
-    }
+    refuse_shape(plan, new)?;
+    let (current, new_raid_disks) = (plan.raid_disks, new.raid_disks);
     let needed = (new_raid_disks - current) as usize;
     if plan.spares.len() < needed {
         return Err(GrowError::TooFewSpares { needed, spares: plan.spares.len() });
@@ -133,20 +140,10 @@ pub fn plan_reshape(
         .max_by_key(|p| p.1)
         .expect("a whole array has members");
     let room = high.saturating_sub(low);
-    let chunk = u64::from(plan.chunk_sectors);
-    let mdadm_move = offset_change(plan.chunk_sectors, plan.data_disks(), new_raid_disks - current);
-    // Where mdadm would need a backup file, uraid's copy needs only a chunk (and the kernel,
-    // taking it up, only some room: raid5.c `raid5_run`); whole chunks keep 4K alignment.
-    let moved = if room >= mdadm_move { mdadm_move } else { room / chunk * chunk };
-    // Past what md's 32-bit `new_offset` holds is past any room mdadm leaves, too.
-    if moved < chunk || moved > i32::MAX as u64 {
+    let moved = data_move(plan, new, room).map_err(|needed_sectors| {
         let tight = if room == 0 { metadata } else { holder };
-        return Err(GrowError::NoHeadroom {
-            member: tight.name.clone(),
-            room_sectors: room,
-            needed_sectors: chunk,
-        });
-    }
+        GrowError::NoHeadroom { member: tight.name.clone(), room_sectors: room, needed_sectors }
+    })?;
     let new_offset = high - moved;
     for (m, s) in members.iter().zip(&spaces).skip(current as usize) {
         let avail_sectors =
@@ -168,22 +165,79 @@ pub fn plan_reshape(
             new_offset_sectors: new_offset,
         })
         .collect();
-    Ok(ReshapePlan { old_raid_disks: current, new_raid_disks, members })
+    let (new_layout, new_chunk_sectors) = (new.layout, new.chunk_sectors);
+    Ok(ReshapePlan {
+        old_raid_disks: current,
+        new_raid_disks,
+        new_layout,
+        new_chunk_sectors,
+        members,
+    })
+}
+
+/// Refuses what no room or spare can make a reshape of `plan` to `new`.
+fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
+    super::refuse_unless_whole_and_clean(plan)?;
+    if plan.feature_map & feature::PPL != 0 {
+        return Err(GrowError::MdPpl);
+    }
+    let (current, asked) = (plan.raid_disks, new.raid_disks);
+    let same_shape = new.layout == plan.layout && new.chunk_sectors == plan.chunk_sectors;
+    if asked < current || (asked == current && same_shape) {
+        return Err(GrowError::NotMoreMembers { current, asked });
+    }
+    let new_chunk = u64::from(new.chunk_sectors);
+    if !new_chunk.is_power_of_two() || !plan.size_sectors.is_multiple_of(new_chunk) {
+        let (size_sectors, chunk_sectors) = (plan.size_sectors, new.chunk_sectors);
+        return Err(GrowError::ChunkSplitsMembers { size_sectors, chunk_sectors });
+    }
+    if asked > RAID_DISKS_MAX {
+        return Err(GrowError::TooManyMembers { asked, max: RAID_DISKS_MAX });
+    }
+    Ok(())
+}
+
+/// How far the data moves down for `new` with `room` sectors before it; `Err` with the
+/// least it needs.
+fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> {
+    let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
+    // What uraid's copy needs between the offsets (`uraid_core::reshape`).
+    let gap = if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk };
+    let parity = plan.raid_disks - plan.data_disks();
+    let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
+    // Whole chunks of the larger keep 4K alignment.
+    let whole = |sectors: u64| sectors / old_chunk.max(new_chunk) * old_chunk.max(new_chunk);
+    let same_members = new.raid_disks == plan.raid_disks;
+    let moved = if same_members {
+        // The room before the data stays all the way, and each window copies as much.
+        least.max(gap).max(whole(room / 2))
+    } else if room >= least.max(gap) {
+        least.max(gap)
+    } else {
+        // Where mdadm would need a backup file, uraid's copy needs only the gap (and the
+        // kernel, taking it up, only some room: raid5.c `raid5_run`).
+        whole(room)
+    };
+    // Past what md's 32-bit `new_offset` holds is past any room mdadm leaves, too.
+    if moved < gap || moved > room || moved > i32::MAX as u64 {
+        return Err(if same_members { least.max(gap) } else { gap });
+    }
+    Ok(moved)
 }
 
 /// md's limit on members of a raid456 array (and uraid's geometry's).
 const RAID_DISKS_MAX: u32 = 256;
 
-/// How far mdadm moves the data for `added` members: a whole number of old and of new
-/// stripes, per old data member.
-fn offset_change(chunk_sectors: u32, old_data_disks: u32, added: u32) -> u64 {
-    let old_stripe = u64::from(chunk_sectors) * u64::from(old_data_disks);
-    let new_stripe = u64::from(chunk_sectors) * u64::from(old_data_disks + added);
+/// The least mdadm moves the data (`compute_backup_blocks` / `min_offset_change`): a whole
+/// number of old and of new stripes, per old data member; chunks (old, new) in sectors.
+fn offset_change(chunks: (u64, u64), old_data_disks: u32, new_data_disks: u32) -> u64 {
+    let old_stripe = chunks.0 * u64::from(old_data_disks);
+    let new_stripe = chunks.1 * u64::from(new_data_disks);
     let (mut a, mut b) = (old_stripe, new_stripe);
     while b != 0 {
         (a, b) = (b, a % b);
     }
-    old_stripe / a * new_stripe / u64::from(old_data_disks.max(1))
+    old_stripe / a.max(1) * new_stripe / u64::from(old_data_disks.max(1))
 }
 
 /// What a reshape's superblocks say: `None` when none is running.
@@ -191,28 +245,31 @@ fn offset_change(chunk_sectors: u32, old_data_disks: u32, added: u32) -> u64 {
 pub struct ReshapeProgress {
     pub old_raid_disks: u32,
     pub new_raid_disks: u32,
+    pub new_layout: u32,
+    pub new_chunk_sectors: u32,
     #[doc(alias = "reshape_position")]
     pub position_sectors: u64,
 }
 
 impl ReshapeProgress {
     /// Read from a superblock; `Err` for a reshape uraid does not take up (another level,
-    /// layout or chunk, fewer members, backwards, or no new offset), with what it is.
+    /// fewer members, nothing changed, backwards, or no new offset), with what it is.
     pub fn of(sb: &Superblock1) -> Result<Option<ReshapeProgress>, String> {
         if sb.feature_map & feature::RESHAPE_ACTIVE == 0 {
             return Ok(None);
         }
         let backwards = sb.feature_map & feature::RESHAPE_BACKWARDS != 0;
         let moves = sb.feature_map & feature::NEW_OFFSET != 0 && sb.new_offset_sectors < 0;
-        let same = sb.new_level == sb.level.to_md()
-            && sb.new_layout == sb.layout
-            && sb.new_chunk_sectors == sb.chunk_sectors;
+        let same_shape = sb.new_layout == sb.layout && sb.new_chunk_sectors == sb.chunk_sectors;
+        let changes = sb.delta_disks > 0 || (sb.delta_disks == 0 && !same_shape);
         let old_raid_disks = i64::from(sb.raid_disks) - i64::from(sb.delta_disks);
-        if !same || sb.delta_disks <= 0 || old_raid_disks < 2 || backwards || !moves {
+        let level = sb.new_level == sb.level.to_md();
+        if !level || !changes || old_raid_disks < 2 || backwards || !moves {
             return Err(format!(
                 "a reshape uraid does not take up: level {} -> {}, layout {} -> {}, chunk {} -> \
                  {} sectors, {} members by {}, {}, new offset {} (uraid goes on with one \
-                 adding members forwards to a lower data offset; finish it with mdadm)",
+                 adding members or changing the layout or chunk, forwards to a lower data \
+                 offset; finish it with mdadm)",
                 sb.level.to_md(),
                 sb.new_level,
                 sb.layout,
@@ -228,6 +285,8 @@ impl ReshapeProgress {
         Ok(Some(ReshapeProgress {
             old_raid_disks: u32::try_from(old_raid_disks).expect("checked at least 2"),
             new_raid_disks: sb.raid_disks,
+            new_layout: sb.new_layout,
+            new_chunk_sectors: sb.new_chunk_sectors,
             position_sectors: sb.reshape_position_sectors,
         }))
     }
@@ -268,6 +327,8 @@ pub fn reshape_in_progress(
     ReshapePlan {
         old_raid_disks: progress.old_raid_disks,
         new_raid_disks: progress.new_raid_disks,
+        new_layout: progress.new_layout,
+        new_chunk_sectors: progress.new_chunk_sectors,
         members,
     }
 }
@@ -305,9 +366,13 @@ pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<S
         {
             sb.reshape_position_sectors = p.position_sectors;
         }
-        (Some(mine), None) if mine.new_raid_disks == reference.raid_disks => {
+        (Some(mine), None)
+            if (mine.new_raid_disks, mine.new_layout, mine.new_chunk_sectors)
+                == (reference.raid_disks, reference.layout, reference.chunk_sectors) =>
+        {
             let moved = u64::from(own.new_offset_sectors.unsigned_abs());
-            mark_reshaped(&mut sb, own.data_offset_sectors.checked_sub(moved)?);
+            let new_offset = own.data_offset_sectors.checked_sub(moved)?;
+            mark_reshaped(&mut sb, new_offset, (mine.new_layout, mine.new_chunk_sectors));
         }
         _ => return None,
     }
@@ -333,9 +398,9 @@ pub fn reshaping_superblock(
     let moved = me.old_offset_sectors - me.new_offset_sectors;
     // Within i32 for the members (`plan_reshape`); a spare's larger own offset is clamped.
     let new_offset = i32::try_from(moved).map_or(i32::MIN, |moved| -moved);
-    let same_shape = (sb.level.to_md(), sb.layout, sb.chunk_sectors);
+    let new_shape = (sb.level.to_md(), plan.new_layout, plan.new_chunk_sectors);
     let delta_disks = (plan.new_raid_disks - plan.old_raid_disks).cast_signed();
-    mark_reshaping(&mut sb, same_shape, delta_disks, position_sectors, new_offset);
+    mark_reshaping(&mut sb, new_shape, delta_disks, position_sectors, new_offset);
     super::stamp(&mut sb, events, utime_seconds);
     sb
 }
@@ -357,11 +422,14 @@ fn mark_reshaping(
     sb.new_offset_sectors = new_offset;
 }
 
-/// The fields of a reshape done: the data at `new_offset_sectors`, the member's usable size
-/// grown by the move (none when it is there already), no reshape fields.
-fn mark_reshaped(sb: &mut Superblock1, new_offset_sectors: u64) {
+/// The fields of a reshape done: the data at `new_offset_sectors` in the new `(layout,
+/// chunk_sectors)`, the member's usable size grown by the move (none when it is there
+/// already), no reshape fields (the new shape's the current one).
+fn mark_reshaped(sb: &mut Superblock1, new_offset_sectors: u64, shape: (u32, u32)) {
     let moved = sb.data_offset_sectors.saturating_sub(new_offset_sectors);
     sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
+    (sb.layout, sb.chunk_sectors) = shape;
+    (sb.new_level, sb.new_layout, sb.new_chunk_sectors) = (sb.level.to_md(), shape.0, shape.1);
     sb.data_offset_sectors = new_offset_sectors;
     sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
     sb.reshape_position_sectors = 0;
@@ -380,7 +448,7 @@ pub fn reshaped_superblock(
     utime_seconds: u64,
 ) -> Superblock1 {
     let mut sb = with_roles(own, plan);
-    mark_reshaped(&mut sb, me.new_offset_sectors);
+    mark_reshaped(&mut sb, me.new_offset_sectors, (plan.new_layout, plan.new_chunk_sectors));
     super::stamp(&mut sb, events, utime_seconds);
     sb
 }

@@ -28,17 +28,67 @@ fn space(m: &PlannedMember) -> MemberSpace {
 fn the_data_moves_as_far_as_mdadm_moves_it() {
     // RAID5 3 -> 4 members (2 -> 3 data), 64 KiB chunks: lcm(256, 384) / 2; md moved a
     // 2048-sector offset to 1664 in the VM (`kernel_reshape.rs`).
-    assert_eq!(offset_change(128, 2, 1), 384);
-    assert_eq!(offset_change(128, 3, 1), 512);
-    assert_eq!(offset_change(128, 2, 2), 256);
-    assert_eq!(offset_change(1024, 5, 2), 7 * 1024);
+    assert_eq!(offset_change((128, 128), 2, 3), 384);
+    assert_eq!(offset_change((128, 128), 3, 4), 512);
+    assert_eq!(offset_change((128, 128), 2, 4), 256);
+    assert_eq!(offset_change((1024, 1024), 5, 7), 7 * 1024);
+    // A new chunk: lcm(2 x 128, 2 x 256) / 2, as mdadm's compute_backup_blocks.
+    assert_eq!(offset_change((128, 256), 2, 2), 256);
+}
+
+/// The array of `plan` with `raid_disks` members, its layout and chunk.
+fn to(p: &AssemblyPlan, raid_disks: u32) -> NewShape {
+    NewShape { raid_disks, layout: p.layout, chunk_sectors: p.chunk_sectors }
+}
+
+/// What `rp`'s superblocks say at its start.
+fn progress(rp: &ReshapePlan) -> ReshapeProgress {
+    ReshapeProgress {
+        old_raid_disks: rp.old_raid_disks,
+        new_raid_disks: rp.new_raid_disks,
+        new_layout: rp.new_layout,
+        new_chunk_sectors: rp.new_chunk_sectors,
+        position_sectors: 0,
+    }
+}
+
+#[test]
+fn a_new_layout_or_chunk_moves_the_data_by_half_the_room() {
+    let p = plan();
+    // 2048 - 80 sectors of room: half, in whole chunks of the larger.
+    let layout = NewShape { layout: p.layout ^ 1, ..to(&p, 3) };
+    let rp = plan_reshape(&p, layout, &space).unwrap();
+    assert_eq!((rp.old_raid_disks, rp.new_raid_disks, rp.new_layout), (3, 3, p.layout ^ 1));
+    assert!(rp.members.iter().all(|m| m.new_offset_sectors == 2048 - 896));
+    let chunk = NewShape { chunk_sectors: 256, ..to(&p, 3) };
+    let rp = plan_reshape(&p, chunk, &space).unwrap();
+    assert!(rp.members.iter().all(|m| m.new_offset_sectors == 2048 - 768));
+    let own = superblock(16384, 2048);
+    let during = reshaping_superblock(&own, &rp, &rp.members[0], 1024, 10, 7);
+    assert_eq!((during.chunk_sectors, during.new_chunk_sectors, during.delta_disks), (128, 256, 0));
+    let read = ReshapeProgress::of(&during).unwrap().unwrap();
+    assert_eq!(read, ReshapeProgress { position_sectors: 1024, ..progress(&rp) });
+    let after = reshaped_superblock(&during, &rp, &rp.members[0], 11, 8);
+    assert_eq!((after.chunk_sectors, after.new_chunk_sectors, after.layout), (256, 256, p.layout));
+    assert_eq!(ReshapeProgress::of(&after).unwrap(), None);
+    // A member that missed the end gets it, the new chunk with it.
+    assert_eq!(mended_superblock(&during, &after), Some(after.clone()));
+    // 16384 sectors are not a whole number of 640-sector chunks, nor of 32768.
+    for chunk_sectors in [640, 32768] {
+        let err = plan_reshape(&p, NewShape { chunk_sectors, ..to(&p, 3) }, &space).unwrap_err();
+        assert!(matches!(err, GrowError::ChunkSplitsMembers { .. }), "{err}");
+    }
+    // Less room than mdadm's least move and the copy's gap: 128 + 256.
+    let tight = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 1700, ..space(m) };
+    let err = plan_reshape(&p, chunk, &tight).unwrap_err();
+    assert!(matches!(err, GrowError::NoHeadroom { needed_sectors: 384, .. }), "{err}");
 }
 
 #[test]
 fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
     let mut p = plan();
     p.spares = vec![spare(3, "s3"), spare(4, "s4")];
-    let rp = plan_reshape(&p, 4, &space).unwrap();
+    let rp = plan_reshape(&p, to(&p, 4), &space).unwrap();
     assert_eq!((rp.old_raid_disks, rp.new_raid_disks), (3, 4));
     let slots: Vec<_> = rp.members.iter().map(|m| (m.name.as_str(), m.slot)).collect();
     assert_eq!(
@@ -56,7 +106,7 @@ fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
     assert_eq!(during.dev_roles[3], DevRole::Active(3));
     assert_eq!(
         ReshapeProgress::of(&during).unwrap(),
-        Some(ReshapeProgress { old_raid_disks: 3, new_raid_disks: 4, position_sectors: 4096 })
+        Some(ReshapeProgress { new_raid_disks: 4, position_sectors: 4096, ..progress(&rp) })
     );
     let after = reshaped_superblock(&during, &rp, &rp.members[0], 10, 8);
     assert_eq!((after.feature_map & 0x44, after.data_offset_sectors), (0, 1664));
@@ -69,7 +119,7 @@ fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
     s3.role = DevRole::Active(3);
     let back = reshape_in_progress(
         &[(&p.slots[0].clone().unwrap(), &after), (&s3, &during), (&p.spares[0], &during)],
-        &ReshapeProgress { old_raid_disks: 3, new_raid_disks: 4, position_sectors: 4096 },
+        &ReshapeProgress { new_raid_disks: 4, position_sectors: 4096, ..progress(&rp) },
     );
     let read: Vec<_> =
         back.members.iter().map(|m| (m.slot, m.old_offset_sectors, m.new_offset_sectors)).collect();
@@ -81,7 +131,7 @@ fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
 fn a_member_one_write_behind_gets_the_write_it_missed() {
     let mut p = plan();
     p.spares = vec![spare(3, "s3")];
-    let rp = plan_reshape(&p, 4, &space).unwrap();
+    let rp = plan_reshape(&p, to(&p, 4), &space).unwrap();
     let own = superblock(16384, 2048);
     let me = &rp.members[0];
     let started = reshaping_superblock(&own, &rp, me, 0, 10, 7);
@@ -114,35 +164,38 @@ fn what_cannot_be_reshaped_says_why() {
     let mut p = plan();
     p.spares = vec![spare(3, "small"), spare(4, "s4")];
     assert_eq!(
-        plan_reshape(&p, 3, &space),
+        plan_reshape(&p, to(&p, 3), &space),
         Err(GrowError::NotMoreMembers { current: 3, asked: 3 })
     );
-    assert_eq!(plan_reshape(&p, 6, &space), Err(GrowError::TooFewSpares { needed: 3, spares: 2 }));
     assert_eq!(
-        plan_reshape(&p, 300, &space),
+        plan_reshape(&p, to(&p, 6), &space),
+        Err(GrowError::TooFewSpares { needed: 3, spares: 2 })
+    );
+    assert_eq!(
+        plan_reshape(&p, to(&p, 300), &space),
         Err(GrowError::TooManyMembers { asked: 300, max: 256 })
     );
     // The spare would hold 15000 + 384 sectors from the new offset, under 16384.
-    assert!(matches!(plan_reshape(&p, 4, &space), Err(GrowError::SpareTooSmall { .. })));
+    assert!(matches!(plan_reshape(&p, to(&p, 4), &space), Err(GrowError::SpareTooSmall { .. })));
     // Less room than mdadm's move: whole chunks of it.
     let some = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 1700, ..space(m) };
     let mut whole = plan();
     whole.spares = vec![spare(3, "s3")];
-    let rp = plan_reshape(&whole, 4, &some).unwrap();
+    let rp = plan_reshape(&whole, to(&whole, 4), &some).unwrap();
     assert_eq!(rp.members[3].new_offset_sectors, 2048 - 256, "348 sectors of room");
     let tight = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 2000, ..space(m) };
-    let err = plan_reshape(&p, 4, &tight).unwrap_err();
+    let err = plan_reshape(&p, to(&p, 4), &tight).unwrap_err();
     assert!(
         matches!(err, GrowError::NoHeadroom { room_sectors: 48, needed_sectors: 128, .. }),
         "{err}"
     );
     let mut listing = plan();
     listing.spares = vec![spare(3, "bad")];
-    let err = plan_reshape(&listing, 4, &space).unwrap_err();
+    let err = plan_reshape(&listing, to(&listing, 4), &space).unwrap_err();
     assert_eq!(err, GrowError::ListsBadBlocks { member: "bad".into() });
     let mut dirty = plan();
     dirty.resync_offset_sectors = 0;
-    assert!(matches!(plan_reshape(&dirty, 4, &space), Err(GrowError::Dirty { .. })));
+    assert!(matches!(plan_reshape(&dirty, to(&dirty, 4), &space), Err(GrowError::Dirty { .. })));
     let mut sb = superblock(16384, 2048);
     sb.feature_map |= feature::RESHAPE_ACTIVE;
     sb.delta_disks = 1;
