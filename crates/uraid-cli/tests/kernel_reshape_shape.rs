@@ -1,0 +1,122 @@
+//! `uraid grow --layout` and `--chunk` against the kernel's reshape, both ways. Three copies
+//! of one small array (RAID5 of 3 x 24 MiB members using 8 MiB of each, left-symmetric, 64
+//! KiB chunks, a 4 KiB-chunk bitmap, 16 MiB of a pattern written through uraid): uraid
+//! reshapes the first to left-asymmetric with 128 KiB chunks; the second it stops after two
+//! windows of a reshape to 32 KiB chunks, as a crash would; the third md reshapes itself to
+//! the first's shape. In the VM md must assemble the first as its own (its layout and chunk,
+//! the data, a check with no mismatch) and take up the second's reshape where uraid left it
+//! and finish it (the same). Back on the host uraid serves the array md reshaped: the data, a
+//! clean check. Skips without the VM kit, except under CI=true.
+
+mod mdvm;
+mod serve_common;
+mod stopped_common;
+
+use serve_common::{Served, tempdir, uraid_ok};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use stopped_common::{MIB, assert_reads_back, small_array_with};
+
+const JOB: &str = r#"
+r() { echo "RESULT $*"; }
+md() { cat /sys/block/md0/md/$1; }
+seen() {
+  r $1_shape $(md layout) $(md chunk_size) $(cat /sys/block/md0/size)
+  r $1_data $(head -c 16777216 /dev/md0 | sha256sum | cut -d' ' -f1)
+  echo check > /sys/block/md0/md/sync_action
+  mdadm --wait /dev/md0 || true
+  r $1_mismatches $(md mismatch_cnt)
+}
+mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc 2>&1
+seen uraid
+mdadm --stop /dev/md0 2>&1
+r cut_chunk $(mdadm --examine /dev/vdd | sed -n "s/^ *New Chunksize : \([0-9K]*\).*/\1/p")
+mdadm --assemble /dev/md0 --run /dev/vdd /dev/vde /dev/vdf 2>&1
+mdadm --wait /dev/md0 || true
+r cut_after $(md reshape_position) $(md sync_action)
+seen cut
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdg /dev/vdh /dev/vdi 2>&1
+mdadm --grow /dev/md0 --layout=left-asymmetric --chunk=128 2>&1
+mdadm --wait /dev/md0 || true
+r md_after $(md reshape_position) $(md layout) $(md chunk_size)
+mdadm --stop /dev/md0 2>&1
+"#;
+
+/// One copy: its directory, members and data.
+struct Copy {
+    dir: PathBuf,
+    members: Vec<PathBuf>,
+    data: Vec<u8>,
+}
+
+fn copy(case: &str) -> Copy {
+    let dir = tempdir(case);
+    let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
+    let (members, data) = small_array_with(&dir, "ks", "64K", &bitmap);
+    Copy { dir, members, data }
+}
+
+fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uraid"));
+    cmd.arg("grow").args(args).args(&c.members).env("URAID_RUN_DIR", c.dir.join("run"));
+    if let Some(windows) = stop_after {
+        cmd.env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string());
+    }
+    let out = cmd.output().expect("running uraid grow");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    said
+}
+
+#[test]
+fn md_and_uraid_take_up_each_others_layout_and_chunk_reshapes() {
+    let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
+    let copies: Vec<Copy> =
+        ["a", "b", "c"].into_iter().map(|c| copy(&format!("kshape-{c}"))).collect();
+    let said = grow(&copies[0], &["-p", "left-asymmetric", "-c", "128K"], None);
+    assert!(said.contains("left-symmetric to left-asymmetric, 64K to 128K chunks"), "{said}");
+    let said = grow(&copies[1], &["-c", "32K"], Some(2));
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+
+    let job = copies[0].dir.join("shape.sh");
+    std::fs::write(&job, JOB).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", "900"]).arg(&job);
+    for c in &copies {
+        cmd.args(&c.members);
+    }
+    let console = mdvm::run(&mut cmd, "shape");
+    let md = mdvm::results(&console);
+    let data = sha256(&copies[0].data);
+    // md's layout numbers: left-asymmetric 0, left-symmetric 2; 16 MiB of array.
+    for (who, shape) in [("uraid", "0 131072 32768"), ("cut", "2 32768 32768")] {
+        assert_eq!(mdvm::result(&md, &format!("{who}_shape")), shape, "{who}: {console}");
+        assert_eq!(mdvm::result(&md, &format!("{who}_data")), data, "{who}'s data in md");
+        assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s parity");
+    }
+    assert_eq!(mdvm::result(&md, "cut_chunk"), "32K", "uraid's reshape in mdadm's examine");
+    assert_eq!(mdvm::result(&md, "cut_after"), "none idle", "md finished it");
+    assert_eq!(mdvm::result(&md, "md_after"), "none 0 131072", "md's own: {console}");
+    // The array md reshaped reads right in uraid, with its new shape.
+    let examined = uraid_ok(&copies[2].dir, &["examine", &copies[2].members[0].to_string_lossy()]);
+    assert!(examined.contains("Chunk Size : 128K"), "{examined}");
+    let served = Served::start(&copies[2].dir, "ks", &copies[2].members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 16 * MIB);
+    assert_reads_back(&mut client, &copies[2].data);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(&copies[2].dir, &["check", "--wait", "ks"]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(&copies[2].dir, &["stop", "ks"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    for c in copies {
+        std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
+    }
+}
+
+fn sha256(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("{:x}", sha2::Sha256::digest(data))
+}
