@@ -3,19 +3,19 @@
 //!
 //! The array keeps its addresses: array sector `a` below the reshape position lives where the
 //! new geometry puts it, at the new data offset; at and above it, where the old geometry put
-//! it, at the old offset. Each step copies a window
-//! of new stripes: their data chunks read from the old places (zeros past the old array's end:
-//! md zeroes the room the reshape adds), their parity computed, every chunk written at the new
-//! place. Then the caller makes the writes durable and records the new position (md's
-//! `reshape_position`) in the superblocks.
+//! it, at the old offset. Each step copies a window of new stripes: their data chunks read
+//! from the old places (zeros past the old array's end: md zeroes the room the reshape adds),
+//! their parity computed, every chunk written at the new place. Then the caller makes the
+//! writes durable and records the new position (md's `reshape_position`) in the superblocks.
 //!
 //! Why no backup file: the new offset is lower than the old on every member (md's forwards
 //! reshape with `new_offset`), by at least a chunk (old and new, when the chunk changes), and
 //! the new geometry packs at least as much data in a member's rows, so the new place of any
 //! array sector is below its old place. A window ends where its writes would reach the old
 //! place of data not yet copied (`next_window`); a crash in the middle of one leaves its
-//! sources intact, and copying it again from the recorded position gives the same result. The property test in `tests/reshape.rs` crashes copies at random
-//! writes, tears the write in flight and goes on from the last recorded position.
+//! sources intact, and copying it again from the recorded position gives the same result.
+//! The property test in `tests/reshape.rs` crashes copies at random writes, tears the write
+//! in flight and goes on from the last recorded position.
 //!
 //! A member lost in the middle (`with_missing`, within the level's redundancy, as md goes on
 //! with a degraded reshape) is never read or written: its old chunks are rebuilt from their

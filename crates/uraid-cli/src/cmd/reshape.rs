@@ -1,8 +1,8 @@
 //! `uraid grow --raid-devices N`, `--layout`, `--chunk` and `--continue`: a stopped array
 //! grown by members or given a new layout or chunk, md's forwards reshape to a lower data
-//! offset (`uraid_format::grow::reshape` decides it and
-//! writes the superblocks, `uraid_core::reshape` moves the data). Offline for the same reason
-//! as the size: NBD cannot tell a client its export grew.
+//! offset (`uraid_format::grow::reshape` decides it and writes the superblocks,
+//! `uraid_core::reshape` moves the data). Offline for the same reason as the size: NBD cannot
+//! tell a client its export grew.
 //!
 //! Each window of new stripes is copied, made durable on every member, and only then is its
 //! end recorded as `reshape_position` in every superblock; a crash or Ctrl-C leaves a

@@ -201,7 +201,8 @@ fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
 /// least it needs.
 fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> {
     let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
-    // What uraid's copy needs between the offsets (`uraid_core::reshape`).
+    // What uraid's copy needs between the offsets (`Reshape::gap_sectors` in uraid-core, which
+    // this crate does not depend on).
     let gap = if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk };
     let parity = plan.raid_disks - plan.data_disks();
     let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
