@@ -6,7 +6,11 @@
 //! the first's shape. In the VM md must assemble the first as its own (its layout and chunk,
 //! the data, a check with no mismatch) and take up the second's reshape where uraid left it
 //! and finish it (the same). Back on the host uraid serves the array md reshaped: the data, a
-//! clean check. Skips without the VM kit, except under CI=true.
+//! clean check. Two more copies, each with a spare, for the takeover to RAID6: uraid takes the
+//! fourth over (`uraid grow --level 6`), which md must assemble and build Q for as its own
+//! (left-symmetric-6, the data, no mismatch); md takes the fifth over itself (mdadm --grow
+//! --level=6 --layout=preserve), which uraid then serves and checks. Skips without the VM
+//! kit, except under CI=true.
 
 mod mdvm;
 mod serve_common;
@@ -16,7 +20,7 @@ use serve_common::{Served, tempdir, uraid_ok};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-use stopped_common::{MIB, assert_reads_back, small_array_with};
+use stopped_common::{MIB, add_spares, assert_reads_back, small_array_with};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -42,6 +46,16 @@ mdadm --grow /dev/md0 --layout=left-asymmetric --chunk=128 2>&1
 mdadm --wait /dev/md0 || true
 r md_after $(md reshape_position) $(md layout) $(md chunk_size)
 mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdj /dev/vdk /dev/vdl /dev/vdm 2>&1
+mdadm --wait /dev/md0 || true
+r six_level $(md level) $(md degraded)
+seen six
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdn /dev/vdo /dev/vdp /dev/vdq 2>&1
+mdadm --grow /dev/md0 --level=6 --raid-devices=4 --layout=preserve 2>&1
+mdadm --wait /dev/md0 || true
+r md_six $(md level) $(md layout) $(md raid_disks) $(md degraded)
+mdadm --stop /dev/md0 2>&1
 "#;
 
 /// One copy: its directory, members and data.
@@ -54,8 +68,24 @@ struct Copy {
 fn copy(case: &str) -> Copy {
     let dir = tempdir(case);
     let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
-    let (members, data) = small_array_with(&dir, "ks", "64K", &bitmap);
+    let (mut members, data) = small_array_with(&dir, "ks", "64K", &bitmap);
+    if case.ends_with(['d', 'e']) {
+        members.extend(add_spares(&dir, "ks", &members, 1));
+    }
     Copy { dir, members, data }
+}
+
+/// Serves the copy: the data, and a check with no mismatch.
+fn reads_right(c: &Copy) {
+    let served = Served::start(&c.dir, "ks", &c.members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 16 * MIB);
+    assert_reads_back(&mut client, &c.data);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(&c.dir, &["check", "--wait", "ks"]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(&c.dir, &["stop", "ks"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
 }
 
 fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
@@ -71,14 +101,16 @@ fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
 }
 
 #[test]
-fn md_and_uraid_take_up_each_others_layout_and_chunk_reshapes() {
+fn md_and_uraid_take_up_each_others_shape_changes() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
     let copies: Vec<Copy> =
-        ["a", "b", "c"].into_iter().map(|c| copy(&format!("kshape-{c}"))).collect();
+        ["a", "b", "c", "d", "e"].into_iter().map(|c| copy(&format!("kshape-{c}"))).collect();
     let said = grow(&copies[0], &["-p", "left-asymmetric", "-c", "128K"], None);
     assert!(said.contains("left-symmetric to left-asymmetric, 64K to 128K chunks"), "{said}");
     let said = grow(&copies[1], &["-c", "32K"], Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
+    let said = grow(&copies[3], &["--level", "6"], None);
+    assert!(said.contains("taken over to RAID6 left-symmetric-6"), "{said}");
 
     let job = copies[0].dir.join("shape.sh");
     std::fs::write(&job, JOB).expect("writing the job");
@@ -91,7 +123,8 @@ fn md_and_uraid_take_up_each_others_layout_and_chunk_reshapes() {
     let md = mdvm::results(&console);
     let data = sha256(&copies[0].data);
     // md's layout numbers: left-asymmetric 0, left-symmetric 2; 16 MiB of array.
-    for (who, shape) in [("uraid", "0 131072 32768"), ("cut", "2 32768 32768")] {
+    let shapes = [("uraid", "0 131072 32768"), ("cut", "2 32768 32768"), ("six", "18 65536 32768")];
+    for (who, shape) in shapes {
         assert_eq!(mdvm::result(&md, &format!("{who}_shape")), shape, "{who}: {console}");
         assert_eq!(mdvm::result(&md, &format!("{who}_data")), data, "{who}'s data in md");
         assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s parity");
@@ -99,18 +132,16 @@ fn md_and_uraid_take_up_each_others_layout_and_chunk_reshapes() {
     assert_eq!(mdvm::result(&md, "cut_chunk"), "32K", "uraid's reshape in mdadm's examine");
     assert_eq!(mdvm::result(&md, "cut_after"), "none idle", "md finished it");
     assert_eq!(mdvm::result(&md, "md_after"), "none 0 131072", "md's own: {console}");
+    assert_eq!(mdvm::result(&md, "six_level"), "raid6 0", "md built Q: {console}");
+    assert_eq!(mdvm::result(&md, "md_six"), "raid6 18 4 0", "md's own takeover: {console}");
     // The array md reshaped reads right in uraid, with its new shape.
     let examined = uraid_ok(&copies[2].dir, &["examine", &copies[2].members[0].to_string_lossy()]);
     assert!(examined.contains("Chunk Size : 128K"), "{examined}");
-    let served = Served::start(&copies[2].dir, "ks", &copies[2].members);
-    let mut client = served.client();
-    assert_eq!(client.size_bytes(), 16 * MIB);
-    assert_reads_back(&mut client, &copies[2].data);
-    client.disconnect().unwrap();
-    let checked = uraid_ok(&copies[2].dir, &["check", "--wait", "ks"]);
-    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
-    uraid_ok(&copies[2].dir, &["stop", "ks"]);
-    assert!(served.wait(Duration::from_secs(30)).success());
+    reads_right(&copies[2]);
+    // And the one md took over to RAID6.
+    let examined = uraid_ok(&copies[4].dir, &["examine", &copies[4].members[3].to_string_lossy()]);
+    assert!(examined.contains("left-symmetric-6"), "{examined}");
+    reads_right(&copies[4]);
     for c in copies {
         std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
     }

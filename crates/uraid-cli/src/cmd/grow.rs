@@ -23,6 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_core::Layout;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::NewShape;
+use uraid_format::grow::takeover::Takeover;
 use uraid_format::grow::{
     GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
     refuse_unless_whole_and_clean, with_bitmap_field,
@@ -45,6 +46,9 @@ is restriped from the first sector on and moves down into the room mdadm keeps b
 backup file: at least a chunk of room), and the new space reads as zeros. `--layout` and \
 `--chunk` reshape it to another layout of its level or another chunk size, with or without \
 new members (on the same members the data moves down by about half the room, as mdadm's). \
+`--level 6` takes a RAID4 or RAID5 over to RAID6 with one more member (the first spare \
+given), as md with mdadm's --layout=preserve: nothing moves, the layout becomes its `-6` kin \
+(Q on the new member, built as a rebuild when the array is next served). \
 Each window is made durable before its end is recorded in the superblocks, so a crash \
 or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
 array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md \
@@ -62,22 +66,23 @@ uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)\n  \
 uraid grow --bitmap internal m?.img\n  \
 uraid grow --raid-devices 5 m0.img m1.img m2.img m3.img m4.img   (m4.img added as a spare)\n  \
 uraid grow --chunk 128K --layout left-asymmetric m?.img\n  \
+uraid grow --level 6 m0.img m1.img m2.img s0.img   (RAID5 to RAID6, s0.img added as a spare)\n  \
 uraid grow --continue m?.img                        (after a crash mid-reshape)"
 )]
 #[command(group(
     clap::ArgGroup::new("change")
         .required(true)
         .multiple(true)
-        .args(["size", "bitmap", "raid_devices", "layout", "chunk", "resume"])
+        .args(["size", "bitmap", "raid_devices", "layout", "chunk", "level", "resume"])
 ))]
 pub struct GrowArgs {
     /// The new component size (data used on each member): `max`, or a size (64G, 1T, ...).
     #[arg(short = 'z', long, value_name = "max|SIZE")]
-    #[arg(conflicts_with_all = ["bitmap", "raid_devices", "layout", "chunk", "resume"])]
+    #[arg(conflicts_with_all = ["bitmap", "raid_devices", "layout", "chunk", "level", "resume"])]
     size: Option<String>,
     /// Add (`internal`) or remove (`none`) the write-intent bitmap.
     #[arg(short, long, value_parser = ["internal", "none"])]
-    #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk", "resume"])]
+    #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk", "level", "resume"])]
     bitmap: Option<String>,
     /// Bytes of member data each bit of an added bitmap covers, a power of two from 4K to 1G
     /// (mdadm's --bitmap-chunk; default: mdadm's choice, at least 64M).
@@ -97,8 +102,13 @@ pub struct GrowArgs {
     /// Go on with a reshape stopped by a crash, Ctrl-C or the kernel (mdadm --grow
     /// --continue).
     #[arg(long = "continue", id = "resume")]
-    #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk"])]
+    #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk", "level"])]
     resume: bool,
+    /// Take a RAID4 or RAID5 over to RAID6 (`6`, the only level taken) with one more member,
+    /// the first spare given, which becomes Q: md's takeover, as mdadm's
+    /// --layout=preserve (the `-6` layout; restripe later with --layout).
+    #[arg(short, long, value_name = "6", conflicts_with_all = ["layout", "chunk"])]
+    level: Option<String>,
     #[command(flatten)]
     select: crate::cmd::scan::Selection,
     /// Print what changed as one JSON object on standard output.
@@ -169,6 +179,31 @@ impl Stopped {
     }
 }
 
+fn tell_takeover(args: &GrowArgs, plan: &AssemblyPlan, t: &Takeover) {
+    let layout = uraid_core::Layout::from_md(uraid_core::Level::Raid6, t.layout)
+        .map_or("-unknown-", uraid_core::Layout::name);
+    let q = &t.q_member.name;
+    if args.json {
+        let json = serde_json::json!({
+            "array": plan.name,
+            "uuid": plan.uuid.to_string(),
+            "level": 6,
+            "layout": layout,
+            "raid_disks": t.raid_disks,
+            "q_member": q,
+        });
+        out!("{json}");
+        return;
+    }
+    out!(
+        "{}: RAID{} taken over to RAID6 {layout} with {} members: {q} becomes Q, built when the \
+         array is next served (as a rebuild); `uraid grow --layout` restripes it after",
+        plan.name,
+        plan.level.to_md(),
+        t.raid_disks
+    );
+}
+
 /// The shape `--raid-devices`, `--layout` and `--chunk` ask for, the rest as it is.
 fn new_shape(args: &GrowArgs, plan: &AssemblyPlan) -> anyhow::Result<NewShape> {
     let level = uraid_md::members::core_level(plan.level).context("a level uraid serves")?;
@@ -200,6 +235,15 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     }
     let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
     let cannot = || format!("cannot grow {}", stopped.plan.name);
+    if let Some(level) = args.level.as_deref() {
+        if !matches!(level, "6" | "raid6") {
+            bail!("--level {level}: uraid grow takes RAID4 and RAID5 over to RAID6 only");
+        }
+        let raid_disks = args.raid_devices.unwrap_or(stopped.plan.raid_disks + 1);
+        let t = crate::cmd::takeover::run(&stopped, raid_disks).with_context(cannot)?;
+        tell_takeover(args, &stopped.plan, &t);
+        return Ok(());
+    }
     let reshapes = args.raid_devices.is_some() || args.layout.is_some() || args.chunk.is_some();
     if args.resume || reshapes {
         let reshaped = if args.resume {

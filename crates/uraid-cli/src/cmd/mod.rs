@@ -26,6 +26,7 @@ pub mod serve;
 mod serving;
 pub mod stats;
 pub mod status;
+mod takeover;
 mod update;
 mod watch;
 pub mod zero;

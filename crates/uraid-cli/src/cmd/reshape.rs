@@ -189,15 +189,40 @@ fn layout(plan: &AssemblyPlan, rp: &ReshapePlan) -> anyhow::Result<Reshape> {
 }
 
 /// The superblock writes of a run, each with the next event count (md's: one more a write),
-/// the bitmap first as new: read once from the first member (its bits do not change), then
-/// written whole to every member and spare (the added ones take it as md gives them the
-/// array's), its header alone after that.
+/// the bitmap restamped with it (`BitmapStamp`).
 struct Records<'a> {
     grown: &'a [Grown<'a>],
     rp: &'a ReshapePlan,
     events: u64,
-    /// Its header and its bytes, header included; the bytes until first written.
-    bitmap: Option<(BitmapSuper, Option<Vec<u8>>)>,
+    bitmap: BitmapStamp,
+}
+
+/// The array's bitmap restamped with each superblock write's event count: read once from the
+/// first member (its bits do not change), written whole to every member and spare the first
+/// time (the added ones take it as md gives them the array's), its header alone after that.
+/// None when the array has none or it is older than the array (then it stays so: md resyncs
+/// all).
+pub(crate) struct BitmapStamp(Option<(BitmapSuper, Option<Vec<u8>>)>);
+
+impl BitmapStamp {
+    pub(crate) fn new(plan: &AssemblyPlan, grown: &[Grown<'_>]) -> anyhow::Result<Self> {
+        let first = &grown[0];
+        let bitmap = if plan.has_bitmap() { Some(bitmap_image(first)?) } else { None };
+        let bitmap = bitmap.filter(|(b, _)| !b.is_stale(first.own.events));
+        Ok(BitmapStamp(bitmap.map(|(header, image)| (header, Some(image)))))
+    }
+
+    pub(crate) fn write(&mut self, grown: &[Grown<'_>], events: u64) -> anyhow::Result<()> {
+        let Some((header, image)) = &mut self.0 else { return Ok(()) };
+        header.events = events;
+        let mut bytes = image.take().unwrap_or_default();
+        bytes.resize(bytes.len().max(BITMAP_SUPER_BYTES), 0);
+        bytes[..BITMAP_SUPER_BYTES].copy_from_slice(&header.encode());
+        for g in grown {
+            write_synced(g, &bytes, bitmap_at(&g.own)?).context("writing the bitmap")?;
+        }
+        Ok(())
+    }
 }
 
 impl<'a> Records<'a> {
@@ -206,27 +231,14 @@ impl<'a> Records<'a> {
         grown: &'a [Grown<'a>],
         rp: &'a ReshapePlan,
     ) -> anyhow::Result<Self> {
-        // The first member's, unless older than the array (then it stays so: md resyncs all).
-        let first = &grown[0];
-        let bitmap = if plan.has_bitmap() { Some(bitmap_image(first)?) } else { None };
-        let bitmap = bitmap.filter(|(b, _)| !b.is_stale(first.own.events));
-        let bitmap = bitmap.map(|(header, image)| (header, Some(image)));
-        Ok(Records { grown, rp, events: plan.events, bitmap })
+        Ok(Records { grown, rp, events: plan.events, bitmap: BitmapStamp::new(plan, grown)? })
     }
 
     /// Every superblock: the reshape at `position`, or (`None`) ended.
     fn write(&mut self, position: Option<u64>) -> anyhow::Result<()> {
         self.events += 1;
         let (events, now) = (self.events, now_seconds());
-        if let Some((header, image)) = &mut self.bitmap {
-            header.events = events;
-            let mut bytes = image.take().unwrap_or_default();
-            bytes.resize(bytes.len().max(BITMAP_SUPER_BYTES), 0);
-            bytes[..BITMAP_SUPER_BYTES].copy_from_slice(&header.encode());
-            for g in self.grown {
-                write_synced(g, &bytes, bitmap_at(&g.own)?).context("writing the bitmap")?;
-            }
-        }
+        self.bitmap.write(self.grown, events)?;
         for g in self.grown {
             let me = self.rp.members.iter().find(|m| m.candidate == g.member.candidate);
             let me = me.expect("planned");

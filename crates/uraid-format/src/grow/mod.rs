@@ -15,6 +15,7 @@
 
 mod bitmap;
 pub mod reshape;
+pub mod takeover;
 mod update;
 
 pub use bitmap::{add_bitmap, bitmap_room_sectors, with_bitmap_field};
@@ -119,6 +120,16 @@ pub enum GrowError {
          member's {size_sectors} sectors (the array would lose its end)"
     )]
     ChunkSplitsMembers { size_sectors: u64, chunk_sectors: u32 },
+    #[error(
+        "md takes over RAID4 and RAID5 (any of md's layouts) to RAID6, not level {level} \
+         layout {layout}"
+    )]
+    NoTakeover { level: i32, layout: u32 },
+    #[error(
+        "a level change to RAID6 adds exactly one member, which becomes Q (the array has \
+         {current}: --raid-devices {asked})"
+    )]
+    TakeoverMembers { current: u32, asked: u32 },
     #[error("{asked} members is more than md's raid456 takes ({max})")]
     TooManyMembers { asked: u32, max: u32 },
     #[error(

@@ -1,0 +1,84 @@
+//! `uraid grow --level 6`: a stopped RAID5 taken over to RAID6 by a spare, as md does with
+//! mdadm's --layout=preserve. mdadm reads the superblocks (RAID6 left-symmetric-6, the spare
+//! the last member, rebuilt from its start); served, the array builds Q as a rebuild, keeps its
+//! data and checks clean; then `--layout left-symmetric` restripes it, and it still does. What
+//! md does not take over is refused with every member left as it was.
+
+mod serve_common;
+mod stopped_common;
+
+use serve_common::{Served, tempdir, text, uraid, uraid_ok};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use stopped_common::{add_spares, assert_reads_back, images, small_array, strs};
+
+fn examine(member: &Path) -> String {
+    let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
+    text(&out.stdout)
+}
+
+/// Serves the array: `data` reads back once any rebuild is done, and a check finds nothing.
+fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8]) {
+    let served = Served::start(dir, name, members);
+    let _ = uraid(dir, &["wait", name]);
+    let mut client = served.client();
+    assert_reads_back(&mut client, data);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(dir, &["check", "--wait", name]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {
+    let dir = tempdir("takeover");
+    let (mut members, data) = small_array(&dir, "to", true);
+    members.extend(add_spares(&dir, "to", &members, 2));
+    let all = strs(&members);
+    let said = uraid_ok(&dir, &[&["grow", "--level", "6"][..], &all].concat());
+    let q = "s0.img becomes Q";
+    assert!(said.contains("RAID5 taken over to RAID6 left-symmetric-6 with 4 members"), "{said}");
+    assert!(said.contains(q), "{said}");
+    let examined = examine(&members[3]);
+    for line in [
+        "Raid Level : raid6",
+        "Raid Devices : 4",
+        "Layout : left-symmetric-6",
+        "Recovery Offset : 0 sectors",
+        "Device Role : Active device 3",
+    ] {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(examine(&members[4]).contains("Device Role : spare"));
+    assert!(!examine(&members[0]).contains("Recovery Offset"));
+    serve_and_check(&dir, "to", &members, &data);
+    assert!(!examine(&members[3]).contains("Recovery Offset"), "Q built");
+    let restriped = uraid_ok(&dir, &[&["grow", "-p", "left-symmetric"][..], &all].concat());
+    assert!(restriped.contains("left-symmetric-6 to left-symmetric"), "{restriped}");
+    serve_and_check(&dir, "to", &members, &data);
+    // Once RAID6, not again.
+    let out = uraid(&dir, &[&["grow", "--level", "6"][..], &all].concat());
+    assert!(text(&out.stderr).contains("not level 6"), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn what_md_does_not_take_over_is_refused_and_left_alone() {
+    let dir = tempdir("takeover-refused");
+    let (mut members, _) = small_array(&dir, "tr", false);
+    let refused = |members: &[PathBuf], extra: &[&str], why: &str| {
+        let before = images(members);
+        let out = uraid(&dir, &[&["grow"][..], extra, &strs(members)].concat());
+        assert!(!out.status.success(), "{extra:?} took over");
+        assert!(text(&out.stderr).contains(why), "{extra:?}: {}", text(&out.stderr));
+        assert!(images(members) == before, "{extra:?} wrote to a member");
+    };
+    refused(&members, &["--level", "6"], "1 new members need as many spares");
+    members.extend(add_spares(&dir, "tr", &members, 1));
+    refused(&members, &["--level", "6", "-n", "5"], "adds exactly one member");
+    refused(&members, &["--level", "5"], "to RAID6 only");
+    refused(&members, &["--level", "6", "-p", "left-symmetric"], "cannot be used with");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
