@@ -111,7 +111,9 @@ mod tests {
             p.layout = raid5;
             assert_eq!(plan_takeover(&p, 4, &roomy).unwrap().layout, raid6);
         }
-        p.layout = 2;
+        p.level = Level::Raid4;
+        assert_eq!(plan_takeover(&p, 4, &roomy).unwrap().layout, 5, "P and Q last");
+        (p.level, p.layout) = (Level::Raid5, 2);
         let t = plan_takeover(&p, 4, &roomy).unwrap();
         assert_eq!((t.q_member.name.as_str(), t.raid_disks), ("s3", 4));
         let own = superblock(16384, 2048);
