@@ -80,5 +80,17 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     refused(&members, &["--level", "6", "-n", "5"], "adds exactly one member");
     refused(&members, &["--level", "5"], "to RAID6 only");
     refused(&members, &["--level", "6", "-p", "left-symmetric"], "cannot be used with");
+    // RAID5 of 2 members would be RAID6 of 3.
+    let dir2 = tempdir("takeover-two");
+    let two = serve_common::member_files(&dir2, 2, 24);
+    let create = ["create", "-l", "5", "-n", "2", "--size", "8M", "--assume-clean", "-N", "t2"];
+    uraid_ok(&dir2, &[&create[..], &strs(&two)].concat());
+    let mut two_and_spare = two.clone();
+    two_and_spare.extend(add_spares(&dir2, "t2", &two, 1));
+    let before = images(&two_and_spare);
+    let out = uraid(&dir2, &[&["grow", "--level", "6"][..], &strs(&two_and_spare)].concat());
+    assert!(text(&out.stderr).contains("RAID6"), "{}", text(&out.stderr));
+    assert!(images(&two_and_spare) == before, "a 3-member RAID6 recorded");
+    std::fs::remove_dir_all(&dir2).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,6 +7,7 @@ use crate::cmd::grow::{Stopped, now_seconds, write_synced};
 use crate::cmd::md_meta::SUPERBLOCK_OFFSET_BYTES;
 use crate::cmd::reshape::BitmapStamp;
 use anyhow::Context as _;
+use uraid_core::{Geometry, Layout, Level, SECTOR_BYTES};
 use uraid_format::assemble::PlannedMember;
 use uraid_format::grow::takeover::{Takeover, plan_takeover, taken_over_superblock};
 
@@ -19,6 +20,11 @@ pub(crate) fn run(stopped: &Stopped, raid_disks: u32) -> anyhow::Result<Takeover
         g.avail_sectors
     };
     let t = plan_takeover(plan, raid_disks, &avail)?;
+    // Before anything is written: a RAID6 the geometry refuses (fewer than 4 or more than 256
+    // members) is never recorded.
+    let layout = Layout::from_md(Level::Raid6, t.layout)?;
+    let chunk_bytes = u64::from(plan.chunk_sectors) * SECTOR_BYTES;
+    Geometry::new(Level::Raid6, layout, t.raid_disks as usize, chunk_bytes)?;
     // Every member and spare: the roles table and the event count are the array's.
     let events = plan.events + 1;
     BitmapStamp::new(plan, &grown)?.write(&grown, events)?;
