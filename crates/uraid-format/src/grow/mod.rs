@@ -130,6 +130,11 @@ pub enum GrowError {
          {current}: --raid-devices {asked})"
     )]
     TakeoverMembers { current: u32, asked: u32 },
+    #[error(
+        "spare {member}'s data starts at sector {spare_sectors}, the members' at \
+         {array_sectors}: uraid serves members that agree (add it again with uraid add)"
+    )]
+    SpareOffset { member: String, spare_sectors: u64, array_sectors: u64 },
     #[error("{asked} members is more than md's raid456 takes ({max})")]
     TooManyMembers { asked: u32, max: u32 },
     #[error(

@@ -48,6 +48,12 @@ pub fn plan_takeover(
         return Err(GrowError::TakeoverMembers { current: plan.raid_disks, asked: raid_disks });
     }
     let q_member = plan.spares.first().ok_or(GrowError::TooFewSpares { needed: 1, spares: 0 })?;
+    // uraid serves members whose data starts at one offset (md would not mind).
+    let offset = plan.slots.iter().flatten().map(|m| m.data_offset_sectors).next();
+    if let Some(array_sectors) = offset.filter(|&o| o != q_member.data_offset_sectors) {
+        let (member, spare_sectors) = (q_member.name.clone(), q_member.data_offset_sectors);
+        return Err(GrowError::SpareOffset { member, spare_sectors, array_sectors });
+    }
     let avail = avail_sectors(q_member);
     if avail < plan.size_sectors {
         let (member, new_sectors) = (q_member.name.clone(), plan.size_sectors);
@@ -138,6 +144,10 @@ mod tests {
         assert_eq!(err, GrowError::TakeoverMembers { current: 3, asked: 5 });
         let small = |_: &PlannedMember| 100;
         assert!(matches!(plan_takeover(&p, 4, &small), Err(GrowError::SpareTooSmall { .. })));
+        p.spares[0].data_offset_sectors = 4096;
+        let err = plan_takeover(&p, 4, &roomy).unwrap_err();
+        assert!(matches!(err, GrowError::SpareOffset { spare_sectors: 4096, .. }), "{err}");
+        p.spares[0].data_offset_sectors = 2048;
         p.level = Level::Raid6;
         assert!(matches!(plan_takeover(&p, 4, &roomy), Err(GrowError::NoTakeover { .. })));
     }
