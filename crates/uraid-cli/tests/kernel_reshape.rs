@@ -13,11 +13,10 @@ mod mdvm;
 mod serve_common;
 mod stopped_common;
 
-use serve_common::{Served, tempdir, uraid_ok};
+use serve_common::tempdir;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
-use stopped_common::{MIB, add_spares, assert_reads_back, small_array_with};
+use stopped_common::{MIB, add_spares, serve_and_check, small_array_with, strs};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -81,32 +80,14 @@ fn copy(case: &str) -> Copy {
     Copy { dir, members, data }
 }
 
+/// `uraid grow ARGS` on the copy's members (`stopped_common::grow`).
 fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uraid"));
-    cmd.arg("grow").args(args).args(&c.members).env("URAID_RUN_DIR", c.dir.join("run"));
-    if let Some(windows) = stop_after {
-        cmd.env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string());
-    }
-    let out = cmd.output().expect("running uraid grow");
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
-    said
+    stopped_common::grow(&c.dir, &[args, &strs(&c.members)].concat(), stop_after)
 }
 
 /// Serves the copy as four members: the data, zeros to 24 MiB, a check with no mismatch.
 fn reads_right(c: &Copy) {
-    let served = Served::start(&c.dir, "kr", &c.members);
-    let mut client = served.client();
-    assert_eq!(client.size_bytes(), 24 * MIB);
-    assert_reads_back(&mut client, &c.data);
-    for at in (16 * MIB..24 * MIB).step_by(MIB as usize) {
-        assert!(client.read(at, MIB as u32).unwrap() == vec![0; MIB as usize], "at {at}");
-    }
-    client.disconnect().unwrap();
-    let checked = uraid_ok(&c.dir, &["check", "--wait", "kr"]);
-    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
-    uraid_ok(&c.dir, &["stop", "kr"]);
-    assert!(served.wait(Duration::from_secs(30)).success());
+    serve_and_check(&c.dir, "kr", &c.members, (&c.data, 24 * MIB), |_| ());
 }
 
 #[test]

@@ -16,11 +16,10 @@ mod mdvm;
 mod serve_common;
 mod stopped_common;
 
-use serve_common::{Served, tempdir, uraid_ok};
+use serve_common::{tempdir, uraid_ok};
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
-use stopped_common::{MIB, add_spares, assert_reads_back, small_array_with};
+use stopped_common::{MIB, add_spares, serve_and_check, small_array_with, strs};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -77,27 +76,12 @@ fn copy(case: &str) -> Copy {
 
 /// Serves the copy: the data, and a check with no mismatch.
 fn reads_right(c: &Copy) {
-    let served = Served::start(&c.dir, "ks", &c.members);
-    let mut client = served.client();
-    assert_eq!(client.size_bytes(), 16 * MIB);
-    assert_reads_back(&mut client, &c.data);
-    client.disconnect().unwrap();
-    let checked = uraid_ok(&c.dir, &["check", "--wait", "ks"]);
-    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
-    uraid_ok(&c.dir, &["stop", "ks"]);
-    assert!(served.wait(Duration::from_secs(30)).success());
+    serve_and_check(&c.dir, "ks", &c.members, (&c.data, 16 * MIB), |_| ());
 }
 
+/// `uraid grow ARGS` on the copy's members (`stopped_common::grow`).
 fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uraid"));
-    cmd.arg("grow").args(args).args(&c.members).env("URAID_RUN_DIR", c.dir.join("run"));
-    if let Some(windows) = stop_after {
-        cmd.env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string());
-    }
-    let out = cmd.output().expect("running uraid grow");
-    let said = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
-    said
+    stopped_common::grow(&c.dir, &[args, &strs(&c.members)].concat(), stop_after)
 }
 
 #[test]

@@ -8,50 +8,27 @@
 mod serve_common;
 mod stopped_common;
 
-use serve_common::{BIN, Served, tempdir, text, uraid, uraid_ok};
+use serve_common::{Served, tempdir, text, uraid, uraid_ok};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use stopped_common::{
-    MIB, add_spares, assert_reads_back, images, small_array, strs, superblock_of,
+    MIB, add_spares, assert_reads_back, grow, images, small_array, strs, superblock_of,
 };
 
-/// `uraid grow ARGS` stopped by the test hook after `windows` recorded windows.
-fn grow_cut_short(dir: &Path, args: &[&str], windows: u32) -> String {
-    let out = Command::new(BIN)
-        .arg("grow")
-        .args(args)
-        .env("URAID_RUN_DIR", dir.join("run"))
-        .env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout)
+/// Serves the grown array: the old data, zeros after it up to `size`, a new write at its end
+/// (which stays), and a check with no mismatch.
+fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8], size: u64) {
+    stopped_common::serve_and_check(dir, name, members, (data, size), |client| {
+        client.write(size - 65536, &vec![0x5a; 65536], true).unwrap();
+        assert_eq!(client.read(size - 65536, 65536).unwrap(), vec![0x5a; 65536]);
+    });
 }
 
 fn examine(member: &Path) -> String {
     let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
     text(&out.stdout)
-}
-
-/// Serves the grown array: the old data, zeros after it up to `size`, new writes there, and
-/// a check with no mismatch.
-fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8], size: u64) {
-    let served = Served::start(dir, name, members);
-    let mut client = served.client();
-    assert_eq!(client.size_bytes(), size);
-    assert_reads_back(&mut client, data);
-    for at in (data.len() as u64..size).step_by(MIB as usize) {
-        assert!(client.read(at, MIB as u32).unwrap() == vec![0; MIB as usize], "at {at}");
-    }
-    client.write(size - 65536, &vec![0x5a; 65536], true).unwrap();
-    assert_eq!(client.read(size - 65536, 65536).unwrap(), vec![0x5a; 65536]);
-    client.disconnect().unwrap();
-    let checked = uraid_ok(dir, &["check", "--wait", name]);
-    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
-    uraid_ok(dir, &["stop", name]);
-    assert!(served.wait(Duration::from_secs(30)).success());
 }
 
 #[test]
@@ -61,8 +38,8 @@ fn a_reshape_cut_short_is_refused_until_continued_and_keeps_the_data() {
     members.extend(add_spares(&dir, "rs", &members, 3));
     let all = strs(&members);
     // Three members to five: two of the three spares taken, in the order given.
-    let grow = [&["-n", "5"][..], &all].concat();
-    let said = grow_cut_short(&dir, &grow, 2);
+    let five = [&["-n", "5"][..], &all].concat();
+    let said = grow(&dir, &five, Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
     let examined = examine(&members[3]);
     for line in ["Raid Devices : 5", "Delta Devices : 2 (3->5)", "Reshape pos'n : 1536\n"] {
@@ -120,7 +97,7 @@ fn a_reshape_whose_first_superblock_writes_were_cut_off_goes_on() {
     members.extend(add_spares(&dir, "rt", &members, 1));
     let all = strs(&members);
     let kept: Vec<_> = [&members[1], &members[3]].into_iter().map(|m| superblock_of(m)).collect();
-    let said = grow_cut_short(&dir, &[&["-n", "4"][..], &all].concat(), 0);
+    let said = grow(&dir, &[&["-n", "4"][..], &all].concat(), Some(0));
     assert!(said.contains("stopped after 0 windows"), "{said}");
     for (m, sb) in [&members[1], &members[3]].into_iter().zip(&kept) {
         let file = std::fs::OpenOptions::new().write(true).open(m).unwrap();
@@ -147,7 +124,7 @@ fn a_reshape_that_loses_a_member_goes_on_degraded() {
     let (mut members, data) = small_array(&dir, "rd", true);
     members.extend(add_spares(&dir, "rd", &members, 2));
     let all = strs(&members);
-    let said = grow_cut_short(&dir, &[&["-n", "4"][..], &all].concat(), 2);
+    let said = grow(&dir, &[&["-n", "4"][..], &all].concat(), Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
     let without: Vec<&str> = all.iter().copied().filter(|m| !m.ends_with("/m1.img")).collect();
     let said = uraid_ok(&dir, &[&["grow", "--continue"][..], &without].concat());
@@ -208,7 +185,7 @@ fn a_new_layout_and_chunk_keep_the_data() {
     let (mut members, mut data) = small_array(&dir, "sh", true);
     let all = strs(&members);
     let shape = [&["-p", "left-asymmetric", "--chunk", "128K"][..], &all].concat();
-    let said = grow_cut_short(&dir, &shape, 2);
+    let said = grow(&dir, &shape, Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
     let examined = examine(&members[0]);
     for line in ["New Layout : left-asymmetric", "New Chunksize : 128K", "Raid Devices : 3"] {
@@ -230,8 +207,8 @@ fn a_new_layout_and_chunk_keep_the_data() {
     let end = data.len() - 65536;
     data[end..].fill(0x5a);
     members.extend(add_spares(&dir, "sh", &members, 1));
-    let grow = [&["-n", "4", "-c", "32K"][..], &strs(&members)].concat();
-    let grown = uraid_ok(&dir, &[&["grow"][..], &grow].concat());
+    let four = [&["-n", "4", "-c", "32K"][..], &strs(&members)].concat();
+    let grown = uraid_ok(&dir, &[&["grow"][..], &four].concat());
     assert!(grown.contains("from 3 to 4 members, left-asymmetric to left-asymmetric, 128K to 32K"));
     serve_and_check(&dir, "sh", &members, &data, 24 * MIB);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -7,28 +7,14 @@
 mod serve_common;
 mod stopped_common;
 
-use serve_common::{Served, tempdir, text, uraid, uraid_ok};
+use serve_common::{tempdir, text, uraid, uraid_ok};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
-use stopped_common::{add_spares, assert_reads_back, images, small_array, strs};
+use stopped_common::{MIB, add_spares, images, serve_and_check, small_array, strs};
 
 fn examine(member: &Path) -> String {
     let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
     text(&out.stdout)
-}
-
-/// Serves the array: `data` reads back once any rebuild is done, and a check finds nothing.
-fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8]) {
-    let served = Served::start(dir, name, members);
-    let _ = uraid(dir, &["wait", name]);
-    let mut client = served.client();
-    assert_reads_back(&mut client, data);
-    client.disconnect().unwrap();
-    let checked = uraid_ok(dir, &["check", "--wait", name]);
-    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
-    uraid_ok(dir, &["stop", name]);
-    assert!(served.wait(Duration::from_secs(30)).success());
 }
 
 #[test]
@@ -53,11 +39,11 @@ fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {
     }
     assert!(examine(&members[4]).contains("Device Role : spare"));
     assert!(!examine(&members[0]).contains("Recovery Offset"));
-    serve_and_check(&dir, "to", &members, &data);
+    serve_and_check(&dir, "to", &members, (&data, 16 * MIB), |_| ());
     assert!(!examine(&members[3]).contains("Recovery Offset"), "Q built");
     let restriped = uraid_ok(&dir, &[&["grow", "-p", "left-symmetric"][..], &all].concat());
     assert!(restriped.contains("left-symmetric-6 to left-symmetric"), "{restriped}");
-    serve_and_check(&dir, "to", &members, &data);
+    serve_and_check(&dir, "to", &members, (&data, 16 * MIB), |_| ());
     // Once RAID6, not again.
     let out = uraid(&dir, &[&["grow", "--level", "6"][..], &all].concat());
     assert!(text(&out.stderr).contains("not level 6"), "{}", text(&out.stderr));

@@ -4,9 +4,10 @@
 
 #![allow(dead_code)]
 
-use crate::serve_common::{self, Served, uraid_ok};
+use crate::serve_common::{self, BIN, Served, text, uraid, uraid_ok};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 pub const MIB: u64 = 1 << 20;
@@ -51,6 +52,45 @@ pub fn write_all(client: &mut uraid_nbd::client::Client, data: &[u8]) {
         client.write(i as u64 * MIB, piece, false).unwrap();
     }
     client.flush().unwrap();
+}
+
+/// `uraid grow ARGS` in `dir`, which must succeed; stopped by the test hook after
+/// `stop_after` recorded windows of a reshape, as a crash would. What it printed.
+pub fn grow(dir: &Path, args: &[&str], stop_after: Option<u32>) -> String {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("grow").args(args).env("URAID_RUN_DIR", dir.join("run"));
+    if let Some(windows) = stop_after {
+        cmd.env("URAID_TEST_RESHAPE_STOP_AFTER", windows.to_string());
+    }
+    let out = cmd.output().expect("running uraid grow");
+    assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Serves the array `name` on `members` once any rebuild is done: `size` bytes, `data` from
+/// the start and zeros after it; `then` has the client next; a check finds no mismatch in the
+/// members' 8 MiB; it stops clean.
+pub fn serve_and_check(
+    dir: &Path,
+    name: &str,
+    members: &[PathBuf],
+    (data, size): (&[u8], u64),
+    then: impl FnOnce(&mut uraid_nbd::client::Client),
+) {
+    let served = Served::start(dir, name, members);
+    let _ = uraid(dir, &["wait", name]);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), size);
+    assert_reads_back(&mut client, data);
+    for at in (data.len() as u64..size).step_by(MIB as usize) {
+        assert!(client.read(at, MIB as u32).unwrap() == vec![0; MIB as usize], "at {at}");
+    }
+    then(&mut client);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(dir, &["check", "--wait", name]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(dir, &["stop", name]);
+    assert!(served.wait(Duration::from_secs(30)).success());
 }
 
 /// The array's first `data.len()` bytes are `data`.

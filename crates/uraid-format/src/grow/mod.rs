@@ -276,6 +276,12 @@ mod tests {
         }
     }
 
+    /// A spare of the array `plan` gives, as `uraid add` leaves one.
+    pub(super) fn spare(dev_number: u32, name: &str) -> PlannedMember {
+        let slot = u16::try_from(dev_number).expect("a small number");
+        PlannedMember { role: DevRole::Spare, name: name.to_owned(), ..member(slot, name) }
+    }
+
     /// A clean RAID5 of three with 64 KiB chunks and 16384-sector components.
     pub(super) fn plan() -> AssemblyPlan {
         AssemblyPlan {

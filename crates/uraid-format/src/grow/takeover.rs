@@ -91,27 +91,13 @@ pub fn taken_over_superblock(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grow::tests::{plan, superblock};
-    use crate::{DevRole, Uuid};
-
-    fn spare(dev_number: u32) -> PlannedMember {
-        PlannedMember {
-            candidate: dev_number as usize,
-            name: format!("s{dev_number}"),
-            dev_number,
-            device_uuid: Uuid([dev_number as u8; 16]),
-            role: DevRole::Spare,
-            events: 9,
-            data_offset_sectors: 2048,
-            recovery_offset_sectors: None,
-            forced_from_events: None,
-        }
-    }
+    use crate::DevRole;
+    use crate::grow::tests::{plan, spare, superblock};
 
     #[test]
     fn raid5_layouts_become_their_q_last_kin_and_the_spare_q() {
         let mut p = plan();
-        p.spares = vec![spare(3), spare(4)];
+        p.spares = vec![spare(3, "s3"), spare(4, "s4")];
         let roomy = |_: &PlannedMember| 1 << 20;
         for (raid5, raid6) in [(0, 16), (2, 18), (3, 19), (4, 20), (5, 5)] {
             p.layout = raid5;
@@ -139,7 +125,7 @@ mod tests {
         let mut p = plan();
         let roomy = |_: &PlannedMember| 1 << 20;
         assert!(matches!(plan_takeover(&p, 4, &roomy), Err(GrowError::TooFewSpares { .. })));
-        p.spares = vec![spare(3)];
+        p.spares = vec![spare(3, "s3")];
         let err = plan_takeover(&p, 5, &roomy).unwrap_err();
         assert_eq!(err, GrowError::TakeoverMembers { current: 3, asked: 5 });
         let small = |_: &PlannedMember| 100;

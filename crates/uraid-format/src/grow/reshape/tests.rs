@@ -1,22 +1,8 @@
 //! `plan_reshape`, the superblocks during and after, a reshape read back, a torn start.
 
 use super::*;
-use crate::grow::tests::{plan, superblock};
-use crate::{DevRole, Uuid};
-
-fn spare(dev_number: u32, name: &str) -> PlannedMember {
-    PlannedMember {
-        candidate: dev_number as usize,
-        name: name.to_owned(),
-        dev_number,
-        device_uuid: Uuid([dev_number as u8; 16]),
-        role: DevRole::Spare,
-        events: 9,
-        data_offset_sectors: 2048,
-        recovery_offset_sectors: None,
-        forced_from_events: None,
-    }
-}
+use crate::DevRole;
+use crate::grow::tests::{plan, spare, superblock};
 
 /// mdadm's metadata end for a v1.2 member without a bitmap: 8 + 72.
 fn space(m: &PlannedMember) -> MemberSpace {
