@@ -1,8 +1,10 @@
 //! `uraid grow --level 6`: a stopped RAID5 taken over to RAID6 by a spare, as md does with
 //! mdadm's --layout=preserve. mdadm reads the superblocks (RAID6 left-symmetric-6, the spare
 //! the last member, rebuilt from its start); served, the array builds Q as a rebuild, keeps its
-//! data and checks clean; then `--layout left-symmetric` restripes it, and it still does. What
-//! md does not take over is refused with every member left as it was.
+//! data and checks clean; then `--layout left-symmetric` restripes it, and it still does. Then
+//! back: `--level 5` restripes to left-symmetric-6 and frees Q's member as a spare, `--level
+//! 4` restripes to parity-last and renames, `--level 5` renames back; the data and a clean
+//! check after each. What md does not take over is refused with every member left as it was.
 
 mod serve_common;
 mod stopped_common;
@@ -47,7 +49,34 @@ fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {
     // Once RAID6, not again.
     let out = uraid(&dir, &[&["grow", "--level", "6"][..], &all].concat());
     assert!(text(&out.stderr).contains("not level 6"), "{}", text(&out.stderr));
+    back_to_raid5_and_raid4(&dir, &members, &data);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The RAID6 above (left-symmetric, s0.img in slot 3) back to RAID5 as mdadm does it:
+/// restriped to left-symmetric-6, then Q's member left a spare; on to RAID4 (restriped to
+/// parity-last first) and back to RAID5 in place. Served and checked after each.
+fn back_to_raid5_and_raid4(dir: &Path, members: &[PathBuf], data: &[u8]) {
+    let all = strs(members);
+    let said = uraid_ok(dir, &[&["grow", "--level", "5"][..], &all].concat());
+    assert!(said.contains("restriped from left-symmetric to left-symmetric-6"), "{said}");
+    let freed = "RAID6 taken over to RAID5 left-symmetric with 3 members: ";
+    assert!(said.contains(&format!("{freed}{} held Q", members[3].display())), "{said}");
+    let examined = examine(&members[0]);
+    for line in ["Raid Level : raid5", "Raid Devices : 3", "Layout : left-symmetric\n"] {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(examine(&members[3]).contains("Device Role : spare"));
+    serve_and_check(dir, "to", members, (data, 16 * MIB), |_| ());
+    let said = uraid_ok(dir, &[&["grow", "--level", "4", "--json"][..], &all].concat());
+    let json: serde_json::Value = serde_json::from_str(said.trim()).expect(&said);
+    assert_eq!((json["level"].as_i64(), json["raid_disks"].as_u64()), (Some(4), Some(3)));
+    assert_eq!(json["restriped"]["new_layout"], "parity-last", "{json}");
+    assert!(examine(&members[1]).contains("Raid Level : raid4"));
+    serve_and_check(dir, "to", members, (data, 16 * MIB), |_| ());
+    let said = uraid_ok(dir, &[&["grow", "--level", "5"][..], &all].concat());
+    assert!(said.contains("RAID4 taken over to RAID5 parity-last with 3 members, nothing moved"));
+    serve_and_check(dir, "to", members, (data, 16 * MIB), |_| ());
 }
 
 #[test]
@@ -63,8 +92,11 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     };
     refused(&members, &["--level", "6"], "1 new members need as many spares");
     members.extend(add_spares(&dir, "tr", &members, 1));
-    refused(&members, &["--level", "6", "-n", "5"], "adds exactly one member");
-    refused(&members, &["--level", "5"], "to RAID6 only");
+    refused(&members, &["--level", "6", "-n", "5"], "has 4 members");
+    refused(&members, &["--level", "5"], "not level 5 (md layout 2) to level 5");
+    refused(&members, &["--level", "1"], "takes RAID4, 5 and 6 among each other");
+    // Refused before the restripe to parity-last that RAID4 needs first.
+    refused(&members, &["--level", "4", "-n", "4"], "has 3 members");
     refused(&members, &["--level", "6", "-p", "left-symmetric"], "cannot be used with");
     // RAID5 of 2 members would be RAID6 of 3.
     let dir2 = tempdir("takeover-two");

@@ -23,7 +23,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use uraid_core::Layout;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::NewShape;
-use uraid_format::grow::takeover::Takeover;
 use uraid_format::grow::{
     GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
     refuse_unless_whole_and_clean, with_bitmap_field,
@@ -46,16 +45,20 @@ is restriped from the first sector on and moves down into the room mdadm keeps b
 backup file: at least a chunk of room), and the new space reads as zeros. `--layout` and \
 `--chunk` reshape it to another layout of its level or another chunk size, with or without \
 new members (on the same members the data moves down by about half the room, as mdadm's). \
-`--level 6` takes a RAID4 or RAID5 over to RAID6 with one more member (the first spare \
+`--level` is md's takeover: RAID4 or RAID5 to RAID6 with one more member (the first spare \
 given), as md with mdadm's --layout=preserve: nothing moves, the layout becomes its `-6` kin \
-(Q on the new member, built as a rebuild when the array is next served). \
+(Q on the new member, built as a rebuild when the array is next served); RAID6 to RAID5 with \
+one member fewer, the last (Q's), which stays as a spare; RAID4 to RAID5 parity-last and \
+back. As mdadm, a RAID6 in a rotating layout is first restriped to its `-6` kin, a RAID5 to \
+parity-last for RAID4. \
 Each window is made durable before its end is recorded in the superblocks, so a crash \
 or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
 array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md \
 adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size or fewer members (nothing shrinks), another level, \
+replacement not finished, a smaller size or fewer members (nothing shrinks), a level md \
+does not take over to, \
 a chunk that does not divide the members' size, too few spares, \
 a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
@@ -67,6 +70,7 @@ uraid grow --bitmap internal m?.img\n  \
 uraid grow --raid-devices 5 m0.img m1.img m2.img m3.img m4.img   (m4.img added as a spare)\n  \
 uraid grow --chunk 128K --layout left-asymmetric m?.img\n  \
 uraid grow --level 6 m0.img m1.img m2.img s0.img   (RAID5 to RAID6, s0.img added as a spare)\n  \
+uraid grow --level 5 m0.img m1.img m2.img m3.img    (RAID6 to RAID5, m3.img left a spare)\n  \
 uraid grow --continue m?.img                        (after a crash mid-reshape)"
 )]
 #[command(group(
@@ -104,10 +108,10 @@ pub struct GrowArgs {
     #[arg(long = "continue", id = "resume")]
     #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk", "level"])]
     resume: bool,
-    /// Take a RAID4 or RAID5 over to RAID6 (`6`, the only level taken) with one more member,
-    /// the first spare given, which becomes Q: md's takeover, as mdadm's
-    /// --layout=preserve (the `-6` layout; restripe later with --layout).
-    #[arg(short, long, value_name = "6", conflicts_with_all = ["layout", "chunk"])]
+    /// Take the array over to RAID4, 5 or 6 as md does: to RAID6 with one more member, the
+    /// first spare given, which becomes Q (mdadm's --layout=preserve: the `-6` layout); from
+    /// RAID6 with one fewer, Q's member left a spare; RAID4 and parity-last RAID5 in place.
+    #[arg(short, long, value_name = "4|5|6", conflicts_with_all = ["layout", "chunk"])]
     level: Option<String>,
     #[command(flatten)]
     select: crate::cmd::scan::Selection,
@@ -179,31 +183,6 @@ impl Stopped {
     }
 }
 
-fn tell_takeover(args: &GrowArgs, plan: &AssemblyPlan, t: &Takeover) {
-    let layout = uraid_core::Layout::from_md(uraid_core::Level::Raid6, t.layout)
-        .map_or("-unknown-", uraid_core::Layout::name);
-    let q = &t.q_member.name;
-    if args.json {
-        let json = serde_json::json!({
-            "array": plan.name,
-            "uuid": plan.uuid.to_string(),
-            "level": 6,
-            "layout": layout,
-            "raid_disks": t.raid_disks,
-            "q_member": q,
-        });
-        out!("{json}");
-        return;
-    }
-    out!(
-        "{}: RAID{} taken over to RAID6 {layout} with {} members: {q} becomes Q, built when the \
-         array is next served (as a rebuild); `uraid grow --layout` restripes it after",
-        plan.name,
-        plan.level.to_md(),
-        t.raid_disks
-    );
-}
-
 /// The shape `--raid-devices`, `--layout` and `--chunk` ask for, the rest as it is.
 fn new_shape(args: &GrowArgs, plan: &AssemblyPlan) -> anyhow::Result<NewShape> {
     let level = uraid_md::members::core_level(plan.level).context("a level uraid serves")?;
@@ -236,13 +215,14 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     let stopped = Stopped::open(&args.select, &args.members, "grow", args.resume)?;
     let cannot = || format!("cannot grow {}", stopped.plan.name);
     if let Some(level) = args.level.as_deref() {
-        if !matches!(level, "6" | "raid6") {
-            bail!("--level {level}: uraid grow takes RAID4 and RAID5 over to RAID6 only");
-        }
-        let raid_disks = args.raid_devices.unwrap_or(stopped.plan.raid_disks + 1);
-        let t = crate::cmd::takeover::run(&stopped, raid_disks).with_context(cannot)?;
-        tell_takeover(args, &stopped.plan, &t);
-        return Ok(());
+        let change = crate::cmd::takeover::LevelChange {
+            level,
+            raid_devices: args.raid_devices,
+            select: &args.select,
+            members: &args.members,
+            json: args.json,
+        };
+        return crate::cmd::takeover::run(&change, stopped);
     }
     let reshapes = args.raid_devices.is_some() || args.layout.is_some() || args.chunk.is_some();
     if args.resume || reshapes {

@@ -300,10 +300,9 @@ impl ReshapeIo for Members<'_> {
     }
 }
 
-/// Prints what the reshape did.
-pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
-    if json {
-        let json = serde_json::json!({
+/// What the reshape did, as `uraid grow --json` prints it.
+pub(crate) fn json(plan: &AssemblyPlan, r: &Reshaped) -> serde_json::Value {
+    serde_json::json!({
             "array": plan.name,
             "uuid": plan.uuid.to_string(),
             "old_raid_disks": r.old_raid_disks,
@@ -319,9 +318,14 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
             "new_data_offset_sectors": r.offsets.1,
             "windows": r.windows,
             "finished": !r.stopped_early,
-            "missing_slots": r.missing_slots,
-        });
-        out!("{json}");
+    "missing_slots": r.missing_slots,
+    })
+}
+
+/// Prints what the reshape did.
+pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
+    if json {
+        out!("{}", self::json(plan, r));
         return;
     }
     let (old, new) = (r.old_raid_disks, r.new_raid_disks);

@@ -1,30 +1,90 @@
-//! `uraid grow --level 6`: a stopped RAID4 or RAID5 taken over to RAID6 by one more member,
-//! as md does with mdadm's `--layout=preserve` (`uraid_format::grow::takeover`): nothing
-//! moves, the superblocks say RAID6 in the `-6` layout, and the next `uraid serve` (or the
-//! kernel) builds Q on the new member as it rebuilds a spare.
+//! `uraid grow --level`: md's takeovers among RAID4, 5 and 6 on a stopped array
+//! (`uraid_format::grow::takeover`). Nothing moves: RAID4 or RAID5 to RAID6 takes one more
+//! member, the next `uraid serve` (or the kernel) building Q on it as it rebuilds a spare;
+//! RAID6 to RAID5 frees Q's member as a spare; RAID4 and parity-last RAID5 are one layout.
+//! Where mdadm restripes first (a rotating RAID6 to its `-6` layout, a RAID5 to parity-last
+//! for RAID4), so does this, by the reshape of `uraid grow --layout`, then takes over.
 
 use crate::cmd::grow::{Stopped, now_seconds, write_synced};
 use crate::cmd::md_meta::SUPERBLOCK_OFFSET_BYTES;
-use crate::cmd::reshape::BitmapStamp;
-use anyhow::Context as _;
-use uraid_core::{Geometry, Layout, Level, SECTOR_BYTES};
-use uraid_format::assemble::PlannedMember;
-use uraid_format::grow::takeover::{Takeover, plan_takeover, taken_over_superblock};
+use crate::cmd::reshape::{BitmapStamp, Reshaped};
+use crate::cmd::scan::Selection;
+use anyhow::{Context as _, bail};
+use uraid_core::{Geometry, Layout, SECTOR_BYTES};
+use uraid_format::Level;
+use uraid_format::assemble::{AssemblyPlan, PlannedMember};
+use uraid_format::grow::reshape::NewShape;
+use uraid_format::grow::takeover::{
+    SlotChange, Takeover, plan_takeover, restripe_before, taken_over_superblock,
+};
 
-/// Takes `stopped` over to RAID6 with `raid_disks` members (one more than it has).
-pub(crate) fn run(stopped: &Stopped, raid_disks: u32) -> anyhow::Result<Takeover> {
+/// What `--level` asks: the level and, if given, `--raid-devices`.
+pub(crate) struct LevelChange<'a> {
+    pub(crate) level: &'a str,
+    pub(crate) raid_devices: Option<u32>,
+    pub(crate) select: &'a Selection,
+    pub(crate) members: &'a [String],
+    pub(crate) json: bool,
+}
+
+/// Takes the array over to the level asked, restriping first where mdadm would.
+pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<()> {
+    let level = match change.level.trim_start_matches("raid") {
+        "4" => Level::Raid4,
+        "5" => Level::Raid5,
+        "6" => Level::Raid6,
+        other => bail!("--level {other}: uraid grow takes RAID4, 5 and 6 among each other"),
+    };
+    let cannot =
+        |plan: &AssemblyPlan| format!("cannot take {} over to RAID{}", plan.name, level.to_md());
+    let Some(layout) = restripe_before(&stopped.plan, level) else {
+        let t = take_over(&stopped, level, change.raid_devices)
+            .with_context(|| cannot(&stopped.plan))?;
+        tell(change.json, &stopped.plan, None, &t);
+        return Ok(());
+    };
+    // Everything the takeover refuses is refused before the restripe moves anything.
+    let mut restriped_plan = stopped.plan.clone();
+    restriped_plan.layout = layout;
+    let grown = stopped.members()?;
+    let avail = |m: &PlannedMember| avail_sectors(&grown, m);
+    plan_takeover(&restriped_plan, level, change.raid_devices, &avail)
+        .with_context(|| cannot(&stopped.plan))?;
+    drop(grown);
+    let plan = &stopped.plan;
+    let new = NewShape { raid_disks: plan.raid_disks, layout, chunk_sectors: plan.chunk_sectors };
+    let r = crate::cmd::reshape::start(&stopped, new).with_context(|| cannot(plan))?;
+    if r.stopped_early {
+        crate::cmd::reshape::tell(plan, &r, change.json);
+        if !change.json {
+            out!("{}: then `uraid grow --level {}` takes it over", plan.name, level.to_md());
+        }
+        return Ok(());
+    }
+    let before = stopped.plan.clone();
+    drop(stopped);
+    let stopped = Stopped::open(change.select, change.members, "grow", false)?;
+    let t = take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&before))?;
+    tell(change.json, &before, Some(&r), &t);
+    Ok(())
+}
+
+fn avail_sectors(grown: &[crate::cmd::grow::Grown<'_>], m: &PlannedMember) -> u64 {
+    let g = grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned");
+    g.avail_sectors
+}
+
+/// Writes the takeover of `stopped` to `level` into every member's and spare's superblock.
+fn take_over(stopped: &Stopped, level: Level, asked: Option<u32>) -> anyhow::Result<Takeover> {
     let plan = &stopped.plan;
     let grown = stopped.members()?;
-    let avail = |m: &PlannedMember| {
-        let g = grown.iter().find(|g| g.member.candidate == m.candidate).expect("planned");
-        g.avail_sectors
-    };
-    let t = plan_takeover(plan, raid_disks, &avail)?;
-    // Before anything is written: a RAID6 the geometry refuses (fewer than 4 or more than 256
-    // members) is never recorded.
-    let layout = Layout::from_md(Level::Raid6, t.layout)?;
+    let t = plan_takeover(plan, level, asked, &|m| avail_sectors(&grown, m))?;
+    // Before anything is written: a shape the geometry refuses (a RAID6 of fewer than 4 or
+    // more than 256 members) is never recorded.
+    let core_level = uraid_md::members::core_level(t.level).expect("RAID4, 5 or 6");
+    let layout = Layout::from_md(core_level, t.layout)?;
     let chunk_bytes = u64::from(plan.chunk_sectors) * SECTOR_BYTES;
-    Geometry::new(Level::Raid6, layout, t.raid_disks as usize, chunk_bytes)?;
+    Geometry::new(core_level, layout, t.raid_disks as usize, chunk_bytes)?;
     // Every member and spare: the roles table and the event count are the array's.
     let events = plan.events + 1;
     BitmapStamp::new(plan, &grown)?.write(&grown, events)?;
@@ -34,4 +94,49 @@ pub(crate) fn run(stopped: &Stopped, raid_disks: u32) -> anyhow::Result<Takeover
         write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES).context("writing the superblock")?;
     }
     Ok(t)
+}
+
+/// Prints what changed: `plan` as it was, the restripe if one came first, the takeover.
+fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<&Reshaped>, t: &Takeover) {
+    let layout = uraid_md::members::layout_name(t.level, t.layout);
+    let (q_member, spare) = match &t.slots {
+        SlotChange::AddsQ(q) => (Some(&q.name), None),
+        SlotChange::DropsQ(q) => (None, Some(&q.name)),
+        SlotChange::Keeps => (None, None),
+    };
+    if json {
+        let json = serde_json::json!({
+            "array": plan.name,
+            "uuid": plan.uuid.to_string(),
+            "old_level": plan.level.to_md(),
+            "level": t.level.to_md(),
+            "layout": layout,
+            "raid_disks": t.raid_disks,
+            "q_member": q_member,
+            "spare": spare,
+            "restriped": restriped.map(|r| crate::cmd::reshape::json(plan, r)),
+        });
+        out!("{json}");
+        return;
+    }
+    if let Some(r) = restriped {
+        let (from, to) = r.layouts;
+        out!("{}: restriped from {from} to {to} in {} windows", plan.name, r.windows);
+    }
+    let what = match (q_member, spare) {
+        (Some(q), _) => format!(
+            ": {q} becomes Q, built when the array is next served (as a rebuild); `uraid grow \
+             --layout` restripes it after"
+        ),
+        (_, Some(spare)) => format!(": {spare} held Q and is now a spare"),
+        _ => ", nothing moved (one layout on disk)".to_owned(),
+    };
+    let layout = if t.level == Level::Raid4 { String::new() } else { format!(" {layout}") };
+    out!(
+        "{}: RAID{} taken over to RAID{}{layout} with {} members{what}",
+        plan.name,
+        plan.level.to_md(),
+        t.level.to_md(),
+        t.raid_disks
+    );
 }

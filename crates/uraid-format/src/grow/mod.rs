@@ -121,15 +121,16 @@ pub enum GrowError {
     )]
     ChunkSplitsMembers { size_sectors: u64, chunk_sectors: u32 },
     #[error(
-        "md takes over RAID4 and RAID5 (any of md's layouts) to RAID6, not level {level} \
-         layout {layout}"
+        "md takes RAID4 and RAID5 over to RAID6, RAID6 in a `-6` or parity-last layout to \
+         RAID5, RAID4 to RAID5 and parity-last RAID5 to RAID4: not level {level} (md layout \
+         {layout}) to level {to}"
     )]
-    NoTakeover { level: i32, layout: u32 },
+    NoTakeover { level: i32, layout: u32, to: i32 },
     #[error(
-        "a level change to RAID6 adds exactly one member, which becomes Q (the array has \
-         {current}: --raid-devices {asked})"
+        "RAID{from} taken over to RAID{to} has {raid_disks} members (to RAID6 one more, which \
+         becomes Q; from RAID6 one fewer, Q's): not --raid-devices {asked}"
     )]
-    TakeoverMembers { current: u32, asked: u32 },
+    TakeoverMembers { from: i32, to: i32, raid_disks: u32, asked: u32 },
     #[error(
         "spare {member}'s data starts at sector {spare_sectors}, the members' at \
          {array_sectors}: uraid serves members that agree (add it again with uraid add)"
@@ -262,7 +263,7 @@ mod tests {
     use super::*;
     use crate::{DevRole, Level, MAX_SECTOR, Uuid};
 
-    fn member(slot: u16, name: &str) -> PlannedMember {
+    pub(super) fn member(slot: u16, name: &str) -> PlannedMember {
         PlannedMember {
             candidate: usize::from(slot),
             name: name.to_owned(),
