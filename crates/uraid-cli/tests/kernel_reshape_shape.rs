@@ -8,9 +8,12 @@
 //! and finish it (the same). Back on the host uraid serves the array md reshaped: the data, a
 //! clean check. Two more copies, each with a spare, for the takeover to RAID6: uraid takes the
 //! fourth over (`uraid grow --level 6`), which md must assemble and build Q for as its own
-//! (left-symmetric-6, the data, no mismatch); md takes the fifth over itself (mdadm --grow
-//! --level=6 --layout=preserve), which uraid then serves and checks. Skips without the VM
-//! kit, except under CI=true.
+//! (left-symmetric-6, the data, no mismatch), then take back to RAID5 itself (mdadm --grow
+//! --level=5), which uraid serves and checks; md takes the fifth over itself (mdadm --grow
+//! --level=6 --layout=preserve), which uraid then serves and checks. A sixth copy, a RAID6
+//! of 4 in left-symmetric, uraid takes to RAID5 (`uraid grow --level 5`: restriped to
+//! left-symmetric-6, then Q's member a spare), which md must assemble as a RAID5 of 3 with a
+//! spare, the data, no mismatch. Skips without the VM kit, except under CI=true.
 
 mod mdvm;
 mod serve_common;
@@ -19,7 +22,7 @@ mod stopped_common;
 use serve_common::{tempdir, uraid_ok};
 use std::path::PathBuf;
 use std::process::Command;
-use stopped_common::{MIB, add_spares, serve_and_check, small_array_with, strs};
+use stopped_common::{MIB, add_spares, serve_and_check, small_array_of, small_array_with, strs};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -49,11 +52,17 @@ mdadm --assemble /dev/md0 --run /dev/vdj /dev/vdk /dev/vdl /dev/vdm 2>&1
 mdadm --wait /dev/md0 || true
 r six_level $(md level) $(md degraded)
 seen six
+mdadm --grow /dev/md0 --level=5 2>&1
+r md_five $(md level) $(md layout) $(md raid_disks) $(md degraded)
 mdadm --stop /dev/md0 2>&1
 mdadm --assemble /dev/md0 --run /dev/vdn /dev/vdo /dev/vdp /dev/vdq 2>&1
 mdadm --grow /dev/md0 --level=6 --raid-devices=4 --layout=preserve 2>&1
 mdadm --wait /dev/md0 || true
 r md_six $(md level) $(md layout) $(md raid_disks) $(md degraded)
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdr /dev/vds /dev/vdt /dev/vdu 2>&1
+r five_level $(md level) $(md raid_disks) $(md degraded) $(cat /sys/block/md0/md/dev-vdu/slot)
+seen five
 mdadm --stop /dev/md0 2>&1
 "#;
 
@@ -67,7 +76,11 @@ struct Copy {
 fn copy(case: &str) -> Copy {
     let dir = tempdir(case);
     let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
-    let (mut members, data) = small_array_with(&dir, "ks", "64K", &bitmap);
+    let (mut members, data) = if case.ends_with('f') {
+        small_array_of(&dir, "ks", ("6", 4), &[&["--chunk", "64K"][..], &bitmap].concat())
+    } else {
+        small_array_with(&dir, "ks", "64K", &bitmap)
+    };
     if case.ends_with(['d', 'e']) {
         members.extend(add_spares(&dir, "ks", &members, 1));
     }
@@ -88,13 +101,16 @@ fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
 fn md_and_uraid_take_up_each_others_shape_changes() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
     let copies: Vec<Copy> =
-        ["a", "b", "c", "d", "e"].into_iter().map(|c| copy(&format!("kshape-{c}"))).collect();
+        ["a", "b", "c", "d", "e", "f"].into_iter().map(|c| copy(&format!("kshape-{c}"))).collect();
     let said = grow(&copies[0], &["-p", "left-asymmetric", "-c", "128K"], None);
     assert!(said.contains("left-symmetric to left-asymmetric, 64K to 128K chunks"), "{said}");
     let said = grow(&copies[1], &["-c", "32K"], Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
     let said = grow(&copies[3], &["--level", "6"], None);
     assert!(said.contains("taken over to RAID6 left-symmetric-6"), "{said}");
+    let said = grow(&copies[5], &["--level", "5"], None);
+    assert!(said.contains("restriped from left-symmetric to left-symmetric-6"), "{said}");
+    assert!(said.contains("taken over to RAID5 left-symmetric with 3 members"), "{said}");
 
     let job = copies[0].dir.join("shape.sh");
     std::fs::write(&job, JOB).expect("writing the job");
@@ -107,7 +123,12 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     let md = mdvm::results(&console);
     let data = sha256(&copies[0].data);
     // md's layout numbers: left-asymmetric 0, left-symmetric 2; 16 MiB of array.
-    let shapes = [("uraid", "0 131072 32768"), ("cut", "2 32768 32768"), ("six", "18 65536 32768")];
+    let shapes = [
+        ("uraid", "0 131072 32768"),
+        ("cut", "2 32768 32768"),
+        ("six", "18 65536 32768"),
+        ("five", "2 65536 32768"),
+    ];
     for (who, shape) in shapes {
         assert_eq!(mdvm::result(&md, &format!("{who}_shape")), shape, "{who}: {console}");
         assert_eq!(mdvm::result(&md, &format!("{who}_data")), data, "{who}'s data in md");
@@ -118,6 +139,8 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     assert_eq!(mdvm::result(&md, "md_after"), "none 0 131072", "md's own: {console}");
     assert_eq!(mdvm::result(&md, "six_level"), "raid6 0", "md built Q: {console}");
     assert_eq!(mdvm::result(&md, "md_six"), "raid6 18 4 0", "md's own takeover: {console}");
+    assert_eq!(mdvm::result(&md, "md_five"), "raid5 2 3 0", "md's takeover back: {console}");
+    assert_eq!(mdvm::result(&md, "five_level"), "raid5 3 0 none", "Q's member a spare");
     // The array md reshaped reads right in uraid, with its new shape.
     let examined = uraid_ok(&copies[2].dir, &["examine", &copies[2].members[0].to_string_lossy()]);
     assert!(examined.contains("Chunk Size : 128K"), "{examined}");
@@ -126,6 +149,10 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     let examined = uraid_ok(&copies[4].dir, &["examine", &copies[4].members[3].to_string_lossy()]);
     assert!(examined.contains("left-symmetric-6"), "{examined}");
     reads_right(&copies[4]);
+    // And the one md took back to RAID5, its fourth member a spare.
+    let examined = uraid_ok(&copies[3].dir, &["examine", &copies[3].members[3].to_string_lossy()]);
+    assert!(examined.contains("Raid Level : raid5") && examined.contains("spare"), "{examined}");
+    reads_right(&copies[3]);
     for c in copies {
         std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
     }

@@ -29,8 +29,20 @@ pub fn small_array_with(
     chunk: &str,
     options: &[&str],
 ) -> (Vec<PathBuf>, Vec<u8>) {
-    let members = serve_common::member_files(dir, 3, 24);
-    let mut create = vec!["create", "-l", "5", "-n", "3", "--chunk", chunk, "--size", "8M"];
+    small_array_of(dir, name, ("5", 3), &[&["--chunk", chunk], options].concat())
+}
+
+/// A small array of `level` on `count` 24 MiB members using 8 MiB of each, with these `uraid
+/// create` options, written whole (16 MiB: two data members) and stopped.
+pub fn small_array_of(
+    dir: &Path,
+    name: &str,
+    (level, count): (&str, usize),
+    options: &[&str],
+) -> (Vec<PathBuf>, Vec<u8>) {
+    let members = serve_common::member_files(dir, count, 24);
+    let count = count.to_string();
+    let mut create = vec!["create", "-l", level, "-n", &count, "--size", "8M"];
     create.extend(options);
     create.extend(["--assume-clean", "-N", name]);
     create.extend(strs(&members));
