@@ -17,7 +17,10 @@ use uraid_format::grow::reshape::{
 use uraid_format::grow::{
     MemberRoom, SizeTarget, add_bitmap, grown_superblock, plan_size, with_bitmap_field,
 };
-use uraid_format::{Superblock1, Uuid, sb_csum};
+use uraid_format::grow::takeover::{
+    SlotChange, plan_takeover, restripe_before, taken_over_superblock,
+};
+use uraid_format::{Level, Superblock1, Uuid, sb_csum};
 
 const AREA_BYTES: usize = 4096;
 const MAGIC: u32 = 0xa92b_4efc;
@@ -43,6 +46,8 @@ struct Input {
     /// Plan a reshape in progress (`uraid grow --continue`) or to this many members.
     take_reshape: bool,
     reshape_to: u16,
+    /// `uraid grow --level` to RAID4, 5 or 6 (this, modulo 3).
+    take_over_to: u8,
 }
 
 /// Another candidate: the first area with a few bytes changed.
@@ -169,6 +174,7 @@ fuzz_target!(|data: &[u8]| {
     }
     grow(&p, &candidates, input.grow_to);
     reshape(&p, &candidates, input.reshape_to);
+    take_over(&p, &candidates, input.take_over_to);
 });
 
 /// `uraid grow --raid-devices`, `--layout`, `--chunk` and `--continue` planned over the plan:
@@ -260,4 +266,52 @@ fn grow(p: &AssemblyPlan, candidates: &[Candidate], grow_to: Option<u64>) {
     let grown = grown_superblock(&own, &change, avail(first), p.events + 1, 1);
     let decoded = Superblock1::decode(&grown.encode()).expect("a grown superblock decodes");
     assert_eq!(decoded.resync_offset_sectors, change.old_size_sectors);
+}
+
+/// `uraid grow --level` planned over the plan: the count moves by Q's member alone, and the
+/// members and spares with the superblocks it writes assemble as the array taken over (the
+/// new member in Q's slot to be rebuilt from its start, Q's old member a spare).
+fn take_over(p: &AssemblyPlan, candidates: &[Candidate], to: u8) {
+    let level = [Level::Raid4, Level::Raid5, Level::Raid6][usize::from(to % 3)];
+    let avail = |m: &PlannedMember| {
+        (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
+    };
+    if let Some(layout) = restripe_before(p, level) {
+        let restriped = AssemblyPlan { layout, ..p.clone() };
+        let _ = plan_takeover(&restriped, level, None, &avail);
+    }
+    let Ok(t) = plan_takeover(p, level, None, &avail) else { return };
+    let n = match &t.slots {
+        SlotChange::AddsQ(_) => p.raid_disks + 1,
+        SlotChange::DropsQ(_) => p.raid_disks - 1,
+        SlotChange::Keeps => p.raid_disks,
+    };
+    assert_eq!(t.raid_disks, n);
+    assert_eq!(matches!(t.slots, SlotChange::AddsQ(_)), level == Level::Raid6);
+    let mut after = candidates.to_vec();
+    for m in p.slots.iter().flatten().chain(&p.spares) {
+        let Ok(area) = &candidates[m.candidate].superblock_area else { return };
+        let sb = Superblock1::decode(area).expect("planned from it");
+        let mut area = area.clone();
+        taken_over_superblock(&sb, &t, p.events + 1, 1).encode_into(&mut area);
+        after[m.candidate].superblock_area = Ok(area);
+    }
+    let options = AssembleOptions { uuid: Some(p.uuid), ..AssembleOptions::default() };
+    let again = plan(&after, &options).expect("a taken over array assembles");
+    assert_eq!((again.level, again.layout, again.raid_disks), (t.level, t.layout, n));
+    let in_slots = |plan: &AssemblyPlan| -> Vec<Option<usize>> {
+        plan.slots.iter().map(|m| m.as_ref().map(|m| m.candidate)).collect()
+    };
+    match &t.slots {
+        SlotChange::AddsQ(q) => {
+            let last = again.slots[n as usize - 1].as_ref().expect("Q's slot held");
+            assert_eq!((last.candidate, last.recovery_offset_sectors), (q.candidate, Some(0)));
+            assert_eq!(in_slots(&again)[..n as usize - 1], in_slots(p)[..]);
+        }
+        SlotChange::DropsQ(q) => {
+            assert!(again.spares.iter().any(|s| s.candidate == q.candidate), "Q's a spare");
+            assert_eq!(in_slots(&again)[..], in_slots(p)[..n as usize]);
+        }
+        SlotChange::Keeps => assert_eq!(in_slots(&again), in_slots(p)),
+    }
 }

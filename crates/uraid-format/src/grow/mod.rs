@@ -60,6 +60,8 @@ impl SizeChange {
 /// Why an array's size cannot grow now.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum GrowError {
+    #[error("a reshape is in progress: `uraid grow --continue` finishes it first")]
+    Reshaping,
     #[error(
         "the array is degraded (slots {missing_slots:?} have no member in sync): the new \
          space's parity needs every member; rebuild first"
@@ -201,8 +203,12 @@ pub fn plan_size(
     Ok(SizeChange { old_size_sectors, new_size_sectors, max_size_sectors })
 }
 
-/// Whole and clean: what every grow needs (see the module comment).
+/// Whole and clean, and no reshape in progress: what every grow needs but the reshape's own
+/// going on (see the module comment).
 pub fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowError> {
+    if plan.feature_map & crate::feature::RESHAPE_ACTIVE != 0 {
+        return Err(GrowError::Reshaping);
+    }
     refuse_unless_clean(plan, false)
 }
 
@@ -357,6 +363,29 @@ mod tests {
         small_spare.spares.push(member(3, "small"));
         let err = plan_size(&small_spare, &room, SizeTarget::Max).unwrap_err();
         assert!(matches!(err, GrowError::SpareTooSmall { .. }), "{err}");
+    }
+
+    /// A plan of an array in the middle of a reshape (assembled to go on with it) takes no
+    /// other change: found by the superblock fuzz target, whose takeover went ahead.
+    #[test]
+    fn nothing_but_going_on_changes_an_array_mid_reshape() {
+        let mut reshaping = plan();
+        reshaping.feature_map |= crate::feature::RESHAPE_ACTIVE;
+        reshaping.spares.push(spare(3, "s3"));
+        let err = plan_size(&reshaping, &room, SizeTarget::Max).unwrap_err();
+        assert_eq!(err, GrowError::Reshaping);
+        let roomy = |_: &PlannedMember| 1 << 20;
+        let err = takeover::plan_takeover(&reshaping, Level::Raid6, None, &roomy).unwrap_err();
+        assert_eq!(err, GrowError::Reshaping);
+        let shape = reshape::NewShape { raid_disks: 4, layout: 2, chunk_sectors: 128 };
+        let space = |_: &PlannedMember| reshape::MemberSpace {
+            metadata_end_sectors: 80,
+            avail_sectors: 1 << 20,
+            lists_bad_blocks: false,
+        };
+        let err = reshape::plan_reshape(&reshaping, shape, &space).unwrap_err();
+        assert_eq!(err, GrowError::Reshaping);
+        assert_eq!(refuse_unless_clean(&reshaping, true), Ok(()), "going on with it");
     }
 
     /// A clean RAID5 of three members created without a bitmap (as the VM's were): member 0's
