@@ -9,9 +9,10 @@
 //! second's bitmap. A third array gets a bitmap from uraid: md must find it where and as it
 //! adds its own (8 sectors past the superblock, a 64 MiB chunk, which md's own --grow
 //! --bitmap=internal then gives too), and uraid removes the one md added. That third array
-//! also gets a new UUID and name from `uraid assemble --update`: md must assemble it under
-//! them, its bitmap (whose UUID md checks against the array's) loaded. Skips without the VM
-//! kit, except under CI=true.
+//! also gets a new UUID and name from `uraid assemble --update`, and its bad block log taken
+//! away and given back (`no-bbl`, `bbl`): md must assemble it under them, its bitmap (whose
+//! UUID md checks against the array's) loaded, the log where mdadm's own `--update=bbl` puts
+//! one on the first array. Skips without the VM kit, except under CI=true.
 
 mod mdvm;
 
@@ -34,6 +35,15 @@ mdadm --grow /dev/md0 --size=max 2>&1
 r md_size $(md component_size) $(md bitmap/chunksize)
 check md
 mdadm --stop /dev/md0 2>&1
+bbl() {
+  mdadm --examine $1 | sed -n "s/.*Bad Block Log : \([0-9]*\) .* offset \([0-9]*\).*/\1@\2/p"
+}
+mdadm --assemble /dev/md0 --update=no-bbl /dev/vda /dev/vdb /dev/vdc 2>&1
+mdadm --stop /dev/md0 2>&1
+r md_no_bbl x$(bbl /dev/vda)
+mdadm --assemble /dev/md0 --update=bbl /dev/vda /dev/vdb /dev/vdc 2>&1
+mdadm --stop /dev/md0 2>&1
+r md_bbl $(bbl /dev/vda)
 mdadm --assemble /dev/md0 --run /dev/vdd /dev/vde /dev/vdf 2>&1
 r uraid_size $(md component_size) $(md bitmap/chunksize)
 r uraid_resync_start $(md resync_start)
@@ -43,6 +53,7 @@ mdadm --assemble /dev/md0 --run /dev/vdg /dev/vdh /dev/vdi 2>&1
 r uraid_bitmap $(md bitmap/location) $(md bitmap/chunksize)
 detail() { mdadm --detail /dev/md0 | sed -n "s/^ *$1 : \([^ ]*\).*/\1/p"; }
 r updated $(detail UUID) $(detail Name)
+r uraid_bbl $(bbl /dev/vdg)
 mdadm --grow /dev/md0 --bitmap=none 2>&1
 mdadm --grow /dev/md0 --bitmap=internal 2>&1
 r md_bitmap $(md bitmap/location) $(md bitmap/chunksize)
@@ -72,7 +83,8 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
         let out = uraid(&dir, args, &bitmap_added);
         assert!(out.status.success(), "uraid {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
-    for word in [format!("uuid={NEW_UUID}"), "name=moved".to_owned()] {
+    let words = ["no-bbl", "bbl"].map(str::to_owned);
+    for word in [format!("uuid={NEW_UUID}"), "name=moved".to_owned()].into_iter().chain(words) {
         let out = uraid(&dir, &["assemble", "--update", &word], &bitmap_added);
         assert!(out.status.success(), "update {word}: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -95,6 +107,10 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     assert_eq!(md_bitmap, "+8 67108864", "where md adds a bitmap, and its chunk");
     assert_eq!(mdvm::result(&md, "uraid_bitmap"), md_bitmap, "uraid adds it there too");
     assert_eq!(mdvm::result(&md, "updated"), format!("{NEW_UUID} moved"), "md takes the update");
+    // mdadm's --update=no-bbl and bbl, and uraid's: the log where mdadm puts it.
+    assert_eq!(mdvm::result(&md, "md_no_bbl"), "x", "mdadm took the log away: {console}");
+    assert_eq!(mdvm::result(&md, "md_bbl"), "512@80", "mdadm's own: {console}");
+    assert_eq!(mdvm::result(&md, "uraid_bbl"), "512@80", "uraid's, assembled by md");
     for who in ["md", "uraid", "bitmap"] {
         assert_eq!(mdvm::result(&md, &format!("{who}_mismatches")), "0", "{who}'s grown array");
         assert_eq!(mdvm::result(&md, &format!("{who}_old_space")), zeros, "{who}'s old space");

@@ -52,7 +52,7 @@ pub struct AssembleArgs {
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Rewrite the stopped array's superblocks (mdadm's --update): name=NEW,
-    /// homehost[=HOST], uuid[=UUID], resync.
+    /// homehost[=HOST], uuid[=UUID], resync, bbl, no-bbl.
     #[arg(short = 'U', long, value_name = "WHAT", conflicts_with_all = ["output", "force"])]
     update: Option<String>,
     /// Member devices or image files, in any order (with --config or --scan: its DEVICE

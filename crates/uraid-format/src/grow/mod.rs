@@ -19,7 +19,10 @@ pub mod takeover;
 mod update;
 
 pub use bitmap::{add_bitmap, bitmap_room_sectors, with_bitmap_field};
-pub use update::{Update, UpdateError, check_update, updated_bitmap, updated_superblock};
+pub use update::{
+    Update, UpdateError, bad_block_log_place, check_member_update, check_update, updated_bitmap,
+    updated_superblock,
+};
 
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::superblock::Superblock1;
