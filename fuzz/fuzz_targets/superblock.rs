@@ -15,7 +15,8 @@ use uraid_format::grow::reshape::{
     reshaping_superblock, mended_superblock,
 };
 use uraid_format::grow::{
-    MemberRoom, SizeTarget, add_bitmap, grown_superblock, plan_size, with_bitmap_field,
+    MemberRoom, SizeTarget, Update, add_bitmap, check_member_update, check_update,
+    grown_superblock, plan_size, updated_superblock, with_bitmap_field,
 };
 use uraid_format::grow::takeover::{
     SlotChange, plan_takeover, restripe_before, taken_over_superblock,
@@ -48,6 +49,8 @@ struct Input {
     reshape_to: u16,
     /// `uraid grow --level` to RAID4, 5 or 6 (this, modulo 3).
     take_over_to: u8,
+    /// `uraid assemble --update bbl` with a bitmap of this many 4 KiB (else no-bbl).
+    bbl_bitmap: Option<u8>,
 }
 
 /// Another candidate: the first area with a few bytes changed.
@@ -175,6 +178,7 @@ fuzz_target!(|data: &[u8]| {
     grow(&p, &candidates, input.grow_to);
     reshape(&p, &candidates, input.reshape_to);
     take_over(&p, &candidates, input.take_over_to);
+    bad_block_log(&p, &candidates, input.bbl_bitmap);
 });
 
 /// `uraid grow --raid-devices`, `--layout`, `--chunk` and `--continue` planned over the plan:
@@ -313,5 +317,47 @@ fn take_over(p: &AssemblyPlan, candidates: &[Candidate], to: u8) {
             assert_eq!(in_slots(&again)[..], in_slots(p)[..n as usize]);
         }
         SlotChange::Keeps => assert_eq!(in_slots(&again), in_slots(p)),
+    }
+}
+
+/// `uraid assemble --update bbl` or `no-bbl` over the plan: where every check passes, each
+/// member's new superblock decodes; an added log lies past the superblock and the bitmap
+/// and ends at or before the data; a removed one is gone.
+fn bad_block_log(p: &AssemblyPlan, candidates: &[Candidate], bitmap_4k: Option<u8>) {
+    let update = match bitmap_4k {
+        Some(n) => Update::Bbl { bitmap_sectors: u64::from(n) * 8 },
+        None => Update::NoBbl,
+    };
+    let members: Vec<&PlannedMember> = p.slots.iter().flatten().chain(&p.spares).collect();
+    let own = |m: &PlannedMember| {
+        let area = candidates[m.candidate].superblock_area.as_ref().ok()?;
+        Superblock1::decode(area).ok()
+    };
+    let Some(sbs) = members.iter().map(|m| own(m)).collect::<Option<Vec<_>>>() else { return };
+    if check_update(p, &sbs[0], &update).is_err() {
+        return;
+    }
+    for sb in &sbs {
+        if check_member_update(sb, &update).is_err() {
+            continue;
+        }
+        let after = updated_superblock(sb, &update, p.events + 1, 1).expect("checked");
+        let after = Superblock1::decode(&after.encode()).expect("an updated superblock decodes");
+        let Update::Bbl { bitmap_sectors } = update else {
+            assert_eq!((after.bblog_size_sectors, after.bblog_offset_sectors), (0, 0));
+            continue;
+        };
+        if sb.bblog_size_sectors > 0 {
+            assert_eq!(after.bblog_offset_sectors, sb.bblog_offset_sectors, "kept");
+            continue;
+        }
+        let at = i64::from(after.bblog_offset_sectors);
+        assert!(at >= 8 && after.bblog_size_sectors == 8, "past the superblock");
+        let start = sb.super_offset_sectors as i64 + at;
+        assert!(start + 8 <= sb.data_offset_sectors as i64, "before the data");
+        if sb.has_bitmap() && sb.bitmap_offset_sectors > 0 {
+            let bitmap_end = i64::from(sb.bitmap_offset_sectors) + bitmap_sectors as i64;
+            assert!(at >= bitmap_end, "past the bitmap");
+        }
     }
 }

@@ -139,10 +139,11 @@ pub fn check_member_update(own: &Superblock1, update: &Update) -> Result<(), Upd
 }
 
 /// Where mdadm's `--update=bbl` puts a bad block log on a v1.1 or v1.2 member, in sectors
-/// from the superblock: past the bitmap (`bitmap_sectors` of it) or md's PPL, else 8 sectors
-/// past the superblock's own offset, moved on 8 at a time until 64 sectors past that while
-/// there is room (mdadm leaves 32 KiB for the superblock to grow); `None` when the 8 sectors
-/// do not fit before the data, and on v1.0 (superblock after the data: not built).
+/// from the superblock: past the bitmap (`bitmap_sectors` of it) or md's PPL where they follow
+/// the superblock, else 8 sectors past the superblock's own offset, moved on 8 at a time
+/// until 64 sectors past that while there is room (mdadm leaves 32 KiB for the superblock to
+/// grow); `None` when the 8 sectors do not fit before the data, and on v1.0 (superblock after
+/// the data: not built).
 #[must_use]
 pub fn bad_block_log_place(sb: &Superblock1, bitmap_sectors: u64) -> Option<i32> {
     const LOG_SECTORS: i64 = 8;
@@ -151,13 +152,16 @@ pub fn bad_block_log_place(sb: &Superblock1, bitmap_sectors: u64) -> Option<i32>
     if super_offset >= data {
         return None;
     }
-    let mut at = if sb.has_bitmap() {
-        i64::from(sb.bitmap_offset_sectors) + i64::try_from(bitmap_sectors).ok()?
-    } else if let Some((offset, size)) = sb.ppl() {
-        i64::from(offset) + i64::from(size)
-    } else {
-        super_offset + 8
-    };
+    // Past a bitmap or PPL after the superblock (one before it is not in the way), and never
+    // on the superblock's own 4 KiB.
+    let mut at = match sb.ppl() {
+        _ if sb.has_bitmap() && sb.bitmap_offset_sectors > 0 => {
+            i64::from(sb.bitmap_offset_sectors) + i64::try_from(bitmap_sectors).ok()?
+        }
+        Some((offset, size)) if offset > 0 => i64::from(offset) + i64::from(size),
+        _ => super_offset + 8,
+    }
+    .max(8);
     let end = |at: i64| super_offset + at + LOG_SECTORS;
     while at < super_offset + 8 + 64 && end(at) + 8 <= data {
         at += 8;

@@ -138,3 +138,16 @@ fn a_bad_block_log_that_lists_ranges_stays_and_changes_need_a_clean_array() {
         assert!(matches!(refused, Err(UpdateError::NotWholeAndClean { .. })), "{update:?}");
     }
 }
+
+#[test]
+fn a_bitmap_before_the_superblock_does_not_move_the_log_onto_it() {
+    let sb = updated_superblock(&superblock(16384, 2048), &Update::NoBbl, 2, 9).unwrap();
+    let before = Superblock1 {
+        feature_map: sb.feature_map | crate::feature::BITMAP_OFFSET,
+        bitmap_offset_sectors: -200,
+        ..sb
+    };
+    assert_eq!(bad_block_log_place(&before, 8), Some(80));
+    let tight = Superblock1 { data_offset_sectors: 8 + 16 + 8, ..before };
+    assert_eq!(bad_block_log_place(&tight, 8), Some(16), "mdadm's first place");
+}
