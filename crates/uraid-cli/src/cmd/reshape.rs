@@ -303,22 +303,22 @@ impl ReshapeIo for Members<'_> {
 /// What the reshape did, as `uraid grow --json` prints it.
 pub(crate) fn json(plan: &AssemblyPlan, r: &Reshaped) -> serde_json::Value {
     serde_json::json!({
-            "array": plan.name,
-            "uuid": plan.uuid.to_string(),
-            "old_raid_disks": r.old_raid_disks,
-            "new_raid_disks": r.new_raid_disks,
-            "old_layout": r.layouts.0,
-            "new_layout": r.layouts.1,
-            "old_chunk_kib": r.chunks_kib.0,
-            "new_chunk_kib": r.chunks_kib.1,
-            "old_array_kib": r.old_array_kib,
-            "new_array_kib": r.new_array_kib,
-            "from_sector": r.from_sector,
-            "old_data_offset_sectors": r.offsets.0,
-            "new_data_offset_sectors": r.offsets.1,
-            "windows": r.windows,
-            "finished": !r.stopped_early,
-    "missing_slots": r.missing_slots,
+        "array": plan.name,
+        "uuid": plan.uuid.to_string(),
+        "old_raid_disks": r.old_raid_disks,
+        "new_raid_disks": r.new_raid_disks,
+        "old_layout": r.layouts.0,
+        "new_layout": r.layouts.1,
+        "old_chunk_kib": r.chunks_kib.0,
+        "new_chunk_kib": r.chunks_kib.1,
+        "old_array_kib": r.old_array_kib,
+        "new_array_kib": r.new_array_kib,
+        "from_sector": r.from_sector,
+        "old_data_offset_sectors": r.offsets.0,
+        "new_data_offset_sectors": r.offsets.1,
+        "windows": r.windows,
+        "finished": !r.stopped_early,
+        "missing_slots": r.missing_slots,
     })
 }
 

@@ -78,7 +78,8 @@ pub enum UpdateError {
     BblListed { dev_number: u32 },
 }
 
-/// Whether `update` may be made to the array `plan` describes.
+/// Whether `update` may be made to the array `plan` describes (`own`: a member's superblock;
+/// `check_member_update` then asks each member).
 ///
 /// # Errors
 /// See `UpdateError`.
@@ -92,10 +93,8 @@ pub fn check_update(
             .map_err(|why| UpdateError::NotWholeAndClean { what, why })
     };
     match update {
-        Update::Bbl { .. } | Update::NoBbl => {
-            whole_and_clean("a bad block log's change")?;
-            return check_member_update(own, update);
-        }
+        // Each member's own log is `check_member_update`'s.
+        Update::Bbl { .. } | Update::NoBbl => whole_and_clean("a bad block log's change")?,
         Update::Uuid(_) => {
             whole_and_clean("a new UUID")?;
             if own.ppl().is_some() {
