@@ -13,7 +13,10 @@
 //! --level=6 --layout=preserve), which uraid then serves and checks. A sixth copy, a RAID6
 //! of 4 in left-symmetric, uraid takes to RAID5 (`uraid grow --level 5`: restriped to
 //! left-symmetric-6, then Q's member a spare), which md must assemble as a RAID5 of 3 with a
-//! spare, the data, no mismatch. Skips without the VM kit, except under CI=true.
+//! spare, the data, no mismatch. A seventh, a RAID5, uraid takes to RAID4 (`--level 4`:
+//! restriped to parity-last, then renamed), which md must assemble as RAID4 with the data and
+//! no mismatch, then take back to RAID5 itself (mdadm --grow --level=5), which uraid serves
+//! and checks. Skips without the VM kit, except under CI=true.
 
 mod mdvm;
 mod serve_common;
@@ -64,6 +67,12 @@ mdadm --assemble /dev/md0 --run /dev/vdr /dev/vds /dev/vdt /dev/vdu 2>&1
 r five_level $(md level) $(md raid_disks) $(md degraded) $(cat /sys/block/md0/md/dev-vdu/slot)
 seen five
 mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vdv /dev/vdw /dev/vdx 2>&1
+r four_level $(md level) $(md raid_disks) $(md degraded)
+seen four
+mdadm --grow /dev/md0 --level=5 2>&1
+r md_four_five $(md level) $(md layout)
+mdadm --stop /dev/md0 2>&1
 "#;
 
 /// One copy: its directory, members and data.
@@ -100,8 +109,10 @@ fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
 #[test]
 fn md_and_uraid_take_up_each_others_shape_changes() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
-    let copies: Vec<Copy> =
-        ["a", "b", "c", "d", "e", "f"].into_iter().map(|c| copy(&format!("kshape-{c}"))).collect();
+    let copies: Vec<Copy> = ["a", "b", "c", "d", "e", "f", "g"]
+        .into_iter()
+        .map(|c| copy(&format!("kshape-{c}")))
+        .collect();
     let said = grow(&copies[0], &["-p", "left-asymmetric", "-c", "128K"], None);
     assert!(said.contains("left-symmetric to left-asymmetric, 64K to 128K chunks"), "{said}");
     let said = grow(&copies[1], &["-c", "32K"], Some(2));
@@ -111,6 +122,9 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     let said = grow(&copies[5], &["--level", "5"], None);
     assert!(said.contains("restriped from left-symmetric to left-symmetric-6"), "{said}");
     assert!(said.contains("taken over to RAID5 left-symmetric with 3 members"), "{said}");
+    let said = grow(&copies[6], &["--level", "4"], None);
+    assert!(said.contains("restriped from left-symmetric to parity-last"), "{said}");
+    assert!(said.contains("RAID5 taken over to RAID4 with 3 members"), "{said}");
 
     let job = copies[0].dir.join("shape.sh");
     std::fs::write(&job, JOB).expect("writing the job");
@@ -128,6 +142,8 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
         ("cut", "2 32768 32768"),
         ("six", "18 65536 32768"),
         ("five", "2 65536 32768"),
+        // RAID4: md's layout number 0, as its own takeover writes it.
+        ("four", "0 65536 32768"),
     ];
     for (who, shape) in shapes {
         assert_eq!(mdvm::result(&md, &format!("{who}_shape")), shape, "{who}: {console}");
@@ -141,6 +157,8 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     assert_eq!(mdvm::result(&md, "md_six"), "raid6 18 4 0", "md's own takeover: {console}");
     assert_eq!(mdvm::result(&md, "md_five"), "raid5 2 3 0", "md's takeover back: {console}");
     assert_eq!(mdvm::result(&md, "five_level"), "raid5 3 0 none", "Q's member a spare");
+    assert_eq!(mdvm::result(&md, "four_level"), "raid4 3 0", "uraid's RAID4: {console}");
+    assert_eq!(mdvm::result(&md, "md_four_five"), "raid5 5", "md's RAID4 to RAID5: {console}");
     // The array md reshaped reads right in uraid, with its new shape.
     let examined = uraid_ok(&copies[2].dir, &["examine", &copies[2].members[0].to_string_lossy()]);
     assert!(examined.contains("Chunk Size : 128K"), "{examined}");
@@ -153,6 +171,11 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     let examined = uraid_ok(&copies[3].dir, &["examine", &copies[3].members[3].to_string_lossy()]);
     assert!(examined.contains("Raid Level : raid5") && examined.contains("spare"), "{examined}");
     reads_right(&copies[3]);
+    // And the RAID4 md took to RAID5, parity-last.
+    let examined = uraid_ok(&copies[6].dir, &["examine", &copies[6].members[0].to_string_lossy()]);
+    assert!(examined.contains("Raid Level : raid5"), "{examined}");
+    assert!(examined.contains("Layout : parity-last"), "{examined}");
+    reads_right(&copies[6]);
     for c in copies {
         std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
     }
