@@ -57,8 +57,8 @@ array is not served until it is done. `--bitmap internal` adds a write-intent bi
 adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size or fewer members (nothing shrinks), a level md \
-does not take over to, \
+replacement not finished, a smaller size or fewer members by --raid-devices (nothing \
+shrinks), a level md does not take over to, \
 a chunk that does not divide the members' size, too few spares, \
 a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
