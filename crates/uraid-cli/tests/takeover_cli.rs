@@ -54,12 +54,21 @@ fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {
 }
 
 /// The RAID6 above (left-symmetric, s0.img in slot 3) back to RAID5 as mdadm does it:
-/// restriped to left-symmetric-6, then Q's member left a spare; on to RAID4 (restriped to
+/// restriped to left-symmetric-6 (here cut short and gone on with), then Q's member left a
+/// spare; on to RAID4 (restriped to
 /// parity-last first) and back to RAID5 in place. Served and checked after each.
 fn back_to_raid5_and_raid4(dir: &Path, members: &[PathBuf], data: &[u8]) {
     let all = strs(members);
-    let said = uraid_ok(dir, &[&["grow", "--level", "5"][..], &all].concat());
-    assert!(said.contains("restriped from left-symmetric to left-symmetric-6"), "{said}");
+    // The restripe cut short, as a crash would: --continue finishes it, --level then takes over.
+    let to_five = [&["--level", "5"][..], &all].concat();
+    let said = stopped_common::grow(dir, &to_five, Some(2));
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+    assert!(said.contains("then `uraid grow --level 5` takes it over"), "{said}");
+    assert!(examine(&members[0]).contains("Raid Level : raid6"), "not taken over yet");
+    let said = uraid_ok(dir, &[&["grow", "--continue"][..], &all].concat());
+    assert!(said.contains("to left-symmetric-6"), "{said}");
+    let said = uraid_ok(dir, &[&["grow"][..], &to_five].concat());
+    assert!(!said.contains("restriped"), "{said}");
     let freed = "RAID6 taken over to RAID5 left-symmetric with 3 members: ";
     assert!(said.contains(&format!("{freed}{} held Q", members[3].display())), "{said}");
     let examined = examine(&members[0]);
