@@ -123,13 +123,14 @@ fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<&Reshaped>, t: &Takeo
         let (from, to) = r.layouts;
         out!("{}: restriped from {from} to {to} in {} windows", plan.name, r.windows);
     }
-    let what = match (q_member, spare) {
-        (Some(q), _) => format!(
-            ": {q} becomes Q, built when the array is next served (as a rebuild); `uraid grow \
-             --layout` restripes it after"
+    let what = match &t.slots {
+        SlotChange::AddsQ(q) => format!(
+            ": {} becomes Q, built when the array is next served (as a rebuild); `uraid grow \
+             --layout` restripes it after",
+            q.name
         ),
-        (_, Some(spare)) => format!(": {spare} held Q and is now a spare"),
-        _ => ", nothing moved (one layout on disk)".to_owned(),
+        SlotChange::DropsQ(q) => format!(": {} held Q and is now a spare", q.name),
+        SlotChange::Keeps => ", nothing moved (one layout on disk)".to_owned(),
     };
     let layout = if t.level == Level::Raid4 { String::new() } else { format!(" {layout}") };
     out!(
