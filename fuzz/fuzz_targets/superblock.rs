@@ -280,7 +280,7 @@ fn take_over(p: &AssemblyPlan, candidates: &[Candidate], to: u8) {
     let avail = |m: &PlannedMember| {
         (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
     };
-    if let Some(layout) = restripe_before(p, level) {
+    if let Some(layout) = restripe_before(p, level, None) {
         let restriped = AssemblyPlan { layout, ..p.clone() };
         let _ = plan_takeover(&restriped, level, None, &avail);
     }

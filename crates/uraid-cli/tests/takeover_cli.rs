@@ -3,8 +3,9 @@
 //! the last member, rebuilt from its start); served, the array builds Q as a rebuild, keeps its
 //! data and checks clean; then `--layout left-symmetric` restripes it, and it still does. Then
 //! back: `--level 5` restripes to left-symmetric-6 and frees Q's member as a spare, `--level
-//! 4` restripes to parity-last and renames, `--level 5` renames back; the data and a clean
-//! check after each. What md does not take over is refused with every member left as it was.
+//! 4` restripes to parity-last and renames, `--level 5 --layout left-asymmetric` renames back
+//! and restripes; the data and a clean check after each. What md does not take over is
+//! refused with every member left as it was.
 
 mod serve_common;
 mod stopped_common;
@@ -55,8 +56,8 @@ fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {
 
 /// The RAID6 above (left-symmetric, s0.img in slot 3) back to RAID5 as mdadm does it:
 /// restriped to left-symmetric-6 (here cut short and gone on with), then Q's member left a
-/// spare; on to RAID4 (restriped to
-/// parity-last first) and back to RAID5 in place. Served and checked after each.
+/// spare; on to RAID4 (restriped to parity-last first) and back to RAID5 in left-asymmetric
+/// (renamed, then restriped). Served and checked after each.
 fn back_to_raid5_and_raid4(dir: &Path, members: &[PathBuf], data: &[u8]) {
     let all = strs(members);
     // The restripe cut short, as a crash would: --continue finishes it, --level then takes over.
@@ -83,8 +84,12 @@ fn back_to_raid5_and_raid4(dir: &Path, members: &[PathBuf], data: &[u8]) {
     assert_eq!(json["restriped"]["new_layout"], "parity-last", "{json}");
     assert!(examine(&members[1]).contains("Raid Level : raid4"));
     serve_and_check(dir, "to", members, (data, 16 * MIB), |_| ());
-    let said = uraid_ok(dir, &[&["grow", "--level", "5"][..], &all].concat());
+    // mdadm's --layout: parity-last first, then restriped to the layout asked.
+    let said =
+        uraid_ok(dir, &[&["grow", "--level", "5", "-p", "left-asymmetric"][..], &all].concat());
     assert!(said.contains("RAID4 taken over to RAID5 parity-last with 3 members, nothing moved"));
+    assert!(said.contains("restriped from parity-last to left-asymmetric"), "{said}");
+    assert!(examine(&members[2]).contains("Layout : left-asymmetric"));
     serve_and_check(dir, "to", members, (data, 16 * MIB), |_| ());
 }
 
@@ -106,7 +111,8 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     refused(&members, &["--level", "1"], "takes RAID4, 5 and 6 among each other");
     // Refused before the restripe to parity-last that RAID4 needs first.
     refused(&members, &["--level", "4", "-n", "4"], "has 3 members");
-    refused(&members, &["--level", "6", "-p", "left-symmetric"], "cannot be used with");
+    refused(&members, &["--level", "6", "-p", "left-symmetric"], "goes to RAID5 only");
+    refused(&members, &["--level", "6", "-c", "32K"], "cannot be used with");
     // RAID5 of 2 members would be RAID6 of 3.
     let dir2 = tempdir("takeover-two");
     let two = serve_common::member_files(&dir2, 2, 24);

@@ -50,7 +50,8 @@ given), as md with mdadm's --layout=preserve: nothing moves, the layout becomes 
 (Q on the new member, built as a rebuild when the array is next served); RAID6 to RAID5 with \
 one member fewer, the last (Q's), which stays as a spare; RAID4 to RAID5 parity-last and \
 back. As mdadm, a RAID6 in a rotating layout is first restriped to its `-6` kin, a RAID5 to \
-parity-last for RAID4. \
+parity-last for RAID4; `--level 5 --layout L` ends in L (a RAID6 restriped to L's `-6` kin \
+first, a RAID4 restriped to L after). \
 Each window is made durable before its end is recorded in the superblocks, so a crash \
 or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
 array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md \
@@ -111,7 +112,8 @@ pub struct GrowArgs {
     /// Take the array over to RAID4, 5 or 6 as md does: to RAID6 with one more member, the
     /// first spare given, which becomes Q (mdadm's --layout=preserve: the `-6` layout); from
     /// RAID6 with one fewer, Q's member left a spare; RAID4 and parity-last RAID5 in place.
-    #[arg(short, long, value_name = "4|5|6", conflicts_with_all = ["layout", "chunk"])]
+    /// With --layout, to RAID5 in that layout (restriped before or after, as mdadm).
+    #[arg(short, long, value_name = "4|5|6", conflicts_with_all = ["chunk"])]
     level: Option<String>,
     #[command(flatten)]
     select: crate::cmd::scan::Selection,
@@ -217,6 +219,7 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     if let Some(level) = args.level.as_deref() {
         let change = crate::cmd::takeover::LevelChange {
             level,
+            layout: args.layout.as_deref(),
             raid_devices: args.raid_devices,
             select: &args.select,
             members: &args.members,

@@ -15,19 +15,21 @@ use uraid_format::Level;
 use uraid_format::assemble::{AssemblyPlan, PlannedMember};
 use uraid_format::grow::reshape::NewShape;
 use uraid_format::grow::takeover::{
-    SlotChange, Takeover, plan_takeover, restripe_before, taken_over_superblock,
+    SlotChange, Takeover, plan_takeover, restripe_after, restripe_before, taken_over_superblock,
 };
 
 /// What `--level` asks: the level and, if given, `--raid-devices`.
 pub(crate) struct LevelChange<'a> {
     pub(crate) level: &'a str,
+    /// mdadm's `--layout` with `--level 5`: the RAID5 layout to end in.
+    pub(crate) layout: Option<&'a str>,
     pub(crate) raid_devices: Option<u32>,
     pub(crate) select: &'a Selection,
     pub(crate) members: &'a [String],
     pub(crate) json: bool,
 }
 
-/// Takes the array over to the level asked, restriping first where mdadm would.
+/// Takes the array over to the level asked, restriping first (or after) where mdadm would.
 pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<()> {
     let level = match change.level.trim_start_matches("raid") {
         "4" => Level::Raid4,
@@ -35,25 +37,60 @@ pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<
         "6" => Level::Raid6,
         other => bail!("--level {other}: uraid grow takes RAID4, 5 and 6 among each other"),
     };
+    let raid5_layout = match change.layout {
+        Some(name) if level == Level::Raid5 => {
+            let layout = Layout::parse(name)?;
+            layout.check_level(uraid_core::Level::Raid5)?;
+            Some(layout.md_number())
+        }
+        Some(_) => bail!(
+            "--layout with --level goes to RAID5 only (RAID4 has one layout; a RAID6's Q is \
+             built by serving it, then `uraid grow --layout` restripes it)"
+        ),
+        None => None,
+    };
     let cannot =
         |plan: &AssemblyPlan| format!("cannot take {} over to RAID{}", plan.name, level.to_md());
-    let Some(layout) = restripe_before(&stopped.plan, level) else {
-        let t = take_over(&stopped, level, change.raid_devices)
-            .with_context(|| cannot(&stopped.plan))?;
-        tell(change.json, &stopped.plan, None, &t);
+    if let Some(layout) = restripe_before(&stopped.plan, level, raid5_layout) {
+        return restripe_then_take_over(change, stopped, level, layout);
+    }
+    let t =
+        take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&stopped.plan))?;
+    let before = stopped.plan.clone();
+    let Some(layout) = restripe_after(&before, level, raid5_layout) else {
+        tell(change.json, &before, None, &t);
         return Ok(());
     };
-    // Everything the takeover refuses is refused before the restripe moves anything.
-    let mut restriped_plan = stopped.plan.clone();
-    restriped_plan.layout = layout;
+    drop(stopped);
+    let stopped = Stopped::open(change.select, change.members, "grow", false)?;
+    let new = NewShape { layout, ..same_shape(&stopped.plan) };
+    let r = crate::cmd::reshape::start(&stopped, new).with_context(|| cannot(&before))?;
+    tell(change.json, &before, Some(Restriped::After(&r)), &t);
+    Ok(())
+}
+
+/// The plan's own shape, for a restripe that changes the layout alone.
+fn same_shape(plan: &AssemblyPlan) -> NewShape {
+    NewShape { raid_disks: plan.raid_disks, layout: plan.layout, chunk_sectors: plan.chunk_sectors }
+}
+
+/// mdadm's restripe to `layout` before the takeover, which is decided first on the plan as
+/// the restripe would leave it, so that a refusal moves nothing.
+fn restripe_then_take_over(
+    change: &LevelChange<'_>,
+    stopped: Stopped,
+    level: Level,
+    layout: u32,
+) -> anyhow::Result<()> {
+    let plan = &stopped.plan;
+    let cannot = || format!("cannot take {} over to RAID{}", plan.name, level.to_md());
+    let restriped_plan = AssemblyPlan { layout, ..plan.clone() };
     let grown = stopped.members()?;
     let avail = |m: &PlannedMember| avail_sectors(&grown, m);
-    plan_takeover(&restriped_plan, level, change.raid_devices, &avail)
-        .with_context(|| cannot(&stopped.plan))?;
+    plan_takeover(&restriped_plan, level, change.raid_devices, &avail).with_context(cannot)?;
     drop(grown);
-    let plan = &stopped.plan;
-    let new = NewShape { raid_disks: plan.raid_disks, layout, chunk_sectors: plan.chunk_sectors };
-    let r = crate::cmd::reshape::start(&stopped, new).with_context(|| cannot(plan))?;
+    let new = NewShape { layout, ..same_shape(plan) };
+    let r = crate::cmd::reshape::start(&stopped, new).with_context(cannot)?;
     if r.stopped_early {
         crate::cmd::reshape::tell(plan, &r, change.json);
         if !change.json {
@@ -64,9 +101,18 @@ pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<
     let before = stopped.plan.clone();
     drop(stopped);
     let stopped = Stopped::open(change.select, change.members, "grow", false)?;
-    let t = take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&before))?;
-    tell(change.json, &before, Some(&r), &t);
+    let t = take_over(&stopped, level, change.raid_devices)
+        .with_context(|| format!("cannot take {} over to RAID{}", before.name, level.to_md()))?;
+    tell(change.json, &before, Some(Restriped::Before(&r)), &t);
     Ok(())
+}
+
+/// A restripe that went with the takeover: before it (mdadm's way to a layout with a kin) or
+/// after it (a RAID4 taken to RAID5 in another layout than parity-last).
+#[derive(Clone, Copy)]
+enum Restriped<'a> {
+    Before(&'a Reshaped),
+    After(&'a Reshaped),
 }
 
 fn avail_sectors(grown: &[crate::cmd::grow::Grown<'_>], m: &PlannedMember) -> u64 {
@@ -96,8 +142,9 @@ fn take_over(stopped: &Stopped, level: Level, asked: Option<u32>) -> anyhow::Res
     Ok(t)
 }
 
-/// Prints what changed: `plan` as it was, the restripe if one came first, the takeover.
-fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<&Reshaped>, t: &Takeover) {
+/// Prints what changed: `plan` as it was, the takeover and any restripe with it.
+fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<Restriped<'_>>, t: &Takeover) {
+    let reshaped = restriped.map(|(Restriped::Before(r) | Restriped::After(r))| r);
     let layout = uraid_md::members::layout_name(t.level, t.layout);
     let (q_member, spare) = match &t.slots {
         SlotChange::AddsQ(q) => (Some(&q.name), None),
@@ -114,14 +161,26 @@ fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<&Reshaped>, t: &Takeo
             "raid_disks": t.raid_disks,
             "q_member": q_member,
             "spare": spare,
-            "restriped": restriped.map(|r| crate::cmd::reshape::json(plan, r)),
+            "restriped": reshaped.map(|r| crate::cmd::reshape::json(plan, r)),
         });
         out!("{json}");
         return;
     }
-    if let Some(r) = restriped {
+    let restriped_line = |r: &Reshaped| {
         let (from, to) = r.layouts;
-        out!("{}: restriped from {from} to {to} in {} windows", plan.name, r.windows);
+        if r.stopped_early {
+            out!(
+                "{}: the restripe from {from} to {to} stopped after {} windows as asked: `uraid \
+                 grow --continue` goes on",
+                plan.name,
+                r.windows
+            );
+        } else {
+            out!("{}: restriped from {from} to {to} in {} windows", plan.name, r.windows);
+        }
+    };
+    if let Some(Restriped::Before(r)) = restriped {
+        restriped_line(r);
     }
     let what = match &t.slots {
         SlotChange::AddsQ(q) => format!(
@@ -140,4 +199,7 @@ fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<&Reshaped>, t: &Takeo
         t.level.to_md(),
         t.raid_disks
     );
+    if let Some(Restriped::After(r)) = restriped {
+        restriped_line(r);
+    }
 }

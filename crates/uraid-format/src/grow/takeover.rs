@@ -50,16 +50,46 @@ pub struct Takeover {
     pub slots: SlotChange,
 }
 
-/// The layout mdadm restripes `plan` to before taking it over to `level`, where its own has
-/// no kin there: a rotating or parity-first RAID6's `-6` layout for RAID5, parity-last for a
-/// RAID5 going to RAID4. `None` where the takeover needs no restripe (or has none to offer:
-/// [`plan_takeover`] says why).
+/// A RAID5 layout's RAID6 kin with Q on the last member (md's `-6` layouts; parity-last is
+/// its own kin, P and Q the last two).
 #[must_use]
-pub fn restripe_before(plan: &AssemblyPlan, level: Level) -> Option<u32> {
-    match (plan.level, plan.layout, level) {
-        (Level::Raid6, rotating @ 0..=3, Level::Raid5) => Some(TO_6 + rotating),
-        (Level::Raid6, PARITY_0, Level::Raid5) => Some(PARITY_0_6),
-        (Level::Raid5, layout, Level::Raid4) if layout != PARITY_N => Some(PARITY_N),
+pub fn q_last_kin(raid5_layout: u32) -> Option<u32> {
+    match raid5_layout {
+        rotating @ 0..=3 => Some(TO_6 + rotating),
+        PARITY_0 => Some(PARITY_0_6),
+        PARITY_N => Some(PARITY_N),
+        _ => None,
+    }
+}
+
+/// The layout mdadm restripes `plan` to before taking it over to `level`, where its own has
+/// no kin there: for RAID5, the `-6` kin of `raid5_layout` (mdadm's `--layout`) or, without
+/// one, of the RAID6's own rotating or parity-first layout; parity-last for a RAID5 going to
+/// RAID4. `None` where the takeover needs no restripe (or has none to offer: [`plan_takeover`]
+/// says why).
+#[must_use]
+pub fn restripe_before(
+    plan: &AssemblyPlan,
+    level: Level,
+    raid5_layout: Option<u32>,
+) -> Option<u32> {
+    let to = match (plan.level, level) {
+        (Level::Raid6, Level::Raid5) => match raid5_layout {
+            Some(layout) => q_last_kin(layout)?,
+            None => q_last_kin(plan.layout).unwrap_or(plan.layout),
+        },
+        (Level::Raid5, Level::Raid4) => PARITY_N,
+        _ => return None,
+    };
+    (to != plan.layout).then_some(to)
+}
+
+/// The layout a RAID4 taken over to RAID5 (parity-last) is restriped to after, where mdadm's
+/// `--layout` asks for another.
+#[must_use]
+pub fn restripe_after(plan: &AssemblyPlan, level: Level, raid5_layout: Option<u32>) -> Option<u32> {
+    match (plan.level, level, raid5_layout) {
+        (Level::Raid4, Level::Raid5, Some(layout)) if layout != PARITY_N => Some(layout),
         _ => None,
     }
 }
@@ -188,7 +218,7 @@ mod tests {
             p.layout = raid5;
             let t = plan_takeover(&p, Level::Raid6, None, &roomy).unwrap();
             assert_eq!((t.layout, t.raid_disks), (raid6, 4));
-            assert_eq!(restripe_before(&p, Level::Raid6), None);
+            assert_eq!(restripe_before(&p, Level::Raid6, None), None);
         }
         p.level = Level::Raid4;
         let t = plan_takeover(&p, Level::Raid6, Some(4), &roomy).unwrap();
@@ -220,7 +250,7 @@ mod tests {
     fn raid6_with_q_last_becomes_raid5_and_q_a_spare() {
         for (q_last, raid5) in [(16, 0), (17, 1), (18, 2), (19, 3), (20, 4), (5, 5)] {
             let p = raid6(q_last);
-            assert_eq!(restripe_before(&p, Level::Raid5), None, "{q_last}");
+            assert_eq!(restripe_before(&p, Level::Raid5, None), None, "{q_last}");
             let t = plan_takeover(&p, Level::Raid5, None, &roomy).unwrap();
             assert_eq!((t.level, t.layout, t.raid_disks), (Level::Raid5, raid5, 3));
             assert!(matches!(&t.slots, SlotChange::DropsQ(q) if q.name == "m3"), "{t:?}");
@@ -239,12 +269,17 @@ mod tests {
         assert_eq!(after.checksum(), after.sb_csum);
         // mdadm's restripe first: the rotating layouts and parity-first to their `-6` kin.
         for (rotating, q_last) in [(0, 16), (1, 17), (2, 18), (3, 19), (4, 20)] {
-            assert_eq!(restripe_before(&raid6(rotating), Level::Raid5), Some(q_last));
+            assert_eq!(restripe_before(&raid6(rotating), Level::Raid5, None), Some(q_last));
             let err = plan_takeover(&raid6(rotating), Level::Raid5, None, &roomy).unwrap_err();
             assert!(matches!(err, GrowError::NoTakeover { to: 5, .. }), "{err}");
         }
         // DDF layouts have none.
-        assert_eq!(restripe_before(&raid6(8), Level::Raid5), None);
+        assert_eq!(restripe_before(&raid6(8), Level::Raid5, None), None);
+        // mdadm's --layout: the RAID5 layout asked's kin, unless the RAID6 is in it already.
+        assert_eq!(restripe_before(&raid6(2), Level::Raid5, Some(0)), Some(16));
+        assert_eq!(restripe_before(&raid6(18), Level::Raid5, Some(1)), Some(17));
+        assert_eq!(restripe_before(&raid6(18), Level::Raid5, Some(2)), None);
+        assert_eq!(restripe_before(&raid6(2), Level::Raid5, Some(5)), Some(5), "parity-last");
         assert!(plan_takeover(&raid6(8), Level::Raid5, None, &roomy).is_err());
     }
 
@@ -264,10 +299,16 @@ mod tests {
         assert_eq!((after.level, after.layout, after.raid_disks), (Level::Raid4, 0, 3));
         // Other RAID5 layouts restripe to parity-last first, as mdadm does.
         p.layout = 2;
-        assert_eq!(restripe_before(&p, Level::Raid4), Some(5));
+        assert_eq!(restripe_before(&p, Level::Raid4, None), Some(5));
         assert!(plan_takeover(&p, Level::Raid4, None, &roomy).is_err());
         p.layout = 5;
-        assert_eq!(restripe_before(&p, Level::Raid4), None);
+        assert_eq!(restripe_before(&p, Level::Raid4, None), None);
+        // RAID4 to RAID5 in another layout: parity-last first, then the restripe.
+        p.level = Level::Raid4;
+        assert_eq!(restripe_after(&p, Level::Raid5, Some(0)), Some(0));
+        assert_eq!(restripe_after(&p, Level::Raid5, Some(5)), None);
+        assert_eq!(restripe_after(&p, Level::Raid5, None), None);
+        p.level = Level::Raid5;
         // Not RAID6 to RAID4 (mdadm neither), nor a level to itself.
         assert!(plan_takeover(&raid6(5), Level::Raid4, None, &roomy).is_err());
         assert!(plan_takeover(&p, Level::Raid5, None, &roomy).is_err());
