@@ -113,6 +113,22 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     refused(&members, &["--level", "4", "-n", "4"], "has 3 members");
     refused(&members, &["--level", "6", "-p", "left-symmetric"], "goes to RAID5 only");
     refused(&members, &["--level", "6", "-c", "32K"], "cannot be used with");
+    // A RAID4 with no room before its data: taken over to RAID5, but not restriped after,
+    // which it says, the takeover standing.
+    let dir3 = tempdir("takeover-no-room");
+    let four = serve_common::member_files(&dir3, 3, 24);
+    let create = ["create", "-l", "4", "-n", "3", "--size", "8M", "--data-offset", "16K"];
+    uraid_ok(&dir3, &[&create[..], &["--assume-clean", "-N", "t4"], &strs(&four)].concat());
+    let out = uraid(
+        &dir3,
+        &[&["grow", "--level", "5", "-p", "left-symmetric"][..], &strs(&four)].concat(),
+    );
+    let (said, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success() && err.contains("taken over, but not restriped"), "{err}");
+    assert!(said.contains("RAID4 taken over to RAID5 parity-last"), "{said}");
+    let examined = examine(&four[0]);
+    assert!(examined.contains("Raid Level : raid5") && examined.contains("parity-last"));
+    std::fs::remove_dir_all(&dir3).unwrap();
     // RAID5 of 2 members would be RAID6 of 3.
     let dir2 = tempdir("takeover-two");
     let two = serve_common::member_files(&dir2, 2, 24);

@@ -49,14 +49,12 @@ pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<
         ),
         None => None,
     };
-    let cannot =
-        |plan: &AssemblyPlan| format!("cannot take {} over to RAID{}", plan.name, level.to_md());
     if let Some(layout) = restripe_before(&stopped.plan, level, raid5_layout) {
         return restripe_then_take_over(change, stopped, level, layout);
     }
-    let t =
-        take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&stopped.plan))?;
     let before = stopped.plan.clone();
+    let t =
+        take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&before, level))?;
     let Some(layout) = restripe_after(&before, level, raid5_layout) else {
         tell(change.json, &before, None, &t);
         return Ok(());
@@ -64,9 +62,18 @@ pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<
     drop(stopped);
     let stopped = Stopped::open(change.select, change.members, "grow", false)?;
     let new = NewShape { layout, ..same_shape(&stopped.plan) };
-    let r = crate::cmd::reshape::start(&stopped, new).with_context(|| cannot(&before))?;
+    let r = crate::cmd::reshape::start(&stopped, new).map_err(|e| {
+        // The takeover stands: say so, and why the restripe did not follow.
+        tell(change.json, &before, None, &t);
+        let name = uraid_md::members::layout_name(level, layout);
+        e.context(format!("{}: taken over, but not restriped to {name}", before.name))
+    })?;
     tell(change.json, &before, Some(Restriped::After(&r)), &t);
     Ok(())
+}
+
+fn cannot(plan: &AssemblyPlan, level: Level) -> String {
+    format!("cannot take {} over to RAID{}", plan.name, level.to_md())
 }
 
 /// The plan's own shape, for a restripe that changes the layout alone.
@@ -83,14 +90,14 @@ fn restripe_then_take_over(
     layout: u32,
 ) -> anyhow::Result<()> {
     let plan = &stopped.plan;
-    let cannot = || format!("cannot take {} over to RAID{}", plan.name, level.to_md());
+    let refused = || cannot(plan, level);
     let restriped_plan = AssemblyPlan { layout, ..plan.clone() };
     let grown = stopped.members()?;
     let avail = |m: &PlannedMember| avail_sectors(&grown, m);
-    plan_takeover(&restriped_plan, level, change.raid_devices, &avail).with_context(cannot)?;
+    plan_takeover(&restriped_plan, level, change.raid_devices, &avail).with_context(refused)?;
     drop(grown);
     let new = NewShape { layout, ..same_shape(plan) };
-    let r = crate::cmd::reshape::start(&stopped, new).with_context(cannot)?;
+    let r = crate::cmd::reshape::start(&stopped, new).with_context(refused)?;
     if r.stopped_early {
         crate::cmd::reshape::tell(plan, &r, change.json);
         if !change.json {
@@ -101,8 +108,8 @@ fn restripe_then_take_over(
     let before = stopped.plan.clone();
     drop(stopped);
     let stopped = Stopped::open(change.select, change.members, "grow", false)?;
-    let t = take_over(&stopped, level, change.raid_devices)
-        .with_context(|| format!("cannot take {} over to RAID{}", before.name, level.to_md()))?;
+    let t =
+        take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&before, level))?;
     tell(change.json, &before, Some(Restriped::Before(&r)), &t);
     Ok(())
 }
