@@ -165,7 +165,7 @@ pub fn bad_block_log_place(sb: &Superblock1, bitmap_sectors: u64) -> Option<i32>
     while at < super_offset + 8 + 64 && end(at) + 8 <= data {
         at += 8;
     }
-    (at > 0 && end(at) <= data).then(|| i32::try_from(at).ok()).flatten()
+    (end(at) <= data).then(|| i32::try_from(at).ok()).flatten()
 }
 
 /// A member's superblock after `update`, with the event count and time given; sealed.
