@@ -14,9 +14,7 @@ mod serve_common;
 mod stopped_common;
 
 use serve_common::tempdir;
-use std::path::PathBuf;
-use std::process::Command;
-use stopped_common::{MIB, add_spares, serve_and_check, small_array_with, strs};
+use stopped_common::{ArrayCopy, MIB, add_spares, serve_and_check, sha256, small_array_with};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -58,14 +56,8 @@ seen tight
 mdadm --stop /dev/md0 2>&1
 "#;
 
-/// One copy: its directory, members (the spare last) and data.
-struct Copy {
-    dir: PathBuf,
-    members: Vec<PathBuf>,
-    data: Vec<u8>,
-}
-
-fn copy(case: &str) -> Copy {
+/// One copy, its spare the last member.
+fn copy(case: &str) -> ArrayCopy {
     let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
     let dir = tempdir(case);
     let (mut members, data) = match case {
@@ -77,40 +69,28 @@ fn copy(case: &str) -> Copy {
         _ => small_array_with(&dir, "kr", "64K", &bitmap),
     };
     members.extend(add_spares(&dir, "kr", &members, 1));
-    Copy { dir, members, data }
-}
-
-/// `uraid grow ARGS` on the copy's members (`stopped_common::grow`).
-fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
-    stopped_common::grow(&c.dir, &[args, &strs(&c.members)].concat(), stop_after)
+    ArrayCopy { dir, members, data }
 }
 
 /// Serves the copy as four members: the data, zeros to 24 MiB, a check with no mismatch.
-fn reads_right(c: &Copy) {
+fn reads_right(c: &ArrayCopy) {
     serve_and_check(&c.dir, "kr", &c.members, (&c.data, 24 * MIB), |_| ());
 }
 
 #[test]
 fn md_and_uraid_take_up_each_others_reshapes() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
-    let copies: Vec<Copy> =
+    let copies: Vec<ArrayCopy> =
         ["a", "b", "c", "d", "e"].into_iter().map(|c| copy(&format!("kreshape-{c}"))).collect();
-    let said = grow(&copies[0], &["-n", "4"], None);
+    let said = copies[0].grow(&["-n", "4"], None);
     assert!(said.contains("data offset 2048 -> 1664 sectors"), "{said}");
-    let said = grow(&copies[1], &["-n", "4"], Some(2));
+    let said = copies[1].grow(&["-n", "4"], Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
-    let said = grow(&copies[4], &["-n", "4"], Some(1));
+    let said = copies[4].grow(&["-n", "4"], Some(1));
     assert!(said.contains("stopped after 1 windows"), "{said}");
 
-    let job = copies[0].dir.join("reshape.sh");
-    std::fs::write(&job, JOB).expect("writing the job");
-    let mut cmd = Command::new(scripts.join("run"));
-    cmd.args(["--timeout", "900"]).arg(&job);
-    for c in &copies {
-        cmd.args(&c.members);
-    }
-    let console = mdvm::run(&mut cmd, "reshape");
-    let md = mdvm::results(&console);
+    let disks = copies.iter().flat_map(|c| &c.members);
+    let (console, md) = mdvm::run_job(&scripts, (&copies[0].dir, "reshape"), JOB, disks, 900);
     let data = sha256(&copies[0].data);
     // 24 MiB: three data members of 8 MiB.
     for who in ["uraid", "cut", "tight"] {
@@ -132,7 +112,7 @@ fn md_and_uraid_take_up_each_others_reshapes() {
     assert!(md_cut < 49152, "md stopped midway: {md_cut}");
     // The array md reshaped reads right in uraid; the one md left midway uraid finishes.
     reads_right(&copies[2]);
-    let said = grow(&copies[3], &["--continue"], None);
+    let said = copies[3].grow(&["--continue"], None);
     // md went on a little between the look and its stop.
     let from = said.split("from array sector ").nth(1).and_then(|r| r.split(',').next());
     let from: u64 = from.and_then(|f| f.parse().ok()).expect("where uraid took up");
@@ -141,9 +121,4 @@ fn md_and_uraid_take_up_each_others_reshapes() {
     for c in copies {
         std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
     }
-}
-
-fn sha256(data: &[u8]) -> String {
-    use sha2::Digest as _;
-    format!("{:x}", sha2::Sha256::digest(data))
 }

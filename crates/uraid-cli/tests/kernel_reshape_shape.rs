@@ -23,9 +23,9 @@ mod serve_common;
 mod stopped_common;
 
 use serve_common::{tempdir, uraid_ok};
-use std::path::PathBuf;
-use std::process::Command;
-use stopped_common::{MIB, add_spares, serve_and_check, small_array_of, small_array_with, strs};
+use stopped_common::{
+    ArrayCopy, MIB, add_spares, serve_and_check, sha256, small_array_of, small_array_with,
+};
 
 const JOB: &str = r#"
 r() { echo "RESULT $*"; }
@@ -75,14 +75,7 @@ r md_four_five $(md level) $(md layout)
 mdadm --stop /dev/md0 2>&1
 "#;
 
-/// One copy: its directory, members and data.
-struct Copy {
-    dir: PathBuf,
-    members: Vec<PathBuf>,
-    data: Vec<u8>,
-}
-
-fn copy(case: &str) -> Copy {
+fn copy(case: &str) -> ArrayCopy {
     let dir = tempdir(case);
     let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
     let (mut members, data) = if case.ends_with('f') {
@@ -93,48 +86,36 @@ fn copy(case: &str) -> Copy {
     if case.ends_with(['d', 'e']) {
         members.extend(add_spares(&dir, "ks", &members, 1));
     }
-    Copy { dir, members, data }
+    ArrayCopy { dir, members, data }
 }
 
 /// Serves the copy: the data, and a check with no mismatch.
-fn reads_right(c: &Copy) {
+fn reads_right(c: &ArrayCopy) {
     serve_and_check(&c.dir, "ks", &c.members, (&c.data, 16 * MIB), |_| ());
-}
-
-/// `uraid grow ARGS` on the copy's members (`stopped_common::grow`).
-fn grow(c: &Copy, args: &[&str], stop_after: Option<u32>) -> String {
-    stopped_common::grow(&c.dir, &[args, &strs(&c.members)].concat(), stop_after)
 }
 
 #[test]
 fn md_and_uraid_take_up_each_others_shape_changes() {
     let Some(scripts) = mdvm::kit(&["mdadm"]) else { return };
-    let copies: Vec<Copy> = ["a", "b", "c", "d", "e", "f", "g"]
+    let copies: Vec<ArrayCopy> = ["a", "b", "c", "d", "e", "f", "g"]
         .into_iter()
         .map(|c| copy(&format!("kshape-{c}")))
         .collect();
-    let said = grow(&copies[0], &["-p", "left-asymmetric", "-c", "128K"], None);
+    let said = copies[0].grow(&["-p", "left-asymmetric", "-c", "128K"], None);
     assert!(said.contains("left-symmetric to left-asymmetric, 64K to 128K chunks"), "{said}");
-    let said = grow(&copies[1], &["-c", "32K"], Some(2));
+    let said = copies[1].grow(&["-c", "32K"], Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
-    let said = grow(&copies[3], &["--level", "6"], None);
+    let said = copies[3].grow(&["--level", "6"], None);
     assert!(said.contains("taken over to RAID6 left-symmetric-6"), "{said}");
-    let said = grow(&copies[5], &["--level", "5"], None);
+    let said = copies[5].grow(&["--level", "5"], None);
     assert!(said.contains("restriped from left-symmetric to left-symmetric-6"), "{said}");
     assert!(said.contains("taken over to RAID5 left-symmetric with 3 members"), "{said}");
-    let said = grow(&copies[6], &["--level", "4"], None);
+    let said = copies[6].grow(&["--level", "4"], None);
     assert!(said.contains("restriped from left-symmetric to parity-last"), "{said}");
     assert!(said.contains("RAID5 taken over to RAID4 with 3 members"), "{said}");
 
-    let job = copies[0].dir.join("shape.sh");
-    std::fs::write(&job, JOB).expect("writing the job");
-    let mut cmd = Command::new(scripts.join("run"));
-    cmd.args(["--timeout", "900"]).arg(&job);
-    for c in &copies {
-        cmd.args(&c.members);
-    }
-    let console = mdvm::run(&mut cmd, "shape");
-    let md = mdvm::results(&console);
+    let disks = copies.iter().flat_map(|c| &c.members);
+    let (console, md) = mdvm::run_job(&scripts, (&copies[0].dir, "shape"), JOB, disks, 900);
     let data = sha256(&copies[0].data);
     // md's layout numbers: left-asymmetric 0, left-symmetric 2; 16 MiB of array.
     let shapes = [
@@ -179,9 +160,4 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
     for c in copies {
         std::fs::remove_dir_all(&c.dir).expect("removing the test directory");
     }
-}
-
-fn sha256(data: &[u8]) -> String {
-    use sha2::Digest as _;
-    format!("{:x}", sha2::Sha256::digest(data))
 }

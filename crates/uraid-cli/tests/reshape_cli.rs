@@ -11,10 +11,9 @@ mod stopped_common;
 use serve_common::{Served, tempdir, text, uraid, uraid_ok};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 use stopped_common::{
-    MIB, add_spares, assert_reads_back, grow, images, small_array, strs, superblock_of,
+    MIB, add_spares, assert_reads_back, examine, grow, images, small_array, strs, superblock_of,
 };
 
 /// Serves the grown array: the old data, zeros after it up to `size`, a new write at its end
@@ -24,11 +23,6 @@ fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8], siz
         client.write(size - 65536, &vec![0x5a; 65536], true).unwrap();
         assert_eq!(client.read(size - 65536, 65536).unwrap(), vec![0x5a; 65536]);
     });
-}
-
-fn examine(member: &Path) -> String {
-    let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
-    text(&out.stdout)
 }
 
 #[test]

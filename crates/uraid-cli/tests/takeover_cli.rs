@@ -12,13 +12,7 @@ mod stopped_common;
 
 use serve_common::{tempdir, text, uraid, uraid_ok};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use stopped_common::{MIB, add_spares, images, serve_and_check, small_array, strs};
-
-fn examine(member: &Path) -> String {
-    let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
-    text(&out.stdout)
-}
+use stopped_common::{MIB, add_spares, examine, images, serve_and_check, small_array, strs};
 
 #[test]
 fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {

@@ -10,18 +10,10 @@ mod stopped_common;
 use serve_common::{Served, detail, tempdir, text, uraid, uraid_ok};
 use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 use stopped_common::{
-    MIB, assert_reads_back, images, serve_and_check, small_array, strs, superblock_of,
+    MIB, assert_reads_back, examine, images, serve_and_check, small_array, strs, superblock_of,
 };
-
-/// `mdadm --examine` of a member: its "Key : value" lines.
-fn examine(member: &PathBuf) -> String {
-    let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout)
-}
 
 fn update(dir: &std::path::Path, word: &str, members: &[PathBuf]) -> String {
     let mut args = vec!["assemble", "--update", word];

@@ -66,6 +66,24 @@ pub fn run(cmd: &mut Command, what: &str) -> String {
     job_output
 }
 
+/// Writes `job` to `dir/{what}.sh` and runs it in the VM, `disks` its virtio disks in order
+/// (/dev/vda, /dev/vdb, ...), for at most `timeout_s`: the job's console and its results.
+pub fn run_job<'a>(
+    scripts: &Path,
+    (dir, what): (&Path, &str),
+    job: &str,
+    disks: impl IntoIterator<Item = &'a PathBuf>,
+    timeout_s: u32,
+) -> (String, Results) {
+    let path = dir.join(format!("{what}.sh"));
+    std::fs::write(&path, job).expect("writing the job");
+    let mut cmd = Command::new(scripts.join("run"));
+    cmd.args(["--timeout", &timeout_s.to_string()]).arg(&path).args(disks);
+    let console = run(&mut cmd, what);
+    let results = results(&console);
+    (console, results)
+}
+
 /// The job's `RESULT` lines.
 pub fn results(job_output: &str) -> Results {
     job_output

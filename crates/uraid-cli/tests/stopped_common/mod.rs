@@ -144,3 +144,29 @@ pub fn add_spares(dir: &Path, name: &str, members: &[PathBuf], count: usize) -> 
     assert!(served.wait(Duration::from_secs(30)).success());
     spares
 }
+
+/// One copy of a small array for a kernel test: its directory, members and data.
+pub struct ArrayCopy {
+    pub dir: PathBuf,
+    pub members: Vec<PathBuf>,
+    pub data: Vec<u8>,
+}
+
+impl ArrayCopy {
+    /// `uraid grow ARGS` on the copy's members (`grow`).
+    pub fn grow(&self, args: &[&str], stop_after: Option<u32>) -> String {
+        grow(&self.dir, &[args, &strs(&self.members)].concat(), stop_after)
+    }
+}
+
+/// `mdadm --examine` of a member, which must succeed: what it printed.
+pub fn examine(member: &Path) -> String {
+    let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+pub fn sha256(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("{:x}", sha2::Sha256::digest(data))
+}

@@ -215,6 +215,15 @@ pub fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowErro
     refuse_unless_clean(plan, false)
 }
 
+/// What a reshape or a takeover needs: whole and clean, and not md's partial parity log.
+pub(crate) fn refuse_unless_reshapable(plan: &AssemblyPlan) -> Result<(), GrowError> {
+    refuse_unless_whole_and_clean(plan)?;
+    if plan.feature_map & crate::feature::PPL != 0 {
+        return Err(GrowError::MdPpl);
+    }
+    Ok(())
+}
+
 /// Clean, every member given in sync, and (unless `degraded_ok`: a reshape going on after a
 /// member was lost, which the plan keeps within the redundancy) every slot held.
 pub fn refuse_unless_clean(plan: &AssemblyPlan, degraded_ok: bool) -> Result<(), GrowError> {

@@ -177,10 +177,7 @@ pub fn plan_reshape(
 
 /// Refuses what no room or spare can make a reshape of `plan` to `new`.
 fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
-    super::refuse_unless_whole_and_clean(plan)?;
-    if plan.feature_map & feature::PPL != 0 {
-        return Err(GrowError::MdPpl);
-    }
+    super::refuse_unless_reshapable(plan)?;
     let (current, asked) = (plan.raid_disks, new.raid_disks);
     let same_shape = new.layout == plan.layout && new.chunk_sectors == plan.chunk_sectors;
     if asked < current || (asked == current && same_shape) {

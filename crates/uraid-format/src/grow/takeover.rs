@@ -121,10 +121,7 @@ pub fn plan_takeover(
     asked_raid_disks: Option<u32>,
     avail_sectors: &dyn Fn(&PlannedMember) -> u64,
 ) -> Result<Takeover, GrowError> {
-    super::refuse_unless_whole_and_clean(plan)?;
-    if plan.feature_map & feature::PPL != 0 {
-        return Err(GrowError::MdPpl);
-    }
+    super::refuse_unless_reshapable(plan)?;
     let (from, to) = (plan.level.to_md(), level.to_md());
     let Some((layout, raid_disks)) = taken_over_shape(plan, level) else {
         return Err(GrowError::NoTakeover { level: from, layout: plan.layout, to });
