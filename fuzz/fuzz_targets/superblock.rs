@@ -16,7 +16,7 @@ use uraid_format::grow::reshape::{
 };
 use uraid_format::grow::{
     MemberRoom, SizeTarget, Update, add_bitmap, check_member_update, check_update,
-    grown_superblock, plan_size, updated_superblock, with_bitmap_field,
+    plan_size, resized_superblock, updated_superblock, with_bitmap_field,
 };
 use uraid_format::grow::takeover::{
     SlotChange, plan_takeover, restripe_before, taken_over_superblock,
@@ -247,7 +247,11 @@ fn grow(p: &AssemblyPlan, candidates: &[Candidate], grow_to: Option<u64>) {
         (candidates[m.candidate].size_bytes / 512).saturating_sub(m.data_offset_sectors)
     };
     let room = |m: &PlannedMember| MemberRoom { name: m.name.clone(), avail_sectors: avail(m) };
-    let target = grow_to.map_or(SizeTarget::Max, SizeTarget::Sectors);
+    // The top bit asks for --shrink (the rest the size), so the corpus decodes as it did.
+    let target = grow_to.map_or(SizeTarget::Max, |to| match to >> 63 {
+        0 => SizeTarget::Sectors(to),
+        _ => SizeTarget::Shrink(to & !(1 << 63)),
+    });
     let first = p.fresh_members().next().expect("checked");
     let Ok(own) = candidates[first.candidate].superblock_area.as_ref() else { return };
     let own = Superblock1::decode(own).expect("planned from it");
@@ -259,17 +263,21 @@ fn grow(p: &AssemblyPlan, candidates: &[Candidate], grow_to: Option<u64>) {
     }
     let Ok(change) = plan_size(p, &room, target) else { return };
     let chunk = u64::from(p.chunk_sectors);
-    assert!(change.new_size_sectors >= change.old_size_sectors, "never shrinks");
+    let asked_shrink = matches!(target, SizeTarget::Shrink(_));
+    assert!(asked_shrink || !change.shrinks(), "shrinks only when asked");
     if change.unchanged() {
         return;
     }
+    assert!(change.new_size_sectors >= chunk, "at least a chunk");
     assert_eq!(change.new_size_sectors % chunk, 0, "whole chunks");
     for m in p.slots.iter().flatten().chain(&p.spares) {
         assert!(avail(m) >= change.new_size_sectors, "within {}'s room", m.name);
     }
-    let grown = grown_superblock(&own, &change, avail(first), p.events + 1, 1);
-    let decoded = Superblock1::decode(&grown.encode()).expect("a grown superblock decodes");
-    assert_eq!(decoded.resync_offset_sectors, change.old_size_sectors);
+    let resized = resized_superblock(&own, &change, avail(first), p.events + 1, 1);
+    let decoded = Superblock1::decode(&resized.encode()).expect("a resized superblock decodes");
+    assert_eq!(decoded.size_sectors, change.new_size_sectors);
+    let resync = if change.shrinks() { own.resync_offset_sectors } else { change.old_size_sectors };
+    assert_eq!(decoded.resync_offset_sectors, resync);
 }
 
 /// `uraid grow --level` planned over the plan: the count moves by Q's member alone, and the

@@ -1,7 +1,7 @@
 //! `uraid grow --size`: a stopped array takes its members' room, keeps its data, and its new
 //! space is resynced at the next start (members' bytes there are whatever the larger disks
-//! held: a check after that resync finds no mismatch); what cannot grow is refused, naming
-//! why, with every member left as it was.
+//! held: a check after that resync finds no mismatch); with `--shrink` it gives up its end and
+//! stays clean; what cannot grow is refused, naming why, with every member left as it was.
 
 mod serve_common;
 mod stopped_common;
@@ -11,7 +11,8 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use stopped_common::{
-    DATA_OFFSET, MIB, assert_reads_back, images, small_array, strs, superblock_of, write_all,
+    DATA_OFFSET, MIB, assert_reads_back, examine, images, small_array, strs, superblock_of,
+    write_all,
 };
 
 #[test]
@@ -70,6 +71,54 @@ fn grow_and_check(bitmap: bool) {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--size` below the current size with `--shrink`: the array keeps its first bytes, stays
+/// clean (nothing resyncs) and its bitmap keeps its chunk; mdadm reads the smaller size. Grown
+/// back, the space past the shrunk end resyncs as new space.
+#[test]
+fn a_shrunk_array_keeps_its_start_and_grows_back() {
+    let dir = tempdir("grow-shrink");
+    let (members, data) = small_array(&dir, "gs", true);
+    let all = strs(&members);
+    let shrink = [&["grow", "--size", "3M", "--shrink", "--json"][..], &all].concat();
+    let report: serde_json::Value = serde_json::from_str(&uraid_ok(&dir, &shrink)).unwrap();
+    assert_eq!(report["new_component_sectors"], 6144, "{report}");
+    assert_eq!(report["new_array_kib"], 6144, "{report}");
+    assert!(report["resync_from_sector"].is_null(), "nothing to resync: {report}");
+    assert_eq!(report["bitmap_chunk_bytes"]["new"], 4096, "the chunk stays: {report}");
+    let examined = examine(&members[2]);
+    assert!(examined.contains("Array Size : 6144 KiB"), "{examined}");
+    assert!(examined.contains("State : clean"), "{examined}");
+    let bitmap = uraid_ok(&dir, &["examine", "-X", all[1]]);
+    assert!(bitmap.contains("Bitmap : 768 bits (chunks), 0 dirty (0.0%)"), "{bitmap}");
+
+    let served = Served::start(&dir, "gs", &members);
+    let mut client = served.client();
+    assert_eq!(client.size_bytes(), 6 * MIB);
+    assert_reads_back(&mut client, &data[..6 * MIB as usize]);
+    client.disconnect().unwrap();
+    let detail = serve_common::detail(&dir, "gs");
+    assert!(detail["sync"].is_null() && detail["last_sync"].is_null(), "a resync: {detail:#}");
+    let checked = uraid_ok(&dir, &["check", "--wait", "gs"]);
+    assert!(checked.contains("0 mismatched sectors in 6144 sectors"), "{checked}");
+    uraid_ok(&dir, &["stop", "gs"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+
+    let grown = uraid_ok(&dir, &[&["grow", "--size", "8M"][..], &all].concat());
+    assert!(grown.contains("resyncs from sector 6144"), "{grown}");
+    let served = Served::start(&dir, "gs", &members);
+    let _ = uraid(&dir, &["wait", "gs"]);
+    let detail = uraid_ok(&dir, &["detail", "gs"]);
+    assert!(detail.contains("resync done:") && detail.contains("in 10240 sectors"), "{detail}");
+    let mut client = served.client();
+    assert_reads_back(&mut client, &data[..6 * MIB as usize]);
+    client.disconnect().unwrap();
+    let checked = uraid_ok(&dir, &["check", "--wait", "gs"]);
+    assert!(checked.contains("0 mismatched sectors in 16384 sectors"), "{checked}");
+    uraid_ok(&dir, &["stop", "gs"]);
+    assert!(served.wait(Duration::from_secs(30)).success());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `uraid grow ARGS` fails saying `why`; with `members`, none of them changed.
 fn refused(dir: &Path, members: Option<&[PathBuf]>, args: &[&str], why: &str) {
     let before = members.map(images);
@@ -89,7 +138,8 @@ fn what_cannot_grow_is_refused_and_left_alone() {
     let all = strs(&members);
     let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
     let some = Some(members.as_slice());
-    refused(&dir, some, &with(&["--size", "4M"]), "does not shrink");
+    refused(&dir, some, &with(&["--size", "4M"]), "give --shrink to let that go");
+    refused(&dir, some, &with(&["--size", "32K", "--shrink"]), "below one chunk");
     refused(&dir, some, &with(&["--size", "30M"]), "more than");
     refused(&dir, some, &["--size", "max", all[0], all[1]], "degraded (slots [2]");
     // The running array writes its superblocks: only the refusal is checked.

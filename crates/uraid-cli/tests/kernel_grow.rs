@@ -12,7 +12,11 @@
 //! also gets a new UUID and name from `uraid assemble --update`, and its bad block log taken
 //! away and given back (`no-bbl`, `bbl`): md must assemble it under them, its bitmap (whose
 //! UUID md checks against the array's) loaded, the log where mdadm's own `--update=bbl` puts
-//! one on the first array. Skips without the VM kit, except under CI=true.
+//! one on the first array. A fourth array is shrunk by uraid (`--size 3M --shrink`) and the
+//! first, after all the above, by md itself (`mdadm --grow --size=3072`): md must assemble
+//! uraid's at that size, clean, its bitmap's chunk kept, and find no mismatch; uraid then
+//! shrinks the second as md shrank the first (both grown to 16 KiB bitmap chunks), and its
+//! bitmap must be what md's shrink left. Skips without the VM kit, except under CI=true.
 
 mod mdvm;
 
@@ -28,7 +32,7 @@ check() {
   echo check > /sys/block/md0/md/sync_action
   mdadm --wait /dev/md0 || true
   r $1_mismatches $(md mismatch_cnt)
-  r $1_old_space $(head -c 16777216 /dev/md0 | sha256sum | cut -d' ' -f1)
+  r $1_old_space $(head -c ${2:-16777216} /dev/md0 | sha256sum | cut -d' ' -f1)
 }
 mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc 2>&1
 mdadm --grow /dev/md0 --size=max 2>&1
@@ -60,6 +64,15 @@ r md_bitmap $(md bitmap/location) $(md bitmap/chunksize)
 check bitmap
 mdadm --stop /dev/md0 2>&1
 mdadm --examine-bitmap /dev/vdd | sed 's/^/XBITMAP/'
+mdadm --assemble /dev/md0 --run /dev/vdj /dev/vdk /dev/vdl 2>&1
+r uraid_shrunk $(md component_size) $(md bitmap/chunksize) $(md resync_start) $(md array_state)
+check shrunk 6291456
+mdadm --stop /dev/md0 2>&1
+mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc 2>&1
+mdadm --grow /dev/md0 --size=3072 2>&1
+r md_shrunk $(md component_size) $(md bitmap/chunksize)
+mdadm --stop /dev/md0 2>&1
+mdadm --examine-bitmap /dev/vda | sed 's/^/SBITMAP/'
 "#;
 
 const UUID: &str = "5eed0001:00000000:00000000:00000002";
@@ -83,6 +96,10 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
         let out = uraid(&dir, args, &bitmap_added);
         assert!(out.status.success(), "uraid {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
+    // A fourth: uraid shrinks it, as md shrinks the first at the end of the job.
+    let shrunk = array(&dir, "d");
+    let out = uraid(&dir, &["grow", "--size", "3M", "--shrink"], &shrunk);
+    assert!(out.status.success(), "uraid shrink: {}", String::from_utf8_lossy(&out.stderr));
     let words = ["no-bbl", "bbl"].map(str::to_owned);
     for word in [format!("uuid={NEW_UUID}"), "name=moved".to_owned()].into_iter().chain(words) {
         let out = uraid(&dir, &["assemble", "--update", &word], &bitmap_added);
@@ -93,6 +110,7 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     std::fs::write(&job, JOB).expect("writing the job");
     let mut cmd = Command::new(scripts.join("run"));
     cmd.args(["--timeout", "600"]).arg(&job).args(&by_md).args(&by_uraid).args(&bitmap_added);
+    cmd.args(&shrunk);
     let console = mdvm::run(&mut cmd, "grow");
     let md = mdvm::results(&console);
     assert_eq!(mdvm::result(&md, "md_size"), "23552 16384", "md's own grow");
@@ -123,11 +141,12 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     let ours = String::from_utf8_lossy(&out.stdout);
     assert!(mdadm_x.len() >= 11, "mdadm -X in the VM: {console}");
     assert_eq!(ours.lines().filter(not_filename).collect::<Vec<_>>(), mdadm_x);
-    // uraid assembles what md grew, at md's size.
+    shrinks_as_md_shrinks(&dir, &md, &console, &by_uraid);
+    // uraid assembles what md grew and then shrank, at md's last size.
     let out = uraid(&dir, &["assemble", "--json"], &by_md);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the plan");
-    assert_eq!(plan["component_size_sectors"], 47104, "{plan}");
+    assert_eq!(plan["component_size_sectors"], 6144, "{plan}");
     assert_eq!(plan["clean"], true, "md resynced it: {plan}");
     // uraid removes the bitmap md added; mdadm then finds none.
     let out = uraid(&dir, &["grow", "--bitmap", "none"], &bitmap_added);
@@ -137,6 +156,31 @@ fn md_takes_uraid_grown_array_as_it_grows_its_own() {
     assert!(examine.contains("Feature Map : 0x0"), "{examine}");
     assert!(!examine.contains("Internal Bitmap"), "{examine}");
     std::fs::remove_dir_all(&dir).expect("removing the test directory");
+}
+
+/// md took uraid's shrink of the fourth array (`uraid_shrunk`) as its own, and uraid's shrink
+/// of the array it grew (`by_uraid`, resynced by md) leaves the bitmap md's shrink of the
+/// first left (`SBITMAP`).
+fn shrinks_as_md_shrinks(dir: &Path, md: &mdvm::Results, console: &str, by_uraid: &[PathBuf]) {
+    // md takes uraid's shrink as its own: the size, the bitmap's chunk, clean.
+    let shrunk_state = mdvm::result(md, "uraid_shrunk");
+    assert_eq!(shrunk_state, "3072 4096 none clean", "md reads uraid's shrink: {console}");
+    assert_eq!(mdvm::result(md, "shrunk_mismatches"), "0");
+    assert_eq!(mdvm::result(md, "shrunk_old_space"), sha256_of_zeros(6 << 20));
+    // md's own shrink keeps the 16 KiB chunk it grew to; uraid's shrink of the array it grew
+    // (and md resynced) leaves the bitmap md's left, but for the event counts.
+    assert_eq!(mdvm::result(md, "md_shrunk"), "3072 16384", "md's own shrink: {console}");
+    let out = uraid(dir, &["grow", "--size", "3M", "--shrink"], by_uraid);
+    assert!(out.status.success(), "uraid shrink: {}", String::from_utf8_lossy(&out.stderr));
+    let shape = |line: &&str| {
+        ["Chunksize", "Sync Size", "Bitmap :", "State"].iter().any(|k| line.contains(k))
+    };
+    let md_x: Vec<&str> =
+        console.lines().filter_map(|l| l.strip_prefix("SBITMAP")).filter(shape).collect();
+    assert_eq!(md_x.len(), 4, "mdadm -X in the VM: {console}");
+    let out = uraid(dir, &["examine", "--bitmap"], &by_uraid[..1]);
+    let ours = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(ours.lines().filter(shape).collect::<Vec<_>>(), md_x);
 }
 
 /// Three members `{prefix}0.img`...: zeros, the array created clean on their first 8 MiB,

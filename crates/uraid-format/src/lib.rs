@@ -34,7 +34,7 @@ pub use badblocks::{
 };
 pub use bitmap::{
     BITMAP_MAGIC, BITMAP_SUPER_BYTES, BITMAP_VERSION, BitmapSuper, DEFAULT_DAEMON_SLEEP_SECONDS,
-    WriteIntentBitmap, bitmap_state, default_chunk_bytes, grown_bitmap,
+    WriteIntentBitmap, bitmap_state, default_chunk_bytes, resized_bitmap,
 };
 pub use checksum::sb_csum;
 pub use dev_roles::{ArrayState, DevRole, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SlotState};

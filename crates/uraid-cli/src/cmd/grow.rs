@@ -3,8 +3,10 @@
 //! replaced one by one with larger devices (or grown files, or an array created with --size
 //! smaller than its members), the array takes the new room: each member's usable size, the
 //! component size and the bitmap's cover grow in the superblocks as md grows them
-//! (`uraid_format::grow`, `grown_bitmap`), and the new space resyncs at the next start,
-//! uraid's or the kernel's. `--bitmap internal|none` adds or removes the write-intent bitmap
+//! (`uraid_format::grow`, `resized_bitmap`), and the new space resyncs at the next start,
+//! uraid's or the kernel's. With `--shrink` the size may go down (md's shrink, asked for by
+//! name here since it cuts the array's end off): the bitmap keeps its chunk, nothing resyncs.
+//! `--bitmap internal|none` adds or removes the write-intent bitmap
 //! (`uraid_format::grow::add_bitmap`). The data is not touched.
 //!
 //! Offline on purpose: an NBD client cannot be told its export grew (the protocol has no
@@ -24,8 +26,8 @@ use uraid_core::Layout;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::NewShape;
 use uraid_format::grow::{
-    GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, grown_superblock,
-    refuse_unless_whole_and_clean, with_bitmap_field,
+    GrowError, MemberRoom, SizeChange, SizeTarget, add_bitmap, refuse_unless_whole_and_clean,
+    resized_superblock, with_bitmap_field,
 };
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, WriteIntentBitmap};
 
@@ -39,6 +41,9 @@ grown, or the array created with --size below their room), each member's used si
 what the smallest member in a slot holds past the data offset (in whole chunks), or to the size \
 given; the internal bitmap follows as md's does (its chunk doubles when its bits would not fit \
 their room) and the new space is resynced at the next start, by uraid or by the kernel. \
+`--size SIZE --shrink` makes it smaller, as md does when asked for a smaller size: the array's \
+data past its new end is lost (shrink the filesystem on it first), the bitmap keeps its chunk, \
+nothing resyncs. \
 `--raid-devices N` reshapes the array onto N members as md does: spares given with the members \
 (added with `uraid add` while it was served) take the new slots in the order given, the data \
 is restriped from the first sector on and moves down into the room mdadm keeps before it (no \
@@ -58,8 +63,8 @@ array is not served until it is done. `--bitmap internal` adds a write-intent bi
 adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size or fewer members by --raid-devices (nothing \
-shrinks), a level md does not take over to, \
+replacement not finished, a smaller size without --shrink, fewer members by \
+--raid-devices (a reshape backwards: not built), a level md does not take over to, \
 a chunk that does not divide the members' size, too few spares, \
 a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
@@ -67,6 +72,7 @@ mdadm's units: a bare number is KiB.",
     after_help = "Examples (the array stopped):\n  \
 uraid grow --size max /dev/sdb /dev/sdc /dev/sdd /dev/sde   (members replaced by larger disks)\n  \
 uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)\n  \
+uraid grow --size 60G --shrink m?.img              (after shrinking the filesystem on it)\n  \
 uraid grow --bitmap internal m?.img\n  \
 uraid grow --raid-devices 5 m0.img m1.img m2.img m3.img m4.img   (m4.img added as a spare)\n  \
 uraid grow --chunk 128K --layout left-asymmetric m?.img\n  \
@@ -85,6 +91,10 @@ pub struct GrowArgs {
     #[arg(short = 'z', long, value_name = "max|SIZE")]
     #[arg(conflicts_with_all = ["bitmap", "raid_devices", "layout", "chunk", "level", "resume"])]
     size: Option<String>,
+    /// Let --size go below the current size: the array's data past its new end is lost
+    /// (shrink the filesystem on it first). Without it a smaller size is refused.
+    #[arg(long, requires = "size")]
+    shrink: bool,
     /// Add (`internal`) or remove (`none`) the write-intent bitmap.
     #[arg(short, long, value_parser = ["internal", "none"])]
     #[arg(conflicts_with_all = ["raid_devices", "layout", "chunk", "level", "resume"])]
@@ -258,6 +268,7 @@ fn grow_size(
 ) -> anyhow::Result<()> {
     let target = match size {
         "max" => SizeTarget::Max,
+        size if args.shrink => SizeTarget::Shrink(parse_size(size)? / 512),
         size => SizeTarget::Sectors(parse_size(size)? / 512),
     };
     let room = |m: &PlannedMember| {
@@ -277,7 +288,7 @@ fn grow_size(
         }
     }
     for g in grown {
-        let sb = grown_superblock(&g.own, &change, g.avail_sectors, events, now);
+        let sb = resized_superblock(&g.own, &change, g.avail_sectors, events, now);
         write_synced(g, &sb.encode(), SUPERBLOCK_OFFSET_BYTES).context("writing the superblock")?;
     }
     tell(args, plan, &change, bitmap.map(|b| b.chunk_bytes));
@@ -352,7 +363,7 @@ struct GrownBitmap {
     image: Vec<u8>,
 }
 
-/// The grown bitmap, when the array has one: read from the first member in a slot (md reads
+/// The resized bitmap, when the array has one: read from the first member in a slot (md reads
 /// it from a member in sync).
 fn grow_bitmap(
     first: &Grown<'_>,
@@ -367,7 +378,7 @@ fn grow_bitmap(
         .map_err(|e| anyhow::anyhow!("{name}: its bitmap: {e}"))?;
     let bits = WriteIntentBitmap::decode(&header, &image[BITMAP_SUPER_BYTES..])?;
     let new_sectors = change.new_size_sectors;
-    let (mut grown, grown_bits) = uraid_format::grown_bitmap(&header, &bits, new_sectors)
+    let (mut grown, grown_bits) = uraid_format::resized_bitmap(&header, &bits, new_sectors)
         .ok_or(GrowError::BitmapTooSmall { new_sectors })?;
     // A bitmap as old as the array goes on being as new; a stale one stays stale (md then
     // resyncs everything, as it would have).
@@ -401,7 +412,7 @@ fn tell(args: &GrowArgs, plan: &AssemblyPlan, change: &SizeChange, chunks: Optio
             "new_component_sectors": new,
             "old_array_kib": array_kib(old),
             "new_array_kib": array_kib(new),
-            "resync_from_sector": old,
+            "resync_from_sector": (!change.shrinks()).then_some(old),
             "bitmap_chunk_bytes": chunks.map(|c| serde_json::json!({"old": c.0, "new": c.1})),
         });
         out!("{json}");
@@ -420,6 +431,14 @@ fn tell(args: &GrowArgs, plan: &AssemblyPlan, change: &SizeChange, chunks: Optio
             from / 1024,
             to / 1024
         );
+    }
+    if change.shrinks() {
+        out!(
+            "{}: the array's data past {} KiB is gone; nothing to resync",
+            plan.name,
+            array_kib(new)
+        );
+        return;
     }
     out!(
         "{}: the new space has no parity yet: it resyncs from sector {old} a member at the \

@@ -25,7 +25,7 @@
 mod resize;
 mod write_intent;
 
-pub use resize::grown_bitmap;
+pub use resize::resized_bitmap;
 pub use write_intent::WriteIntentBitmap;
 
 use crate::error::BitmapError;

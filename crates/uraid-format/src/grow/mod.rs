@@ -1,5 +1,5 @@
-//! Growing an array's component size (mdadm --grow --size), decided before anything is
-//! written: how far it may grow, and the superblock each member then gets.
+//! Changing an array's component size (mdadm --grow --size), decided before anything is
+//! written: how far it may grow or shrink, and the superblock each member then gets.
 //!
 //! md's rules (md.c `update_size`, raid5.c `raid5_resize`, super_1_rdev_size_change for
 //! v1.2): each member's usable size becomes its device's size past the data offset; the
@@ -8,7 +8,10 @@
 //! nothing made the new space's parity. The array must be whole (a degraded array cannot
 //! make parity for the new space), clean (a crashed array replays its log and resyncs at
 //! its next start; that comes first) and not in the middle of a recovery or replacement.
-//! Shrinking is refused: data past the new end would go.
+//! Shrinking, which md does whenever asked, is taken only when asked for by name
+//! (`SizeTarget::Shrink`: uraid grow's `--shrink`): data past the new end goes, and a size
+//! mistyped (`64M` for `64G`) would lose nearly all of it. The bitmap keeps its chunk and
+//! nothing resyncs (md's `raid5_resize` resyncs only new space).
 //!
 //! `bitmap.rs`: adding or removing the internal write-intent bitmap (mdadm --grow --bitmap).
 //! `update.rs`: mdadm's `--assemble --update` (name, homehost, UUID, resync).
@@ -33,8 +36,11 @@ use thiserror::Error;
 pub enum SizeTarget {
     /// All that every member in a slot holds (mdadm's `--size=max`).
     Max,
-    /// This many sectors of each member, rounded down to whole chunks.
+    /// This many sectors of each member, rounded down to whole chunks, no fewer than now.
     Sectors(u64),
+    /// This many sectors, rounded down to whole chunks, fewer than now allowed: the array's
+    /// data past its new end is gone (mdadm's `--size` below the current one).
+    Shrink(u64),
 }
 
 /// The room a member has for data: its device's sectors past the data offset.
@@ -58,6 +64,12 @@ impl SizeChange {
     pub fn unchanged(&self) -> bool {
         self.new_size_sectors == self.old_size_sectors
     }
+
+    /// The array loses its end.
+    #[must_use]
+    pub fn shrinks(&self) -> bool {
+        self.new_size_sectors < self.old_size_sectors
+    }
 }
 
 /// Why an array's size cannot grow now.
@@ -80,10 +92,13 @@ pub enum GrowError {
     )]
     Dirty { resync_offset_sectors: u64 },
     #[error(
-        "{asked_sectors} sectors a member is smaller than the current {current_sectors}: \
-         uraid grow does not shrink an array (data past the new end would be lost)"
+        "{asked_sectors} sectors a member is smaller than the current {current_sectors}: the \
+         array's data past its new end would be lost; shrink what is on it first and give \
+         --shrink to let that go"
     )]
     Shrink { asked_sectors: u64, current_sectors: u64 },
+    #[error("a component size below one chunk ({chunk_sectors} sectors) leaves no array")]
+    BelowOneChunk { chunk_sectors: u64 },
     #[error(
         "{asked_sectors} sectors a member is more than {member} holds past its data offset \
          ({avail_sectors} sectors, in whole chunks {max_sectors})"
@@ -177,9 +192,12 @@ pub fn plan_size(
     let old_size_sectors = plan.size_sectors;
     let new_size_sectors = match target {
         SizeTarget::Max => max_size_sectors.max(old_size_sectors),
-        SizeTarget::Sectors(asked) => {
+        SizeTarget::Sectors(asked) | SizeTarget::Shrink(asked) => {
             let asked = asked / chunk * chunk;
-            if asked < old_size_sectors {
+            if asked == 0 {
+                return Err(GrowError::BelowOneChunk { chunk_sectors: chunk });
+            }
+            if asked < old_size_sectors && !matches!(target, SizeTarget::Shrink(_)) {
                 let current_sectors = old_size_sectors;
                 return Err(GrowError::Shrink { asked_sectors: asked, current_sectors });
             }
@@ -248,11 +266,12 @@ pub fn refuse_unless_clean(plan: &AssemblyPlan, degraded_ok: bool) -> Result<(),
     Ok(())
 }
 
-/// A member's superblock after the grow: the new component size, its own room as its usable
-/// size, a resync from the old size, the event count given; the time (`utime_seconds`) with
-/// whatever mark its microseconds carried, and every other field as it was. Sealed.
+/// A member's superblock after the size changed: the new component size, its own room as its
+/// usable size, a resync from the old size when it grew, the event count given; the time
+/// (`utime_seconds`) with whatever mark its microseconds carried, and every other field as
+/// it was. Sealed.
 #[must_use]
-pub fn grown_superblock(
+pub fn resized_superblock(
     own: &Superblock1,
     change: &SizeChange,
     avail_sectors: u64,
@@ -262,7 +281,9 @@ pub fn grown_superblock(
     let mut sb = own.clone();
     sb.size_sectors = change.new_size_sectors;
     sb.data_size_sectors = avail_sectors;
-    sb.resync_offset_sectors = sb.resync_offset_sectors.min(change.old_size_sectors);
+    if !change.shrinks() {
+        sb.resync_offset_sectors = sb.resync_offset_sectors.min(change.old_size_sectors);
+    }
     stamp(&mut sb, events, utime_seconds);
     sb
 }
@@ -377,6 +398,30 @@ mod tests {
         assert!(matches!(err, GrowError::SpareTooSmall { .. }), "{err}");
     }
 
+    /// A smaller size only by `Shrink`, in whole chunks, at least one; `Shrink` to a larger
+    /// size grows as `Sectors` does. A shrunk superblock keeps the array clean (nothing new to
+    /// resync) and its room as its usable size.
+    #[test]
+    fn a_shrink_is_taken_only_when_asked() {
+        let err = plan_size(&plan(), &room, SizeTarget::Sectors(8200)).unwrap_err();
+        assert_eq!(err, GrowError::Shrink { asked_sectors: 8192, current_sectors: 16384 });
+        let change = plan_size(&plan(), &room, SizeTarget::Shrink(8200)).unwrap();
+        assert_eq!((change.new_size_sectors, change.shrinks()), (8192, true));
+        let err = plan_size(&plan(), &room, SizeTarget::Shrink(127)).unwrap_err();
+        assert_eq!(err, GrowError::BelowOneChunk { chunk_sectors: 128 });
+        let grows = plan_size(&plan(), &room, SizeTarget::Shrink(20000)).unwrap();
+        assert_eq!((grows.new_size_sectors, grows.shrinks()), (19968, false));
+        let mut dirty = plan();
+        dirty.resync_offset_sectors = 0;
+        let err = plan_size(&dirty, &room, SizeTarget::Shrink(8192)).unwrap_err();
+        assert_eq!(err, GrowError::Dirty { resync_offset_sectors: 0 });
+        let own = superblock(16384, 2048);
+        assert_eq!(own.resync_offset_sectors, MAX_SECTOR);
+        let sb = resized_superblock(&own, &change, 16384, 10, 77);
+        assert_eq!((sb.size_sectors, sb.data_size_sectors), (8192, 16384));
+        assert_eq!((sb.resync_offset_sectors, sb.events), (MAX_SECTOR, 10));
+    }
+
     /// A plan of an array in the middle of a reshape (assembled to go on with it) takes no
     /// other change: found by the superblock fuzz target, whose takeover went ahead.
     #[test]
@@ -438,7 +483,7 @@ mod tests {
             new_size_sectors: 47104,
             max_size_sectors: 47104,
         };
-        let sb = grown_superblock(&own, &change, 47104, 5, 77);
+        let sb = resized_superblock(&own, &change, 47104, 5, 77);
         assert_eq!((sb.size_sectors, sb.data_size_sectors), (47104, 47104));
         assert_eq!((sb.resync_offset_sectors, sb.events), (16384, 5));
         assert_eq!((sb.utime >> 40, sb.utime_seconds()), (0xff_ffff, 77));
