@@ -1,21 +1,27 @@
-//! Reshaping an array: md's reshape, forwards, with a new data offset: to more members, to
-//! another layout or chunk size of the same level, or several of these at once.
+//! Reshaping an array: md's reshape with a new data offset, forwards to more members, backwards
+//! to fewer, either way to another layout or chunk size of the same level, or several of these
+//! at once.
 //!
-//! The array keeps its addresses: array sector `a` below the reshape position lives where the
-//! new geometry puts it, at the new data offset; at and above it, where the old geometry put
-//! it, at the old offset. Each step copies a window of new stripes: their data chunks read
-//! from the old places (zeros past the old array's end: md zeroes the room the reshape adds),
-//! their parity computed, every chunk written at the new place. Then the caller makes the
-//! writes durable and records the new position (md's `reshape_position`) in the superblocks.
+//! The array keeps its addresses. Forwards, array sector `a` below the reshape position lives
+//! where the new geometry puts it, at the new data offset; at and above it, where the old
+//! geometry put it, at the old offset. Backwards (md's `reshape_backwards`) the position starts
+//! at the new array's end and comes down: at and above it is the new shape, below it the old.
+//! Each step copies a window of new stripes: their data chunks read from the old places (zeros
+//! past the old array's end: md zeroes the room the reshape adds), their parity computed,
+//! every chunk written at the new place. Then the caller makes the writes durable and records
+//! the new position (md's `reshape_position`) in the superblocks. Fewer members hold less:
+//! what lay past the new array's end is not copied (md has the array's size cut first).
 //!
-//! Why no backup file: the new offset is lower than the old on every member (md's forwards
-//! reshape with `new_offset`), by at least a chunk (old and new, when the chunk changes), and
-//! the new geometry packs at least as much data in a member's rows, so the new place of any
-//! array sector is below its old place. A window ends where its writes would reach the old
-//! place of data not yet copied (`next_window`); a crash in the middle of one leaves its
-//! sources intact, and copying it again from the recorded position gives the same result.
-//! The property test in `tests/reshape.rs` crashes copies at random writes, tears the write
-//! in flight and goes on from the last recorded position.
+//! Why no backup file: forwards, the new offset is lower than the old on every member, by at
+//! least a chunk (old and new, when the chunk changes), and the new geometry packs at least
+//! as much data in a member's rows, so the new place of any array sector is below its old
+//! place; a window ends where its writes would reach the old place of data not yet copied.
+//! Backwards it is the mirror: the new offset higher by as much, the new geometry packing at
+//! most as much, a window starting where its writes clear the old places of everything below
+//! the position (`next_window`). A crash in the middle of a window leaves its sources intact,
+//! and copying it again from the recorded position gives the same result. The property test
+//! in `tests/reshape.rs` crashes copies at random writes, tears the write in flight and goes
+//! on from the last recorded position.
 //!
 //! A member lost in the middle (`with_missing`, within the level's redundancy, as md goes on
 //! with a degraded reshape) is never read or written: its old chunks are rebuilt from their
@@ -32,8 +38,8 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum ReshapeError {
     #[error(
-        "a reshape here keeps the level and the members, adding members or changing the layout \
-         or chunk ({old} -> {new})"
+        "a reshape here keeps the level and changes the members, the layout or the chunk \
+         ({old} -> {new})"
     )]
     NotAGrow { old: String, new: String },
     #[error(
@@ -45,10 +51,17 @@ pub enum ReshapeError {
     Offsets { what: &'static str, found: usize, expected: usize },
     #[error(
         "member {disk}: the new data offset {new_sectors} must be at least {gap_sectors} \
-         sectors (a chunk, or the old and the new chunk when it changes) below the old \
+         sectors (a chunk, or the old and the new chunk when it changes) {direction} the old \
          {old_sectors}"
     )]
-    NoRoom { disk: usize, old_sectors: u64, new_sectors: u64, gap_sectors: u64 },
+    NoRoom {
+        disk: usize,
+        old_sectors: u64,
+        new_sectors: u64,
+        gap_sectors: u64,
+        /// "below" forwards, "above" backwards (fewer members).
+        direction: &'static str,
+    },
     #[error("reshape position {position} is not a whole number of the new stripes' {stripe}")]
     Position { position: u64, stripe: u64 },
     #[error("slots {slots:?} missing: {level} goes on with at most {max} missing")]
@@ -68,8 +81,11 @@ pub struct Reshape {
     /// And every member's after.
     new_offsets: Vec<u64>,
     /// Slots with no member (lost in the middle of the reshape): never read, never
-    /// written; their old chunks are rebuilt from the rest of their old row.
+    /// written; their old chunks are rebuilt from the rest of their old row. As many as the
+    /// old or the new shape has, the more.
     missing: Vec<bool>,
+    /// md's `reshape_backwards`: fewer members, or the same moving up.
+    backwards: bool,
 }
 
 /// Member I/O for the copy: whole byte ranges from a device's start.
@@ -88,8 +104,7 @@ impl Reshape {
         new_offsets: Vec<u64>,
     ) -> Result<Reshape, ReshapeError> {
         let same_shape = old.layout() == new.layout() && old.chunk_sectors() == new.chunk_sectors();
-        let changes = new.raid_disks() > old.raid_disks()
-            || (new.raid_disks() == old.raid_disks() && !same_shape);
+        let changes = new.raid_disks() != old.raid_disks() || !same_shape;
         if old.level() != new.level() || !changes {
             let shape = |g: &Geometry| {
                 format!(
@@ -112,18 +127,34 @@ impl Reshape {
         }
         let (old_sectors, new_sectors) =
             (old.array_sectors(component_sectors), new.array_sectors(component_sectors));
-        if new_sectors < old_sectors {
+        // Fewer members drop the array's end by design; anything else must keep it all.
+        let fewer = new.raid_disks() < old.raid_disks();
+        if new_sectors < old_sectors && !fewer {
             return Err(ReshapeError::Shrinks { old_sectors, new_sectors, component_sectors });
         }
+        // Fewer members go backwards, more forwards, the same as the offsets say.
+        let backwards =
+            fewer || (new.raid_disks() == old.raid_disks() && new_offsets[0] > old_offsets[0]);
         let gap_sectors = Self::gap_sectors(&old, &new);
         for (disk, (&old_sectors, &new_sectors)) in old_offsets.iter().zip(&new_offsets).enumerate()
         {
-            if new_sectors.saturating_add(gap_sectors) > old_sectors {
-                return Err(ReshapeError::NoRoom { disk, old_sectors, new_sectors, gap_sectors });
+            let (low, high, direction) = if backwards {
+                (old_sectors, new_sectors, "above")
+            } else {
+                (new_sectors, old_sectors, "below")
+            };
+            if low.saturating_add(gap_sectors) > high {
+                return Err(ReshapeError::NoRoom {
+                    disk,
+                    old_sectors,
+                    new_sectors,
+                    gap_sectors,
+                    direction,
+                });
             }
         }
-        let missing = vec![false; new.raid_disks()];
-        Ok(Reshape { old, new, component_sectors, old_offsets, new_offsets, missing })
+        let missing = vec![false; new.raid_disks().max(old.raid_disks())];
+        Ok(Reshape { old, new, component_sectors, old_offsets, new_offsets, missing, backwards })
     }
 
     /// How far below the old data offset the new one must be at least, so that every window
@@ -138,7 +169,7 @@ impl Reshape {
     /// The same reshape with these slots missing (a member lost in the middle of it), as md
     /// goes on with a degraded reshape: within the level's redundancy.
     pub fn with_missing(mut self, slots: &[usize]) -> Result<Reshape, ReshapeError> {
-        let in_range = slots.iter().all(|&s| s < self.new.raid_disks());
+        let in_range = slots.iter().all(|&s| s < self.missing.len());
         if !in_range || slots.len() > self.new.max_degraded() {
             let (level, max) =
                 (format!("raid{}", self.new.level().number()), self.new.max_degraded());
@@ -172,8 +203,27 @@ impl Reshape {
         self.new.array_sectors(self.component_sectors)
     }
 
+    /// md's `reshape_backwards`: the position comes down from the new array's end.
+    #[must_use]
+    pub fn is_backwards(&self) -> bool {
+        self.backwards
+    }
+
+    /// The position before anything is copied: the array's start forwards, the new array's
+    /// end backwards.
+    #[must_use]
+    pub fn start_position(&self) -> u64 {
+        if self.backwards { self.new_array_sectors() } else { 0 }
+    }
+
+    /// The position once everything is copied.
+    #[must_use]
+    pub fn end_position(&self) -> u64 {
+        if self.backwards { 0 } else { self.new_array_sectors() }
+    }
+
     /// Refuses a recorded position the copy cannot have left (md's progress is in whole new
-    /// stripes forwards).
+    /// stripes, either way).
     pub fn check_position(&self, position: u64) -> Result<(), ReshapeError> {
         let stripe = self.new.stripe_data_sectors();
         if position.is_multiple_of(stripe) && position <= self.new_array_sectors() {
@@ -183,10 +233,14 @@ impl Reshape {
     }
 
     /// The new stripes the next step copies from `position` (array sectors, whole new
-    /// stripes), at most `max_stripes`; `None` when the reshape is done. Its writes end at or
-    /// below the old place of every array sector not yet copied, on every old member.
+    /// stripes), at most `max_stripes`; `None` when the reshape is done. Forwards, its writes
+    /// end at or below the old place of every array sector not yet copied, on every old
+    /// member; backwards they start at or above it.
     #[must_use]
     pub fn next_window(&self, position: u64, max_stripes: u64) -> Option<Range<u64>> {
+        if self.backwards {
+            return self.next_window_down(position, max_stripes);
+        }
         let total = self.new.stripes(self.component_sectors);
         let first = position / self.new.stripe_data_sectors();
         if first >= total {
@@ -209,10 +263,31 @@ impl Reshape {
         Some(first..last)
     }
 
+    /// `next_window` backwards: the new stripes below `position`.
+    fn next_window_down(&self, position: u64, max_stripes: u64) -> Option<Range<u64>> {
+        let last = position / self.new.stripe_data_sectors();
+        if last == 0 {
+            return None;
+        }
+        let mut first = last.saturating_sub(max_stripes.max(1));
+        let (old_chunk, new_chunk) = (self.old.chunk_sectors(), self.new.chunk_sectors());
+        // Sectors below `position` sit at old chunk rows below this one.
+        let old_rows =
+            position.min(self.old_array_sectors()).div_ceil(self.old.stripe_data_sectors());
+        for (&old, &new) in self.old_offsets.iter().zip(&self.new_offsets) {
+            // New rows [first, last) start at new + first * new_chunk, at or above
+            // old + old_rows * old_chunk.
+            first = first.max((old + old_rows * old_chunk).saturating_sub(new).div_ceil(new_chunk));
+        }
+        // Never an empty window: the gap, and fewer data members pack no more in a row.
+        assert!(last > first, "Reshape::new keeps the gap between the offsets");
+        Some(first..last)
+    }
+
     /// Copies the new stripes `window` (from `next_window`) and returns the position after
-    /// them. `unit_bytes` bounds the memory: each chunk goes in pieces of at most that many
-    /// bytes (a power of two of at least 512 dividing both chunks, or the smaller chunk: a
-    /// piece of a new chunk then lies within one old chunk).
+    /// them (before them, backwards). `unit_bytes` bounds the memory: each chunk goes in
+    /// pieces of at most that many bytes (a power of two of at least 512 dividing both
+    /// chunks, or the smaller chunk: a piece of a new chunk then lies within one old chunk).
     pub fn copy_window<I: ReshapeIo>(
         &self,
         io: &mut I,
@@ -235,7 +310,8 @@ impl Reshape {
                 self.copy_unit(io, StripeNumber(stripe), start, &mut blocks, &mut old_row)?;
             }
         }
-        Ok(window.end * self.new.stripe_data_sectors())
+        let done = if self.backwards { window.start } else { window.end };
+        Ok(done * self.new.stripe_data_sectors())
     }
 
     /// Bytes `[start, start + unit)` of every chunk of one new stripe.

@@ -1,7 +1,8 @@
 //! The copy crashed at random writes (the write in flight torn) and taken up again from the
-//! last recorded position, over every level and layout, members added or not, the layout and
-//! chunk changed or not, whole or with a slot missing: the array ends with the old data
-//! followed by zeros, and every new stripe's parity right.
+//! last recorded position, over every level and layout, members added (forwards), removed
+//! (backwards) or neither (either way), the layout and chunk changed or not, whole or with a
+//! slot missing: the array ends with the old data (as much as it holds) followed by zeros, and
+//! every new stripe's parity right.
 
 mod common;
 
@@ -53,12 +54,13 @@ fn chunk_of(disks: &[Vec<u8>], disk: usize, at_sectors: u64, len: usize) -> &[u8
     &disks[disk][at..at + len]
 }
 
-/// `shape`: which level and layout (an index), members before, members added, the chunk in
-/// KiB, chunks (of the larger chunk) a member; `change`: the new layout (an index into
-/// `LAYOUTS`, the old one when `None`) and chunk in KiB.
+/// `shape`: which level and layout (an index), members before, members added (removed when
+/// negative), the chunk in KiB, chunks (of the larger chunk) a member; `change`: the new layout
+/// (an index into `LAYOUTS`, the old one when `None`) and chunk in KiB, and whether the same
+/// members' data moves up (backwards).
 fn run_case(
-    shape: (usize, usize, usize, u64, u64),
-    change: (Option<usize>, u64),
+    shape: (usize, usize, isize, u64, u64),
+    change: (Option<usize>, u64, bool),
     missing: Option<usize>,
     gaps: &[u64],
     max_stripes: u64,
@@ -68,7 +70,7 @@ fn run_case(
     let (level_layout, old_disks, added, chunk_kib, chunks) = shape;
     let (layout, _) = LAYOUTS[level_layout % LAYOUTS.len()];
     let level = [Level::Raid4, Level::Raid5, Level::Raid6][level_layout / LAYOUTS.len() % 3];
-    let (chunk_bytes, new_disks) = (chunk_kib * 1024, old_disks + added);
+    let (chunk_bytes, new_disks) = (chunk_kib * 1024, old_disks.saturating_add_signed(added));
     // A new layout the level takes (most of `LAYOUTS` belong to another).
     let takes: Vec<_> = LAYOUTS.iter().filter(|(l, _)| l.check_level(level).is_ok()).collect();
     let new_layout = change.0.map_or(layout, |i| takes[i % takes.len()].0);
@@ -80,22 +82,28 @@ fn run_case(
     };
     let chunk = old.chunk_sectors().max(new.chunk_sectors());
     let component = chunks * chunk;
-    // Each member's own offsets: the new one the gap and a few sectors or more below the old.
-    let new_offsets: Vec<u64> = (0..new_disks).map(|d| 8 + gaps[d % gaps.len()] % 13).collect();
+    // Each member's own offsets: the new one the gap and a few sectors or more below the old
+    // (above it backwards: fewer members, or the same moving up).
+    let backwards = new_disks < old_disks || (new_disks == old_disks && change.2);
     let gap = Reshape::gap_sectors(&old, &new);
-    let old_offsets: Vec<u64> = (0..old_disks)
-        .map(|d| new_offsets[d] + gap + gaps[(d + 1) % gaps.len()] % (3 * chunk))
-        .collect();
-    let missing = missing.map(|slot| slot % new_disks);
+    let (disks, disks_moved) =
+        if backwards { (old_disks, new_disks) } else { (new_disks, old_disks) };
+    let low: Vec<u64> = (0..disks).map(|d| 8 + gaps[d % gaps.len()] % 13).collect();
+    let high: Vec<u64> =
+        (0..disks_moved).map(|d| low[d] + gap + gaps[(d + 1) % gaps.len()] % (3 * chunk)).collect();
+    let (old_offsets, new_offsets) = if backwards { (low, high) } else { (high, low) };
+    let all_disks = old_disks.max(new_disks);
+    let missing = missing.map(|slot| slot % all_disks);
     let Ok(reshape) =
         Reshape::new(old.clone(), new.clone(), component, old_offsets.clone(), new_offsets.clone())
     else {
         return Err(TestCaseError::reject("nothing changes"));
     };
     let reshape = reshape.with_missing(missing.as_slice()).expect("one slot missing");
+    prop_assert_eq!(reshape.is_backwards(), backwards);
     let device_bytes = ((6 * chunk + 64 + component) * SECTOR_BYTES) as usize;
     let mut members = Members {
-        disks: (0..new_disks).map(|d| bytes(seed + d as u64, device_bytes)).collect(),
+        disks: (0..all_disks).map(|d| bytes(seed + d as u64, device_bytes)).collect(),
         writes_left: u64::MAX,
         garbage: 0xa5,
         missing: None,
@@ -104,7 +112,7 @@ fn run_case(
     write_old_array(&mut members.disks, &old, &old_offsets, component, &contents);
     members.missing = missing;
     let unit = ((chunk * SECTOR_BYTES) >> (seed % 3)).max(512);
-    let (mut position, mut crashes) = (0, crashes.iter());
+    let (mut position, mut crashes) = (reshape.start_position(), crashes.iter());
     members.writes_left = crashes.next().copied().unwrap_or(u64::MAX);
     while let Some(window) = reshape.next_window(position, max_stripes) {
         reshape.check_position(position).expect("positions stay whole new stripes");
@@ -114,7 +122,7 @@ fn run_case(
             Err(Crash) => members.writes_left = crashes.next().copied().unwrap_or(u64::MAX),
         }
     }
-    prop_assert_eq!(position, reshape.new_array_sectors());
+    prop_assert_eq!(position, reshape.end_position());
     check_new_array(&members.disks, &new, &new_offsets, component, &contents, missing)
 }
 
@@ -191,11 +199,13 @@ proptest! {
     fn crashed_copies_taken_up_again_end_right_whole_or_degraded(
         level_layout in 0usize..45,
         old_disks in 3usize..7,
-        added in 1usize..4,
+        added in 1isize..4,
         chunk_kib in prop::sample::select(vec![4u64, 8, 16]),
         new_layout in prop::option::of(0usize..64),
         new_chunk_kib in prop::option::of(prop::sample::select(vec![4u64, 8, 16])),
-        added_or_none in prop::option::of(1usize..4),
+        added_or_none in prop::option::of(1isize..4),
+        removed in prop::option::of(1isize..3),
+        up in any::<bool>(),
         chunks in 2u64..14,
         gaps in prop::collection::vec(any::<u64>(), 1..6),
         missing in prop::option::of(0usize..9),
@@ -203,10 +213,15 @@ proptest! {
         crashes in prop::collection::vec(0u64..40, 0..5),
         seed in any::<u64>(),
     ) {
-        // Without a new layout or chunk (a quarter of the cases) members are added.
+        // Without a new layout or chunk (a quarter of the cases) members are added or removed.
         let (added, change) = match (new_layout, new_chunk_kib, added_or_none) {
-            (None, None, _) => (added, (None, chunk_kib)),
-            (l, c, a) => (a.unwrap_or(0), (l, c.unwrap_or(chunk_kib))),
+            (None, None, _) => (added, (None, chunk_kib, up)),
+            (l, c, a) => (a.unwrap_or(0), (l, c.unwrap_or(chunk_kib), up)),
+        };
+        // A third of the cases remove members instead.
+        let added = match removed {
+            Some(r) if seed % 3 == 0 => -r,
+            _ => added,
         };
         let shape = (level_layout, old_disks, added, chunk_kib, chunks);
         run_case(shape, change, missing, &gaps, max_stripes, &crashes, seed)?;
@@ -234,11 +249,36 @@ fn first_window_is_the_gap_in_chunks() {
 }
 
 #[test]
+fn fewer_members_go_backwards_from_the_new_end() {
+    // 5 -> 4 members of 100 chunks of 128 sectors, data moving up from 1024 to 2048: the new
+    // array holds 300 chunks (38400 sectors) of the old 400.
+    let reshape =
+        Reshape::new(raid5(5), raid5(4), 128 * 100, vec![1024; 5], vec![2048; 4]).expect("room");
+    assert!(reshape.is_backwards());
+    assert_eq!((reshape.start_position(), reshape.end_position()), (38400, 0));
+    assert_eq!(reshape.new_array_sectors(), 38400);
+    // Below the position lie old rows 0..75, ending at 1024 + 75 * 128 = 10624 = 2048 + 67 *
+    // 128: new stripes from 67 up clear them.
+    assert_eq!(reshape.next_window(38400, 1000), Some(67..100));
+    assert_eq!(reshape.next_window(38400, 10), Some(90..100));
+    // Near the start the gap of 8 chunks is all there is: 8 new rows above 0 old ones.
+    assert_eq!(reshape.next_window(8 * 384, 1000), Some(0..8));
+    assert_eq!(reshape.next_window(0, 1000), None);
+    // The same members move up too when the offsets say so (a layout change).
+    let la = Geometry::new(Level::Raid5, LAYOUTS[1].0, 4, 64 * 1024).expect("valid");
+    let same = Reshape::new(raid5(4), la, 1280, vec![1024; 4], vec![2048; 4]).expect("room");
+    assert!(same.is_backwards() && same.start_position() == 3840);
+}
+
+#[test]
 fn refuses_what_is_not_a_grow_with_room() {
     let no_room = Reshape::new(raid5(4), raid5(5), 1280, vec![2048; 4], vec![2000; 5]);
     assert!(matches!(no_room, Err(ReshapeError::NoRoom { disk: 0, .. })));
-    let shrink = Reshape::new(raid5(5), raid5(4), 1280, vec![2048; 5], vec![1024; 4]);
-    assert!(matches!(shrink, Err(ReshapeError::NotAGrow { .. })));
+    // Fewer members move up: the offsets of a grow are refused for them.
+    let down = Reshape::new(raid5(5), raid5(4), 1280, vec![2048; 5], vec![1024; 4]);
+    assert!(matches!(down, Err(ReshapeError::NoRoom { direction: "above", .. })));
+    let up = Reshape::new(raid5(4), raid5(5), 1280, vec![1024; 4], vec![2048; 5]);
+    assert!(matches!(up, Err(ReshapeError::NoRoom { direction: "below", .. })));
     let offsets = Reshape::new(raid5(4), raid5(5), 1280, vec![2048; 4], vec![1024; 4]);
     assert!(matches!(offsets, Err(ReshapeError::Offsets { found: 4, expected: 5, .. })));
     let nothing = Reshape::new(raid5(4), raid5(4), 1280, vec![2048; 4], vec![1024; 4]);
