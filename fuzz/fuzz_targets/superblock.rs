@@ -21,7 +21,7 @@ use uraid_format::grow::{
 use uraid_format::grow::takeover::{
     SlotChange, plan_takeover, restripe_before, taken_over_superblock,
 };
-use uraid_format::{Level, Superblock1, Uuid, sb_csum};
+use uraid_format::{DevRole, Level, Superblock1, Uuid, sb_csum};
 
 const AREA_BYTES: usize = 4096;
 const MAGIC: u32 = 0xa92b_4efc;
@@ -218,7 +218,9 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
         _ => p.chunk_sectors.saturating_mul(3),
     };
     let layout = if to & 0x200 == 0 { p.layout } else { u32::from(to >> 12) };
-    let shape = NewShape { raid_disks: u32::from(to & 0x1ff), layout, chunk_sectors };
+    // Fewer members are planned as given up to (`--shrink`): the plan is what is checked.
+    let raid_disks = u32::from(to & 0x1ff);
+    let shape = NewShape { raid_disks, layout, chunk_sectors, shrink: true };
     let Ok(rp) = plan_reshape(p, shape, &space) else { return };
     let new = rp.members[0].new_offset_sectors;
     assert!(rp.members.iter().all(|m| m.new_offset_sectors == new), "one new offset");
@@ -226,8 +228,12 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let (old_chunk, new_chunk) = (u64::from(p.chunk_sectors), u64::from(chunk_sectors));
     assert!(new_chunk.is_power_of_two() && p.size_sectors.is_multiple_of(new_chunk));
     let gap = if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk };
+    let up = rp.backwards();
+    assert_eq!(up, shape.raid_disks < p.raid_disks, "fewer members, and only they, go up");
     for m in &rp.members[..rp.old_raid_disks as usize] {
-        assert!(new + gap <= m.old_offset_sectors, "{} keeps the copy's gap", m.name);
+        let (old, new) = (m.old_offset_sectors, new);
+        let (low, high) = if up { (old, new) } else { (new, old) };
+        assert!(low + gap <= high, "{} keeps the copy's gap", m.name);
     }
     let during = reshaping_superblock(&sbs[0], &rp, &rp.members[0], 0, p.events + 1, 1);
     let during = Superblock1::decode(&during.encode()).expect("a reshaping superblock decodes");
@@ -237,6 +243,9 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let after = Superblock1::decode(&after.encode()).expect("a reshaped superblock decodes");
     assert_eq!((ReshapeProgress::of(&after), after.data_offset_sectors), (Ok(None), new));
     assert_eq!((after.layout, after.chunk_sectors), (layout, chunk_sectors));
+    let removed =
+        |r: &DevRole| matches!(r, DevRole::Active(s) if u32::from(*s) >= shape.raid_disks);
+    assert!(!after.dev_roles.iter().any(removed), "a removed member is a spare after");
 }
 
 /// `uraid grow --size` planned over the plan: a size only ever grows, in whole chunks, within

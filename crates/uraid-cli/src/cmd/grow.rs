@@ -33,8 +33,8 @@ use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper, Superblock1, WriteIntentBitm
 
 #[derive(Args)]
 #[command(
-    about = "Grow a stopped array into its members' room or onto more members, or add or \
-remove its bitmap (mdadm --grow --size, --raid-devices, --bitmap)",
+    about = "Grow or shrink a stopped array: its members' room, more or fewer members, another \
+layout, chunk or level, or its bitmap (mdadm --grow --size, --raid-devices, --bitmap)",
     long_about = "Change a stopped array as mdadm --grow changes a running one. `--size max` \
 lets it use more of its members: after they were replaced with larger devices (or their files \
 grown, or the array created with --size below their room), each member's used size grows to \
@@ -47,7 +47,11 @@ nothing resyncs. \
 `--raid-devices N` reshapes the array onto N members as md does: spares given with the members \
 (added with `uraid add` while it was served) take the new slots in the order given, the data \
 is restriped from the first sector on and moves down into the room mdadm keeps before it (no \
-backup file: at least a chunk of room), and the new space reads as zeros. `--layout` and \
+backup file: at least a chunk of room), and the new space reads as zeros. Fewer members, with \
+--shrink, are md's reshape backwards: the array keeps what the fewer members hold (its data \
+past that is lost: shrink the filesystem on it first), restriped from its new end down, the \
+data moving up by mdadm's least move into the room after it (none: make some with --size \
+--shrink first), and the removed members stay as spares. `--layout` and \
 `--chunk` reshape it to another layout of its level or another chunk size, with or without \
 new members (on the same members the data moves down by about half the room, as mdadm's). \
 `--level` is md's takeover: RAID4 or RAID5 to RAID6 with one more member (the first spare \
@@ -63,8 +67,8 @@ array is not served until it is done. `--bitmap internal` adds a write-intent bi
 adds one (8 sectors past the \
 superblock; --bitmap-chunk, or mdadm's choice), `--bitmap none` removes it. Give every member \
 and spare. Refused: a running array's member, a degraded or unclean array, a recovery or \
-replacement not finished, a smaller size without --shrink, fewer members by \
---raid-devices (a reshape backwards: not built), a level md does not take over to, \
+replacement not finished, a smaller size or fewer members without --shrink, fewer members \
+with no room after the data, a level md does not take over to, \
 a chunk that does not divide the members' size, too few spares, \
 a size past a member's room, a \
 spare too small, a bitmap with no room or one where md's partial parity log is. Sizes take \
@@ -75,6 +79,7 @@ uraid serve /dev/sdb /dev/sdc /dev/sdd /dev/sde     (resyncs the new space)\n  \
 uraid grow --size 60G --shrink m?.img              (after shrinking the filesystem on it)\n  \
 uraid grow --bitmap internal m?.img\n  \
 uraid grow --raid-devices 5 m0.img m1.img m2.img m3.img m4.img   (m4.img added as a spare)\n  \
+uraid grow --raid-devices 4 --shrink m?.img         (m4.img a spare after)\n  \
 uraid grow --chunk 128K --layout left-asymmetric m?.img\n  \
 uraid grow --level 6 m0.img m1.img m2.img s0.img   (RAID5 to RAID6, s0.img added as a spare)\n  \
 uraid grow --level 5 m0.img m1.img m2.img m3.img    (RAID6 to RAID5, m3.img left a spare)\n  \
@@ -91,9 +96,10 @@ pub struct GrowArgs {
     #[arg(short = 'z', long, value_name = "max|SIZE")]
     #[arg(conflicts_with_all = ["bitmap", "raid_devices", "layout", "chunk", "level", "resume"])]
     size: Option<String>,
-    /// Let --size go below the current size: the array's data past its new end is lost
-    /// (shrink the filesystem on it first). Without it a smaller size is refused.
-    #[arg(long, requires = "size")]
+    /// Let --size go below the current size, or --raid-devices below the current count: the
+    /// array's data past its new end is lost (shrink the filesystem on it first). Without it
+    /// either is refused.
+    #[arg(long)]
     shrink: bool,
     /// Add (`internal`) or remove (`none`) the write-intent bitmap.
     #[arg(short, long, value_parser = ["internal", "none"])]
@@ -103,8 +109,9 @@ pub struct GrowArgs {
     /// (mdadm's --bitmap-chunk; default: mdadm's choice, at least 64M).
     #[arg(long, value_name = "SIZE")]
     bitmap_chunk: Option<String>,
-    /// Grow to this many members (a reshape): the new slots go to the spares given with the
-    /// members (added with `uraid add` while the array was served), in the order given.
+    /// Reshape to this many members: the new slots go to the spares given with the members
+    /// (added with `uraid add` while the array was served), in the order given; fewer with
+    /// --shrink (the removed members become spares).
     #[arg(short = 'n', long, value_name = "N")]
     raid_devices: Option<u32>,
     /// Reshape to this md layout (of the same level; with or without --raid-devices).
@@ -211,7 +218,7 @@ fn new_shape(args: &GrowArgs, plan: &AssemblyPlan) -> anyhow::Result<NewShape> {
         None => plan.chunk_sectors,
     };
     let raid_disks = args.raid_devices.unwrap_or(plan.raid_disks);
-    Ok(NewShape { raid_disks, layout, chunk_sectors })
+    Ok(NewShape { raid_disks, layout, chunk_sectors, shrink: args.shrink })
 }
 
 /// Seconds since the epoch, for the superblocks' update time.
@@ -221,6 +228,9 @@ pub(crate) fn now_seconds() -> u64 {
 
 pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     let bitmap_chunk = args.bitmap_chunk.as_deref().map(parse_bitmap_chunk).transpose()?;
+    if args.shrink && args.size.is_none() && args.raid_devices.is_none() {
+        bail!("--shrink goes with --size or --raid-devices");
+    }
     if bitmap_chunk.is_some() && args.bitmap.as_deref() != Some("internal") {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }

@@ -1,8 +1,9 @@
 //! `uraid grow --raid-devices N`, `--layout`, `--chunk` and `--continue`: a stopped array
 //! grown by members or given a new layout or chunk, md's forwards reshape to a lower data
-//! offset (`uraid_format::grow::reshape` decides it and writes the superblocks,
-//! `uraid_core::reshape` moves the data). Offline for the same reason as the size: NBD cannot
-//! tell a client its export grew.
+//! offset, or (`--shrink`) reduced by members, md's reshape backwards to a higher one
+//! (`uraid_format::grow::reshape` decides it and writes the superblocks, `uraid_core::reshape`
+//! moves the data). Offline for the same reason as the size: NBD cannot tell a client its
+//! export changed size.
 //!
 //! Each window of new stripes is copied, made durable on every member, and only then is its
 //! end recorded as `reshape_position` in every superblock; a crash or Ctrl-C leaves a
@@ -48,6 +49,8 @@ pub(crate) struct Reshaped {
     pub(crate) stopped_early: bool,
     /// Slots with no member (lost in the middle): the array is degraded.
     pub(crate) missing_slots: Vec<usize>,
+    /// md's reshape backwards (fewer members): the position came down from the new end.
+    pub(crate) backwards: bool,
 }
 
 /// Starts a reshape to `new` and runs it to the end.
@@ -68,8 +71,8 @@ pub(crate) fn start(stopped: &Stopped, new: NewShape) -> anyhow::Result<Reshaped
     // Before anything is written: a geometry refused leaves no reshape recorded.
     let reshape = layout(plan, &rp)?;
     let mut records = Records::new(plan, &grown, &rp)?;
-    records.write(Some(0))?;
-    run(&reshape, &mut records, 0)
+    records.write(Some(reshape.start_position()))?;
+    run(&reshape, &mut records, reshape.start_position())
 }
 
 /// Before `--continue`: the members a crash kept from the last superblock write
@@ -115,7 +118,8 @@ pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
 
 fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Result<Reshaped> {
     let (grown, rp) = (records.grown, records.rp);
-    let files: Vec<Option<&Grown<'_>>> = (0..rp.new_raid_disks as usize)
+    // Every slot read or written: a removed member's too, until the end.
+    let files: Vec<Option<&Grown<'_>>> = (0..rp.slot_count() as usize)
         .map(|slot| {
             let m = rp.in_slot(slot)?;
             grown.iter().find(|g| g.member.candidate == m.candidate)
@@ -127,7 +131,9 @@ fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Resul
     let stop_after: Option<u64> = std::env::var(STOP_AFTER_ENV).ok().and_then(|v| v.parse().ok());
     let total = reshape.new_array_sectors() * SECTOR_BYTES;
     let bar = crate::cmd::progress::byte_bar(total, "reshaping");
-    bar.set_position(from * SECTOR_BYTES);
+    // Bytes copied, from the start either way.
+    let copied = |position: u64| position.abs_diff(reshape.start_position()) * SECTOR_BYTES;
+    bar.set_position(copied(from));
     let (mut position, mut windows) = (from, 0);
     while let Some(window) = reshape.next_window(position, max_stripes) {
         if stop_after == Some(windows) {
@@ -140,7 +146,7 @@ fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Resul
         }
         records.write(Some(position))?;
         windows += 1;
-        bar.set_position(position * SECTOR_BYTES);
+        bar.set_position(copied(position));
     }
     records.write(None)?;
     bar.finish_and_clear();
@@ -166,7 +172,9 @@ fn told(
         offsets: (rp.members[0].old_offset_sectors, rp.members[0].new_offset_sectors),
         windows,
         stopped_early,
-        missing_slots: rp.missing_slots(),
+        // The array's: a removed slot's member lost on the way is not missed after it.
+        missing_slots: rp.missing_slots().into_iter().filter(|&s| s < new.raid_disks()).collect(),
+        backwards: reshape.is_backwards(),
     }
 }
 
@@ -317,6 +325,7 @@ pub(crate) fn json(plan: &AssemblyPlan, r: &Reshaped) -> serde_json::Value {
         "old_data_offset_sectors": r.offsets.0,
         "new_data_offset_sectors": r.offsets.1,
         "windows": r.windows,
+        "backwards": r.backwards,
         "finished": !r.stopped_early,
         "missing_slots": r.missing_slots,
     })
@@ -350,6 +359,15 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
         r.offsets.0,
         r.offsets.1
     );
+    if new < old {
+        out!(
+            "{}: the array's data past {} KiB is gone; the members of slots {new} to {} are \
+             spares now",
+            plan.name,
+            r.new_array_kib,
+            old - 1
+        );
+    }
     if !r.missing_slots.is_empty() {
         out!(
             "{}: degraded, slots {:?} missing: add a spare when it is served and it rebuilds",

@@ -33,7 +33,7 @@ pub fn small_array_with(
 }
 
 /// A small array of `level` on `count` 24 MiB members using 8 MiB of each, with these `uraid
-/// create` options, written whole (16 MiB: two data members) and stopped.
+/// create` options, written whole (8 MiB a data member: 16 MiB on two) and stopped.
 pub fn small_array_of(
     dir: &Path,
     name: &str,
@@ -49,8 +49,9 @@ pub fn small_array_of(
     uraid_ok(dir, &create);
     let served = Served::start(dir, name, &members);
     let mut client = served.client();
-    assert_eq!(client.size_bytes(), 16 * MIB);
-    let data: Vec<u8> = (0..16 * MIB).map(|i| (i * 7 + i / 4096) as u8).collect();
+    let size = client.size_bytes();
+    assert_eq!(size % (8 * MIB), 0, "whole data members of 8 MiB");
+    let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4096) as u8).collect();
     write_all(&mut client, &data);
     client.disconnect().unwrap();
     uraid_ok(dir, &["stop", name]);

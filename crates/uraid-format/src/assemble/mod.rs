@@ -291,7 +291,9 @@ fn empty_plan(reference: &Superblock1) -> AssemblyPlan {
         events: reference.events,
         resync_offset_sectors: reference.resync_offset_sectors,
         feature_map: reference.feature_map,
-        slots: vec![None; reference.raid_disks as usize],
+        // A reshape to fewer members still holds the slots it removes (planned only to go on
+        // with it: `take_reshape`).
+        slots: vec![None; reference.slot_count() as usize],
         stale: Vec::new(),
         spares: Vec::new(),
         replacements: Vec::new(),
@@ -327,7 +329,12 @@ fn place_members(
                 plan.replacements.push(member);
             }
             DevRole::Active(slot) => {
-                let held = &mut plan.slots[usize::from(slot)];
+                // Within its own slots (`Superblock1::validate`), not always the reference's.
+                let slots = plan.slots.len();
+                let Some(held) = plan.slots.get_mut(usize::from(slot)) else {
+                    let reason = format!("its role is slot {slot}, past the array's {slots} slots");
+                    return Err(AssembleError::Unsupported { member: member.name, reason });
+                };
                 if let Some(first) = held {
                     let (first, second) = (first.name.clone(), member.name);
                     return Err(AssembleError::DuplicateRole { slot: slot.into(), first, second });

@@ -344,3 +344,30 @@ fn force_needs_a_fresh_member_in_a_slot() {
     let err = plan(&candidates(&sbs), &forcing()).unwrap_err().to_string();
     assert!(!err.contains("--force starts it"), "{err}");
 }
+
+/// A reshape to fewer members (4 -> 3) planned to go on with it: the removed member keeps
+/// slot 3 past the new count, for the copy to read. A fresh member whose own shrinking
+/// reshape gives it a slot past the reference's is refused, not indexed.
+#[test]
+fn a_reshape_to_fewer_members_keeps_the_removed_slot() {
+    let roles: Vec<DevRole> = (0..4).map(DevRole::Active).collect();
+    let mut sbs = superblocks(&new_array(Level::Raid5, 4, true), &roles);
+    for sb in &mut sbs {
+        sb.raid_disks = 3;
+        sb.feature_map |=
+            feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS;
+        (sb.delta_disks, sb.new_offset_sectors, sb.reshape_position_sectors) = (-1, 256, 0);
+        sb.seal();
+    }
+    let going_on = AssembleOptions { take_reshape: true, ..AssembleOptions::default() };
+    let p = plan(&candidates(&sbs), &going_on).unwrap();
+    assert_eq!((p.raid_disks, p.slots.len()), (3, 4));
+    assert_eq!(slot_names(&p), [Some("m0"), Some("m1"), Some("m2"), Some("m3")]);
+    // The reference (m0) says no reshape: m3's slot is past its three.
+    sbs[0].feature_map &= !(feature::RESHAPE_ACTIVE | feature::RESHAPE_BACKWARDS);
+    sbs[0].delta_disks = 0;
+    sbs[0].dev_roles[3] = DevRole::Spare;
+    sbs[0].seal();
+    let err = plan(&candidates(&sbs), &going_on).unwrap_err().to_string();
+    assert!(err.contains("m3: its role is slot 3, past the array's 3 slots"), "{err}");
+}

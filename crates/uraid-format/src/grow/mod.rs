@@ -132,9 +132,23 @@ pub enum GrowError {
     BitmapChunkTooSmall { chunk_bytes: u64, needed_bytes: u64, room_bytes: u64 },
     #[error(
         "the array has {current} members: --raid-devices {asked} with the same layout and \
-         chunk changes nothing, and fewer members would need a reshape backwards (not built)"
+         chunk changes nothing"
     )]
     NotMoreMembers { current: u32, asked: u32 },
+    #[error(
+        "{asked} members hold {new_kib} KiB of the array's {old_kib} (from {current}): its data \
+         past {new_kib} KiB would be lost; shrink what is on it first and give --shrink to let \
+         that go"
+    )]
+    FewerMembers { current: u32, asked: u32, old_kib: u64, new_kib: u64 },
+    #[error("{asked} members: the level takes no fewer than {min}")]
+    TooFewMembers { asked: u32, min: u32 },
+    #[error(
+        "{member} has {room_sectors} sectors after the array's data, and fewer members move \
+         the data up by {needed_sectors} (mdadm's least move, at least a chunk): make room with \
+         `uraid grow --size SIZE --shrink` first (its end is then given up too)"
+    )]
+    NoTailroom { member: String, room_sectors: u64, needed_sectors: u64 },
     #[error(
         "a chunk of {chunk_sectors} sectors: it must be a power of two that divides each \
          member's {size_sectors} sectors (the array would lose its end)"
@@ -434,7 +448,8 @@ mod tests {
         let roomy = |_: &PlannedMember| 1 << 20;
         let err = takeover::plan_takeover(&reshaping, Level::Raid6, None, &roomy).unwrap_err();
         assert_eq!(err, GrowError::Reshaping);
-        let shape = reshape::NewShape { raid_disks: 4, layout: 2, chunk_sectors: 128 };
+        let shape =
+            reshape::NewShape { raid_disks: 4, layout: 2, chunk_sectors: 128, shrink: false };
         let space = |_: &PlannedMember| reshape::MemberSpace {
             metadata_end_sectors: 80,
             avail_sectors: 1 << 20,

@@ -14,13 +14,17 @@
 //! new layout or chunk on the same members moves the data down by about half the room, as
 //! mdadm's `choose_offset` (the least move would copy a chunk row per window; the room before
 //! the data stays the same all the way). mdadm moves such a reshape up instead when there is
-//! more room after the data (backwards); uraid only goes forwards, and refuses without room
-//! before. While the reshape runs every superblock says so: `RESHAPE_ACTIVE` and
-//! `NEW_OFFSET`, `raid_disks` the new count, `delta_disks` the change, the level, layout and
-//! chunk as they were and `new_layout` and `new_chunk` as they will be, `reshape_position`
-//! the array sector copied up to, `new_offset` the signed move, the added members in their
-//! slots. When it ends the data offset, layout and chunk are the new ones, each member's
-//! usable size grows by the move, and the reshape fields are cleared.
+//! more room after the data (backwards); uraid goes forwards there, and refuses without room
+//! before. Fewer members go backwards (`fewer.rs`), as md takes them: the data moves up by
+//! mdadm's least move into the room after it, from the new array's end down. While the
+//! reshape runs every superblock says so: `RESHAPE_ACTIVE` and `NEW_OFFSET` (and
+//! `RESHAPE_BACKWARDS` going up), `raid_disks` the new count, `delta_disks` the change, the
+//! level, layout and chunk as they were and `new_layout` and `new_chunk` as they will be,
+//! `reshape_position` the array sector copied up to (down to, backwards), `new_offset` the
+//! signed move, the added members in their slots (the removed ones in theirs). When it ends
+//! the data offset, layout and chunk are the new ones, each member's usable size grows by the
+//! move down (shrinks by the move up), a removed member is a spare, and the reshape fields are
+//! cleared.
 //!
 //! The event count goes up with every superblock write, as md's does: the start, each
 //! position recorded, the end. A member left out of a run of the copy (lost, or not given)
@@ -29,6 +33,8 @@
 //! leaves members exactly one event behind, holding what the freshest say (the data is
 //! synced before the superblocks): `mended_superblock` gives them the write they missed (md
 //! takes members one event behind).
+
+mod fewer;
 
 use super::GrowError;
 use crate::assemble::{AssemblyPlan, PlannedMember};
@@ -69,6 +75,9 @@ pub struct NewShape {
     pub raid_disks: u32,
     pub layout: u32,
     pub chunk_sectors: u32,
+    /// Fewer members may hold less than the array does: its data past the new end is lost
+    /// (uraid grow's `--shrink`; mdadm has the array's size cut first).
+    pub shrink: bool,
 }
 
 /// A reshape, decided or read back from the superblocks.
@@ -95,11 +104,24 @@ impl ReshapePlan {
         self.in_slots().find(|m| m.slot.map(usize::from) == Some(slot))
     }
 
-    /// Slots with no member.
+    /// Slots with no member, of the old or the new count, the more (a removed member is read
+    /// until the end).
     #[must_use]
     pub fn missing_slots(&self) -> Vec<usize> {
-        let slots = 0..self.new_raid_disks as usize;
+        let slots = 0..self.slot_count() as usize;
         slots.filter(|&s| self.in_slot(s).is_none()).collect()
+    }
+
+    /// Slots the reshape reads or writes: the old count or the new, the more.
+    #[must_use]
+    pub fn slot_count(&self) -> u32 {
+        self.old_raid_disks.max(self.new_raid_disks)
+    }
+
+    /// md's `reshape_backwards`: the data moves up (fewer members go so).
+    #[must_use]
+    pub fn backwards(&self) -> bool {
+        self.in_slots().next().is_some_and(|m| m.new_offset_sectors > m.old_offset_sectors)
     }
 }
 
@@ -114,6 +136,9 @@ pub fn plan_reshape(
     space: &dyn Fn(&PlannedMember) -> MemberSpace,
 ) -> Result<ReshapePlan, GrowError> {
     refuse_shape(plan, new)?;
+    if new.raid_disks < plan.raid_disks {
+        return fewer::plan_fewer(plan, new, space);
+    }
     let (current, new_raid_disks) = (plan.raid_disks, new.raid_disks);
     let needed = (new_raid_disks - current) as usize;
     if plan.spares.len() < needed {
@@ -180,8 +205,11 @@ fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
     super::refuse_unless_reshapable(plan)?;
     let (current, asked) = (plan.raid_disks, new.raid_disks);
     let same_shape = new.layout == plan.layout && new.chunk_sectors == plan.chunk_sectors;
-    if asked < current || (asked == current && same_shape) {
+    if asked == current && same_shape {
         return Err(GrowError::NotMoreMembers { current, asked });
+    }
+    if asked < current {
+        fewer::refuse_fewer(plan, new)?;
     }
     let new_chunk = u64::from(new.chunk_sectors);
     if !new_chunk.is_power_of_two() || !plan.size_sectors.is_multiple_of(new_chunk) {
@@ -198,9 +226,7 @@ fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
 /// least it needs.
 fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> {
     let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
-    // What uraid's copy needs between the offsets (`Reshape::gap_sectors` in uraid-core, which
-    // this crate does not depend on).
-    let gap = if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk };
+    let gap = copy_gap(old_chunk, new_chunk);
     let parity = plan.raid_disks - plan.data_disks();
     let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
     // Whole chunks of the larger keep 4K alignment.
@@ -217,7 +243,7 @@ fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> 
         whole(room)
     };
     // Past what md's 32-bit `new_offset` holds is past any room mdadm leaves, too.
-    if moved < gap || moved > room || moved > i32::MAX as u64 {
+    if moved < gap || moved > room || moved > NEW_OFFSET_MAX {
         return Err(if same_members { least.max(gap) } else { gap });
     }
     Ok(moved)
@@ -225,6 +251,16 @@ fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> 
 
 /// md's limit on members of a raid456 array (and uraid's geometry's).
 const RAID_DISKS_MAX: u32 = 256;
+
+/// The farthest md's signed 32-bit `new_offset` moves the data.
+const NEW_OFFSET_MAX: u64 = i32::MAX as u64;
+
+/// What uraid's copy needs between the old and new offsets (`Reshape::gap_sectors` in
+/// uraid-core, which this crate does not depend on): a chunk, the old and the new when it
+/// changes.
+fn copy_gap(old_chunk: u64, new_chunk: u64) -> u64 {
+    if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk }
+}
 
 /// The least mdadm moves the data (`compute_backup_blocks` / `min_offset_change`): a whole
 /// number of old and of new stripes, per old data member; chunks (old, new) in sectors.
@@ -247,27 +283,37 @@ pub struct ReshapeProgress {
     pub new_chunk_sectors: u32,
     #[doc(alias = "reshape_position")]
     pub position_sectors: u64,
+    /// md's `RESHAPE_BACKWARDS`: the data moves up, the position comes down.
+    pub backwards: bool,
 }
 
 impl ReshapeProgress {
     /// Read from a superblock; `Err` for a reshape uraid does not take up (another level,
-    /// fewer members, nothing changed, backwards, or no new offset), with what it is.
+    /// nothing changed, more members backwards or fewer forwards, or no new offset that way),
+    /// with what it is.
     pub fn of(sb: &Superblock1) -> Result<Option<ReshapeProgress>, String> {
         if sb.feature_map & feature::RESHAPE_ACTIVE == 0 {
             return Ok(None);
         }
-        let backwards = sb.feature_map & feature::RESHAPE_BACKWARDS != 0;
-        let moves = sb.feature_map & feature::NEW_OFFSET != 0 && sb.new_offset_sectors < 0;
+        // md's `super_1_validate`: fewer members always go backwards; the flag says it for
+        // the same members (md's `super_1_sync` writes it only then).
+        let (moved, delta) = (sb.new_offset_sectors, sb.delta_disks);
+        let backwards =
+            delta < 0 || (delta == 0 && sb.feature_map & feature::RESHAPE_BACKWARDS != 0);
+        // The data moves down forwards, up backwards; more members forwards, fewer backwards.
+        let way = if backwards { moved > 0 && delta <= 0 } else { moved < 0 && delta >= 0 };
+        let moves = sb.feature_map & feature::NEW_OFFSET != 0 && way;
         let same_shape = sb.new_layout == sb.layout && sb.new_chunk_sectors == sb.chunk_sectors;
-        let changes = sb.delta_disks > 0 || (sb.delta_disks == 0 && !same_shape);
-        let old_raid_disks = i64::from(sb.raid_disks) - i64::from(sb.delta_disks);
+        let changes = delta != 0 || !same_shape;
+        let old_raid_disks = i64::from(sb.raid_disks) - i64::from(delta);
         let level = sb.new_level == sb.level.to_md();
-        if !level || !changes || old_raid_disks < 2 || backwards || !moves {
+        if !level || !changes || old_raid_disks < 2 || !moves {
             return Err(format!(
                 "a reshape uraid does not take up: level {} -> {}, layout {} -> {}, chunk {} -> \
                  {} sectors, {} members by {}, {}, new offset {} (uraid goes on with one \
-                 adding members or changing the layout or chunk, forwards to a lower data \
-                 offset; finish it with mdadm)",
+                 adding members forwards to a lower data offset, removing members backwards to \
+                 a higher one, or changing the layout or chunk either way; finish it with \
+                 mdadm)",
                 sb.level.to_md(),
                 sb.new_level,
                 sb.layout,
@@ -286,7 +332,21 @@ impl ReshapeProgress {
             new_layout: sb.new_layout,
             new_chunk_sectors: sb.new_chunk_sectors,
             position_sectors: sb.reshape_position_sectors,
+            backwards,
         }))
+    }
+
+    /// The position the reshape starts from, in the array `sb` describes: its start forwards,
+    /// the new array's end backwards (md's `raid5_size` of the fewer members).
+    #[must_use]
+    pub fn start_sectors(&self, sb: &Superblock1) -> u64 {
+        if !self.backwards {
+            return 0;
+        }
+        let parity = if sb.level == crate::Level::Raid6 { 2 } else { 1 };
+        let chunk = u64::from(self.new_chunk_sectors.max(1));
+        let data_disks = u64::from(self.new_raid_disks.saturating_sub(parity));
+        sb.size_sectors / chunk * chunk * data_disks
     }
 }
 
@@ -311,8 +371,12 @@ pub fn reshape_in_progress(
                 candidate: m.candidate,
                 name: m.name.clone(),
                 dev_number: m.dev_number,
+                // A removed member keeps its slot until the end.
                 slot: match m.role {
-                    DevRole::Active(slot) if u32::from(slot) < progress.new_raid_disks => {
+                    DevRole::Active(slot)
+                        if u32::from(slot)
+                            < progress.new_raid_disks.max(progress.old_raid_disks) =>
+                    {
                         Some(slot)
                     }
                     _ => None,
@@ -350,14 +414,19 @@ pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<S
     let own_progress = ReshapeProgress::of(own).ok()?;
     let mut sb = own.clone();
     match (own_progress, ReshapeProgress::of(reference).ok()?) {
-        (None, Some(p)) if p.position_sectors == 0 && own.raid_disks == p.old_raid_disks => {
+        (None, Some(p))
+            if p.position_sectors == p.start_sectors(reference)
+                && own.raid_disks == p.old_raid_disks =>
+        {
             let new_offset = reference
                 .data_offset_sectors
                 .checked_add_signed(reference.new_offset_sectors.into())?;
-            let moved = i32::try_from(own.data_offset_sectors.checked_sub(new_offset)?).ok()?;
+            let moved =
+                i64::try_from(new_offset).ok()? - i64::try_from(own.data_offset_sectors).ok()?;
             sb.raid_disks = reference.raid_disks;
             let shape = (reference.new_level, reference.new_layout, reference.new_chunk_sectors);
-            mark_reshaping(&mut sb, shape, reference.delta_disks, 0, -moved);
+            let (delta, at) = (reference.delta_disks, p.position_sectors);
+            mark_reshaping(&mut sb, shape, delta, at, i32::try_from(moved).ok()?);
         }
         (Some(mine), Some(p))
             if mine == ReshapeProgress { position_sectors: mine.position_sectors, ..p } =>
@@ -368,8 +437,8 @@ pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<S
             if (mine.new_raid_disks, mine.new_layout, mine.new_chunk_sectors)
                 == (reference.raid_disks, reference.layout, reference.chunk_sectors) =>
         {
-            let moved = u64::from(own.new_offset_sectors.unsigned_abs());
-            let new_offset = own.data_offset_sectors.checked_sub(moved)?;
+            let new_offset =
+                own.data_offset_sectors.checked_add_signed(own.new_offset_sectors.into())?;
             mark_reshaped(&mut sb, new_offset, (mine.new_layout, mine.new_chunk_sectors));
         }
         _ => return None,
@@ -393,11 +462,12 @@ pub fn reshaping_superblock(
 ) -> Superblock1 {
     let mut sb = with_roles(own, plan);
     sb.data_offset_sectors = me.old_offset_sectors;
-    let moved = me.old_offset_sectors - me.new_offset_sectors;
-    // Within i32 for the members (`plan_reshape`); a spare's larger own offset is clamped.
-    let new_offset = i32::try_from(moved).map_or(i32::MIN, |moved| -moved);
+    let moved = i64::try_from(me.new_offset_sectors).unwrap_or(i64::MAX)
+        - i64::try_from(me.old_offset_sectors).unwrap_or(i64::MAX);
+    // Within i32 for the members (`plan_reshape`); a spare's farther own offset is clamped.
+    let new_offset = i32::try_from(moved).unwrap_or(if moved < 0 { i32::MIN } else { i32::MAX });
     let new_shape = (sb.level.to_md(), plan.new_layout, plan.new_chunk_sectors);
-    let delta_disks = (plan.new_raid_disks - plan.old_raid_disks).cast_signed();
+    let delta_disks = plan.new_raid_disks.cast_signed() - plan.old_raid_disks.cast_signed();
     mark_reshaping(&mut sb, new_shape, delta_disks, position_sectors, new_offset);
     super::stamp(&mut sb, events, utime_seconds);
     sb
@@ -405,7 +475,8 @@ pub fn reshaping_superblock(
 
 /// The fields md writes for a reshape under way: into `new_shape` (`new_level`, `new_layout`,
 /// `new_chunk_sectors`), by `delta_disks` members, at `position_sectors`, the data moving to
-/// `new_offset` sectors from the data offset (md's signed `new_offset`).
+/// `new_offset` sectors from the data offset (md's signed `new_offset`; backwards when up,
+/// which md's `super_1_sync` flags only for the same members: fewer go backwards anyway).
 fn mark_reshaping(
     sb: &mut Superblock1,
     new_shape: (i32, u32, u32),
@@ -414,6 +485,10 @@ fn mark_reshaping(
     new_offset: i32,
 ) {
     sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+    sb.feature_map &= !feature::RESHAPE_BACKWARDS;
+    if new_offset > 0 && delta_disks == 0 {
+        sb.feature_map |= feature::RESHAPE_BACKWARDS;
+    }
     (sb.new_level, sb.new_layout, sb.new_chunk_sectors) = new_shape;
     sb.delta_disks = delta_disks;
     sb.reshape_position_sectors = position_sectors;
@@ -421,22 +496,26 @@ fn mark_reshaping(
 }
 
 /// The fields of a reshape done: the data at `new_offset_sectors` in the new `(layout,
-/// chunk_sectors)`, the member's usable size grown by the move (none when it is there
-/// already), no reshape fields (the new shape's the current one).
+/// chunk_sectors)`, the member's usable size grown by the move down or shrunk by the move up
+/// (md's `md_finish_reshape`; none when it is there already), no reshape fields (the new
+/// shape's the current one).
 fn mark_reshaped(sb: &mut Superblock1, new_offset_sectors: u64, shape: (u32, u32)) {
-    let moved = sb.data_offset_sectors.saturating_sub(new_offset_sectors);
-    sb.feature_map &= !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET);
+    let down = sb.data_offset_sectors.saturating_sub(new_offset_sectors);
+    let up = new_offset_sectors.saturating_sub(sb.data_offset_sectors);
+    let reshape_bits = feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS;
+    sb.feature_map &= !reshape_bits;
     (sb.layout, sb.chunk_sectors) = shape;
     (sb.new_level, sb.new_layout, sb.new_chunk_sectors) = (sb.level.to_md(), shape.0, shape.1);
     sb.data_offset_sectors = new_offset_sectors;
-    sb.data_size_sectors = sb.data_size_sectors.saturating_add(moved);
+    sb.data_size_sectors = sb.data_size_sectors.saturating_add(down).saturating_sub(up);
     sb.reshape_position_sectors = 0;
     sb.delta_disks = 0;
     sb.new_offset_sectors = 0;
 }
 
 /// A member's superblock once the reshape is done: data at the new offset, its usable size
-/// grown by the move (md's `md_finish_reshape`), the reshape fields cleared; sealed.
+/// changed by the move (md's `md_finish_reshape`), the reshape fields cleared, a removed
+/// member a spare (md's `raid5_finish_reshape` takes it out of its slot); sealed.
 #[must_use]
 pub fn reshaped_superblock(
     own: &Superblock1,
@@ -446,6 +525,11 @@ pub fn reshaped_superblock(
     utime_seconds: u64,
 ) -> Superblock1 {
     let mut sb = with_roles(own, plan);
+    for role in &mut sb.dev_roles {
+        if matches!(role, DevRole::Active(slot) if u32::from(*slot) >= plan.new_raid_disks) {
+            *role = DevRole::Spare;
+        }
+    }
     mark_reshaped(&mut sb, me.new_offset_sectors, (plan.new_layout, plan.new_chunk_sectors));
     super::stamp(&mut sb, events, utime_seconds);
     sb

@@ -24,7 +24,7 @@ fn the_data_moves_as_far_as_mdadm_moves_it() {
 
 /// The array of `plan` with `raid_disks` members, its layout and chunk.
 fn to(p: &AssemblyPlan, raid_disks: u32) -> NewShape {
-    NewShape { raid_disks, layout: p.layout, chunk_sectors: p.chunk_sectors }
+    NewShape { raid_disks, layout: p.layout, chunk_sectors: p.chunk_sectors, shrink: false }
 }
 
 /// What `rp`'s superblocks say at its start.
@@ -35,6 +35,7 @@ fn progress(rp: &ReshapePlan) -> ReshapeProgress {
         new_layout: rp.new_layout,
         new_chunk_sectors: rp.new_chunk_sectors,
         position_sectors: 0,
+        backwards: false,
     }
 }
 
@@ -187,4 +188,94 @@ fn what_cannot_be_reshaped_says_why() {
     sb.delta_disks = 1;
     let refused = ReshapeProgress::of(&sb).unwrap_err();
     assert!(refused.contains("finish it with mdadm"), "no new offset: {refused}");
+}
+
+/// RAID5 3 -> 2 members (2 -> 1 data), 64 KiB chunks: mdadm's least move, lcm(256, 128) / 2
+/// = 128 sectors, up into the room after the data; the array's end is given up only when
+/// asked (`shrink`).
+#[test]
+fn fewer_members_move_up_into_the_room_after_the_data() {
+    let mut p = plan();
+    p.spares = vec![spare(3, "s3")];
+    let err = plan_reshape(&p, to(&p, 2), &space).unwrap_err();
+    let given_up = GrowError::FewerMembers { current: 3, asked: 2, old_kib: 16384, new_kib: 8192 };
+    assert_eq!(err, given_up);
+    let shrink = NewShape { shrink: true, ..to(&p, 2) };
+    let rp = plan_reshape(&p, shrink, &space).unwrap();
+    assert_eq!((rp.old_raid_disks, rp.new_raid_disks, rp.slot_count()), (3, 2, 3));
+    assert!(rp.backwards());
+    let slots: Vec<_> = rp.members.iter().map(|m| (m.name.as_str(), m.slot)).collect();
+    assert_eq!(slots, [("m0", Some(0)), ("m1", Some(1)), ("m2", Some(2)), ("s3", None)]);
+    assert!(
+        rp.members.iter().all(|m| (m.old_offset_sectors, m.new_offset_sectors) == (2048, 2176))
+    );
+    assert!(rp.missing_slots().is_empty());
+    // Room after the data: 20480 - 16384 sectors on each; 16 is too little.
+    let tight = |m: &PlannedMember| MemberSpace { avail_sectors: 16400, ..space(m) };
+    let err = plan_reshape(&p, shrink, &tight).unwrap_err();
+    let no_room =
+        GrowError::NoTailroom { member: "m0".into(), room_sectors: 16, needed_sectors: 128 };
+    assert_eq!(err, no_room);
+    let one = NewShape { shrink: true, ..to(&p, 1) };
+    assert_eq!(plan_reshape(&p, one, &space), Err(GrowError::TooFewMembers { asked: 1, min: 2 }));
+    let mut listed = plan();
+    listed.slots[2].as_mut().unwrap().name = "bad".into();
+    let err = plan_reshape(&listed, shrink, &space).unwrap_err();
+    assert_eq!(err, GrowError::ListsBadBlocks { member: "bad".into() }, "a removed one is read");
+}
+
+/// The superblocks of a reshape to fewer members: backwards from the new array's end, the
+/// removed member in its slot until the end and a spare after it, the usable size shrunk by
+/// the move up; read back, and a member one write behind mended at the start and the end.
+#[test]
+fn fewer_members_superblocks_go_backwards() {
+    let p = plan();
+    let rp = plan_reshape(&p, NewShape { shrink: true, ..to(&p, 2) }, &space).unwrap();
+    let mut own = superblock(16384, 2048);
+    own.events = 9;
+    own.seal();
+    let during = reshaping_superblock(&own, &rp, &rp.members[0], 16384, 10, 7);
+    let bits = feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS;
+    // md flags backwards only for the same members (`super_1_sync`): fewer go so anyway.
+    let expected_bits = feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+    assert_eq!(during.feature_map & bits, expected_bits);
+    assert_eq!((during.raid_disks, during.delta_disks, during.new_offset_sectors), (2, -1, 128));
+    assert_eq!(during.dev_roles[2], DevRole::Active(2), "the removed member keeps its slot");
+    let decoded = Superblock1::decode(&during.encode()).expect("a shrinking superblock decodes");
+    let read = ReshapeProgress::of(&decoded).unwrap().unwrap();
+    let expected = ReshapeProgress {
+        old_raid_disks: 3,
+        new_raid_disks: 2,
+        position_sectors: 16384,
+        backwards: true,
+        ..progress(&rp)
+    };
+    assert_eq!(read, expected);
+    assert_eq!(read.start_sectors(&during), 16384, "one data member of 16384 sectors");
+    assert_eq!(mended_superblock(&own, &during), Some(during.clone()), "a torn start");
+    let after = reshaped_superblock(&during, &rp, &rp.members[0], 11, 8);
+    assert_eq!((after.feature_map & bits, after.raid_disks), (0, 2));
+    assert_eq!((after.data_offset_sectors, after.data_size_sectors), (2176, 16384 - 128));
+    assert_eq!(after.dev_roles[2], DevRole::Spare, "the removed member is a spare");
+    assert_eq!(ReshapeProgress::of(&after).unwrap(), None);
+    assert_eq!(mended_superblock(&during, &after), Some(after.clone()), "a torn end");
+    // Fewer members with the data moving down, or the same members flagged backwards with it
+    // moving down: not md's.
+    let mut down = during.clone();
+    down.new_offset_sectors = -128;
+    assert!(ReshapeProgress::of(&down).is_err());
+    let mut same = down.clone();
+    (same.raid_disks, same.delta_disks, same.new_layout) = (3, 0, 3);
+    assert!(ReshapeProgress::of(&same).is_ok(), "a layout change forwards");
+    same.feature_map |= feature::RESHAPE_BACKWARDS;
+    assert!(ReshapeProgress::of(&same).is_err(), "backwards moving down");
+    same.new_offset_sectors = 128;
+    let up = ReshapeProgress::of(&same).unwrap().unwrap();
+    assert!(up.backwards, "md's own layout change backwards, taken up");
+    // Read back by role: the removed member in its slot, for the copy to read.
+    let members: Vec<PlannedMember> = p.slots.iter().flatten().cloned().collect();
+    let pairs: Vec<_> = members.iter().map(|m| (m, &during)).collect();
+    let back = reshape_in_progress(&pairs, &read);
+    let slots: Vec<_> = back.members.iter().map(|m| (m.slot, m.new_offset_sectors)).collect();
+    assert_eq!(slots, [(Some(0), 2176), (Some(1), 2176), (Some(2), 2176)]);
 }
