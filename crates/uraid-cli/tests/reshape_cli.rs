@@ -13,7 +13,8 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use stopped_common::{
-    MIB, add_spares, assert_reads_back, examine, grow, images, small_array, strs, superblock_of,
+    MIB, add_spares, assert_reads_back, examine, grow, refused_grow, small_array, strs,
+    superblock_of,
 };
 
 /// Serves the grown array: the old data, zeros after it up to `size`, a new write at its end
@@ -208,16 +209,6 @@ fn a_new_layout_and_chunk_keep_the_data() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `uraid grow ARGS` fails saying `why`, and no member changed.
-fn refused(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
-    let before = images(members);
-    let out = uraid(dir, &[&["grow"][..], args].concat());
-    assert!(!out.status.success(), "{args:?} grew");
-    let err = text(&out.stderr);
-    assert!(err.contains(why), "{args:?}: {err}");
-    assert!(images(members) == before, "{args:?} wrote to a member");
-}
-
 #[test]
 fn what_cannot_be_reshaped_is_refused_and_left_alone() {
     let dir = tempdir("reshape-refused");
@@ -225,13 +216,18 @@ fn what_cannot_be_reshaped_is_refused_and_left_alone() {
     members.extend(add_spares(&dir, "rf", &members, 1));
     let all = strs(&members);
     let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
-    refused(&dir, &members, &with(&["-n", "5"]), "2 new members need as many spares");
-    refused(&dir, &members, &with(&["-n", "3"]), "with the same layout and chunk changes nothing");
-    refused(&dir, &members, &with(&["-c", "48K"]), "it must be a power of two");
-    refused(&dir, &members, &with(&["-c", "16M"]), "that divides each member's 16384 sectors");
-    refused(&dir, &members, &with(&["-p", "left-symmetric-6"]), "not valid for RAID5");
-    refused(&dir, &members, &with(&["--continue"]), "no reshape is in progress");
-    refused(&dir, &members, &["-n", "4", all[0], all[1], all[3]], "degraded (slots [2]");
+    refused_grow(&dir, &members, &with(&["-n", "5"]), "2 new members need as many spares");
+    refused_grow(
+        &dir,
+        &members,
+        &with(&["-n", "3"]),
+        "with the same layout and chunk changes nothing",
+    );
+    refused_grow(&dir, &members, &with(&["-c", "48K"]), "it must be a power of two");
+    refused_grow(&dir, &members, &with(&["-c", "16M"]), "that divides each member's 16384 sectors");
+    refused_grow(&dir, &members, &with(&["-p", "left-symmetric-6"]), "not valid for RAID5");
+    refused_grow(&dir, &members, &with(&["--continue"]), "no reshape is in progress");
+    refused_grow(&dir, &members, &["-n", "4", all[0], all[1], all[3]], "degraded (slots [2]");
     // m1's own bad block log moved to just before its data (as older mdadm put it): no
     // room to move the data down there.
     let mut sb = superblock_of(&members[1]);
@@ -239,6 +235,6 @@ fn what_cannot_be_reshaped_is_refused_and_left_alone() {
     sb.seal();
     let file = std::fs::OpenOptions::new().write(true).open(&members[1]).unwrap();
     file.write_all_at(&sb.encode(), 4096).unwrap();
-    refused(&dir, &members, &with(&["-n", "4"]), "m1.img has 0 sectors between md's metadata");
+    refused_grow(&dir, &members, &with(&["-n", "4"]), "m1.img has 0 sectors between md's metadata");
     std::fs::remove_dir_all(&dir).unwrap();
 }

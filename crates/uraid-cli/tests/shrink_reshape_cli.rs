@@ -10,23 +10,13 @@ mod stopped_common;
 
 use serve_common::{tempdir, text, uraid, uraid_ok};
 use std::path::{Path, PathBuf};
-use stopped_common::{MIB, examine, grow, images, small_array_of, strs};
+use stopped_common::{MIB, examine, grow, refused_grow, small_array_of, strs};
 
 /// Serves the array with all of `members` (the removed ones as spares): `data`, its
 /// first `size` bytes, reads back, and a check finds no mismatch.
 fn serve_and_check(dir: &Path, name: &str, members: &[PathBuf], data: &[u8], size: u64) {
     let kept = &data[..size as usize];
     stopped_common::serve_and_check(dir, name, members, (kept, size), |_| {});
-}
-
-/// `uraid grow ARGS` fails saying `why`, and no member changed.
-fn refused(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
-    let before = images(members);
-    let out = uraid(dir, &[&["grow"][..], args].concat());
-    assert!(!out.status.success(), "{args:?} grew");
-    let err = text(&out.stderr);
-    assert!(err.contains(why), "{args:?}: {err}");
-    assert!(images(members) == before, "{args:?} wrote to a member");
 }
 
 #[test]
@@ -37,8 +27,8 @@ fn a_raid5_reshaped_to_fewer_members_cut_short_and_continued() {
     assert_eq!(data.len() as u64, 24 * MIB);
     let all = strs(&members);
     let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
-    refused(&dir, &members, &with(&["-n", "3"]), "give --shrink to let that go");
-    refused(&dir, &members, &with(&["-n", "1", "--shrink"]), "takes no fewer than 2");
+    refused_grow(&dir, &members, &with(&["-n", "3"]), "give --shrink to let that go");
+    refused_grow(&dir, &members, &with(&["-n", "1", "--shrink"]), "takes no fewer than 2");
     let said = grow(&dir, &with(&["-n", "3", "--shrink"]), Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
     // mdadm reads the reshape under way: backwards, the data moving up by mdadm's least move
@@ -115,8 +105,8 @@ fn fewer_members_need_room_after_the_data() {
     uraid_ok(&dir, &[&create[..], &strs(&members)].concat());
     let all = strs(&members);
     let args = [&["-n", "3", "--shrink"][..], &all].concat();
-    refused(&dir, &members, &args, "has 0 sectors after the array's data");
-    refused(&dir, &members, &args, "uraid grow --size SIZE --shrink");
+    refused_grow(&dir, &members, &args, "has 0 sectors after the array's data");
+    refused_grow(&dir, &members, &args, "uraid grow --size SIZE --shrink");
     // Made room by giving up a chunk a member first, it goes.
     uraid_ok(&dir, &[&["grow", "--size", "7936K", "--shrink"][..], &all].concat());
     let said = uraid_ok(&dir, &[&["grow"][..], &args].concat());

@@ -160,6 +160,16 @@ impl ArrayCopy {
     }
 }
 
+/// `uraid grow ARGS` fails saying `why`, and no member changed.
+pub fn refused_grow(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
+    let before = images(members);
+    let out = uraid(dir, &[&["grow"][..], args].concat());
+    assert!(!out.status.success(), "{args:?} grew");
+    let err = text(&out.stderr);
+    assert!(err.contains(why), "{args:?}: {err}");
+    assert!(images(members) == before, "{args:?} wrote to a member");
+}
+
 /// `mdadm --examine` of a member, which must succeed: what it printed.
 pub fn examine(member: &Path) -> String {
     let out = Command::new("mdadm").arg("--examine").arg(member).output().unwrap();

@@ -136,48 +136,27 @@ pub fn plan_reshape(
     space: &dyn Fn(&PlannedMember) -> MemberSpace,
 ) -> Result<ReshapePlan, GrowError> {
     refuse_shape(plan, new)?;
-    if new.raid_disks < plan.raid_disks {
-        return fewer::plan_fewer(plan, new, space);
-    }
     let (current, new_raid_disks) = (plan.raid_disks, new.raid_disks);
-    let needed = (new_raid_disks - current) as usize;
+    let needed = new_raid_disks.saturating_sub(current) as usize;
     if plan.spares.len() < needed {
         return Err(GrowError::TooFewSpares { needed, spares: plan.spares.len() });
     }
     let members: Vec<&PlannedMember> = plan.slots.iter().flatten().chain(&plan.spares).collect();
     let spaces: Vec<MemberSpace> = members.iter().map(|m| space(m)).collect();
-    // Its listed sectors are where the data moves away from (the list is by member sector),
-    // and the copy reads every data chunk of a member it has (it rebuilds a lost member's only).
-    let mut listed = members.iter().zip(&spaces).take(new_raid_disks as usize);
+    // The slots the copy reads or writes: the new ones, or the old when fewer (a removed
+    // member is read until the end). Their listed sectors are where the data moves away
+    // from (the list is by member sector), and the copy reads every data chunk of a member
+    // it has (it rebuilds a lost member's only).
+    let slots = current.max(new_raid_disks) as usize;
+    let mut listed = members.iter().zip(&spaces).take(slots);
     if let Some((m, _)) = listed.find(|(_, s)| s.lists_bad_blocks) {
         return Err(GrowError::ListsBadBlocks { member: m.name.clone() });
     }
-    // The data moves down from the lowest old offset, no lower than any metadata's end.
-    let (holder, high) = members[..current as usize]
-        .iter()
-        .map(|m| (m, m.data_offset_sectors))
-        .min_by_key(|p| p.1)
-        .expect("a whole array has members");
-    let (metadata, low) = spaces
-        .iter()
-        .zip(&members)
-        .map(|(s, m)| (m, s.metadata_end_sectors))
-        .max_by_key(|p| p.1)
-        .expect("a whole array has members");
-    let room = high.saturating_sub(low);
-    let moved = data_move(plan, new, room).map_err(|needed_sectors| {
-        let tight = if room == 0 { metadata } else { holder };
-        GrowError::NoHeadroom { member: tight.name.clone(), room_sectors: room, needed_sectors }
-    })?;
-    let new_offset = high - moved;
-    for (m, s) in members.iter().zip(&spaces).skip(current as usize) {
-        let avail_sectors =
-            s.avail_sectors.saturating_add(m.data_offset_sectors.saturating_sub(new_offset));
-        if avail_sectors < plan.size_sectors {
-            let (member, new_sectors) = (m.name.clone(), plan.size_sectors);
-            return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
-        }
-    }
+    let new_offset = if new_raid_disks < current {
+        fewer::offset_up(plan, new, &members, &spaces)?
+    } else {
+        offset_down(plan, new, &members, &spaces)?
+    };
     let members = members
         .iter()
         .enumerate()
@@ -185,7 +164,7 @@ pub fn plan_reshape(
             candidate: m.candidate,
             name: m.name.clone(),
             dev_number: m.dev_number,
-            slot: (slot < new_raid_disks as usize).then_some(slot as u16),
+            slot: (slot < slots).then_some(slot as u16),
             old_offset_sectors: m.data_offset_sectors,
             new_offset_sectors: new_offset,
         })
@@ -198,6 +177,42 @@ pub fn plan_reshape(
         new_chunk_sectors,
         members,
     })
+}
+
+/// The new data offset of a reshape forwards: down from the lowest old offset by the move,
+/// no lower than any metadata's end; every added member holding the component there.
+fn offset_down(
+    plan: &AssemblyPlan,
+    new: NewShape,
+    members: &[&PlannedMember],
+    spaces: &[MemberSpace],
+) -> Result<u64, GrowError> {
+    let (holder, high) = members[..plan.raid_disks as usize]
+        .iter()
+        .map(|m| (m, m.data_offset_sectors))
+        .min_by_key(|p| p.1)
+        .expect("a whole array has members");
+    let (metadata, low) = spaces
+        .iter()
+        .zip(members)
+        .map(|(s, m)| (m, s.metadata_end_sectors))
+        .max_by_key(|p| p.1)
+        .expect("a whole array has members");
+    let room = high.saturating_sub(low);
+    let moved = data_move(plan, new, room).map_err(|needed_sectors| {
+        let tight = if room == 0 { metadata } else { holder };
+        GrowError::NoHeadroom { member: tight.name.clone(), room_sectors: room, needed_sectors }
+    })?;
+    let new_offset = high - moved;
+    for (m, s) in members.iter().zip(spaces).skip(plan.raid_disks as usize) {
+        let avail_sectors =
+            s.avail_sectors.saturating_add(m.data_offset_sectors.saturating_sub(new_offset));
+        if avail_sectors < plan.size_sectors {
+            let (member, new_sectors) = (m.name.clone(), plan.size_sectors);
+            return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
+        }
+    }
+    Ok(new_offset)
 }
 
 /// Refuses what no room or spare can make a reshape of `plan` to `new`.

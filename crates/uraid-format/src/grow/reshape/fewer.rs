@@ -5,11 +5,10 @@
 //! (`offset_change`, at least the copy's gap), into the room after the data on every member
 //! and spare (the kernel's `new_offset_store` refuses a move that pushes the component past a
 //! device's end). The copy runs from the new array's end down (`uraid_core::reshape`); the
-//! removed members are read until the end, keeping their slots, and are spares after it.
+//! removed members are read until the end, keeping their slots (`plan_reshape`), and are
+//! spares after it.
 
-use super::{
-    MemberSpace, NEW_OFFSET_MAX, NewShape, ReshapeMember, ReshapePlan, copy_gap, offset_change,
-};
+use super::{MemberSpace, NEW_OFFSET_MAX, NewShape, copy_gap, offset_change};
 use crate::Level;
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::grow::GrowError;
@@ -32,28 +31,22 @@ pub(super) fn refuse_fewer(plan: &AssemblyPlan, new: NewShape) -> Result<(), Gro
     Ok(())
 }
 
-/// `plan_reshape` for fewer members (`refuse_shape` passed): every member moves up to one new
-/// offset, past the highest old one by the least move.
-pub(super) fn plan_fewer(
+/// The new data offset of a reshape to fewer members (`refuse_shape` passed): up from the
+/// highest old one by the least move, every member and spare holding the component there.
+pub(super) fn offset_up(
     plan: &AssemblyPlan,
     new: NewShape,
-    space: &dyn Fn(&PlannedMember) -> MemberSpace,
-) -> Result<ReshapePlan, GrowError> {
+    members: &[&PlannedMember],
+    spaces: &[MemberSpace],
+) -> Result<u64, GrowError> {
     let current = plan.raid_disks;
-    let members: Vec<&PlannedMember> = plan.slots.iter().flatten().chain(&plan.spares).collect();
-    let spaces: Vec<MemberSpace> = members.iter().map(|m| space(m)).collect();
-    // Every member in a slot is read, a removed one too.
-    let mut listed = members.iter().zip(&spaces).take(current as usize);
-    if let Some((m, _)) = listed.find(|(_, s)| s.lists_bad_blocks) {
-        return Err(GrowError::ListsBadBlocks { member: m.name.clone() });
-    }
     let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
     let parity = current - plan.data_disks();
     let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
     let moved = least.max(copy_gap(old_chunk, new_chunk));
     let highest = members[..current as usize].iter().map(|m| m.data_offset_sectors).max();
     let new_offset = highest.expect("a whole array has members") + moved;
-    for (m, s) in members.iter().zip(&spaces) {
+    for (m, s) in members.iter().zip(spaces) {
         // Its device ends at its offset and room; the component must fit past the new offset.
         let device_end = m.data_offset_sectors.saturating_add(s.avail_sectors);
         let data_end = m.data_offset_sectors.saturating_add(plan.size_sectors);
@@ -66,24 +59,5 @@ pub(super) fn plan_fewer(
             return Err(GrowError::NoTailroom { member, room_sectors, needed_sectors });
         }
     }
-    let members = members
-        .iter()
-        .enumerate()
-        .map(|(slot, m)| ReshapeMember {
-            candidate: m.candidate,
-            name: m.name.clone(),
-            dev_number: m.dev_number,
-            // The removed members keep their slots until the end.
-            slot: (slot < current as usize).then_some(slot as u16),
-            old_offset_sectors: m.data_offset_sectors,
-            new_offset_sectors: new_offset,
-        })
-        .collect();
-    Ok(ReshapePlan {
-        old_raid_disks: current,
-        new_raid_disks: new.raid_disks,
-        new_layout: new.layout,
-        new_chunk_sectors: new.chunk_sectors,
-        members,
-    })
+    Ok(new_offset)
 }
