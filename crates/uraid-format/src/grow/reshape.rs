@@ -15,10 +15,11 @@
 //! mdadm's `choose_offset` (the least move would copy a chunk row per window; the room before
 //! the data stays the same all the way). mdadm moves such a reshape up instead when there is
 //! more room after the data (backwards); uraid goes forwards there, and refuses without room
-//! before. Fewer members go backwards (`fewer.rs`), as md takes them: the data moves up by
-//! mdadm's least move into the room after it, from the new array's end down. While the
-//! reshape runs every superblock says so: `RESHAPE_ACTIVE` and `NEW_OFFSET` (and
-//! `RESHAPE_BACKWARDS` going up), `raid_disks` the new count, `delta_disks` the change, the
+//! before (it takes up md's, `ReshapeProgress`). Fewer members go backwards (`fewer.rs`), as
+//! md takes them: the data moves up by mdadm's least move into the room after it, from the
+//! new array's end down. While the reshape runs every superblock says so: `RESHAPE_ACTIVE`
+//! and `NEW_OFFSET` (and `RESHAPE_BACKWARDS` when the same members' data goes up, the only
+//! case md flags), `raid_disks` the new count, `delta_disks` the change, the
 //! level, layout and chunk as they were and `new_layout` and `new_chunk` as they will be,
 //! `reshape_position` the array sector copied up to (down to, backwards), `new_offset` the
 //! signed move, the added members in their slots (the removed ones in theirs). When it ends
@@ -223,13 +224,14 @@ fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
     if asked == current && same_shape {
         return Err(GrowError::NotMoreMembers { current, asked });
     }
-    if asked < current {
-        fewer::refuse_fewer(plan, new)?;
-    }
     let new_chunk = u64::from(new.chunk_sectors);
     if !new_chunk.is_power_of_two() || !plan.size_sectors.is_multiple_of(new_chunk) {
         let (size_sectors, chunk_sectors) = (plan.size_sectors, new.chunk_sectors);
         return Err(GrowError::ChunkSplitsMembers { size_sectors, chunk_sectors });
+    }
+    // After the chunk's check: what fewer members hold is counted in new chunks.
+    if asked < current {
+        fewer::refuse_fewer(plan, new)?;
     }
     if asked > RAID_DISKS_MAX {
         return Err(GrowError::TooManyMembers { asked, max: RAID_DISKS_MAX });

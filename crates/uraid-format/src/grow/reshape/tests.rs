@@ -216,6 +216,10 @@ fn fewer_members_move_up_into_the_room_after_the_data() {
     let no_room =
         GrowError::NoTailroom { member: "m0".into(), room_sectors: 16, needed_sectors: 128 };
     assert_eq!(err, no_room);
+    // A chunk of none is refused as a chunk, before anything is counted in it.
+    let no_chunk = NewShape { chunk_sectors: 0, ..shrink };
+    let err = plan_reshape(&p, no_chunk, &space).unwrap_err();
+    assert!(matches!(err, GrowError::ChunkSplitsMembers { chunk_sectors: 0, .. }), "{err}");
     let one = NewShape { shrink: true, ..to(&p, 1) };
     assert_eq!(plan_reshape(&p, one, &space), Err(GrowError::TooFewMembers { asked: 1, min: 2 }));
     let mut listed = plan();
