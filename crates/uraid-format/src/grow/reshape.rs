@@ -506,6 +506,13 @@ fn mark_reshaping(
     if new_offset > 0 && delta_disks == 0 {
         sb.feature_map |= feature::RESHAPE_BACKWARDS;
     }
+    // Moving up, the usable size must reach the component's end at the new offset (the plan
+    // checked the device holds it): mdadm makes it the device's room (`size` 0) when the
+    // kernel refuses the new offset for want of it. Found by the superblock fuzz target: a
+    // usable size of just the component shrank below it at the end.
+    if let Ok(up) = u64::try_from(new_offset) {
+        sb.data_size_sectors = sb.data_size_sectors.max(sb.size_sectors.saturating_add(up));
+    }
     (sb.new_level, sb.new_layout, sb.new_chunk_sectors) = new_shape;
     sb.delta_disks = delta_disks;
     sb.reshape_position_sectors = position_sectors;

@@ -245,6 +245,8 @@ fn fewer_members_superblocks_go_backwards() {
     assert_eq!(during.feature_map & bits, expected_bits);
     assert_eq!((during.raid_disks, during.delta_disks, during.new_offset_sectors), (2, -1, 128));
     assert_eq!(during.dev_roles[2], DevRole::Active(2), "the removed member keeps its slot");
+    // Its usable size was the component alone: it now reaches the component at the new offset.
+    assert_eq!((own.data_size_sectors, during.data_size_sectors), (16384, 16384 + 128));
     let decoded = Superblock1::decode(&during.encode()).expect("a shrinking superblock decodes");
     let read = ReshapeProgress::of(&decoded).unwrap().unwrap();
     let expected = ReshapeProgress {
@@ -259,7 +261,8 @@ fn fewer_members_superblocks_go_backwards() {
     assert_eq!(mended_superblock(&own, &during), Some(during.clone()), "a torn start");
     let after = reshaped_superblock(&during, &rp, &rp.members[0], 11, 8);
     assert_eq!((after.feature_map & bits, after.raid_disks), (0, 2));
-    assert_eq!((after.data_offset_sectors, after.data_size_sectors), (2176, 16384 - 128));
+    assert_eq!((after.data_offset_sectors, after.data_size_sectors), (2176, 16384));
+    Superblock1::decode(&after.encode()).expect("the component fits its usable size");
     assert_eq!(after.dev_roles[2], DevRole::Spare, "the removed member is a spare");
     assert_eq!(ReshapeProgress::of(&after).unwrap(), None);
     assert_eq!(mended_superblock(&during, &after), Some(after.clone()), "a torn end");
