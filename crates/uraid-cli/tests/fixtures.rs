@@ -87,6 +87,35 @@ fn build_sha256(name: &str, manifest: &Value, members: &[Option<PathBuf>]) -> St
     hex(&Sha256::digest(&bytes))
 }
 
+/// `-o -` is standard output, as `assemble -o -` takes it: the contents there, no file named
+/// `-` (which `build` made before).
+#[test]
+fn build_writes_to_standard_output_for_a_dash() {
+    let index = read_json(&fixtures_dir().join("index.json"));
+    let name = index["fixtures"][0]["name"].as_str().unwrap();
+    let manifest = read_json(&fixtures_dir().join(name).join("manifest.json"));
+    let members = unpack_members(name, &manifest);
+    let cwd = Path::new(env!("CARGO_TARGET_TMPDIR")).join("build-dash");
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_uraid"))
+        .current_dir(&cwd)
+        .args(["build", "--level", &manifest["level"].to_string()])
+        .args(["--layout", manifest["layout"].as_str().unwrap()])
+        .args(["--chunk", &format!("{}b", manifest["chunk_bytes"])])
+        .args(["--data-offset", &format!("{}s", manifest["data_offset_sectors"])])
+        .args(["-o", "-", "--json"])
+        .args(members.iter().map(|m| m.as_ref().expect("the fixture whole")))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!cwd.join("-").exists(), "a file named - was written");
+    let want = manifest["content"]["sha256"].as_str().unwrap();
+    assert_eq!(hex(&Sha256::digest(&out.stdout)), want, "{name} on standard output");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"bytes\""), "the report on stderr");
+    std::fs::remove_dir_all(&cwd).unwrap();
+}
+
 /// Every way to take members away until the array is exactly at its redundancy limit.
 fn degraded_variants(members: &[Option<PathBuf>], max_degraded: usize) -> Vec<Vec<usize>> {
     let already = members.iter().filter(|m| m.is_none()).count();

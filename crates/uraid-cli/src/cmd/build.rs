@@ -47,7 +47,7 @@ pub struct BuildArgs {
     /// Number of members; must match the members given.
     #[arg(short = 'n', long)]
     raid_devices: Option<usize>,
-    /// Write the contents here (default: standard output, unless it is a terminal).
+    /// Write the contents here (default, or `-`: standard output, unless it is a terminal).
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Report as JSON (on standard error when the contents go to standard output).
@@ -74,7 +74,9 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
     let plan = BuildPlan::new(args)?;
     let bytes =
         plan.geometry.array_sectors(plan.stripes * plan.geometry.chunk_sectors()) * SECTOR_BYTES;
-    if let Some(path) = &args.output {
+    // `-` is standard output, as for `assemble -o` (it made a file named `-`).
+    let to_file = args.output.as_deref().filter(|p| *p != std::path::Path::new("-"));
+    if let Some(path) = to_file {
         super::output::write_file(path, |out| plan.write_contents(out))?;
     } else {
         let stdout = std::io::stdout();
@@ -95,7 +97,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<()> {
             "missing": missing,
             "chunk_bytes": g.chunk_bytes(),
         });
-        if args.output.is_some() {
+        if to_file.is_some() {
             out!("{report}");
         } else {
             say!("{report}");
