@@ -360,13 +360,12 @@ pub(crate) fn tell(plan: &AssemblyPlan, r: &Reshaped, json: bool) {
         r.offsets.1
     );
     if new < old {
-        out!(
-            "{}: the array's data past {} KiB is gone; the members of slots {new} to {} are \
-             spares now",
-            plan.name,
-            r.new_array_kib,
-            old - 1
-        );
+        let removed = if old - new == 1 {
+            format!("the member of slot {new} is a spare")
+        } else {
+            format!("the members of slots {new} to {} are spares", old - 1)
+        };
+        out!("{}: the array's data past {} KiB is gone; {removed} now", plan.name, r.new_array_kib);
     }
     if !r.missing_slots.is_empty() {
         out!(
