@@ -17,15 +17,7 @@ use serve_common::tempdir;
 use stopped_common::{ArrayCopy, MIB, add_spares, serve_and_check, sha256, small_array_with};
 
 const JOB: &str = r#"
-r() { echo "RESULT $*"; }
-md() { cat /sys/block/md0/md/$1; }
-seen() {
-  r $1_disks $(md raid_disks) $(cat /sys/block/md0/size)
-  r $1_data $(head -c 16777216 /dev/md0 | sha256sum | cut -d' ' -f1)
-  echo check > /sys/block/md0/md/sync_action
-  mdadm --wait /dev/md0 || true
-  r $1_mismatches $(md mismatch_cnt)
-}
+seen() { r $1_disks $(md raid_disks) $(cat /sys/block/md0/size); read_and_check $1; }
 mdadm --assemble /dev/md0 --run /dev/vda /dev/vdb /dev/vdc /dev/vdd 2>&1
 seen uraid
 mdadm --stop /dev/md0 2>&1

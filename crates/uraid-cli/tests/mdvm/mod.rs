@@ -66,8 +66,23 @@ pub fn run(cmd: &mut Command, what: &str) -> String {
     job_output
 }
 
-/// Writes `job` to `dir/{what}.sh` and runs it in the VM, `disks` its virtio disks in order
-/// (/dev/vda, /dev/vdb, ...), for at most `timeout_s`: the job's console and its results.
+/// What every `run_job` job starts with: `r KEY VALUE...` reports a result, `md ATTR` reads
+/// md0's sysfs attribute, and `read_and_check NAME` reports the sha256 of md0's first 16 MiB
+/// as `NAME_data`, runs md's check and reports its `NAME_mismatches`.
+const JOB_PRELUDE: &str = r#"
+r() { echo "RESULT $*"; }
+md() { cat /sys/block/md0/md/$1; }
+read_and_check() {
+  r $1_data $(head -c 16777216 /dev/md0 | sha256sum | cut -d' ' -f1)
+  echo check > /sys/block/md0/md/sync_action
+  mdadm --wait /dev/md0 || true
+  r $1_mismatches $(md mismatch_cnt)
+}
+"#;
+
+/// Writes `job` (after `JOB_PRELUDE`) to `dir/{what}.sh` and runs it in the VM, `disks` its
+/// virtio disks in order (/dev/vda, /dev/vdb, ...), for at most `timeout_s`: the job's console
+/// and its results.
 pub fn run_job<'a>(
     scripts: &Path,
     (dir, what): (&Path, &str),
@@ -76,7 +91,7 @@ pub fn run_job<'a>(
     timeout_s: u32,
 ) -> (String, Results) {
     let path = dir.join(format!("{what}.sh"));
-    std::fs::write(&path, job).expect("writing the job");
+    std::fs::write(&path, format!("{JOB_PRELUDE}{job}")).expect("writing the job");
     let mut cmd = Command::new(scripts.join("run"));
     cmd.args(["--timeout", &timeout_s.to_string()]).arg(&path).args(disks);
     let console = run(&mut cmd, what);
