@@ -228,8 +228,13 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let (old_chunk, new_chunk) = (u64::from(p.chunk_sectors), u64::from(chunk_sectors));
     assert!(new_chunk.is_power_of_two() && p.size_sectors.is_multiple_of(new_chunk));
     let gap = if old_chunk == new_chunk { new_chunk } else { old_chunk + new_chunk };
-    let up = rp.backwards();
-    assert_eq!(up, shape.raid_disks < p.raid_disks, "fewer members, and only they, go up");
+    let (up, fewer) = (rp.backwards(), shape.raid_disks < p.raid_disks);
+    // The same members go the way with more room, as mdadm.
+    assert!(up == fewer || shape.raid_disks == p.raid_disks, "more go down, fewer up");
+    for m in members.iter().filter(|_| up) {
+        let end = m.data_offset_sectors.saturating_add(space(m).avail_sectors);
+        assert!(new + p.size_sectors <= end, "{} holds the component up there", m.name);
+    }
     for m in &rp.members[..rp.old_raid_disks as usize] {
         let (old, new) = (m.old_offset_sectors, new);
         let (low, high) = if up { (old, new) } else { (new, old) };

@@ -178,12 +178,19 @@ pub enum GrowError {
     )]
     TooFewSpares { needed: usize, spares: usize },
     #[error(
-        "{member} has {room_sectors} sectors between md's metadata and its data, and the \
-         data must move down by at least {needed_sectors} sectors (a chunk, or the old and the \
-         new chunk, or mdadm's least move on the same members) to reshape without a backup \
-         file (mdadm would move it up into the room after it: not built)"
+        "{member} has {room_sectors} sectors between md's metadata and its data, and more \
+         members move the data down by at least {needed_sectors} sectors (a chunk, or the old \
+         and the new chunk) to reshape without a backup file"
     )]
     NoHeadroom { member: String, room_sectors: u64, needed_sectors: u64 },
+    #[error(
+        "a new layout or chunk moves the data by at least {needed_sectors} sectors (mdadm's \
+         least move, at least a chunk; down into the room before it or up into the room after \
+         it, whichever is larger, as mdadm), and {member} has {before_sectors} before it and \
+         {after_sectors} after: make room after with `uraid grow --size SIZE --shrink` first \
+         (its end is then given up too)"
+    )]
+    NoRoom { member: String, before_sectors: u64, after_sectors: u64, needed_sectors: u64 },
     #[error(
         "{member} lists unreadable sectors in its bad block log: replace it (uraid replace) or \
          rebuild onto another device first; the reshape reads every data sector once"

@@ -11,11 +11,11 @@
 //! superblock: the kernel's `super_1_allow_new_offset`). Where mdadm would need a backup
 //! file for want of that room, uraid moves the data by the whole chunks there are: its copy
 //! needs one (the old and the new chunk when the chunk changes: `uraid_core::reshape`). A
-//! new layout or chunk on the same members moves the data down by about half the room, as
-//! mdadm's `choose_offset` (the least move would copy a chunk row per window; the room before
-//! the data stays the same all the way). mdadm moves such a reshape up instead when there is
-//! more room after the data (backwards); uraid goes forwards there, and refuses without room
-//! before (it takes up md's, `ReshapeProgress`). Fewer members go backwards (`fewer.rs`), as
+//! new layout or chunk on the same members goes, as mdadm's `set_new_data_offset`, the way with
+//! more room: down into the room before the data, or up into the room after it (backwards,
+//! from the array's end down; up on a tie), by about half that room, as mdadm's
+//! `choose_offset` (the least move would copy a chunk row per window; the room stays the same
+//! all the way). Fewer members go backwards (`fewer.rs`), as
 //! md takes them: the data moves up by mdadm's least move into the room after it, from the
 //! new array's end down. While the reshape runs every superblock says so: `RESHAPE_ACTIVE`
 //! and `NEW_OFFSET` (and `RESHAPE_BACKWARDS` when the same members' data goes up, the only
@@ -42,6 +42,7 @@ use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::dev_roles::DevRole;
 use crate::feature;
 use crate::superblock::Superblock1;
+use std::cmp::Ordering;
 
 /// Sectors past the superblock's start that md never moves data into (36 KiB).
 pub const KERNEL_METADATA_SECTORS: u64 = (32 + 4) * 2;
@@ -153,10 +154,10 @@ pub fn plan_reshape(
     if let Some((m, _)) = listed.find(|(_, s)| s.lists_bad_blocks) {
         return Err(GrowError::ListsBadBlocks { member: m.name.clone() });
     }
-    let new_offset = if new_raid_disks < current {
-        fewer::offset_up(plan, new, &members, &spaces)?
-    } else {
-        offset_down(plan, new, &members, &spaces)?
+    let new_offset = match new_raid_disks.cmp(&current) {
+        Ordering::Less => fewer::offset_up(plan, new, &members, &spaces)?,
+        Ordering::Greater => offset_down(plan, new, &members, &spaces)?,
+        Ordering::Equal => same_members_offset(plan, new, &members, &spaces)?,
     };
     let members = members
         .iter()
@@ -180,14 +181,70 @@ pub fn plan_reshape(
     })
 }
 
-/// The new data offset of a reshape forwards: down from the lowest old offset by the move,
-/// no lower than any metadata's end; every added member holding the component there.
+/// The new data offset of more members: down from the lowest old offset by the move, no
+/// lower than any metadata's end; every added member holding the component there.
 fn offset_down(
     plan: &AssemblyPlan,
     new: NewShape,
     members: &[&PlannedMember],
     spaces: &[MemberSpace],
 ) -> Result<u64, GrowError> {
+    let before = headroom(plan, members, spaces);
+    let moved = data_move(plan, new, before.sectors).map_err(|needed_sectors| {
+        let (member, room_sectors) = (before.member.to_owned(), before.sectors);
+        GrowError::NoHeadroom { member, room_sectors, needed_sectors }
+    })?;
+    let new_offset = before.from - moved;
+    for (m, s) in members.iter().zip(spaces).skip(plan.raid_disks as usize) {
+        let avail_sectors =
+            s.avail_sectors.saturating_add(m.data_offset_sectors.saturating_sub(new_offset));
+        if avail_sectors < plan.size_sectors {
+            let (member, new_sectors) = (m.name.clone(), plan.size_sectors);
+            return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
+        }
+    }
+    Ok(new_offset)
+}
+
+/// The new data offset of a new layout or chunk on the same members: as mdadm's
+/// `set_new_data_offset`, the way with more room (down into the room before the data, up
+/// into the room after it; up on a tie), by about half of it (`data_move`).
+fn same_members_offset(
+    plan: &AssemblyPlan,
+    new: NewShape,
+    members: &[&PlannedMember],
+    spaces: &[MemberSpace],
+) -> Result<u64, GrowError> {
+    let (before, after) = (headroom(plan, members, spaces), fewer::tailroom(plan, members, spaces));
+    let (way, moved) = if before.sectors > after.sectors {
+        (&before, data_move(plan, new, before.sectors).map(|m| before.from - m))
+    } else {
+        (&after, data_move(plan, new, after.sectors).map(|m| after.from + m))
+    };
+    moved.map_err(|needed_sectors| GrowError::NoRoom {
+        member: way.member.to_owned(),
+        before_sectors: before.sectors,
+        after_sectors: after.sectors,
+        needed_sectors,
+    })
+}
+
+/// Room every member has for the data to move into, from one offset: the lowest of the
+/// members' down, or the highest up; with the member that bounds it.
+#[derive(Debug)]
+struct Room<'a> {
+    sectors: u64,
+    from: u64,
+    member: &'a str,
+}
+
+/// The room before the data: from the highest metadata end of any member or spare up to the
+/// lowest data offset of the members in slots.
+fn headroom<'a>(
+    plan: &AssemblyPlan,
+    members: &[&'a PlannedMember],
+    spaces: &[MemberSpace],
+) -> Room<'a> {
     let (holder, high) = members[..plan.raid_disks as usize]
         .iter()
         .map(|m| (m, m.data_offset_sectors))
@@ -199,21 +256,9 @@ fn offset_down(
         .map(|(s, m)| (m, s.metadata_end_sectors))
         .max_by_key(|p| p.1)
         .expect("a whole array has members");
-    let room = high.saturating_sub(low);
-    let moved = data_move(plan, new, room).map_err(|needed_sectors| {
-        let tight = if room == 0 { metadata } else { holder };
-        GrowError::NoHeadroom { member: tight.name.clone(), room_sectors: room, needed_sectors }
-    })?;
-    let new_offset = high - moved;
-    for (m, s) in members.iter().zip(spaces).skip(plan.raid_disks as usize) {
-        let avail_sectors =
-            s.avail_sectors.saturating_add(m.data_offset_sectors.saturating_sub(new_offset));
-        if avail_sectors < plan.size_sectors {
-            let (member, new_sectors) = (m.name.clone(), plan.size_sectors);
-            return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
-        }
-    }
-    Ok(new_offset)
+    let sectors = high.saturating_sub(low);
+    let tight = if sectors == 0 { metadata } else { holder };
+    Room { sectors, from: high, member: &tight.name }
 }
 
 /// Refuses what no room or spare can make a reshape of `plan` to `new`.
@@ -239,8 +284,8 @@ fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
     Ok(())
 }
 
-/// How far the data moves down for `new` with `room` sectors before it; `Err` with the
-/// least it needs.
+/// How far the data moves for `new` with `room` sectors to move into; `Err` with the least
+/// it needs.
 fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> {
     let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
     let gap = copy_gap(old_chunk, new_chunk);

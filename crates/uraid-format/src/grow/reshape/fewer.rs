@@ -8,7 +8,7 @@
 //! removed members are read until the end, keeping their slots (`plan_reshape`), and are
 //! spares after it.
 
-use super::{MemberSpace, NEW_OFFSET_MAX, NewShape, copy_gap, offset_change};
+use super::{MemberSpace, NEW_OFFSET_MAX, NewShape, Room, copy_gap, offset_change};
 use crate::Level;
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::grow::GrowError;
@@ -44,20 +44,36 @@ pub(super) fn offset_up(
     let parity = current - plan.data_disks();
     let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
     let moved = least.max(copy_gap(old_chunk, new_chunk));
-    let highest = members[..current as usize].iter().map(|m| m.data_offset_sectors).max();
-    let new_offset = highest.expect("a whole array has members") + moved;
-    for (m, s) in members.iter().zip(spaces) {
-        // Its device ends at its offset and room; the component must fit past the new offset.
-        let device_end = m.data_offset_sectors.saturating_add(s.avail_sectors);
-        let data_end = m.data_offset_sectors.saturating_add(plan.size_sectors);
-        let needed_sectors = new_offset - m.data_offset_sectors.min(new_offset);
-        if device_end < new_offset.saturating_add(plan.size_sectors)
-            || needed_sectors > NEW_OFFSET_MAX
-        {
-            let room_sectors = device_end.saturating_sub(data_end);
-            let member = m.name.clone();
-            return Err(GrowError::NoTailroom { member, room_sectors, needed_sectors });
-        }
+    let after = tailroom(plan, members, spaces);
+    if moved > after.sectors {
+        let (member, room_sectors) = (after.member.to_owned(), after.sectors);
+        return Err(GrowError::NoTailroom { member, room_sectors, needed_sectors: moved });
     }
-    Ok(new_offset)
+    Ok(after.from + moved)
+}
+
+/// The room after the data: from the highest data offset of the members in slots up to where
+/// the component would reach the end of the smallest device, member or spare (the kernel's
+/// `new_offset_store` refuses a move that pushes it past a device's end), and no farther than
+/// md's 32-bit `new_offset` moves the member whose data starts lowest.
+pub(super) fn tailroom<'a>(
+    plan: &AssemblyPlan,
+    members: &[&'a PlannedMember],
+    spaces: &[MemberSpace],
+) -> Room<'a> {
+    let in_slots = &members[..plan.raid_disks as usize];
+    let offsets = in_slots.iter().map(|m| m.data_offset_sectors);
+    let (lowest, highest) = (offsets.clone().min(), offsets.max());
+    let (lowest, from) = lowest.zip(highest).expect("a whole array has members");
+    let (tight, device_room) = members
+        .iter()
+        .zip(spaces)
+        .map(|(m, s)| {
+            let device_end = m.data_offset_sectors.saturating_add(s.avail_sectors);
+            (m, device_end.saturating_sub(plan.size_sectors).saturating_sub(from))
+        })
+        .min_by_key(|p| p.1)
+        .expect("a whole array has members");
+    let offset_room = (lowest + NEW_OFFSET_MAX).saturating_sub(from);
+    Room { sectors: device_room.min(offset_room), from, member: &tight.name }
 }

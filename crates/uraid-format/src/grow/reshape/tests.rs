@@ -39,16 +39,24 @@ fn progress(rp: &ReshapePlan) -> ReshapeProgress {
     }
 }
 
+/// Members with `after` sectors past the array's data (`space`'s metadata ends at 80, the
+/// data starts at 2048: 1968 sectors before it).
+fn with_after(after: u64) -> impl Fn(&PlannedMember) -> MemberSpace {
+    move |m| MemberSpace { avail_sectors: 16384 + after, ..space(m) }
+}
+
 #[test]
 fn a_new_layout_or_chunk_moves_the_data_by_half_the_room() {
     let p = plan();
-    // 2048 - 80 sectors of room: half, in whole chunks of the larger.
+    // 2048 - 80 sectors of room before the data, 1000 after: half the room before, in whole
+    // chunks of the larger.
     let layout = NewShape { layout: p.layout ^ 1, ..to(&p, 3) };
-    let rp = plan_reshape(&p, layout, &space).unwrap();
+    let rp = plan_reshape(&p, layout, &with_after(1000)).unwrap();
     assert_eq!((rp.old_raid_disks, rp.new_raid_disks, rp.new_layout), (3, 3, p.layout ^ 1));
     assert!(rp.members.iter().all(|m| m.new_offset_sectors == 2048 - 896));
+    assert!(!rp.backwards());
     let chunk = NewShape { chunk_sectors: 256, ..to(&p, 3) };
-    let rp = plan_reshape(&p, chunk, &space).unwrap();
+    let rp = plan_reshape(&p, chunk, &with_after(1000)).unwrap();
     assert!(rp.members.iter().all(|m| m.new_offset_sectors == 2048 - 768));
     let own = superblock(16384, 2048);
     let during = reshaping_superblock(&own, &rp, &rp.members[0], 1024, 10, 7);
@@ -65,10 +73,64 @@ fn a_new_layout_or_chunk_moves_the_data_by_half_the_room() {
         let err = plan_reshape(&p, NewShape { chunk_sectors, ..to(&p, 3) }, &space).unwrap_err();
         assert!(matches!(err, GrowError::ChunkSplitsMembers { .. }), "{err}");
     }
-    // Less room than mdadm's least move and the copy's gap: 128 + 256.
-    let tight = |m: &PlannedMember| MemberSpace { metadata_end_sectors: 1700, ..space(m) };
+    // Less room either way than mdadm's least move and the copy's gap: 128 + 256.
+    let tight =
+        |m: &PlannedMember| MemberSpace { metadata_end_sectors: 1700, ..with_after(200)(m) };
     let err = plan_reshape(&p, chunk, &tight).unwrap_err();
-    assert!(matches!(err, GrowError::NoHeadroom { needed_sectors: 384, .. }), "{err}");
+    let no_room = GrowError::NoRoom {
+        member: "m0".into(),
+        before_sectors: 348,
+        after_sectors: 200,
+        needed_sectors: 384,
+    };
+    assert_eq!(err, no_room);
+}
+
+/// More room after the data than before: up, as mdadm goes (backwards; on a tie too), by half
+/// of it; md's flag for it on the same members, the usable size shrunk by the move at the end.
+#[test]
+fn a_new_layout_moves_the_data_up_when_there_is_more_room_after_it() {
+    let p = plan();
+    let layout = NewShape { layout: p.layout ^ 1, ..to(&p, 3) };
+    for (after, new_offset) in [(4096, 2048 + 2048), (1968, 2048 + 896)] {
+        let rp = plan_reshape(&p, layout, &with_after(after)).unwrap();
+        assert!(rp.members.iter().all(|m| m.new_offset_sectors == new_offset), "{after}");
+        assert!(rp.backwards());
+    }
+    let rp = plan_reshape(&p, layout, &with_after(4096)).unwrap();
+    let own = superblock(16384, 2048);
+    let started = reshaping_superblock(&own, &rp, &rp.members[0], 32768, 10, 7);
+    assert_ne!(started.feature_map & feature::RESHAPE_BACKWARDS, 0, "md's flag");
+    assert_eq!((started.delta_disks, started.new_offset_sectors), (0, 2048));
+    assert!(started.data_size_sectors >= 16384 + 2048, "the component reaches the new offset");
+    let read = ReshapeProgress::of(&started).unwrap().unwrap();
+    assert_eq!(read, ReshapeProgress { position_sectors: 32768, backwards: true, ..progress(&rp) });
+    assert_eq!(read.start_sectors(&started), 32768, "from the array's end down");
+    let after = reshaped_superblock(&started, &rp, &rp.members[0], 11, 8);
+    assert_eq!((after.data_offset_sectors, after.layout), (4096, p.layout ^ 1));
+    assert_eq!(after.data_size_sectors, started.data_size_sectors - 2048);
+    assert_eq!(after.feature_map & feature::RESHAPE_BACKWARDS, 0);
+    assert_eq!(mended_superblock(&started, &after), Some(after.clone()));
+    // A member one write behind the start gets it, up.
+    let mut missed = own.clone();
+    missed.events = 9;
+    assert_eq!(
+        mended_superblock(&missed, &started),
+        Some(reshaping_superblock(&missed, &rp, &rp.members[0], 32768, 10, 7))
+    );
+    // Devices far larger than the array: half the room md's 32-bit new_offset reaches.
+    let vast = |m: &PlannedMember| MemberSpace { avail_sectors: u64::MAX / 2, ..space(m) };
+    let rp = plan_reshape(&p, layout, &vast).unwrap();
+    let moved = rp.members[0].new_offset_sectors - 2048;
+    assert_eq!(moved, u64::from(i32::MAX.cast_unsigned()) / 2 / 128 * 128);
+    let started = reshaping_superblock(&own, &rp, &rp.members[0], 32768, 10, 7);
+    assert_eq!(i64::from(started.new_offset_sectors), i64::try_from(moved).unwrap());
+    // A spare too small for the component up there bounds the room after.
+    let mut spared = plan();
+    spared.spares = vec![spare(3, "small")];
+    let rp = plan_reshape(&spared, layout, &space).unwrap();
+    assert!(!rp.backwards(), "15000 sectors hold no component: down");
+    assert!(plan_reshape(&plan(), layout, &space).unwrap().backwards(), "without it, up");
 }
 
 #[test]
