@@ -1,11 +1,13 @@
 //! `uraid grow --layout` and `--chunk` against the kernel's reshape, both ways. Three copies
 //! of one small array (RAID5 of 3 x 24 MiB members using 8 MiB of each, left-symmetric, 64
 //! KiB chunks, a 4 KiB-chunk bitmap, 16 MiB of a pattern written through uraid): uraid
-//! reshapes the first to left-asymmetric with 128 KiB chunks; the second it stops after two
-//! windows of a reshape to 32 KiB chunks, as a crash would; the third md reshapes itself to
-//! the first's shape. In the VM md must assemble the first as its own (its layout and chunk,
-//! the data, a check with no mismatch) and take up the second's reshape where uraid left it
-//! and finish it (the same). Back on the host uraid serves the array md reshaped: the data, a
+//! reshapes the first to left-asymmetric with 128 KiB chunks, its members with no room after
+//! the data (down, forwards); the second it stops after two windows of a reshape to 32 KiB
+//! chunks, as a crash would, its members with 4 MiB after the data (up, backwards, as mdadm
+//! goes with more room after than before); the third md reshapes itself to the first's shape.
+//! In the VM md must assemble the first as its own (its layout and chunk, the data, a check
+//! with no mismatch) and take up the second's reshape backwards where uraid left it and
+//! finish it (the same). Back on the host uraid serves the array md reshaped: the data, a
 //! clean check. Two more copies, each with a spare, for the takeover to RAID6: uraid takes the
 //! fourth over (`uraid grow --level 6`), which md must assemble and build Q for as its own
 //! (left-symmetric-6, the data, no mismatch), then take back to RAID5 itself (mdadm --grow
@@ -23,9 +25,7 @@ mod serve_common;
 mod stopped_common;
 
 use serve_common::{tempdir, uraid_ok};
-use stopped_common::{
-    ArrayCopy, MIB, add_spares, serve_and_check, sha256, small_array_of, small_array_with,
-};
+use stopped_common::{ArrayCopy, MIB, add_spares, serve_and_check, sha256, small_array_sized};
 
 const JOB: &str = r#"
 seen() { r $1_shape $(md layout) $(md chunk_size) $(cat /sys/block/md0/size); read_and_check $1; }
@@ -70,11 +70,16 @@ mdadm --stop /dev/md0 2>&1
 fn copy(case: &str) -> ArrayCopy {
     let dir = tempdir(case);
     let bitmap = ["--bitmap", "internal", "--bitmap-chunk", "4K"];
-    let (mut members, data) = if case.ends_with('f') {
-        small_array_of(&dir, "ks", ("6", 4), &[&["--chunk", "64K"][..], &bitmap].concat())
-    } else {
-        small_array_with(&dir, "ks", "64K", &bitmap)
+    // The first with no room after the data (its new shape goes down), the second with 4 MiB
+    // (up, more room than before it: md's reshape backwards, cut short within a few windows).
+    let mib = match case.chars().last() {
+        Some('a') => 9,
+        Some('b') => 13,
+        _ => 24,
     };
+    let level = if case.ends_with('f') { ("6", 4) } else { ("5", 3) };
+    let options = [&["--chunk", "64K"][..], &bitmap].concat();
+    let (mut members, data) = small_array_sized(&dir, "ks", level, mib, &options);
     if case.ends_with(['d', 'e']) {
         members.extend(add_spares(&dir, "ks", &members, 1));
     }
@@ -95,8 +100,11 @@ fn md_and_uraid_take_up_each_others_shape_changes() {
         .collect();
     let said = copies[0].grow(&["-p", "left-asymmetric", "-c", "128K"], None);
     assert!(said.contains("left-symmetric to left-asymmetric, 64K to 128K chunks"), "{said}");
+    assert!(said.contains("data offset 2048 -> 1280"), "down: {said}");
     let said = copies[1].grow(&["-c", "32K"], Some(2));
     assert!(said.contains("stopped after 2 windows"), "{said}");
+    let sb = stopped_common::superblock_of(&copies[1].members[0]);
+    assert_eq!(sb.new_offset_sectors, 4096, "up: {said}");
     let said = copies[3].grow(&["--level", "6"], None);
     assert!(said.contains("taken over to RAID6 left-symmetric-6"), "{said}");
     let said = copies[5].grow(&["--level", "5"], None);

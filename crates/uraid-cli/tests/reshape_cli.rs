@@ -13,8 +13,8 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use stopped_common::{
-    MIB, add_spares, assert_reads_back, examine, grow, refused_grow, small_array, strs,
-    superblock_of,
+    MIB, add_spares, assert_reads_back, examine, grow, refused_grow, small_array, small_array_in,
+    strs, superblock_of,
 };
 
 /// Serves the grown array: the old data, zeros after it up to `size`, a new write at its end
@@ -177,7 +177,8 @@ fn a_raid6_grows_twice_and_keeps_its_data() {
 #[test]
 fn a_new_layout_and_chunk_keep_the_data() {
     let dir = tempdir("reshape-shape");
-    let (mut members, mut data) = small_array(&dir, "sh", true);
+    // No room after the data: the new shape goes down, cut short within a few windows.
+    let (mut members, mut data) = small_array_in(&dir, "sh", true, 9);
     let all = strs(&members);
     let shape = [&["-p", "left-asymmetric", "--chunk", "128K"][..], &all].concat();
     let said = grow(&dir, &shape, Some(2));
@@ -206,6 +207,42 @@ fn a_new_layout_and_chunk_keep_the_data() {
     let grown = uraid_ok(&dir, &[&["grow"][..], &four].concat());
     assert!(grown.contains("from 3 to 4 members, left-asymmetric to left-asymmetric, 128K to 32K"));
     serve_and_check(&dir, "sh", &members, &data, 24 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// More room after the data (4 MiB) than before it (under 1 MiB): a new layout and chunk move
+/// the data up by half that room, as mdadm does (md's reshape backwards, from the array's end
+/// down), cut short and continued; the superblocks say backwards, the data stays, each
+/// member's usable size shrinks by the move.
+#[test]
+fn a_new_layout_moves_the_data_up_into_the_room_after_it() {
+    let dir = tempdir("reshape-up");
+    let (members, data) = small_array_in(&dir, "up", true, 13);
+    let all = strs(&members);
+    let shape = [&["-p", "right-symmetric", "--chunk", "32K"][..], &all].concat();
+    let said = grow(&dir, &shape, Some(2));
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+    let sb = superblock_of(&members[1]);
+    let backwards = uraid_format::feature::RESHAPE_BACKWARDS;
+    assert_ne!(sb.feature_map & backwards, 0, "md's flag for the same members up");
+    assert_eq!((sb.delta_disks, sb.new_offset_sectors, sb.data_offset_sectors), (0, 4096, 2048));
+    let position = sb.reshape_position_sectors;
+    assert!(position > 0 && position < 32768, "came down from the end to {position}");
+    let examined = examine(&members[1]);
+    for line in ["New Layout : right-symmetric", "New Offset : 6144 sectors", "New Chunksize : 32K"]
+    {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    let done = uraid_ok(&dir, &[&["grow", "--continue"][..], &all].concat());
+    assert!(done.contains("2048 -> 6144"), "{done}");
+    let examined = examine(&members[0]);
+    for line in ["Layout : right-symmetric", "Data Offset : 6144 sectors", "Avail Dev Size : 20480"]
+    {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(!examined.contains("Reshape") && !examined.contains("New "), "{examined}");
+    assert_eq!(superblock_of(&members[2]).feature_map & backwards, 0);
+    serve_and_check(&dir, "up", &members, &data, 16 * MIB);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

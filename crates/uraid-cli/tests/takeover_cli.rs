@@ -12,12 +12,16 @@ mod stopped_common;
 
 use serve_common::{tempdir, text, uraid, uraid_ok};
 use std::path::{Path, PathBuf};
-use stopped_common::{MIB, add_spares, examine, images, serve_and_check, small_array, strs};
+use stopped_common::{
+    MIB, add_spares, examine, images, serve_and_check, small_array, small_array_in, strs,
+};
 
 #[test]
 fn a_raid5_taken_over_to_raid6_builds_q_and_keeps_its_data() {
     let dir = tempdir("takeover");
-    let (mut members, data) = small_array(&dir, "to", true);
+    // No room after the data: its restripes go down, cut short within a few windows (up they
+    // would move the data by about 8 MiB, two windows of it).
+    let (mut members, data) = small_array_in(&dir, "to", true, 9);
     members.extend(add_spares(&dir, "to", &members, 2));
     let all = strs(&members);
     let said = uraid_ok(&dir, &[&["grow", "--level", "6"][..], &all].concat());
@@ -107,10 +111,14 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     refused(&members, &["--level", "4", "-n", "4"], "has 3 members");
     refused(&members, &["--level", "6", "-p", "left-symmetric"], "goes to RAID5 only");
     refused(&members, &["--level", "6", "-c", "32K"], "cannot be used with");
-    // A RAID4 with no room before its data: taken over to RAID5, but not restriped after,
-    // which it says, the takeover standing.
+    // A RAID4 with no room before its data nor after it: taken over to RAID5, but not
+    // restriped after, which it says, the takeover standing.
     let dir3 = tempdir("takeover-no-room");
-    let four = serve_common::member_files(&dir3, 3, 24);
+    let four = serve_common::member_files(&dir3, 3, 9);
+    for m in &four {
+        let file = std::fs::OpenOptions::new().write(true).open(m).unwrap();
+        file.set_len((16 << 10) + 8 * MIB).unwrap();
+    }
     let create = ["create", "-l", "4", "-n", "3", "--size", "8M", "--data-offset", "16K"];
     uraid_ok(&dir3, &[&create[..], &["--assume-clean", "-N", "t4"], &strs(&four)].concat());
     let out = uraid(
@@ -119,6 +127,7 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     );
     let (said, err) = (text(&out.stdout), text(&out.stderr));
     assert!(!out.status.success() && err.contains("taken over, but not restriped"), "{err}");
+    assert!(err.contains("has 0 before it and 0 after"), "{err}");
     assert!(said.contains("RAID4 taken over to RAID5 parity-last"), "{said}");
     let examined = examine(&four[0]);
     assert!(examined.contains("Raid Level : raid5") && examined.contains("parity-last"));

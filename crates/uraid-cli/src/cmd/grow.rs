@@ -53,7 +53,8 @@ past that is lost: shrink the filesystem on it first), restriped from its new en
 data moving up by mdadm's least move into the room after it (none: make some with --size \
 --shrink first), and the removed members stay as spares. `--layout` and \
 `--chunk` reshape it to another layout of its level or another chunk size, with or without \
-new members (on the same members the data moves down by about half the room, as mdadm's). \
+new members (on the same members the data moves by about half the room, as mdadm's: down \
+into the room before it, or up into the room after it when there is more there). \
 `--level` is md's takeover: RAID4 or RAID5 to RAID6 with one more member (the first spare \
 given), as md with mdadm's --layout=preserve: nothing moves, the layout becomes its `-6` kin \
 (Q on the new member, built as a rebuild when the array is next served); RAID6 to RAID5 with \

@@ -17,9 +17,16 @@ pub const DATA_OFFSET: u64 = MIB;
 /// Three 24 MiB members of a RAID5 using 8 MiB of each (with `bitmap`, one of 4 KiB chunks:
 /// growing doubles its chunk twice), written whole with a pattern through the server, stopped.
 pub fn small_array(dir: &Path, name: &str, bitmap: bool) -> (Vec<PathBuf>, Vec<u8>) {
+    small_array_in(dir, name, bitmap, 24)
+}
+
+/// `small_array` on members of `mib` MiB. A new layout or chunk moves the data up when there
+/// is more room after it than before (under 1 MiB), as mdadm does: 9 (no room after the 8
+/// MiB from `DATA_OFFSET`) keeps such a reshape going down.
+pub fn small_array_in(dir: &Path, name: &str, bitmap: bool, mib: u64) -> (Vec<PathBuf>, Vec<u8>) {
     let bitmap: &[&str] =
         if bitmap { &["--bitmap", "internal", "--bitmap-chunk", "4K"] } else { &[] };
-    small_array_with(dir, name, "64K", bitmap)
+    small_array_sized(dir, name, ("5", 3), mib, &[&["--chunk", "64K"], bitmap].concat())
 }
 
 /// `small_array` with this chunk and more `uraid create` options.
@@ -37,10 +44,21 @@ pub fn small_array_with(
 pub fn small_array_of(
     dir: &Path,
     name: &str,
-    (level, count): (&str, usize),
+    level_count: (&str, usize),
     options: &[&str],
 ) -> (Vec<PathBuf>, Vec<u8>) {
-    let members = serve_common::member_files(dir, count, 24);
+    small_array_sized(dir, name, level_count, 24, options)
+}
+
+/// `small_array_of` on members of `mib` MiB.
+pub fn small_array_sized(
+    dir: &Path,
+    name: &str,
+    (level, count): (&str, usize),
+    mib: u64,
+    options: &[&str],
+) -> (Vec<PathBuf>, Vec<u8>) {
+    let members = serve_common::member_files(dir, count, mib);
     let count = count.to_string();
     let mut create = vec!["create", "-l", level, "-n", &count, "--size", "8M"];
     create.extend(options);
