@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use uraid_format::assemble::{AssembleOptions, AssemblyPlan, Candidate, PlannedMember, plan};
 use uraid_format::grow::reshape::{
     MemberSpace, NewShape, ReshapeProgress, plan_reshape, reshape_in_progress, reshaped_superblock,
-    reshaping_superblock, mended_superblock,
+    reshaping_superblock, mended_superblock, reverted,
 };
 use uraid_format::grow::{
     MemberRoom, SizeTarget, Update, add_bitmap, check_member_update, check_update,
@@ -197,6 +197,12 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
         let rp = reshape_in_progress(&pairs, &progress);
         assert_eq!(rp.members.len(), members.len());
         assert!(rp.in_slots().all(|m| m.slot.is_some_and(|s| u32::from(s) < rp.new_raid_disks)));
+        // mdadm's revert-reshape of any reshape uraid takes up: uraid takes the revert up too.
+        if let Ok(mut back) = reverted(&sbs[0]) {
+            back.seal();
+            let back = Superblock1::decode(&back.encode()).expect("a reverted one decodes");
+            assert!(ReshapeProgress::of(&back).is_ok(), "uraid takes up its revert");
+        }
         for sb in &sbs[1..] {
             let Some(mended) = mended_superblock(sb, &sbs[0]) else { continue };
             let mended = Superblock1::decode(&mended.encode()).expect("a mended one decodes");

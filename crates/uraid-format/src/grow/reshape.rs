@@ -36,6 +36,9 @@
 //! takes members one event behind).
 
 mod fewer;
+mod revert;
+
+pub use revert::{RevertError, revert_stripe_sectors, reverted};
 
 use super::GrowError;
 use crate::assemble::{AssemblyPlan, PlannedMember};
@@ -475,7 +478,15 @@ pub fn mended_superblock(own: &Superblock1, reference: &Superblock1) -> Option<S
     }
     let own_progress = ReshapeProgress::of(own).ok()?;
     let mut sb = own.clone();
+    let shape = |sb: &Superblock1| {
+        let progress = ReshapeProgress::of(sb).ok();
+        (progress, sb.raid_disks, sb.layout, sb.chunk_sectors, sb.data_offset_sectors)
+    };
     match (own_progress, ReshapeProgress::of(reference).ok()?) {
+        // A revert (`reverted`) it missed.
+        _ if reverted(own).is_ok_and(|r| shape(&r) == shape(reference)) => {
+            sb = reverted(own).expect("just reverted");
+        }
         (None, Some(p))
             if p.position_sectors == p.start_sectors(reference)
                 && own.raid_disks == p.old_raid_disks =>

@@ -23,6 +23,7 @@
 use super::{GrowError, refuse_unless_whole_and_clean, stamp};
 use crate::assemble::AssemblyPlan;
 use crate::bitmap::BitmapSuper;
+use crate::grow::reshape::{RevertError, reverted};
 use crate::superblock::Superblock1;
 use crate::uuid::Uuid;
 
@@ -45,6 +46,8 @@ pub enum Update {
     Bbl { bitmap_sectors: u64 },
     /// No bad block log (mdadm's `no-bbl`).
     NoBbl,
+    /// The reshape in progress goes back (mdadm's `revert-reshape`; `reshape::reverted`).
+    RevertReshape,
 }
 
 /// Why an update is refused.
@@ -76,6 +79,8 @@ pub enum UpdateError {
          replace the member (uraid replace) and the log empties"
     )]
     BblListed { dev_number: u32 },
+    #[error("cannot revert the reshape: {0}")]
+    Revert(#[from] RevertError),
 }
 
 /// Whether `update` may be made to the array `plan` describes (`own`: a member's superblock;
@@ -113,7 +118,8 @@ pub fn check_update(
         Update::Homehost(host) if host.contains(':') => {
             return Err(UpdateError::HomehostColon(host.clone()));
         }
-        Update::Name(_) | Update::Homehost(_) => {}
+        // A revert asks each member's own reshape (`check_member_update`).
+        Update::Name(_) | Update::Homehost(_) | Update::RevertReshape => {}
     }
     new_name(own, update).map(|_| ())
 }
@@ -133,6 +139,7 @@ pub fn check_member_update(own: &Superblock1, update: &Update) -> Result<(), Upd
         Update::NoBbl if own.feature_map & crate::feature::BAD_BLOCKS != 0 => {
             Err(UpdateError::BblListed { dev_number: own.dev_number })
         }
+        Update::RevertReshape => reverted(own).map(|_| ()).map_err(UpdateError::Revert),
         _ => Ok(()),
     }
 }
@@ -195,6 +202,7 @@ pub fn updated_superblock(
         Update::NoBbl => {
             (sb.bblog_offset_sectors, sb.bblog_size_sectors, sb.bblog_shift) = (0, 0, 0);
         }
+        Update::RevertReshape => sb = reverted(own)?,
         Update::Name(_) | Update::Homehost(_) | Update::Bbl { .. } => {}
     }
     stamp(&mut sb, events, utime_seconds);
@@ -229,7 +237,11 @@ fn new_name(own: &Superblock1, update: &Update) -> Result<Option<String>, Update
             let short = old.split_once(':').map_or(old.as_str(), |(_, short)| short);
             format!("{host}:{short}")
         }
-        Update::Uuid(_) | Update::Resync | Update::Bbl { .. } | Update::NoBbl => return Ok(None),
+        Update::Uuid(_)
+        | Update::Resync
+        | Update::Bbl { .. }
+        | Update::NoBbl
+        | Update::RevertReshape => return Ok(None),
     };
     if name.len() > NAME_MAX_BYTES {
         return Err(UpdateError::NameTooLong { len: name.len(), name });

@@ -348,3 +348,61 @@ fn fewer_members_superblocks_go_backwards() {
     let slots: Vec<_> = back.members.iter().map(|m| (m.slot, m.new_offset_sectors)).collect();
     assert_eq!(slots, [(Some(0), 2176), (Some(1), 2176), (Some(2), 2176)]);
 }
+
+/// mdadm's revert-reshape: RAID5 3 -> 4 stopped at 4608 goes back, 4 -> 3 from there,
+/// backwards, the data offset and usable size the new ones; reverting twice is where it was;
+/// a position off the old stripes is refused; at its start it is cancelled; a member that
+/// missed the revert's write gets it.
+#[test]
+fn a_reshape_reverted_goes_back_from_where_it_is() {
+    let mut p = plan();
+    p.spares = vec![spare(3, "s3")];
+    let rp = plan_reshape(&p, to(&p, 4), &space).unwrap();
+    let own = superblock(16384, 2048);
+    let during = reshaping_superblock(&own, &rp, &rp.members[0], 4608, 10, 7);
+    let back = reverted(&during).unwrap();
+    assert_eq!((back.raid_disks, back.delta_disks, back.new_offset_sectors), (3, -1, 384));
+    assert_eq!((back.data_offset_sectors, back.reshape_position_sectors), (1664, 4608));
+    assert_eq!(back.data_size_sectors, during.data_size_sectors + 384);
+    assert_eq!(back.dev_roles[3], DevRole::Active(3), "read until the end");
+    let read = ReshapeProgress::of(&back).unwrap().unwrap();
+    let going_back = ReshapeProgress { old_raid_disks: 4, new_raid_disks: 3, ..progress(&rp) };
+    assert_eq!(read, ReshapeProgress { position_sectors: 4608, backwards: true, ..going_back });
+    let mut twice = reverted(&back).unwrap();
+    twice.seal();
+    assert_eq!(twice, during, "reverted twice");
+    // 4480 is a whole number of the new stripes (384), not of the old (256).
+    let off = reshaping_superblock(&own, &rp, &rp.members[0], 4480, 10, 7);
+    let err = reverted(&off).unwrap_err();
+    assert_eq!(err, RevertError::Misaligned { position_sectors: 4480, stripe_sectors: 256 });
+    assert_eq!(reverted(&own), Err(RevertError::NoReshape));
+    // A member one write behind the revert gets it.
+    let mut written = back.clone();
+    super::super::stamp(&mut written, 11, 8);
+    assert_eq!(mended_superblock(&during, &written), Some(written.clone()));
+    // At its start: cancelled, the added member a spare again.
+    let started = reshaping_superblock(&own, &rp, &rp.members[0], 0, 10, 7);
+    let mut cancelled = reverted(&started).unwrap();
+    assert_eq!(ReshapeProgress::of(&cancelled), Ok(None));
+    assert_eq!((cancelled.raid_disks, cancelled.dev_roles[3]), (3, DevRole::Spare));
+    assert_eq!((cancelled.data_offset_sectors, cancelled.layout), (2048, own.layout));
+    super::super::stamp(&mut cancelled, 11, 8);
+    assert_eq!(mended_superblock(&started, &cancelled), Some(cancelled.clone()));
+}
+
+/// The same members moving up, reverted: down again, forwards, md's flag off.
+#[test]
+fn a_reshape_up_reverted_goes_down() {
+    let p = plan();
+    let layout = NewShape { layout: p.layout ^ 1, ..to(&p, 3) };
+    let rp = plan_reshape(&p, layout, &with_after(4096)).unwrap();
+    let own = superblock(16384, 2048);
+    let during = reshaping_superblock(&own, &rp, &rp.members[0], 16384, 10, 7);
+    let back = reverted(&during).unwrap();
+    assert_eq!(back.feature_map & feature::RESHAPE_BACKWARDS, 0);
+    assert_eq!((back.data_offset_sectors, back.new_offset_sectors), (4096, -2048));
+    assert_eq!((back.layout, back.new_layout), (p.layout ^ 1, p.layout));
+    let progress = ReshapeProgress::of(&back).unwrap().unwrap();
+    assert!(!progress.backwards);
+    assert_eq!(progress.new_layout, p.layout);
+}
