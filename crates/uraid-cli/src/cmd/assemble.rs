@@ -29,7 +29,10 @@ missing members from parity) and writes it out. Members are never written, but w
 (mdadm's --assemble --update, on a stopped array): name=NEW, homehost[=HOST] (default: this \
 machine's name), uuid[=UUID] (default: a random one; a clone of an array's disks is told \
 apart so), resync (a resync at the next start: of what the bitmap marks where there is \
-one, as md; of everything without); each member's superblock and bitmap \
+one, as md; of everything without), bbl and no-bbl (md's bad block log), revert-reshape (a \
+reshape in progress goes back from where it is, copied on a few stripes first when its \
+position is not one it can go back from; `uraid grow --continue` or the kernel then runs it; \
+one that moved nothing is cancelled); each member's superblock and bitmap \
 superblock are rewritten with the next event count. A new UUID needs the array whole and \
 clean, a resync every member.",
     after_help = "Example:\n  uraid assemble m0.img m1.img m3.img m4.img m5.img\n  uraid \
@@ -52,7 +55,7 @@ pub struct AssembleArgs {
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Rewrite the stopped array's superblocks (mdadm's --update): name=NEW,
-    /// homehost[=HOST], uuid[=UUID], resync, bbl, no-bbl.
+    /// homehost[=HOST], uuid[=UUID], resync, bbl, no-bbl, revert-reshape.
     #[arg(short = 'U', long, value_name = "WHAT", conflicts_with_all = ["output", "force"])]
     update: Option<String>,
     /// Member devices or image files, in any order (with --config or --scan: its DEVICE

@@ -251,7 +251,7 @@ pub fn run(args: &GrowArgs) -> anyhow::Result<()> {
     let reshapes = args.raid_devices.is_some() || args.layout.is_some() || args.chunk.is_some();
     if args.resume || reshapes {
         let reshaped = if args.resume {
-            crate::cmd::reshape::resume(&stopped)
+            crate::cmd::reshape::resume(&stopped, None)
         } else {
             new_shape(args, &stopped.plan).and_then(|new| crate::cmd::reshape::start(&stopped, new))
         };

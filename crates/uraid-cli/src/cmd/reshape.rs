@@ -72,7 +72,7 @@ pub(crate) fn start(stopped: &Stopped, new: NewShape) -> anyhow::Result<Reshaped
     let reshape = layout(plan, &rp)?;
     let mut records = Records::new(plan, &grown, &rp)?;
     records.write(Some(reshape.start_position()))?;
-    run(&reshape, &mut records, reshape.start_position())
+    run(&reshape, &mut records, reshape.start_position(), None)
 }
 
 /// Before `--continue`: the members a crash kept from the last superblock write
@@ -97,8 +97,10 @@ pub(crate) fn mend_torn_writes(paths: &[String], files: &[File]) -> anyhow::Resu
     Ok(())
 }
 
-/// Takes up a reshape the superblocks record (uraid's or the kernel's).
-pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
+/// Takes up a reshape the superblocks record (uraid's or the kernel's); with `align`, only
+/// until its position is a whole number of that many sectors (a stripe at a time), for a
+/// revert (`update.rs`).
+pub(crate) fn resume(stopped: &Stopped, align: Option<u64>) -> anyhow::Result<Reshaped> {
     let plan = &stopped.plan;
     let grown = stopped.members()?;
     // Any member still reshaping says what (one whose last write ended it says nothing).
@@ -113,10 +115,15 @@ pub(crate) fn resume(stopped: &Stopped) -> anyhow::Result<Reshaped> {
     let reshape = layout(plan, &rp)?;
     reshape.check_position(progress.position_sectors)?;
     let mut records = Records::new(plan, &grown, &rp)?;
-    run(&reshape, &mut records, progress.position_sectors)
+    run(&reshape, &mut records, progress.position_sectors, align)
 }
 
-fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Result<Reshaped> {
+fn run(
+    reshape: &Reshape,
+    records: &mut Records<'_>,
+    from: u64,
+    align: Option<u64>,
+) -> anyhow::Result<Reshaped> {
     let (grown, rp) = (records.grown, records.rp);
     // Every slot read or written: a removed member's too, until the end.
     let files: Vec<Option<&Grown<'_>>> = (0..rp.slot_count() as usize)
@@ -127,7 +134,7 @@ fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Resul
         .collect();
     let mut io = Members { files: &files };
     let stripe_bytes = reshape.new_geometry().stripe_data_sectors() * SECTOR_BYTES;
-    let max_stripes = (WINDOW_BYTES_MAX / stripe_bytes).max(1);
+    let max_stripes = if align.is_some() { 1 } else { (WINDOW_BYTES_MAX / stripe_bytes).max(1) };
     let stop_after: Option<u64> = std::env::var(STOP_AFTER_ENV).ok().and_then(|v| v.parse().ok());
     let total = reshape.new_array_sectors() * SECTOR_BYTES;
     let bar = crate::cmd::progress::byte_bar(total, "reshaping");
@@ -136,7 +143,7 @@ fn run(reshape: &Reshape, records: &mut Records<'_>, from: u64) -> anyhow::Resul
     bar.set_position(copied(from));
     let (mut position, mut windows) = (from, 0);
     while let Some(window) = reshape.next_window(position, max_stripes) {
-        if stop_after == Some(windows) {
+        if stop_after == Some(windows) || align.is_some_and(|a| position.is_multiple_of(a)) {
             bar.finish_and_clear();
             return Ok(told(rp, reshape, from, windows, true));
         }

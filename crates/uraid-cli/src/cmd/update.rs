@@ -1,13 +1,15 @@
 //! `uraid assemble --update`: mdadm's `--assemble --update` on a stopped array's superblocks
 //! (a new name, homehost or UUID, a full resync at the next start, md's bad block log added
-//! or removed), decided by
+//! or removed, a reshape in progress reverted), decided by
 //! `uraid_format::grow::check_update` and written to every member in a slot and every spare,
 //! each superblock and bitmap superblock with the next event count. The data is not touched.
 //!
 //! mdadm's words, with the new value after `=` where mdadm takes it from another option
 //! (`--name`, `--homehost`, `--uuid`, which uraid's assemble uses to choose the array):
 //! `name=NEW`, `homehost[=HOST]` (default: this machine's name, as mdadm), `uuid[=UUID]`
-//! (default: a random one, as mdadm), `resync`, `bbl`, `no-bbl`. A clone of an array's
+//! (default: a random one, as mdadm), `resync`, `bbl`, `no-bbl`, `revert-reshape` (the
+//! reshape in progress goes back from where it is: `uraid grow --continue` or the kernel
+//! runs it; `uraid_format::grow::reshape::reverted`). A clone of an array's
 //! disks (dd) has the same UUID as the original: `uuid` tells the two apart.
 
 use crate::cmd::grow::{Stopped, bitmap_at, now_seconds, write_synced};
@@ -17,18 +19,25 @@ use crate::cmd::scan::Selection;
 use anyhow::{Context as _, bail};
 use std::path::Path;
 use uraid_format::assemble::AssemblyPlan;
+use uraid_format::grow::reshape::{ReshapeProgress, RevertError, reverted};
 use uraid_format::grow::{
     Update, check_member_update, check_update, updated_bitmap, updated_superblock,
 };
 use uraid_format::{Superblock1, Uuid};
+use uraid_md::members::layout_name;
 
 /// mdadm's update words uraid takes.
-pub const WORDS: &str = "name=NEW, homehost[=HOST], uuid[=UUID], resync, bbl, no-bbl";
+pub const WORDS: &str =
+    "name=NEW, homehost[=HOST], uuid[=UUID], resync, bbl, no-bbl, revert-reshape";
 
 /// Makes the update `word` to the stopped array the devices form, and says what it did.
 pub fn run(select: &Selection, given: &[String], word: &str, json: bool) -> anyhow::Result<()> {
     let mut update = parse(word)?;
-    let stopped = Stopped::open(select, given, "assemble --update", false)?;
+    let revert = update == Update::RevertReshape;
+    if revert {
+        copy_to_revertible(select, given, json)?;
+    }
+    let stopped = Stopped::open(select, given, "assemble --update", revert)?;
     let plan = &stopped.plan;
     let grown = stopped.members()?;
     let first = &grown[0];
@@ -71,6 +80,36 @@ pub fn run(select: &Selection, given: &[String], word: &str, json: bool) -> anyh
     Ok(())
 }
 
+/// A revert goes back from a whole number of the stripes it goes back to (`RevertError::
+/// Misaligned`): the reshape first copies on to the next one, a stripe at a time (mdadm
+/// refuses, saying to assemble the array and stop it again).
+fn copy_to_revertible(select: &Selection, given: &[String], json: bool) -> anyhow::Result<()> {
+    let stopped = Stopped::open(select, given, "assemble --update", true)?;
+    let first = &stopped.members()?[0];
+    let Err(RevertError::Misaligned { position_sectors, stripe_sectors }) = reverted(&first.own)
+    else {
+        return Ok(());
+    };
+    let name = &stopped.plan.name;
+    let copied = crate::cmd::reshape::resume(&stopped, Some(stripe_sectors))?;
+    if !copied.stopped_early {
+        bail!(
+            "{name}: the reshape finished on its way from array sector {position_sectors} to a \
+             whole number of the {stripe_sectors}-sector stripes it would go back to: nothing \
+             is left to revert (reshape it back with uraid grow)"
+        );
+    }
+    if !json {
+        out!(
+            "{name}: the reshape copied on from array sector {position_sectors} to a whole \
+             number of the {stripe_sectors}-sector stripes it goes back to ({} {})",
+            copied.windows,
+            if copied.windows == 1 { "window" } else { "windows" }
+        );
+    }
+    Ok(())
+}
+
 /// What an update wrote, for `tell`: the last member's new superblock stands for all.
 struct Done<'a> {
     word: &'a str,
@@ -95,6 +134,10 @@ fn tell(plan: &AssemblyPlan, done: &Done<'_>, json: bool) {
             "resync_offset_sectors": sb.resync_offset_sectors,
             "bad_block_log_offset_sectors": bbl_offset,
             "members_written": written,
+            "reshape_position_sectors": ReshapeProgress::of(sb)
+                .ok()
+                .flatten()
+                .map(|p| p.position_sectors),
         });
         out!("{json}");
         return;
@@ -113,8 +156,31 @@ fn tell(plan: &AssemblyPlan, done: &Done<'_>, json: bool) {
             written - had_bbl
         ),
         Update::NoBbl => format!("no bad block log ({had_bbl} members had one)"),
+        Update::RevertReshape => reverted_text(sb),
     };
     out!("{}: {what} ({written} members written, events {events})", plan.name);
+}
+
+/// What a revert left: the reshape going back, or none.
+fn reverted_text(sb: &Superblock1) -> String {
+    let Ok(Some(p)) = ReshapeProgress::of(sb) else {
+        return format!("the reshape is cancelled (nothing had moved): {} members", sb.raid_disks);
+    };
+    let level = sb.level;
+    format!(
+        "the reshape goes back from array sector {}: from {} to {} members, {} to {}, {}K to \
+         {}K chunks, data offset {} -> {} sectors; `uraid grow --continue` runs it (or md, \
+         assembling the array)",
+        p.position_sectors,
+        p.old_raid_disks,
+        p.new_raid_disks,
+        layout_name(level, sb.layout),
+        layout_name(level, p.new_layout),
+        sb.chunk_sectors / 2,
+        p.new_chunk_sectors / 2,
+        sb.data_offset_sectors,
+        sb.data_offset_sectors.saturating_add_signed(sb.new_offset_sectors.into()),
+    )
 }
 
 /// An update word: mdadm's, with its value after `=`.
@@ -133,6 +199,7 @@ fn parse(word: &str) -> anyhow::Result<Update> {
         ("resync", None) => Update::Resync,
         ("bbl", None) => Update::Bbl { bitmap_sectors: 0 },
         ("no-bbl", None) => Update::NoBbl,
+        ("revert-reshape", None) => Update::RevertReshape,
         ("force-no-bbl", None) => bail!(
             "--update force-no-bbl is not offered: a listed range holds what a failed write \
              left, which only the log keeps from being read as data (replace the member and its \
@@ -157,6 +224,7 @@ mod tests {
         assert_eq!(parse(&format!("uuid={uuid}")).unwrap(), Update::Uuid(uuid.parse().unwrap()));
         assert!(matches!(parse("uuid").unwrap(), Update::Uuid(_)));
         assert!(matches!(parse("homehost").unwrap(), Update::Homehost(h) if !h.is_empty()));
+        assert_eq!(parse("revert-reshape").unwrap(), Update::RevertReshape);
         for bad in ["name", "resync=1", "bbl=8", "force-no-bbl", "uuid=xyz", "summaries"] {
             assert!(parse(bad).is_err(), "{bad}");
         }

@@ -180,9 +180,14 @@ impl ArrayCopy {
 
 /// `uraid grow ARGS` fails saying `why`, and no member changed.
 pub fn refused_grow(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
+    refused(dir, members, &[&["grow"][..], args].concat(), why);
+}
+
+/// `uraid ARGS` fails saying `why`, and no member changed.
+pub fn refused(dir: &Path, members: &[PathBuf], args: &[&str], why: &str) {
     let before = images(members);
-    let out = uraid(dir, &[&["grow"][..], args].concat());
-    assert!(!out.status.success(), "{args:?} grew");
+    let out = uraid(dir, args);
+    assert!(!out.status.success(), "{args:?} went through");
     let err = text(&out.stderr);
     assert!(err.contains(why), "{args:?}: {err}");
     assert!(images(members) == before, "{args:?} wrote to a member");
