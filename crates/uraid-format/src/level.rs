@@ -45,6 +45,12 @@ impl Level {
         }
     }
 
+    /// md's `max_degraded`: the parity members of RAID4, 5 (one) and 6 (two).
+    #[must_use]
+    pub fn max_degraded(self) -> u32 {
+        if self == Level::Raid6 { 2 } else { 1 }
+    }
+
     /// Whether the level stripes data in chunks (and so needs a chunk size).
     #[must_use]
     pub fn is_striped(self) -> bool {

@@ -170,7 +170,7 @@ impl AssemblyPlan {
     /// md's `max_degraded`: parity members of the level.
     #[must_use]
     pub fn max_degraded(&self) -> u32 {
-        max_degraded(self.level)
+        self.level.max_degraded()
     }
 
     #[must_use]
@@ -184,10 +184,6 @@ impl AssemblyPlan {
         let chunk = u64::from(self.chunk_sectors);
         self.size_sectors / chunk * chunk * u64::from(self.data_disks())
     }
-}
-
-fn max_degraded(level: Level) -> u32 {
-    if level == Level::Raid6 { 2 } else { 1 }
 }
 
 /// Decides the assembly of `candidates`; see the module comment for the rules.

@@ -408,7 +408,7 @@ impl ReshapeProgress {
         if !self.backwards {
             return 0;
         }
-        let parity = if sb.level == crate::Level::Raid6 { 2 } else { 1 };
+        let parity = sb.level.max_degraded();
         let chunk = u64::from(self.new_chunk_sectors.max(1));
         let data_disks = u64::from(self.new_raid_disks.saturating_sub(parity));
         sb.size_sectors / chunk * chunk * data_disks

@@ -18,7 +18,6 @@
 //! started).
 
 use super::{ReshapeProgress, mark_reshaping};
-use crate::Level;
 use crate::dev_roles::DevRole;
 use crate::feature;
 use crate::superblock::Superblock1;
@@ -42,7 +41,7 @@ pub enum RevertError {
 /// the old shape's data members times the larger chunk.
 #[must_use]
 pub fn revert_stripe_sectors(sb: &Superblock1, progress: &ReshapeProgress) -> u64 {
-    let parity = if sb.level == Level::Raid6 { 2 } else { 1 };
+    let parity = sb.level.max_degraded();
     let chunk = sb.chunk_sectors.max(sb.new_chunk_sectors).max(1);
     u64::from(chunk) * u64::from(progress.old_raid_disks.saturating_sub(parity).max(1))
 }
