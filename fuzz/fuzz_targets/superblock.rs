@@ -226,7 +226,8 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let layout = if to & 0x200 == 0 { p.layout } else { u32::from(to >> 12) };
     // Fewer members are planned as given up to (`--shrink`): the plan is what is checked.
     let raid_disks = u32::from(to & 0x1ff);
-    let shape = NewShape { raid_disks, layout, chunk_sectors, shrink: true };
+    let shape =
+        NewShape { raid_disks, layout, chunk_sectors, shrink: true, data_offset_sectors: None };
     let Ok(rp) = plan_reshape(p, shape, &space) else { return };
     let new = rp.members[0].new_offset_sectors;
     assert!(rp.members.iter().all(|m| m.new_offset_sectors == new), "one new offset");

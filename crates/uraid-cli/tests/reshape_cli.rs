@@ -246,6 +246,24 @@ fn a_new_layout_moves_the_data_up_into_the_room_after_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--data-offset` (mdadm's): the data goes where asked, down here although there is more
+/// room after it; an offset the rules refuse leaves every member as it was.
+#[test]
+fn a_data_offset_asked_for_is_where_the_data_goes() {
+    let dir = tempdir("reshape-offset");
+    let (members, data) = small_array_in(&dir, "do", false, 13);
+    let all = strs(&members);
+    let with = |extra: &[&'static str]| -> Vec<&str> { [extra, &all].concat() };
+    refused_grow(&dir, &members, &with(&["--data-offset", "512K"]), "--raid-devices");
+    let asked = with(&["-p", "left-asymmetric", "--data-offset", "1020K"]);
+    refused_grow(&dir, &members, &asked, "a move down by 8 sectors, and it must be at least 128");
+    let said = grow(&dir, &with(&["-p", "left-asymmetric", "--data-offset", "512K"]), None);
+    assert!(said.contains("data offset 2048 -> 1024 sectors"), "{said}");
+    assert_eq!(superblock_of(&members[0]).data_offset_sectors, 1024);
+    serve_and_check(&dir, "do", &members, &data, 16 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn what_cannot_be_reshaped_is_refused_and_left_alone() {
     let dir = tempdir("reshape-refused");

@@ -357,7 +357,7 @@ fn new_array<'a>(
 /// superblock area at 4 KiB (which create writes whole, as md keeps it), and on a 4 KiB
 /// boundary, so that O_DIRECT I/O to a disk of 4 KiB sectors stays aligned (md accepts any
 /// offset past the superblock; mdadm's own are 1 MiB multiples).
-fn data_offset_sectors(text: &str) -> anyhow::Result<u64> {
+pub(crate) fn data_offset_sectors(text: &str) -> anyhow::Result<u64> {
     let bytes = parse_size(text)?;
     let start = SUPERBLOCK_OFFSET_BYTES + SUPERBLOCK_AREA_BYTES as u64;
     ensure!(

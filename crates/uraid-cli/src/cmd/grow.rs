@@ -54,7 +54,8 @@ data moving up by mdadm's least move into the room after it (none: make some wit
 --shrink first), and the removed members stay as spares. `--layout` and \
 `--chunk` reshape it to another layout of its level or another chunk size, with or without \
 new members (on the same members the data moves by about half the room, as mdadm's: down \
-into the room before it, or up into the room after it when there is more there). \
+into the room before it, or up into the room after it when there is more there; \
+--data-offset puts it where asked, as mdadm's). \
 `--level` is md's takeover: RAID4 or RAID5 to RAID6 with one more member (the first spare \
 given), as md with mdadm's --layout=preserve: nothing moves, the layout becomes its `-6` kin \
 (Q on the new member, built as a rebuild when the array is next served); RAID6 to RAID5 with \
@@ -92,6 +93,9 @@ uraid grow --continue m?.img                        (after a crash mid-reshape)"
         .multiple(true)
         .args(["size", "bitmap", "raid_devices", "layout", "chunk", "level", "resume"])
 ))]
+#[command(group(
+    clap::ArgGroup::new("reshape_shape").multiple(true).args(["raid_devices", "layout", "chunk"])
+))]
 pub struct GrowArgs {
     /// The new component size (data used on each member): `max`, or a size (64G, 1T, ...).
     #[arg(short = 'z', long, value_name = "max|SIZE")]
@@ -122,6 +126,12 @@ pub struct GrowArgs {
     /// --chunk; a bare number is KiB).
     #[arg(short, long, value_name = "SIZE")]
     chunk: Option<String>,
+    /// Where a reshape moves the data, from each member's start (mdadm's --grow
+    /// --data-offset; a bare number is KiB): below the current offset for more members,
+    /// above for fewer, either for the same (default: half the larger room, as mdadm).
+    #[arg(long, value_name = "SIZE", requires = "reshape_shape")]
+    #[arg(conflicts_with_all = ["size", "bitmap", "resume", "level"])]
+    data_offset: Option<String>,
     /// Go on with a reshape stopped by a crash, Ctrl-C or the kernel (mdadm --grow
     /// --continue).
     #[arg(long = "continue", id = "resume")]
@@ -219,7 +229,9 @@ fn new_shape(args: &GrowArgs, plan: &AssemblyPlan) -> anyhow::Result<NewShape> {
         None => plan.chunk_sectors,
     };
     let raid_disks = args.raid_devices.unwrap_or(plan.raid_disks);
-    Ok(NewShape { raid_disks, layout, chunk_sectors, shrink: args.shrink })
+    let data_offset_sectors =
+        args.data_offset.as_deref().map(crate::cmd::create::data_offset_sectors).transpose()?;
+    Ok(NewShape { raid_disks, layout, chunk_sectors, shrink: args.shrink, data_offset_sectors })
 }
 
 /// Seconds since the epoch, for the superblocks' update time.

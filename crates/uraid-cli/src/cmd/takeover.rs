@@ -79,7 +79,7 @@ fn cannot(plan: &AssemblyPlan, level: Level) -> String {
 /// The plan's own shape, for a restripe that changes the layout alone.
 fn same_shape(plan: &AssemblyPlan) -> NewShape {
     let (raid_disks, layout, chunk_sectors) = (plan.raid_disks, plan.layout, plan.chunk_sectors);
-    NewShape { raid_disks, layout, chunk_sectors, shrink: false }
+    NewShape { raid_disks, layout, chunk_sectors, ..NewShape::default() }
 }
 
 /// mdadm's restripe to `layout` before the takeover, which is decided first on the plan as

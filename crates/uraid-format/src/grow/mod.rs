@@ -191,6 +191,8 @@ pub enum GrowError {
          (its end is then given up too)"
     )]
     NoRoom { member: String, before_sectors: u64, after_sectors: u64, needed_sectors: u64 },
+    #[error("a data offset of {asked_sectors} sectors: {why}")]
+    AskedOffset { asked_sectors: u64, why: String },
     #[error(
         "{member} lists unreadable sectors in its bad block log: replace it (uraid replace) or \
          rebuild onto another device first; the reshape reads every data sector once"
@@ -455,8 +457,12 @@ mod tests {
         let roomy = |_: &PlannedMember| 1 << 20;
         let err = takeover::plan_takeover(&reshaping, Level::Raid6, None, &roomy).unwrap_err();
         assert_eq!(err, GrowError::Reshaping);
-        let shape =
-            reshape::NewShape { raid_disks: 4, layout: 2, chunk_sectors: 128, shrink: false };
+        let shape = reshape::NewShape {
+            raid_disks: 4,
+            layout: 2,
+            chunk_sectors: 128,
+            ..Default::default()
+        };
         let space = |_: &PlannedMember| reshape::MemberSpace {
             metadata_end_sectors: 80,
             avail_sectors: 1 << 20,

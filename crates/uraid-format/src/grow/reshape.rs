@@ -75,7 +75,7 @@ pub struct ReshapeMember {
 }
 
 /// What a reshape makes of an array: its members, layout and chunk (md's numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NewShape {
     pub raid_disks: u32,
     pub layout: u32,
@@ -83,6 +83,9 @@ pub struct NewShape {
     /// Fewer members may hold less than the array does: its data past the new end is lost
     /// (uraid grow's `--shrink`; mdadm has the array's size cut first).
     pub shrink: bool,
+    /// Where the data goes, in sectors from each device's start (mdadm's `--grow
+    /// --data-offset`), in place of the move uraid chooses (`asked_offset`).
+    pub data_offset_sectors: Option<u64>,
 }
 
 /// A reshape, decided or read back from the superblocks.
@@ -157,10 +160,11 @@ pub fn plan_reshape(
     if let Some((m, _)) = listed.find(|(_, s)| s.lists_bad_blocks) {
         return Err(GrowError::ListsBadBlocks { member: m.name.clone() });
     }
-    let new_offset = match new_raid_disks.cmp(&current) {
-        Ordering::Less => fewer::offset_up(plan, new, &members, &spaces)?,
-        Ordering::Greater => offset_down(plan, new, &members, &spaces)?,
-        Ordering::Equal => same_members_offset(plan, new, &members, &spaces)?,
+    let new_offset = match (new.data_offset_sectors, new_raid_disks.cmp(&current)) {
+        (Some(asked), _) => asked_offset(plan, new, (&members, &spaces), asked)?,
+        (None, Ordering::Less) => fewer::offset_up(plan, new, &members, &spaces)?,
+        (None, Ordering::Greater) => offset_down(plan, new, &members, &spaces)?,
+        (None, Ordering::Equal) => same_members_offset(plan, new, &members, &spaces)?,
     };
     let members = members
         .iter()
@@ -198,6 +202,17 @@ fn offset_down(
         GrowError::NoHeadroom { member, room_sectors, needed_sectors }
     })?;
     let new_offset = before.from - moved;
+    spares_hold_component(plan, members, spaces, new_offset)?;
+    Ok(new_offset)
+}
+
+/// Every spare taking a new slot holds the component from `new_offset`.
+fn spares_hold_component(
+    plan: &AssemblyPlan,
+    members: &[&PlannedMember],
+    spaces: &[MemberSpace],
+    new_offset: u64,
+) -> Result<(), GrowError> {
     for (m, s) in members.iter().zip(spaces).skip(plan.raid_disks as usize) {
         let avail_sectors =
             s.avail_sectors.saturating_add(m.data_offset_sectors.saturating_sub(new_offset));
@@ -206,7 +221,65 @@ fn offset_down(
             return Err(GrowError::SpareTooSmall { member, avail_sectors, new_sectors });
         }
     }
-    Ok(new_offset)
+    Ok(())
+}
+
+/// The new data offset asked for (mdadm's `--grow --data-offset`): below every member's for
+/// more members, above for fewer, either for the same members, by at least the copy's gap
+/// (and, as mdadm, its least move where the members stay or go), past md's metadata, every
+/// member and spare holding the component there, 4 KiB aligned.
+fn asked_offset(
+    plan: &AssemblyPlan,
+    new: NewShape,
+    (members, spaces): (&[&PlannedMember], &[MemberSpace]),
+    asked: u64,
+) -> Result<u64, GrowError> {
+    let refuse = |why: String| GrowError::AskedOffset { asked_sectors: asked, why };
+    let (before, after) = (headroom(plan, members, spaces), fewer::tailroom(plan, members, spaces));
+    let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
+    let gap = copy_gap(old_chunk, new_chunk);
+    let parity = plan.raid_disks - plan.data_disks();
+    let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
+    let (more, fewer) = (new.raid_disks > plan.raid_disks, new.raid_disks < plan.raid_disks);
+    let needed = if more { gap } else { least.max(gap) };
+    let lowest = before.from;
+    if !asked.is_multiple_of(8) {
+        return Err(refuse("not a multiple of 4 KiB (8 sectors)".into()));
+    }
+    if asked < lowest && !fewer {
+        let room = before.sectors;
+        let moved = lowest - asked;
+        if moved < needed || moved > room || moved > NEW_OFFSET_MAX {
+            return Err(refuse(format!(
+                "a move down by {moved} sectors, and it must be at least {needed} (the copy's \
+                 gap, or mdadm's least move) and at most the {room} sectors {} has before the \
+                 data",
+                before.member
+            )));
+        }
+        spares_hold_component(plan, members, spaces, asked)?;
+        return Ok(asked);
+    }
+    if asked > after.from && !more {
+        let room = after.sectors;
+        let moved = asked - after.from;
+        if moved < needed || moved > room {
+            return Err(refuse(format!(
+                "a move up by {moved} sectors, and it must be at least {needed} (mdadm's least \
+                 move, at least a chunk) and at most the {room} sectors {} has after the data",
+                after.member
+            )));
+        }
+        return Ok(asked);
+    }
+    let way = if more {
+        "more members move the data down, below every member's offset"
+    } else if fewer {
+        "fewer members move the data up, above every member's offset"
+    } else {
+        "the data moves down or up, past every member's offset"
+    };
+    Err(refuse(format!("{way} (from {lowest} to {} now)", after.from)))
 }
 
 /// The new data offset of a new layout or chunk on the same members: as mdadm's

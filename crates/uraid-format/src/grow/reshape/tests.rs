@@ -24,7 +24,7 @@ fn the_data_moves_as_far_as_mdadm_moves_it() {
 
 /// The array of `plan` with `raid_disks` members, its layout and chunk.
 fn to(p: &AssemblyPlan, raid_disks: u32) -> NewShape {
-    NewShape { raid_disks, layout: p.layout, chunk_sectors: p.chunk_sectors, shrink: false }
+    NewShape { raid_disks, layout: p.layout, chunk_sectors: p.chunk_sectors, ..NewShape::default() }
 }
 
 /// What `rp`'s superblocks say at its start.
@@ -405,4 +405,43 @@ fn a_reshape_up_reverted_goes_down() {
     let progress = ReshapeProgress::of(&back).unwrap().unwrap();
     assert!(!progress.backwards);
     assert_eq!(progress.new_layout, p.layout);
+}
+
+/// mdadm's `--grow --data-offset`: the data goes where asked, down or up for the same
+/// members, down for more, up for fewer, by at least the copy's gap (mdadm's least move where
+/// the members stay or go), within the room, 4 KiB aligned.
+#[test]
+fn a_data_offset_asked_for_is_where_the_data_goes() {
+    let p = plan();
+    let layout = NewShape { layout: p.layout ^ 1, ..to(&p, 3) };
+    let at = |sectors, shape: NewShape| NewShape { data_offset_sectors: Some(sectors), ..shape };
+    let offsets = |rp: &ReshapePlan| rp.members.iter().map(|m| m.new_offset_sectors).max();
+    // Down, although there is more room after the data (1968 before it, 4096 after).
+    let rp = plan_reshape(&p, at(1024, layout), &space).unwrap();
+    assert_eq!((offsets(&rp), rp.backwards()), (Some(1024), false));
+    let rp = plan_reshape(&p, at(2048 + 4096, layout), &space).unwrap();
+    assert_eq!((offsets(&rp), rp.backwards()), (Some(6144), true));
+    let refused = |sectors, shape, why: &str| {
+        let err = plan_reshape(&p, at(sectors, shape), &space).unwrap_err();
+        let GrowError::AskedOffset { asked_sectors, .. } = &err else { panic!("{err}") };
+        assert_eq!(*asked_sectors, sectors);
+        assert!(err.to_string().contains(why), "{sectors}: {err}");
+    };
+    refused(1028, layout, "not a multiple of 4 KiB");
+    refused(2048 - 64, layout, "a move down by 64 sectors, and it must be at least 128");
+    refused(40, layout, "at most the 1968 sectors m0 has before the data");
+    refused(2048 + 4104, layout, "at most the 4096 sectors m0 has after the data");
+    refused(2048, layout, "the data moves down or up, past every member's offset");
+    // More members: down only, by the copy's gap at least (less than mdadm's least, 384).
+    let mut more = plan();
+    more.spares = vec![spare(3, "s3")];
+    let rp = plan_reshape(&more, at(2048 - 128, to(&more, 4)), &space).unwrap();
+    assert_eq!(offsets(&rp), Some(1920));
+    let err = plan_reshape(&more, at(3072, to(&more, 4)), &space).unwrap_err();
+    assert!(err.to_string().contains("more members move the data down"), "{err}");
+    // Fewer: up only.
+    let fewer = NewShape { shrink: true, ..to(&p, 2) };
+    refused(1024, fewer, "fewer members move the data up");
+    let rp = plan_reshape(&p, at(2048 + 1024, fewer), &space).unwrap();
+    assert_eq!((offsets(&rp), rp.backwards()), (Some(3072), true));
 }
