@@ -236,10 +236,7 @@ fn asked_offset(
 ) -> Result<u64, GrowError> {
     let refuse = |why: String| GrowError::AskedOffset { asked_sectors: asked, why };
     let (before, after) = (headroom(plan, members, spaces), fewer::tailroom(plan, members, spaces));
-    let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
-    let gap = copy_gap(old_chunk, new_chunk);
-    let parity = plan.raid_disks - plan.data_disks();
-    let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
+    let (least, gap) = least_and_gap(plan, new);
     let (more, fewer) = (new.raid_disks > plan.raid_disks, new.raid_disks < plan.raid_disks);
     let needed = if more { gap } else { least.max(gap) };
     let lowest = before.from;
@@ -363,12 +360,10 @@ fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
 /// How far the data moves for `new` with `room` sectors to move into; `Err` with the least
 /// it needs.
 fn data_move(plan: &AssemblyPlan, new: NewShape, room: u64) -> Result<u64, u64> {
-    let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
-    let gap = copy_gap(old_chunk, new_chunk);
-    let parity = plan.raid_disks - plan.data_disks();
-    let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
+    let (least, gap) = least_and_gap(plan, new);
     // Whole chunks of the larger keep 4K alignment.
-    let whole = |sectors: u64| sectors / old_chunk.max(new_chunk) * old_chunk.max(new_chunk);
+    let larger = u64::from(plan.chunk_sectors.max(new.chunk_sectors));
+    let whole = |sectors: u64| sectors / larger * larger;
     let same_members = new.raid_disks == plan.raid_disks;
     let moved = if same_members {
         // The room before the data stays all the way, and each window copies as much.
@@ -392,6 +387,15 @@ const RAID_DISKS_MAX: u32 = 256;
 
 /// The farthest md's signed 32-bit `new_offset` moves the data.
 const NEW_OFFSET_MAX: u64 = i32::MAX as u64;
+
+/// mdadm's least move of `plan`'s data to `new` (`offset_change`) and the copy's gap
+/// (`copy_gap`), in sectors.
+fn least_and_gap(plan: &AssemblyPlan, new: NewShape) -> (u64, u64) {
+    let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
+    let new_data_disks = new.raid_disks - plan.max_degraded();
+    let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new_data_disks);
+    (least, copy_gap(old_chunk, new_chunk))
+}
 
 /// What uraid's copy needs between the old and new offsets (`Reshape::gap_sectors` in
 /// uraid-core, which this crate does not depend on): a chunk, the old and the new when it

@@ -8,7 +8,7 @@
 //! removed members are read until the end, keeping their slots (`plan_reshape`), and are
 //! spares after it.
 
-use super::{MemberSpace, NEW_OFFSET_MAX, NewShape, Room, copy_gap, offset_change};
+use super::{MemberSpace, NEW_OFFSET_MAX, NewShape, Room, least_and_gap};
 use crate::Level;
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::grow::GrowError;
@@ -21,7 +21,7 @@ pub(super) fn refuse_fewer(plan: &AssemblyPlan, new: NewShape) -> Result<(), Gro
     if asked < min {
         return Err(GrowError::TooFewMembers { asked, min });
     }
-    let parity = plan.raid_disks - plan.data_disks();
+    let parity = plan.max_degraded();
     let chunk = u64::from(new.chunk_sectors);
     let new_kib = plan.size_sectors / chunk * chunk * u64::from(asked - parity) / 2;
     let old_kib = plan.array_sectors() / 2;
@@ -39,11 +39,8 @@ pub(super) fn offset_up(
     members: &[&PlannedMember],
     spaces: &[MemberSpace],
 ) -> Result<u64, GrowError> {
-    let current = plan.raid_disks;
-    let (old_chunk, new_chunk) = (u64::from(plan.chunk_sectors), u64::from(new.chunk_sectors));
-    let parity = current - plan.data_disks();
-    let least = offset_change((old_chunk, new_chunk), plan.data_disks(), new.raid_disks - parity);
-    let moved = least.max(copy_gap(old_chunk, new_chunk));
+    let (least, gap) = least_and_gap(plan, new);
+    let moved = least.max(gap);
     let after = tailroom(plan, members, spaces);
     if moved > after.sectors {
         let (member, room_sectors) = (after.member.to_owned(), after.sectors);
