@@ -194,7 +194,7 @@ fn reshape(p: &AssemblyPlan, candidates: &[Candidate], to: u16) {
     let Some(sbs) = members.iter().map(|m| own(m)).collect::<Option<Vec<_>>>() else { return };
     if let Ok(Some(progress)) = ReshapeProgress::of(&sbs[0]) {
         let pairs: Vec<_> = members.iter().copied().zip(&sbs).collect();
-        let rp = reshape_in_progress(&pairs, &progress);
+        let rp = reshape_in_progress(p, &pairs, &progress);
         assert_eq!(rp.members.len(), members.len());
         assert!(rp.in_slots().all(|m| m.slot.is_some_and(|s| u32::from(s) < rp.new_raid_disks)));
         // mdadm's revert-reshape of any reshape uraid takes up: uraid takes the revert up too.

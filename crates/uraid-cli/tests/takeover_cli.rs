@@ -91,6 +91,33 @@ fn back_to_raid5_and_raid4(dir: &Path, members: &[PathBuf], data: &[u8]) {
     serve_and_check(dir, "to", members, (data, 16 * MIB), |_| ());
 }
 
+/// mdadm's `--grow --level=6` without `--layout=preserve`: taken over and restriped to
+/// left-symmetric in one pass, the restripe building Q as it goes (cut short here, as a crash
+/// would, and gone on with): the Q member in sync at the end, nothing rebuilt when served, the
+/// data and a check right.
+#[test]
+fn a_raid5_taken_over_to_raid6_in_one_pass() {
+    let dir = tempdir("takeover-one-pass");
+    let (mut members, data) = small_array_in(&dir, "op", true, 9);
+    members.extend(add_spares(&dir, "op", &members, 1));
+    let all = strs(&members);
+    let one_pass = [&["--level", "6", "-p", "left-symmetric"][..], &all].concat();
+    let said = stopped_common::grow(&dir, &one_pass, Some(2));
+    assert!(said.contains("s0.img becomes Q, built by the restripe as it goes"), "{said}");
+    assert!(said.contains("left-symmetric-6 to left-symmetric stopped after 2 windows"), "{said}");
+    assert!(examine(&members[3]).contains("Recovery Offset : 0 sectors"), "not built yet");
+    let said = uraid_ok(&dir, &[&["grow", "--continue"][..], &all].concat());
+    assert!(said.contains("left-symmetric-6 to left-symmetric"), "{said}");
+    let examined = examine(&members[3]);
+    for line in ["Raid Level : raid6", "Layout : left-symmetric\n", "Device Role : Active device 3"]
+    {
+        assert!(examined.contains(line), "{line}: {examined}");
+    }
+    assert!(!examined.contains("Recovery Offset"), "Q built by the restripe: {examined}");
+    serve_and_check(&dir, "op", &members, (&data, 16 * MIB), |_| ());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn what_md_does_not_take_over_is_refused_and_left_alone() {
     let dir = tempdir("takeover-refused");
@@ -109,7 +136,8 @@ fn what_md_does_not_take_over_is_refused_and_left_alone() {
     refused(&members, &["--level", "1"], "takes RAID4, 5 and 6 among each other");
     // Refused before the restripe to parity-last that RAID4 needs first.
     refused(&members, &["--level", "4", "-n", "4"], "has 3 members");
-    refused(&members, &["--level", "6", "-p", "left-symmetric"], "goes to RAID5 only");
+    refused(&members, &["--level", "4", "-p", "left-symmetric"], "goes to RAID5 or RAID6");
+    refused(&members, &["--level", "6", "-p", "left-symmetric-9"], "left-symmetric-9");
     refused(&members, &["--level", "6", "-c", "32K"], "cannot be used with");
     // A RAID4 with no room before its data nor after it: taken over to RAID5, but not
     // restriped after, which it says, the takeover standing.

@@ -62,7 +62,9 @@ given), as md with mdadm's --layout=preserve: nothing moves, the layout becomes 
 one member fewer, the last (Q's), which stays as a spare; RAID4 to RAID5 parity-last and \
 back. As mdadm, a RAID6 in a rotating layout is first restriped to its `-6` kin, a RAID5 to \
 parity-last for RAID4; `--level 5 --layout L` ends in L (a RAID6 restriped to L's `-6` kin \
-first, a RAID4 restriped to L after). \
+first, a RAID4 restriped to L after); `--level 6 --layout L` is mdadm's default one pass: \
+taken over, then restriped to L, the restripe building Q as it goes (nothing to rebuild \
+after). \
 Each window is made durable before its end is recorded in the superblocks, so a crash \
 or Ctrl-C leaves a reshape that `--continue` (or the kernel) takes up where it stopped; the \
 array is not served until it is done. `--bitmap internal` adds a write-intent bitmap where md \
@@ -140,7 +142,8 @@ pub struct GrowArgs {
     /// Take the array over to RAID4, 5 or 6 as md does: to RAID6 with one more member, the
     /// first spare given, which becomes Q (mdadm's --layout=preserve: the `-6` layout); from
     /// RAID6 with one fewer, Q's member left a spare; RAID4 and parity-last RAID5 in place.
-    /// With --layout, to RAID5 in that layout (restriped before or after, as mdadm).
+    /// With --layout, to RAID5 or RAID6 in that layout (restriped before or after, as mdadm;
+    /// to RAID6 in one pass, the restripe building Q).
     #[arg(short, long, value_name = "4|5|6", conflicts_with_all = ["chunk"])]
     level: Option<String>,
     #[command(flatten)]

@@ -12,6 +12,7 @@
 use crate::cmd::grow::{Grown, Stopped, bitmap_at, now_seconds, write_synced};
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, read_candidate_to_assemble};
 use anyhow::{Context, bail};
+use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
@@ -24,6 +25,7 @@ use uraid_format::grow::reshape::{
     mended_superblock, plan_reshape, reshape_in_progress, reshaped_superblock,
     reshaping_superblock,
 };
+use uraid_format::grow::takeover::with_q_built;
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
 
 /// Pieces each chunk is copied in: the memory a window takes is this times the members.
@@ -108,10 +110,13 @@ pub(crate) fn resume(stopped: &Stopped, align: Option<u64>) -> anyhow::Result<Re
     let Some(progress) = progress.transpose().map_err(anyhow::Error::msg)? else {
         bail!("no reshape is in progress on {}: it assembles as it is", plan.name);
     };
-    // A member lost in the middle: md goes on degraded, and so does this.
-    uraid_format::grow::refuse_unless_clean(plan, true)?;
+    // A member lost in the middle: md goes on degraded, and so does this. A restripe builds
+    // the Q member a takeover added (`q_built_by_restripe`, which needs the rest whole).
+    let same_members = progress.old_raid_disks == progress.new_raid_disks;
+    let checked = if same_members { with_q_built(plan) } else { Cow::Borrowed(plan) };
+    uraid_format::grow::refuse_unless_clean(&checked, true)?;
     let members: Vec<_> = grown.iter().map(|g| (g.member, &g.own)).collect();
-    let rp = reshape_in_progress(&members, &progress);
+    let rp = reshape_in_progress(plan, &members, &progress);
     let reshape = layout(plan, &rp)?;
     reshape.check_position(progress.position_sectors)?;
     let mut records = Records::new(plan, &grown, &rp)?;

@@ -37,25 +37,25 @@ pub(crate) fn run(change: &LevelChange<'_>, stopped: Stopped) -> anyhow::Result<
         "6" => Level::Raid6,
         other => bail!("--level {other}: uraid grow takes RAID4, 5 and 6 among each other"),
     };
-    let raid5_layout = match change.layout {
-        Some(name) if level == Level::Raid5 => {
+    // RAID5's layout to end in, or RAID6's: restriped to it after the takeover, Q built as
+    // it goes (mdadm's one pass).
+    let asked_layout = match change.layout {
+        Some(name) if level != Level::Raid4 => {
             let layout = Layout::parse(name)?;
-            layout.check_level(uraid_core::Level::Raid5)?;
+            layout.check_level(uraid_md::members::core_level(level).expect("RAID5 or 6"))?;
             Some(layout.md_number())
         }
-        Some(_) => bail!(
-            "--layout with --level goes to RAID5 only (RAID4 has one layout; a RAID6's Q is \
-             built by serving it, then `uraid grow --layout` restripes it)"
-        ),
+        Some(_) => bail!("--layout with --level goes to RAID5 or RAID6 (RAID4 has one layout)"),
         None => None,
     };
+    let raid5_layout = asked_layout.filter(|_| level == Level::Raid5);
     if let Some(layout) = restripe_before(&stopped.plan, level, raid5_layout) {
         return restripe_then_take_over(change, stopped, level, layout);
     }
     let before = stopped.plan.clone();
     let t =
         take_over(&stopped, level, change.raid_devices).with_context(|| cannot(&before, level))?;
-    let Some(layout) = restripe_after(&before, level, raid5_layout) else {
+    let Some(layout) = restripe_after(&before, level, asked_layout) else {
         tell(change.json, &before, None, &t);
         return Ok(());
     };
@@ -191,9 +191,16 @@ fn tell(json: bool, plan: &AssemblyPlan, restriped: Option<Restriped<'_>>, t: &T
         restriped_line(r);
     }
     let what = match &t.slots {
+        SlotChange::AddsQ(q) if reshaped.is_some_and(|r| !r.stopped_early) => {
+            format!(": {} becomes Q, built by the restripe", q.name)
+        }
+        SlotChange::AddsQ(q) if reshaped.is_some() => format!(
+            ": {} becomes Q, built by the restripe as it goes (or, served first, as a rebuild)",
+            q.name
+        ),
         SlotChange::AddsQ(q) => format!(
-            ": {} becomes Q, built when the array is next served (as a rebuild); `uraid grow \
-             --layout` restripes it after",
+            ": {} becomes Q, built when the array is next served (as a rebuild) or by a \
+             restripe (`uraid grow --layout`)",
             q.name
         ),
         SlotChange::DropsQ(q) => format!(": {} held Q and is now a spare", q.name),

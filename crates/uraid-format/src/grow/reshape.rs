@@ -41,10 +41,12 @@ mod revert;
 pub use revert::{RevertError, revert_stripe_sectors, reverted};
 
 use super::GrowError;
+use super::takeover::{q_built_by_restripe, with_q_built};
 use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::dev_roles::DevRole;
 use crate::feature;
 use crate::superblock::Superblock1;
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// Sectors past the superblock's start that md never moves data into (36 KiB).
@@ -98,6 +100,9 @@ pub struct ReshapePlan {
     /// The members in slots, in slot order, then the spares not taken. A slot whose member
     /// was lost in the middle of the reshape has none.
     pub members: Vec<ReshapeMember>,
+    /// The slot whose member the reshape builds as it goes: a takeover's Q member
+    /// (`q_built_by_restripe`), in sync when it ends.
+    pub q_built: Option<u16>,
 }
 
 impl ReshapePlan {
@@ -179,12 +184,14 @@ pub fn plan_reshape(
         })
         .collect();
     let (new_layout, new_chunk_sectors) = (new.layout, new.chunk_sectors);
+    let q_built = q_built_by_restripe(plan).filter(|_| new_raid_disks == current);
     Ok(ReshapePlan {
         old_raid_disks: current,
         new_raid_disks,
         new_layout,
         new_chunk_sectors,
         members,
+        q_built: q_built.map(|_| u16::try_from(current - 1).expect("at most 256 members")),
     })
 }
 
@@ -336,7 +343,10 @@ fn headroom<'a>(
 
 /// Refuses what no room or spare can make a reshape of `plan` to `new`.
 fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
-    super::refuse_unless_reshapable(plan)?;
+    // A restripe builds the Q member a takeover added (`q_built_by_restripe`).
+    let same_members = new.raid_disks == plan.raid_disks;
+    let checked = if same_members { with_q_built(plan) } else { Cow::Borrowed(plan) };
+    super::refuse_unless_reshapable(&checked)?;
     let (current, asked) = (plan.raid_disks, new.raid_disks);
     let same_shape = new.layout == plan.layout && new.chunk_sectors == plan.chunk_sectors;
     if asked == current && same_shape {
@@ -494,12 +504,19 @@ impl ReshapeProgress {
 
 /// The reshape the members' own superblocks describe (the freshest members': those behind
 /// are stale, or mended first by `mended_superblock`), each in the slot its role gives it (a
-/// spare: none; a slot may have no member).
+/// spare: none; a slot may have no member); `plan` is the array's, for a Q member the reshape
+/// builds (`q_built_by_restripe`).
 #[must_use]
 pub fn reshape_in_progress(
+    plan: &AssemblyPlan,
     members: &[(&PlannedMember, &Superblock1)],
     progress: &ReshapeProgress,
 ) -> ReshapePlan {
+    let same_members = progress.old_raid_disks == progress.new_raid_disks;
+    let q_built = q_built_by_restripe(plan).filter(|_| same_members).and_then(|q| match q.role {
+        DevRole::Active(slot) => Some(slot),
+        _ => None,
+    });
     let members = members
         .iter()
         .map(|(m, sb)| {
@@ -534,6 +551,7 @@ pub fn reshape_in_progress(
         new_layout: progress.new_layout,
         new_chunk_sectors: progress.new_chunk_sectors,
         members,
+        q_built,
     }
 }
 
@@ -688,6 +706,10 @@ pub fn reshaped_superblock(
         }
     }
     mark_reshaped(&mut sb, me.new_offset_sectors, (plan.new_layout, plan.new_chunk_sectors));
+    if me.slot.is_some() && me.slot == plan.q_built {
+        sb.feature_map &= !feature::RECOVERY_OFFSET;
+        sb.recovery_offset_sectors = 0;
+    }
     super::stamp(&mut sb, events, utime_seconds);
     sb
 }

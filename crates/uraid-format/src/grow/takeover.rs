@@ -84,14 +84,48 @@ pub fn restripe_before(
     (to != plan.layout).then_some(to)
 }
 
-/// The layout a RAID4 taken over to RAID5 (parity-last) is restriped to after, where mdadm's
-/// `--layout` asks for another.
+/// The layout a takeover is restriped to after, where mdadm's `--layout` asks for another
+/// than the takeover gives: a RAID4 taken over to RAID5 (parity-last), or a RAID4 or RAID5
+/// taken over to RAID6 (its `-6` kin) in one pass with the new Q member's building
+/// ([`q_built_by_restripe`]), as mdadm's `--grow --level=6` without `--layout=preserve`.
 #[must_use]
-pub fn restripe_after(plan: &AssemblyPlan, level: Level, raid5_layout: Option<u32>) -> Option<u32> {
-    match (plan.level, level, raid5_layout) {
+pub fn restripe_after(plan: &AssemblyPlan, level: Level, layout: Option<u32>) -> Option<u32> {
+    let taken_over = taken_over_shape(plan, level).map(|(layout, _)| layout);
+    match (plan.level, level, layout) {
         (Level::Raid4, Level::Raid5, Some(layout)) if layout != PARITY_N => Some(layout),
+        (Level::Raid4 | Level::Raid5, Level::Raid6, Some(layout)) => {
+            (Some(layout) != taken_over).then_some(layout)
+        }
         _ => None,
     }
+}
+
+/// The member a restripe of `plan` on the same members builds as it goes: a RAID6 with Q on
+/// its last member (a `-6` layout or parity-last: the takeover's) whose Q member is still
+/// being built (md's recovery offset), everything else whole and in sync. That member holds
+/// only Q, so the copy never reads it, and it writes every new chunk of every member: when
+/// it ends, Q is built too (mdadm's one-pass RAID5 -> RAID6). `None` otherwise.
+#[must_use]
+pub fn q_built_by_restripe(plan: &AssemblyPlan) -> Option<&PlannedMember> {
+    let q_last = matches!(plan.layout, TO_6..=PARITY_0_6 | PARITY_N);
+    let (q, others) = plan.slots.split_last()?;
+    let q = q.as_ref().filter(|q| q.recovery_offset_sectors.is_some())?;
+    let whole =
+        others.iter().all(|m| m.as_ref().is_some_and(|m| m.recovery_offset_sectors.is_none()));
+    (plan.level == Level::Raid6 && q_last && whole && plan.replacements.is_empty()).then_some(q)
+}
+
+/// `plan` as the refusals of a restripe see it: the Q member [`q_built_by_restripe`] builds
+/// counts as in sync.
+#[must_use]
+pub fn with_q_built(plan: &AssemblyPlan) -> std::borrow::Cow<'_, AssemblyPlan> {
+    let Some(q) = q_built_by_restripe(plan) else { return std::borrow::Cow::Borrowed(plan) };
+    let candidate = q.candidate;
+    let mut built = plan.clone();
+    for m in built.slots.iter_mut().flatten().filter(|m| m.candidate == candidate) {
+        m.recovery_offset_sectors = None;
+    }
+    std::borrow::Cow::Owned(built)
 }
 
 /// The layout and member count md's takeover of `plan` to `level` gives, if it has one.

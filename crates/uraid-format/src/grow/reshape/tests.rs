@@ -167,6 +167,7 @@ fn spares_take_the_new_slots_in_order_and_every_member_one_offset() {
     let mut s3 = p.spares[0].clone();
     s3.role = DevRole::Active(3);
     let back = reshape_in_progress(
+        &p,
         &[(&p.slots[0].clone().unwrap(), &after), (&s3, &during), (&p.spares[0], &during)],
         &ReshapeProgress { new_raid_disks: 4, position_sectors: 4096, ..progress(&rp) },
     );
@@ -344,7 +345,7 @@ fn fewer_members_superblocks_go_backwards() {
     // Read back by role: the removed member in its slot, for the copy to read.
     let members: Vec<PlannedMember> = p.slots.iter().flatten().cloned().collect();
     let pairs: Vec<_> = members.iter().map(|m| (m, &during)).collect();
-    let back = reshape_in_progress(&pairs, &read);
+    let back = reshape_in_progress(&p, &pairs, &read);
     let slots: Vec<_> = back.members.iter().map(|m| (m.slot, m.new_offset_sectors)).collect();
     assert_eq!(slots, [(Some(0), 2176), (Some(1), 2176), (Some(2), 2176)]);
 }
@@ -444,4 +445,53 @@ fn a_data_offset_asked_for_is_where_the_data_goes() {
     refused(1024, fewer, "fewer members move the data up");
     let rp = plan_reshape(&p, at(2048 + 1024, fewer), &space).unwrap();
     assert_eq!((offsets(&rp), rp.backwards()), (Some(3072), true));
+}
+
+/// mdadm's one-pass RAID5 -> RAID6: a RAID6 just taken over (left-symmetric-6, its new Q
+/// member in slot 3 still to be built) restriped to left-symmetric builds Q as it goes, and
+/// the Q member is in sync at the end; a member with data still being rebuilt, a slot
+/// missing beside it, or more members, is refused as before.
+#[test]
+fn a_restripe_builds_the_q_member_a_takeover_added() {
+    let mut p = plan();
+    (p.level, p.layout, p.raid_disks) = (crate::Level::Raid6, 18, 4);
+    let mut q = crate::grow::tests::member(3, "q");
+    q.recovery_offset_sectors = Some(0);
+    p.slots.push(Some(q));
+    let restripe = NewShape { layout: 2, ..to(&p, 4) };
+    let rp = plan_reshape(&p, restripe, &with_after(0)).unwrap();
+    assert_eq!(rp.q_built, Some(3));
+    let mut own = superblock(16384, 2048);
+    (own.level, own.layout, own.raid_disks) = (crate::Level::Raid6, 18, 4);
+    own.dev_roles = (0..4).map(DevRole::Active).collect();
+    own.dev_number = 3;
+    own.feature_map |= feature::RECOVERY_OFFSET;
+    own.seal();
+    let q_member = rp.members.iter().find(|m| m.slot == Some(3)).unwrap();
+    let during = reshaping_superblock(&own, &rp, q_member, 0, 10, 7);
+    assert_ne!(during.feature_map & feature::RECOVERY_OFFSET, 0, "built as the copy goes");
+    let after = reshaped_superblock(&during, &rp, q_member, 11, 8);
+    assert_eq!(after.feature_map & feature::RECOVERY_OFFSET, 0, "in sync at the end");
+    assert_eq!(after.layout, 2);
+    // Read back in the middle: the same member.
+    let pairs: Vec<_> = p.slots.iter().flatten().map(|m| (m, &during)).collect();
+    let read = ReshapeProgress::of(&during).unwrap().unwrap();
+    assert_eq!(reshape_in_progress(&p, &pairs, &read).q_built, Some(3));
+    let recovering = |plan: &AssemblyPlan, shape| {
+        let err = plan_reshape(plan, shape, &with_after(0)).unwrap_err();
+        assert!(matches!(err, GrowError::Recovering { .. }), "{err}");
+    };
+    let mut data_too = p.clone();
+    data_too.slots[1].as_mut().unwrap().recovery_offset_sectors = Some(64);
+    recovering(&data_too, restripe);
+    let mut missing = p.clone();
+    missing.slots[0] = None;
+    recovering(&missing, restripe);
+    let mut more = p.clone();
+    more.spares = vec![spare(4, "s4")];
+    recovering(&more, to(&more, 5));
+    // A layout with data on the last member (left-symmetric) builds nothing so.
+    let mut rotating = p.clone();
+    rotating.layout = 2;
+    recovering(&rotating, NewShape { layout: 0, ..to(&p, 4) });
 }
