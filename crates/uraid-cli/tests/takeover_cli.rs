@@ -106,6 +106,9 @@ fn a_raid5_taken_over_to_raid6_in_one_pass() {
     assert!(said.contains("s0.img becomes Q, built by the restripe as it goes"), "{said}");
     assert!(said.contains("left-symmetric-6 to left-symmetric stopped after 2 windows"), "{said}");
     assert!(examine(&members[3]).contains("Recovery Offset : 0 sectors"), "not built yet");
+    // Reverted, its old layout would hold data on the member still being built.
+    let revert = [&["assemble", "--update", "revert-reshape"][..], &all].concat();
+    stopped_common::refused(&dir, &members, &revert, "builds the Q member a takeover added");
     let said = uraid_ok(&dir, &[&["grow", "--continue"][..], &all].concat());
     assert!(said.contains("left-symmetric-6 to left-symmetric"), "{said}");
     let examined = examine(&members[3]);

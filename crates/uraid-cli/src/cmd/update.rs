@@ -86,6 +86,8 @@ pub fn run(select: &Selection, given: &[String], word: &str, json: bool) -> anyh
 fn copy_to_revertible(select: &Selection, given: &[String], json: bool) -> anyhow::Result<()> {
     let stopped = Stopped::open(select, given, "assemble --update", true)?;
     let first = &stopped.members()?[0];
+    let cannot = || format!("cannot update {}", stopped.plan.name);
+    check_update(&stopped.plan, &first.own, &Update::RevertReshape).with_context(cannot)?;
     let Err(RevertError::Misaligned { position_sectors, stripe_sectors }) = reverted(&first.own)
     else {
         return Ok(());

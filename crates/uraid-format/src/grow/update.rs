@@ -24,6 +24,7 @@ use super::{GrowError, refuse_unless_whole_and_clean, stamp};
 use crate::assemble::AssemblyPlan;
 use crate::bitmap::BitmapSuper;
 use crate::grow::reshape::{RevertError, reverted};
+use crate::grow::takeover::q_built_by_restripe;
 use crate::superblock::Superblock1;
 use crate::uuid::Uuid;
 
@@ -81,6 +82,12 @@ pub enum UpdateError {
     BblListed { dev_number: u32 },
     #[error("cannot revert the reshape: {0}")]
     Revert(#[from] RevertError),
+    #[error(
+        "the reshape is the restripe that builds the Q member a takeover added (mdadm's one \
+         pass): go on with `uraid grow --continue`, then take it back with `uraid grow --level \
+         5` or restripe it with `uraid grow --layout`"
+    )]
+    RevertBuildsQ,
 }
 
 /// Whether `update` may be made to the array `plan` describes (`own`: a member's superblock;
@@ -117,6 +124,11 @@ pub fn check_update(
         }
         Update::Homehost(host) if host.contains(':') => {
             return Err(UpdateError::HomehostColon(host.clone()));
+        }
+        // The restripe that builds a takeover's Q member goes on to its end: reverted, the old
+        // layout would hold data on a member still being built.
+        Update::RevertReshape if q_built_by_restripe(plan).is_some() => {
+            return Err(UpdateError::RevertBuildsQ);
         }
         // A revert asks each member's own reshape (`check_member_update`).
         Update::Name(_) | Update::Homehost(_) | Update::RevertReshape => {}
