@@ -54,6 +54,11 @@ pub enum AssembleError {
     #[error("{first} and {second} both claim slot {slot}")]
     DuplicateRole { slot: u32, first: String, second: String },
     #[error(
+        "{first} and {second} are both device {dev_number} of the array (md numbers each \
+         device once): one is a copy of the other's superblock, or of an older one"
+    )]
+    SharedDevNumber { dev_number: u32, first: String, second: String },
+    #[error(
         "{level} with {raid_disks} devices survives {max_degraded} missing, but slots \
          {} have no usable member{left_out}",
         slot_list(missing_slots)

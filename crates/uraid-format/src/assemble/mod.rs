@@ -345,5 +345,22 @@ fn place_members(
             }
         }
     }
+    refuse_shared_dev_numbers(plan)
+}
+
+/// md numbers each device of an array once (`dev_number`, its index in the role table): two
+/// fresh candidates with one number (a spare and a member, or two spares) would take one
+/// role between them at the next superblock write (found by the superblock fuzz target: a
+/// takeover made both of two such spares Q).
+fn refuse_shared_dev_numbers(plan: &AssemblyPlan) -> Result<(), AssembleError> {
+    let fresh = plan.slots.iter().flatten().chain(&plan.spares).chain(&plan.replacements);
+    let mut seen: Vec<&PlannedMember> = Vec::new();
+    for m in fresh {
+        if let Some(first) = seen.iter().find(|s| s.dev_number == m.dev_number) {
+            let (first, second) = (first.name.clone(), m.name.clone());
+            return Err(AssembleError::SharedDevNumber { dev_number: m.dev_number, first, second });
+        }
+        seen.push(m);
+    }
     Ok(())
 }

@@ -198,6 +198,24 @@ fn superblock_not_at_v1_2_place_is_refused() {
         if member == "m3"));
 }
 
+/// Two spares of one device number (a copied superblock): a takeover or reshape would give
+/// both the one role; refused by name.
+#[test]
+fn two_devices_of_one_number_are_refused() {
+    let roles = [0, 1, 2].map(DevRole::Active).into_iter().chain([DevRole::Spare]);
+    let mut sbs = superblocks(&new_array(Level::Raid5, 3, true), &roles.collect::<Vec<_>>());
+    let mut copy = sbs[3].clone();
+    copy.device_uuid.0[0] ^= 1;
+    copy.seal();
+    sbs.push(copy);
+    let err = plan_of(&sbs).unwrap_err();
+    let expected =
+        AssembleError::SharedDevNumber { dev_number: 3, first: "m3".into(), second: "m4".into() };
+    assert_eq!(err, expected);
+    sbs.pop();
+    assert_eq!(plan_of(&sbs).unwrap().spares.len(), 1, "one is a spare");
+}
+
 #[test]
 fn two_members_claiming_one_slot_are_refused() {
     let mut sbs = healthy(Level::Raid5, 4);
