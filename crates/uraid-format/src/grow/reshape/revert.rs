@@ -17,9 +17,8 @@
 //! shape, members added spares again (mdadm's `revert-reshape-nobackup` for a reshape not
 //! started).
 
-use super::{ReshapeProgress, mark_reshaping};
+use super::{ReshapeProgress, mark_reshaped, mark_reshaping};
 use crate::dev_roles::DevRole;
-use crate::feature;
 use crate::superblock::Superblock1;
 
 /// Why a reshape cannot be reverted.
@@ -64,11 +63,8 @@ pub fn reverted(own: &Superblock1) -> Result<Superblock1, RevertError> {
                 *role = DevRole::Spare;
             }
         }
-        sb.feature_map &=
-            !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
-        (sb.new_level, sb.new_layout, sb.new_chunk_sectors) =
-            (sb.level.to_md(), sb.layout, sb.chunk_sectors);
-        (sb.delta_disks, sb.new_offset_sectors, sb.reshape_position_sectors) = (0, 0, 0);
+        // A reshape ended where it began: the old offset, layout and chunk.
+        mark_reshaped(&mut sb, own.data_offset_sectors, (own.layout, own.chunk_sectors));
         return Ok(sb);
     }
     let stripe_sectors = revert_stripe_sectors(own, &progress);
