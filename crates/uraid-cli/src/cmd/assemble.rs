@@ -23,7 +23,8 @@ use uraid_io::{same_file_message, same_file_twice};
 ordered by the role in their superblocks, members with an older event count are left out \
 (they would be rebuild targets), and the array runs degraded within its redundancy. Refused, \
 naming the member: members of another array, a corrupt or unreadable superblock, a member too \
-small, two members in one slot, too many missing members (unless --force: below), and a \
+small, two members in one slot or two devices of one device number, too many missing \
+members (unless --force: below), and a \
 dirty degraded array (unless --force). Prints the plan; with -o, reads the whole array through the engine (rebuilding \
 missing members from parity) and writes it out. Members are never written, but with --update \
 (mdadm's --assemble --update, on a stopped array): name=NEW, homehost[=HOST] (default: this \
