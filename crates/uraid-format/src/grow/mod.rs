@@ -121,6 +121,12 @@ pub enum GrowError {
     )]
     MdPpl,
     #[error(
+        "the array has md's partial parity log (consistency policy ppl), which md does not \
+         reshape or take over (raid5.c refuses it): change the policy first (`mdadm --grow \
+         --consistency-policy=resync` while md runs it)"
+    )]
+    MdPplReshape,
+    #[error(
         "no room for a bitmap: {room_sectors} sectors between where md puts it (8 past the \
          superblock) and the {next}, and md's bitmap takes at least 8"
     )]
@@ -260,7 +266,7 @@ pub fn refuse_unless_whole_and_clean(plan: &AssemblyPlan) -> Result<(), GrowErro
 pub(crate) fn refuse_unless_reshapable(plan: &AssemblyPlan) -> Result<(), GrowError> {
     refuse_unless_whole_and_clean(plan)?;
     if plan.feature_map & crate::feature::PPL != 0 {
-        return Err(GrowError::MdPpl);
+        return Err(GrowError::MdPplReshape);
     }
     Ok(())
 }

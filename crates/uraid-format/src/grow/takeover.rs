@@ -366,6 +366,6 @@ mod tests {
         let err = plan_takeover(&raid6(18), Level::Raid5, Some(4), &roomy).unwrap_err();
         assert!(err.to_string().contains("3 members"), "{err}");
         p.feature_map |= feature::PPL;
-        assert_eq!(to6(&p, None, &roomy), Err(GrowError::MdPpl));
+        assert_eq!(to6(&p, None, &roomy), Err(GrowError::MdPplReshape));
     }
 }
