@@ -12,7 +12,6 @@
 use crate::cmd::grow::{Grown, Stopped, bitmap_at, now_seconds, write_synced};
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, read_candidate_to_assemble};
 use anyhow::{Context, bail};
-use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
@@ -112,9 +111,7 @@ pub(crate) fn resume(stopped: &Stopped, align: Option<u64>) -> anyhow::Result<Re
     };
     // A member lost in the middle: md goes on degraded, and so does this. A restripe builds
     // the Q member a takeover added (`q_built_by_restripe`, which needs the rest whole).
-    let same_members = progress.old_raid_disks == progress.new_raid_disks;
-    let checked = if same_members { with_q_built(plan) } else { Cow::Borrowed(plan) };
-    uraid_format::grow::refuse_unless_clean(&checked, true)?;
+    uraid_format::grow::refuse_unless_clean(&with_q_built(plan, progress.keeps_members()), true)?;
     let members: Vec<_> = grown.iter().map(|g| (g.member, &g.own)).collect();
     let rp = reshape_in_progress(plan, &members, &progress);
     let reshape = layout(plan, &rp)?;

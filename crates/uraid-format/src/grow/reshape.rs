@@ -46,7 +46,6 @@ use crate::assemble::{AssemblyPlan, PlannedMember};
 use crate::dev_roles::DevRole;
 use crate::feature;
 use crate::superblock::Superblock1;
-use std::borrow::Cow;
 use std::cmp::Ordering;
 
 /// Sectors past the superblock's start that md never moves data into (36 KiB).
@@ -184,7 +183,7 @@ pub fn plan_reshape(
         })
         .collect();
     let (new_layout, new_chunk_sectors) = (new.layout, new.chunk_sectors);
-    let q_built = q_built_by_restripe(plan).filter(|_| new_raid_disks == current);
+    let q_built = q_built_by_restripe(plan, new_raid_disks == current);
     Ok(ReshapePlan {
         old_raid_disks: current,
         new_raid_disks,
@@ -344,9 +343,7 @@ fn headroom<'a>(
 /// Refuses what no room or spare can make a reshape of `plan` to `new`.
 fn refuse_shape(plan: &AssemblyPlan, new: NewShape) -> Result<(), GrowError> {
     // A restripe builds the Q member a takeover added (`q_built_by_restripe`).
-    let same_members = new.raid_disks == plan.raid_disks;
-    let checked = if same_members { with_q_built(plan) } else { Cow::Borrowed(plan) };
-    super::refuse_unless_reshapable(&checked)?;
+    super::refuse_unless_reshapable(&with_q_built(plan, new.raid_disks == plan.raid_disks))?;
     let (current, asked) = (plan.raid_disks, new.raid_disks);
     let same_shape = new.layout == plan.layout && new.chunk_sectors == plan.chunk_sectors;
     if asked == current && same_shape {
@@ -488,6 +485,12 @@ impl ReshapeProgress {
         }))
     }
 
+    /// The same members before and after: a restripe (a new layout or chunk).
+    #[must_use]
+    pub fn keeps_members(&self) -> bool {
+        self.old_raid_disks == self.new_raid_disks
+    }
+
     /// The position the reshape starts from, in the array `sb` describes: its start forwards,
     /// the new array's end backwards (md's `raid5_size` of the fewer members).
     #[must_use]
@@ -512,8 +515,7 @@ pub fn reshape_in_progress(
     members: &[(&PlannedMember, &Superblock1)],
     progress: &ReshapeProgress,
 ) -> ReshapePlan {
-    let same_members = progress.old_raid_disks == progress.new_raid_disks;
-    let q_built = q_built_by_restripe(plan).filter(|_| same_members).and_then(|q| match q.role {
+    let q_built = q_built_by_restripe(plan, progress.keeps_members()).and_then(|q| match q.role {
         DevRole::Active(slot) => Some(slot),
         _ => None,
     });

@@ -100,13 +100,17 @@ pub fn restripe_after(plan: &AssemblyPlan, level: Level, layout: Option<u32>) ->
     }
 }
 
-/// The member a restripe of `plan` on the same members builds as it goes: a RAID6 with Q on
-/// its last member (a `-6` layout or parity-last: the takeover's) whose Q member is still
-/// being built (md's recovery offset), everything else whole and in sync. That member holds
-/// only Q, so the copy never reads it, and it writes every new chunk of every member: when
-/// it ends, Q is built too (mdadm's one-pass RAID5 -> RAID6). `None` otherwise.
+/// The member a reshape of `plan` builds as it goes, when it is a restripe (`keeps_members`:
+/// the same members before and after): a RAID6 with Q on its last member (a `-6` layout or
+/// parity-last: the takeover's) whose Q member is still being built (md's recovery offset),
+/// everything else whole and in sync. That member holds only Q, so the copy never reads it,
+/// and it writes every new chunk of every member: when it ends, Q is built too (mdadm's
+/// one-pass RAID5 -> RAID6). `None` otherwise.
 #[must_use]
-pub fn q_built_by_restripe(plan: &AssemblyPlan) -> Option<&PlannedMember> {
+pub fn q_built_by_restripe(plan: &AssemblyPlan, keeps_members: bool) -> Option<&PlannedMember> {
+    if !keeps_members {
+        return None;
+    }
     let q_last = matches!(plan.layout, TO_6..=PARITY_0_6 | PARITY_N);
     let (q, others) = plan.slots.split_last()?;
     let q = q.as_ref().filter(|q| q.recovery_offset_sectors.is_some())?;
@@ -115,11 +119,16 @@ pub fn q_built_by_restripe(plan: &AssemblyPlan) -> Option<&PlannedMember> {
     (plan.level == Level::Raid6 && q_last && whole && plan.replacements.is_empty()).then_some(q)
 }
 
-/// `plan` as the refusals of a restripe see it: the Q member [`q_built_by_restripe`] builds
-/// counts as in sync.
+/// `plan` as the refusals of a reshape see it: the Q member a restripe builds
+/// ([`q_built_by_restripe`]) counts as in sync.
 #[must_use]
-pub fn with_q_built(plan: &AssemblyPlan) -> std::borrow::Cow<'_, AssemblyPlan> {
-    let Some(q) = q_built_by_restripe(plan) else { return std::borrow::Cow::Borrowed(plan) };
+pub fn with_q_built(
+    plan: &AssemblyPlan,
+    keeps_members: bool,
+) -> std::borrow::Cow<'_, AssemblyPlan> {
+    let Some(q) = q_built_by_restripe(plan, keeps_members) else {
+        return std::borrow::Cow::Borrowed(plan);
+    };
     let candidate = q.candidate;
     let mut built = plan.clone();
     for m in built.slots.iter_mut().flatten().filter(|m| m.candidate == candidate) {

@@ -23,7 +23,7 @@
 use super::{GrowError, refuse_unless_whole_and_clean, stamp};
 use crate::assemble::AssemblyPlan;
 use crate::bitmap::BitmapSuper;
-use crate::grow::reshape::{RevertError, reverted};
+use crate::grow::reshape::{ReshapeProgress, RevertError, reverted};
 use crate::grow::takeover::q_built_by_restripe;
 use crate::superblock::Superblock1;
 use crate::uuid::Uuid;
@@ -127,13 +127,18 @@ pub fn check_update(
         }
         // The restripe that builds a takeover's Q member goes on to its end: reverted, the old
         // layout would hold data on a member still being built.
-        Update::RevertReshape if q_built_by_restripe(plan).is_some() => {
+        Update::RevertReshape if q_built_by_restripe(plan, restripes(own)).is_some() => {
             return Err(UpdateError::RevertBuildsQ);
         }
         // A revert asks each member's own reshape (`check_member_update`).
         Update::Name(_) | Update::Homehost(_) | Update::RevertReshape => {}
     }
     new_name(own, update).map(|_| ())
+}
+
+/// Whether `own` records a reshape that keeps the members (a restripe).
+fn restripes(own: &Superblock1) -> bool {
+    matches!(ReshapeProgress::of(own), Ok(Some(p)) if p.keeps_members())
 }
 
 /// What `check_update` cannot tell from one member: whether `update` may be made to this
