@@ -33,6 +33,9 @@ use crate::units::{DiskIndex, SECTOR_BYTES, Sector, StripeNumber};
 use std::ops::Range;
 use thiserror::Error;
 
+mod batch;
+pub use batch::{MemberRead, MemberWrite};
+
 /// Why a reshape cannot be laid out.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -93,6 +96,16 @@ pub trait ReshapeIo {
     type Error;
     fn read(&mut self, disk: DiskIndex, at_bytes: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
     fn write(&mut self, disk: DiskIndex, at_bytes: u64, buf: &[u8]) -> Result<(), Self::Error>;
+
+    /// Every read of a batch (no two overlap): in any order, or at once.
+    fn read_all(&mut self, reads: &mut [MemberRead<'_>]) -> Result<(), Self::Error> {
+        reads.iter_mut().try_for_each(|r| self.read(r.disk, r.at_bytes, r.buf))
+    }
+
+    /// Every write of a batch (no two overlap): in any order, or at once.
+    fn write_all(&mut self, writes: &[MemberWrite<'_>]) -> Result<(), Self::Error> {
+        writes.iter().try_for_each(|w| self.write(w.disk, w.at_bytes, w.buf))
+    }
 }
 
 impl Reshape {
@@ -285,15 +298,30 @@ impl Reshape {
     }
 
     /// Copies the new stripes `window` (from `next_window`) and returns the position after
-    /// them (before them, backwards). `unit_bytes` bounds the memory: each chunk goes in
-    /// pieces of at most that many bytes (a power of two of at least 512 dividing both
-    /// chunks, or the smaller chunk: a piece of a new chunk then lies within one old chunk).
+    /// them (before them, backwards). Whole new stripes go in batches of at most
+    /// `batch_bytes` of array data (`batch.rs`). Stripes larger than that, and every stripe
+    /// of a reshape with a slot missing, go a piece at a time, `unit_bytes` bounding the
+    /// memory: each chunk in pieces of at most that many bytes (a power of two of at least
+    /// 512 dividing both chunks, or the smaller chunk: a piece of a new chunk then lies
+    /// within one old chunk).
     pub fn copy_window<I: ReshapeIo>(
         &self,
         io: &mut I,
         window: Range<u64>,
         unit_bytes: u64,
+        batch_bytes: u64,
     ) -> Result<u64, I::Error> {
+        let done = if self.backwards { window.start } else { window.end };
+        let per_batch = self.stripes_per_batch(batch_bytes);
+        if per_batch > 0 {
+            let (mut first, mut buffers) = (window.start, batch::BatchBuffers::default());
+            while first < window.end {
+                let end = window.end.min(first + per_batch);
+                self.copy_batch(io, first..end, &mut buffers)?;
+                first = end;
+            }
+            return Ok(done * self.new.stripe_data_sectors());
+        }
         let chunk_bytes = self.new.chunk_bytes();
         let old_chunk_bytes = self.old.chunk_bytes();
         let unit = if chunk_bytes.is_multiple_of(unit_bytes)
@@ -310,7 +338,6 @@ impl Reshape {
                 self.copy_unit(io, StripeNumber(stripe), start, &mut blocks, &mut old_row)?;
             }
         }
-        let done = if self.backwards { window.start } else { window.end };
         Ok(done * self.new.stripe_data_sectors())
     }
 

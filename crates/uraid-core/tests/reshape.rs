@@ -9,7 +9,7 @@ mod common;
 use common::pattern as bytes;
 use proptest::prelude::*;
 use uraid_core::layout::LAYOUTS;
-use uraid_core::reshape::{Reshape, ReshapeError, ReshapeIo};
+use uraid_core::reshape::{MemberRead, MemberWrite, Reshape, ReshapeError, ReshapeIo};
 use uraid_core::{
     DiskIndex, DiskRole, Geometry, Level, SECTOR_BYTES, Sector, StripeNumber, reconstruct,
 };
@@ -23,6 +23,8 @@ struct Members {
     writes_left: u64,
     garbage: u8,
     missing: Option<usize>,
+    /// A batch's reads and writes go last first (a runtime may run them in any order).
+    reversed: bool,
 }
 
 impl ReshapeIo for Members {
@@ -46,6 +48,17 @@ impl ReshapeIo for Members {
         self.writes_left -= 1;
         target.copy_from_slice(buf);
         Ok(())
+    }
+    fn read_all(&mut self, reads: &mut [MemberRead<'_>]) -> Result<(), Crash> {
+        if self.reversed {
+            reads.reverse();
+        }
+        reads.iter_mut().try_for_each(|r| self.read(r.disk, r.at_bytes, r.buf))
+    }
+    fn write_all(&mut self, writes: &[MemberWrite<'_>]) -> Result<(), Crash> {
+        let order: Vec<_> =
+            if self.reversed { writes.iter().rev().collect() } else { writes.iter().collect() };
+        order.into_iter().try_for_each(|w| self.write(w.disk, w.at_bytes, w.buf))
     }
 }
 
@@ -107,16 +120,19 @@ fn run_case(
         writes_left: u64::MAX,
         garbage: 0xa5,
         missing: None,
+        reversed: seed % 2 == 1,
     };
     let contents = bytes(seed ^ 0x5eed, (reshape.old_array_sectors() * SECTOR_BYTES) as usize);
     write_old_array(&mut members.disks, &old, &old_offsets, component, &contents);
     members.missing = missing;
     let unit = ((chunk * SECTOR_BYTES) >> (seed % 3)).max(512);
+    // Whole new stripes a batch (none: a piece at a time, as with a slot missing).
+    let batch = [0, 1, 2, 7][(seed / 3 % 4) as usize] * new.stripe_data_sectors() * SECTOR_BYTES;
     let (mut position, mut crashes) = (reshape.start_position(), crashes.iter());
     members.writes_left = crashes.next().copied().unwrap_or(u64::MAX);
     while let Some(window) = reshape.next_window(position, max_stripes) {
         reshape.check_position(position).expect("positions stay whole new stripes");
-        match reshape.copy_window(&mut members, window, unit) {
+        match reshape.copy_window(&mut members, window, unit, batch) {
             Ok(next) => position = next,
             // Power lost: the next run starts from the position last recorded.
             Err(Crash) => members.writes_left = crashes.next().copied().unwrap_or(u64::MAX),
