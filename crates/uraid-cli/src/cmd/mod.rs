@@ -20,6 +20,7 @@ mod monitor_spares;
 mod output;
 mod progress;
 mod reshape;
+mod reshape_io;
 mod scan;
 pub mod scrub;
 pub mod serve;

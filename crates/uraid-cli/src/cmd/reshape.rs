@@ -11,12 +11,13 @@
 
 use crate::cmd::grow::{Grown, Stopped, bitmap_at, now_seconds, write_synced};
 use crate::cmd::md_meta::{SUPERBLOCK_OFFSET_BYTES, read_candidate_to_assemble};
+use crate::cmd::reshape_io::{Members, sync_all};
 use anyhow::{Context, bail};
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
-use uraid_core::reshape::{Reshape, ReshapeIo};
-use uraid_core::{DiskIndex, Geometry, Layout, SECTOR_BYTES};
+use uraid_core::reshape::Reshape;
+use uraid_core::{Geometry, Layout, SECTOR_BYTES};
 use uraid_format::Superblock1;
 use uraid_format::assemble::{AssemblyPlan, PlannedMember};
 use uraid_format::grow::reshape::{
@@ -27,7 +28,11 @@ use uraid_format::grow::reshape::{
 use uraid_format::grow::takeover::with_q_built;
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
 
-/// Pieces each chunk is copied in: the memory a window takes is this times the members.
+/// Array data copied a batch at a time (`uraid_core::reshape`'s `batch.rs`): about twice
+/// this in memory and, on 4 data members, 4 MiB a member I/O.
+const BATCH_BYTES: u64 = 16 << 20;
+/// Pieces each chunk of a larger stripe (or of a degraded reshape) is copied in: the memory
+/// this takes is this times the members.
 const UNIT_BYTES: u64 = 1 << 20;
 /// Array data a window copies at most, so that a position is recorded at least this often.
 const WINDOW_BYTES_MAX: u64 = 256 << 20;
@@ -134,7 +139,7 @@ fn run(
             grown.iter().find(|g| g.member.candidate == m.candidate)
         })
         .collect();
-    let mut io = Members { files: &files };
+    let mut io = Members::new(&files);
     let stripe_bytes = reshape.new_geometry().stripe_data_sectors() * SECTOR_BYTES;
     let max_stripes = if align.is_some() { 1 } else { (WINDOW_BYTES_MAX / stripe_bytes).max(1) };
     let stop_after: Option<u64> = std::env::var(STOP_AFTER_ENV).ok().and_then(|v| v.parse().ok());
@@ -149,10 +154,8 @@ fn run(
             bar.finish_and_clear();
             return Ok(told(rp, reshape, from, windows, true));
         }
-        position = reshape.copy_window(&mut io, window, UNIT_BYTES)?;
-        for g in files.iter().flatten() {
-            g.file.sync_data().with_context(|| g.member.name.clone())?;
-        }
+        position = reshape.copy_window(&mut io, window, UNIT_BYTES, BATCH_BYTES)?;
+        sync_all(&files)?;
         records.write(Some(position))?;
         windows += 1;
         bar.set_position(copied(position));
@@ -293,28 +296,6 @@ fn bitmap_image(g: &Grown<'_>) -> anyhow::Result<(BitmapSuper, Vec<u8>)> {
     let name = &g.member.name;
     uraid_md::members::read_bitmap(Path::new(name), &g.own)
         .map_err(|e| anyhow::anyhow!("{name}: its bitmap: {e}"))
-}
-
-/// The members' files by slot, for the copy (none for a missing slot, which it never asks
-/// for).
-struct Members<'a> {
-    files: &'a [Option<&'a Grown<'a>>],
-}
-
-impl ReshapeIo for Members<'_> {
-    type Error = anyhow::Error;
-    fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> anyhow::Result<()> {
-        let g = self.files[disk.get()].expect("a missing slot is not read");
-        g.file
-            .read_exact_at(buf, at)
-            .with_context(|| format!("reading {} at byte {at}", g.member.name))
-    }
-    fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> anyhow::Result<()> {
-        let g = self.files[disk.get()].expect("a missing slot is not written");
-        g.file
-            .write_all_at(buf, at)
-            .with_context(|| format!("writing {} at byte {at}", g.member.name))
-    }
 }
 
 /// What the reshape did, as `uraid grow --json` prints it.
