@@ -126,7 +126,7 @@ fn run_case(
     write_old_array(&mut members.disks, &old, &old_offsets, component, &contents);
     members.missing = missing;
     let unit = ((chunk * SECTOR_BYTES) >> (seed % 3)).max(512);
-    // Whole new stripes a batch (none: a piece at a time, as with a slot missing).
+    // Whole new stripes a batch (none: a piece at a time, as for stripes larger than a batch).
     let batch = [0, 1, 2, 7][(seed / 3 % 4) as usize] * new.stripe_data_sectors() * SECTOR_BYTES;
     let (mut position, mut crashes) = (reshape.start_position(), crashes.iter());
     members.writes_left = crashes.next().copied().unwrap_or(u64::MAX);

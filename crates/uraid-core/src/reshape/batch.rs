@@ -1,9 +1,10 @@
-//! The copy of whole new stripes a batch at a time, every slot present: each old member's
-//! chunks of the batch read in runs of whole chunks (one read per run of rows, its parity rows
-//! skipped), every new member's chunks written as one range. A member's I/O is then large and
-//! sequential, and the members' can run at once (`ReshapeIo::read_all`, `write_all`): read a
-//! piece of a chunk at a time, one member after another, the copy waited for every disk in
-//! turn and an HDD sought between its old and new rows for every piece.
+//! The copy of whole new stripes a batch at a time: each old member's chunks of the batch read
+//! in runs of whole chunks (one read per run of rows, its parity rows skipped; whole rows when
+//! a slot is missing, to rebuild it), every new member's chunks written as one range. A
+//! member's I/O is then large and sequential, and the members' can run at once
+//! (`ReshapeIo::read_all`, `write_all`): read a piece of a chunk at a time, one member after
+//! another, the copy waited for every disk in turn and an HDD sought between its old and new
+//! rows for every piece.
 //!
 //! The order within a window does not matter: its writes never reach the old rows of
 //! anything from the position on (`next_window`), so a batch's sources are intact whatever
@@ -52,16 +53,7 @@ fn sized(buffers: &mut Vec<BlockBuf>, count: usize, bytes: usize) -> &mut [Block
 }
 
 impl Reshape {
-    /// How many whole new stripes a batch of at most `batch_bytes` of array data holds; none
-    /// when a slot is missing (`copy_unit` rebuilds its old rows a piece at a time).
-    pub(super) fn stripes_per_batch(&self, batch_bytes: u64) -> u64 {
-        if self.missing.iter().any(|&m| m) {
-            return 0;
-        }
-        batch_bytes / (self.new.stripe_data_sectors() * SECTOR_BYTES)
-    }
-
-    /// Copies the new stripes `stripes` (every slot present).
+    /// Copies the new stripes `stripes`.
     pub(super) fn copy_batch<I: ReshapeIo>(
         &self,
         io: &mut I,
@@ -98,6 +90,7 @@ impl Reshape {
         let writes: Vec<MemberWrite<'_>> = members
             .iter()
             .enumerate()
+            .filter(|&(disk, _)| !self.missing[disk])
             .map(|(disk, buf)| MemberWrite {
                 disk: DiskIndex(disk as u16),
                 at_bytes: at(disk) * SECTOR_BYTES,
@@ -109,7 +102,9 @@ impl Reshape {
 }
 
 /// The old members' chunks holding a batch's array sectors `sectors`, as read: each member's
-/// old rows `rows` (its chunks outside `sectors` and its parity not read).
+/// old rows `rows` (its chunks outside `sectors` and its parity not read). With a slot
+/// missing, the rows are read whole and its chunks rebuilt from them: the window rule keeps
+/// every old row holding a sector not yet copied intact.
 struct OldData<'b> {
     sectors: Range<u64>,
     rows: Range<u64>,
@@ -135,7 +130,13 @@ impl<'b> OldData<'b> {
             sized(buffers, old.raid_disks(), ((rows.end - rows.start) * row_bytes) as usize);
         // Runs of rows whose chunk holds some of `sectors`, member by member: (first, count).
         let mut runs: Vec<Vec<(u64, u64)>> = vec![Vec::new(); old.raid_disks()];
-        if !sectors.is_empty() {
+        let lost = &reshape.missing[..old.raid_disks()];
+        let degraded = lost.iter().any(|&m| m);
+        if degraded && !rows.is_empty() {
+            for (runs, _) in runs.iter_mut().zip(lost).filter(|(_, lost)| !**lost) {
+                runs.push((rows.start, rows.end - rows.start));
+            }
+        } else if !sectors.is_empty() {
             for chunk_number in sectors.start / chunk..=(sectors.end - 1) / chunk {
                 let row = chunk_number / data_disks;
                 let slot = (chunk_number % data_disks) as usize;
@@ -158,6 +159,9 @@ impl<'b> OldData<'b> {
             }
         }
         io.read_all(&mut reads)?;
+        if degraded {
+            rebuild_rows(reshape, rows.clone(), members);
+        }
         Ok(OldData { sectors, rows, members })
     }
 
@@ -178,5 +182,19 @@ impl<'b> OldData<'b> {
             out[dst..dst + len].copy_from_slice(&self.members[from.disk.get()][src..src + len]);
             sector += sectors;
         }
+    }
+}
+
+/// The missing members' chunks of old rows `rows`, rebuilt from the rest of each row.
+fn rebuild_rows(reshape: &Reshape, rows: Range<u64>, members: &mut [BlockBuf]) {
+    let old = &reshape.old;
+    let row_bytes = (old.chunk_sectors() * SECTOR_BYTES) as usize;
+    let lost = &reshape.missing[..old.raid_disks()];
+    let mut chunks: Vec<_> = members.iter_mut().map(|m| m.chunks_mut(row_bytes)).collect();
+    for row in rows {
+        let mut views: Vec<&mut [u8]> =
+            chunks.iter_mut().map(|c| c.next().expect("a chunk a row")).collect();
+        reconstruct(old.level(), old.stripe_map(StripeNumber(row)), &mut views, lost)
+            .expect("with_missing keeps within the redundancy");
     }
 }
