@@ -299,8 +299,8 @@ impl Reshape {
 
     /// Copies the new stripes `window` (from `next_window`) and returns the position after
     /// them (before them, backwards). Whole new stripes go in batches of at most
-    /// `batch_bytes` of array data (`batch.rs`). Stripes larger than that go a piece at a
-    /// time, `unit_bytes` bounding the memory: each chunk in pieces of at most that many
+    /// `batch_bytes` of array data (`batch.rs`). Stripes, or old rows, larger than that go a
+    /// piece at a time, `unit_bytes` bounding the memory: each chunk in pieces of at most that many
     /// bytes (a power of two of at least 512 dividing both chunks, or the smaller chunk: a
     /// piece of a new chunk then lies within one old chunk).
     pub fn copy_window<I: ReshapeIo>(
@@ -311,7 +311,13 @@ impl Reshape {
         batch_bytes: u64,
     ) -> Result<u64, I::Error> {
         let done = if self.backwards { window.start } else { window.end };
-        let per_batch = batch_bytes / (self.new.stripe_data_sectors() * SECTOR_BYTES);
+        // A batch holds its old rows whole (every old member's chunk): those must fit too.
+        let old_row_bytes = self.old.chunk_sectors() * self.old.raid_disks() as u64 * SECTOR_BYTES;
+        let per_batch = if old_row_bytes <= batch_bytes {
+            batch_bytes / (self.new.stripe_data_sectors() * SECTOR_BYTES)
+        } else {
+            0
+        };
         if per_batch > 0 {
             let (mut first, mut buffers) = (window.start, batch::BatchBuffers::default());
             while first < window.end {

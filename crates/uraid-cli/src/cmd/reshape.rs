@@ -28,7 +28,7 @@ use uraid_format::grow::reshape::{
 use uraid_format::grow::takeover::with_q_built;
 use uraid_format::{BITMAP_SUPER_BYTES, BitmapSuper};
 
-/// Array data copied a batch at a time (`uraid_core::reshape`'s `batch.rs`): about twice
+/// Array data copied a batch at a time (`uraid_core::reshape`'s `batch.rs`): a few times
 /// this in memory and, on 4 data members, 4 MiB a member I/O.
 const BATCH_BYTES: u64 = 16 << 20;
 /// Pieces each chunk of a larger stripe (or of a degraded reshape) is copied in: the memory
