@@ -300,9 +300,9 @@ impl Reshape {
     /// Copies the new stripes `window` (from `next_window`) and returns the position after
     /// them (before them, backwards). Whole new stripes go in batches of at most
     /// `batch_bytes` of array data (`batch.rs`). Stripes, or old rows, larger than that go a
-    /// piece at a time, `unit_bytes` bounding the memory: each chunk in pieces of at most that many
-    /// bytes (a power of two of at least 512 dividing both chunks, or the smaller chunk: a
-    /// piece of a new chunk then lies within one old chunk).
+    /// piece at a time, `unit_bytes` bounding the memory: each chunk in pieces of at most
+    /// that many bytes (a power of two of at least 512 dividing both chunks, or the smaller
+    /// chunk: a piece of a new chunk then lies within one old chunk).
     pub fn copy_window<I: ReshapeIo>(
         &self,
         io: &mut I,
