@@ -32,45 +32,54 @@ impl<'a> Members<'a> {
         (g, self.direct[disk.get()].as_ref())
     }
 
-    /// Runs `op` on every item, the items of each member in order on a thread of its own;
-    /// the first error wins.
     fn on_each_member<T: Send>(
         &self,
         items: Vec<(DiskIndex, T)>,
-        op: impl Fn((&Grown<'_>, Option<&File>), T) -> anyhow::Result<()> + Sync,
-    ) -> anyhow::Result<()> {
-        let mut by_member: Vec<Vec<T>> = (0..self.files.len()).map(|_| Vec::new()).collect();
-        for (disk, item) in items {
-            by_member[disk.get()].push(item);
-        }
-        std::thread::scope(|scope| {
-            let running: Vec<_> = by_member
-                .into_iter()
-                .enumerate()
-                .filter(|(_, items)| !items.is_empty())
-                .map(|(disk, items)| {
-                    let (op, m) = (&op, self.member(DiskIndex(disk as u16)));
-                    scope.spawn(move || items.into_iter().try_for_each(|item| op(m, item)))
-                })
-                .collect();
-            running.into_iter().try_for_each(|t| t.join().expect("a member's I/O thread"))
-        })
+        op: impl Fn((&Grown<'_>, Option<&File>), T) -> Result<()> + Sync,
+    ) -> Result<()> {
+        on_each(self.files.len(), |disk| self.member(disk), items, op)
     }
+}
+
+/// Runs `op` on every item with its member (`member`, of `members`), the items of each member
+/// in order on a thread of its own; the first error wins.
+fn on_each<M: Copy + Send, T: Send>(
+    members: usize,
+    member: impl Fn(DiskIndex) -> M,
+    items: Vec<(DiskIndex, T)>,
+    op: impl Fn(M, T) -> Result<()> + Sync,
+) -> Result<()> {
+    let mut by_member: Vec<Vec<T>> = (0..members).map(|_| Vec::new()).collect();
+    for (disk, item) in items {
+        by_member[disk.get()].push(item);
+    }
+    std::thread::scope(|scope| {
+        let running: Vec<_> = by_member
+            .into_iter()
+            .enumerate()
+            .filter(|(_, items)| !items.is_empty())
+            .map(|(disk, items)| {
+                let (op, m) = (&op, member(DiskIndex(disk as u16)));
+                scope.spawn(move || items.into_iter().try_for_each(|item| op(m, item)))
+            })
+            .collect();
+        running.into_iter().try_for_each(|t| t.join().expect("a member's I/O thread"))
+    })
 }
 
 impl ReshapeIo for Members<'_> {
     type Error = anyhow::Error;
-    fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> anyhow::Result<()> {
+    fn read(&mut self, disk: DiskIndex, at: u64, buf: &mut [u8]) -> Result<()> {
         read_at(self.member(disk), at, buf)
     }
-    fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> anyhow::Result<()> {
+    fn write(&mut self, disk: DiskIndex, at: u64, buf: &[u8]) -> Result<()> {
         write_at(self.member(disk), at, buf)
     }
-    fn read_all(&mut self, reads: &mut [MemberRead<'_>]) -> anyhow::Result<()> {
+    fn read_all(&mut self, reads: &mut [MemberRead<'_>]) -> Result<()> {
         let items = reads.iter_mut().map(|r| (r.disk, (r.at_bytes, &mut *r.buf))).collect();
         self.on_each_member(items, |m, (at, buf)| read_at(m, at, buf))
     }
-    fn write_all(&mut self, writes: &[MemberWrite<'_>]) -> anyhow::Result<()> {
+    fn write_all(&mut self, writes: &[MemberWrite<'_>]) -> Result<()> {
         let items = writes.iter().map(|w| (w.disk, (w.at_bytes, w.buf))).collect();
         self.on_each_member(items, |m, (at, buf)| write_at(m, at, buf))
     }
@@ -116,15 +125,13 @@ fn write_at((g, direct): (&Grown<'_>, Option<&File>), at: u64, buf: &[u8]) -> Re
         .with_context(|| format!("writing {} at byte {at}", g.member.name))
 }
 
-/// Makes every member's writes durable, the members at once.
-pub(crate) fn sync_all(files: &[Option<&Grown<'_>>]) -> anyhow::Result<()> {
-    // Of the buffered file: the inode's, covering the O_DIRECT writes (and the device's cache).
-    let members = Members { files, direct: files.iter().map(|_| None).collect() };
-    let items = (0..files.len())
-        .filter(|&slot| files[slot].is_some())
-        .map(|slot| (DiskIndex(slot as u16), ()))
-        .collect();
-    members.on_each_member(items, |(g, _), ()| {
+/// Makes every member's writes durable, the members at once (by the buffered file: the
+/// inode's, covering the O_DIRECT writes, and the device's cache).
+pub(crate) fn sync_all(files: &[Option<&Grown<'_>>]) -> Result<()> {
+    let slots = (0..files.len()).filter(|&slot| files[slot].is_some());
+    let items = slots.map(|slot| (DiskIndex(slot as u16), ())).collect();
+    let member = |disk: DiskIndex| files[disk.get()].expect("only the slots with a member");
+    on_each(files.len(), member, items, |g: &Grown<'_>, ()| {
         g.file.sync_data().with_context(|| g.member.name.clone())
     })
 }
