@@ -183,14 +183,22 @@ pub fn plan_reshape(
         })
         .collect();
     let (new_layout, new_chunk_sectors) = (new.layout, new.chunk_sectors);
-    let q_built = q_built_by_restripe(plan, new_raid_disks == current);
+    let q_built = q_built_slot(plan, new_raid_disks == current);
     Ok(ReshapePlan {
         old_raid_disks: current,
         new_raid_disks,
         new_layout,
         new_chunk_sectors,
         members,
-        q_built: q_built.map(|_| u16::try_from(current - 1).expect("at most 256 members")),
+        q_built,
+    })
+}
+
+/// The slot of the Q member a restripe of `plan` builds as it goes (`q_built_by_restripe`).
+fn q_built_slot(plan: &AssemblyPlan, keeps_members: bool) -> Option<u16> {
+    q_built_by_restripe(plan, keeps_members).and_then(|q| match q.role {
+        DevRole::Active(slot) => Some(slot),
+        _ => None,
     })
 }
 
@@ -515,10 +523,7 @@ pub fn reshape_in_progress(
     members: &[(&PlannedMember, &Superblock1)],
     progress: &ReshapeProgress,
 ) -> ReshapePlan {
-    let q_built = q_built_by_restripe(plan, progress.keeps_members()).and_then(|q| match q.role {
-        DevRole::Active(slot) => Some(slot),
-        _ => None,
-    });
+    let q_built = q_built_slot(plan, progress.keeps_members());
     let members = members
         .iter()
         .map(|(m, sb)| {
