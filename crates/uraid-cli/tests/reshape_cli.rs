@@ -13,8 +13,8 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use stopped_common::{
-    MIB, add_spares, assert_reads_back, examine, grow, refused_grow, small_array, small_array_in,
-    strs, superblock_of,
+    DATA_OFFSET, MIB, add_spares, assert_reads_back, examine, grow, refused_grow, small_array,
+    small_array_in, strs, superblock_of,
 };
 
 /// Serves the grown array: the old data, zeros after it up to `size`, a new write at its end
@@ -106,6 +106,30 @@ fn a_reshape_whose_first_superblock_writes_were_cut_off_goes_on() {
                 array sector 0";
     assert!(said.contains(from), "{said}");
     serve_and_check(&dir, "rt", &members, &data, 24 * MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A member cut short in the middle of a reshape (a device replaced by a smaller one, a file
+/// truncated): `--continue` refuses it by name before copying anything, every member left as
+/// it was; with its bytes back it finishes with every byte of the data.
+#[test]
+fn a_reshape_with_a_member_cut_short_is_refused_until_it_is_whole() {
+    let dir = tempdir("reshape-cut-member");
+    let (mut members, data) = small_array(&dir, "rc", true);
+    members.extend(add_spares(&dir, "rc", &members, 1));
+    let all = strs(&members);
+    let said = grow(&dir, &[&["-n", "4"][..], &all].concat(), Some(2));
+    assert!(said.contains("stopped after 2 windows"), "{said}");
+    let whole = std::fs::read(&members[2]).unwrap();
+    let cut = DATA_OFFSET + 6 * MIB;
+    std::fs::OpenOptions::new().write(true).open(&members[2]).unwrap().set_len(cut).unwrap();
+    let args = [&["grow", "--continue"][..], &all].concat();
+    stopped_common::refused(&dir, &members, &args, "m2.img: 7340032 bytes is too small");
+    let file = std::fs::OpenOptions::new().write(true).open(&members[2]).unwrap();
+    file.write_all_at(&whole[cut as usize..], cut).unwrap();
+    let said = uraid_ok(&dir, &args);
+    assert!(said.contains("reshaped from 3 to 4 members"), "{said}");
+    serve_and_check(&dir, "rc", &members, &data, 24 * MIB);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
